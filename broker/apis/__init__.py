@@ -1,0 +1,20 @@
+"""One module per Kafka API. ApiVersions advertises exactly the modules listed here."""
+
+from __future__ import annotations
+
+# Module names under broker.apis; each defines API_KEY, MIN_VERSION, MAX_VERSION, (ADVERTISED_MIN), handle().
+API_MODULES: tuple[str, ...] = (
+    "produce",
+    "fetch",
+    "list_offsets",
+    "metadata",
+    "api_versions",
+    "create_topics",
+    "delete_topics",
+    "offset_for_leader_epoch",
+    "describe_configs",
+    "alter_configs",
+    "create_partitions",
+    "incremental_alter_configs",
+    "describe_cluster",
+)

@@ -1,0 +1,1 @@
+"""Broker and topic configuration with Kafka's names, defaults, synonyms and validation."""

@@ -1,0 +1,104 @@
+"""Request/response classes from kafka-python's schema-driven `kafka.protocol`, loaded lazily.
+
+Importing the `kafka` package runs its `__init__`, which pulls in the whole client (admin, net,
+producer, consumer: ~0.25 s). The broker needs only `kafka.protocol`, so `_install_lazy_kafka_package`
+registers `kafka` as a package whose `__init__` runs on first attribute access instead. Code in the same
+process that later does `from kafka import KafkaProducer` still gets the real package.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+import types
+from functools import cache
+from typing import Any
+
+# api_key -> (module under kafka.protocol, request class, response class)
+_MESSAGES: dict[int, tuple[str, str, str]] = {
+    0: ("producer.produce", "ProduceRequest", "ProduceResponse"),
+    1: ("consumer.fetch", "FetchRequest", "FetchResponse"),
+    2: ("consumer.offsets", "ListOffsetsRequest", "ListOffsetsResponse"),
+    3: ("metadata.metadata", "MetadataRequest", "MetadataResponse"),
+    8: ("consumer.group", "OffsetCommitRequest", "OffsetCommitResponse"),
+    9: ("consumer.group", "OffsetFetchRequest", "OffsetFetchResponse"),
+    10: ("metadata.find_coordinator", "FindCoordinatorRequest", "FindCoordinatorResponse"),
+    11: ("consumer.group", "JoinGroupRequest", "JoinGroupResponse"),
+    12: ("consumer.group", "HeartbeatRequest", "HeartbeatResponse"),
+    13: ("consumer.group", "LeaveGroupRequest", "LeaveGroupResponse"),
+    14: ("consumer.group", "SyncGroupRequest", "SyncGroupResponse"),
+    15: ("admin.groups", "DescribeGroupsRequest", "DescribeGroupsResponse"),
+    16: ("admin.groups", "ListGroupsRequest", "ListGroupsResponse"),
+    17: ("sasl", "SaslHandshakeRequest", "SaslHandshakeResponse"),
+    18: ("metadata.api_versions", "ApiVersionsRequest", "ApiVersionsResponse"),
+    19: ("admin.topics", "CreateTopicsRequest", "CreateTopicsResponse"),
+    20: ("admin.topics", "DeleteTopicsRequest", "DeleteTopicsResponse"),
+    21: ("admin.topics", "DeleteRecordsRequest", "DeleteRecordsResponse"),
+    22: ("producer.transaction", "InitProducerIdRequest", "InitProducerIdResponse"),
+    23: ("consumer.offsets", "OffsetForLeaderEpochRequest", "OffsetForLeaderEpochResponse"),
+    24: ("producer.transaction", "AddPartitionsToTxnRequest", "AddPartitionsToTxnResponse"),
+    25: ("producer.transaction", "AddOffsetsToTxnRequest", "AddOffsetsToTxnResponse"),
+    26: ("producer.transaction", "EndTxnRequest", "EndTxnResponse"),
+    28: ("producer.transaction", "TxnOffsetCommitRequest", "TxnOffsetCommitResponse"),
+    32: ("admin.configs", "DescribeConfigsRequest", "DescribeConfigsResponse"),
+    33: ("admin.configs", "AlterConfigsRequest", "AlterConfigsResponse"),
+    37: ("admin.topics", "CreatePartitionsRequest", "CreatePartitionsResponse"),
+    42: ("admin.groups", "DeleteGroupsRequest", "DeleteGroupsResponse"),
+    44: ("admin.configs", "IncrementalAlterConfigsRequest", "IncrementalAlterConfigsResponse"),
+    46: ("admin.topics", "ListPartitionReassignmentsRequest", "ListPartitionReassignmentsResponse"),
+    47: ("consumer.group", "OffsetDeleteRequest", "OffsetDeleteResponse"),
+    60: ("admin.cluster", "DescribeClusterRequest", "DescribeClusterResponse"),
+    75: ("admin.topics", "DescribeTopicPartitionsRequest", "DescribeTopicPartitionsResponse"),
+}
+
+
+class _LazyKafkaPackage(types.ModuleType):
+    """`kafka` with its `__path__` set (so submodules import) but its `__init__` deferred."""
+
+    _loaded = False
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or type(self)._loaded:
+            raise AttributeError(name)
+        type(self)._loaded = True
+        spec = self.__spec__
+        assert spec is not None and spec.loader is not None
+        spec.loader.exec_module(self)  # type: ignore[union-attr]
+        return getattr(self, name)
+
+
+def _install_lazy_kafka_package() -> None:
+    if "kafka" in sys.modules:
+        return
+    spec = importlib.util.find_spec("kafka")
+    if spec is None or spec.submodule_search_locations is None:
+        raise ImportError("kafka-python is not installed")
+    module = _LazyKafkaPackage("kafka")
+    module.__spec__ = spec
+    module.__file__ = spec.origin
+    module.__path__ = list(spec.submodule_search_locations)
+    module.__package__ = "kafka"
+    sys.modules["kafka"] = module
+
+
+@cache
+def _classes(api_key: int) -> tuple[Any, Any]:
+    module_name, request_name, response_name = _MESSAGES[api_key]
+    _install_lazy_kafka_package()
+    module = importlib.import_module("kafka.protocol." + module_name)
+    return getattr(module, request_name), getattr(module, response_name)
+
+
+def request_class(api_key: int) -> Any:
+    """The kafka-python request class (index it with a version: `cls[v]`) for `api_key`."""
+    return _classes(api_key)[0]
+
+
+def response_class(api_key: int) -> Any:
+    """The kafka-python response class for `api_key`."""
+    return _classes(api_key)[1]
+
+
+def known_api_keys() -> frozenset[int]:
+    return frozenset(_MESSAGES)
