@@ -1,0 +1,93 @@
+"""Fixtures for the real-client suites: one in-process broker per test module, topic creation through a
+real AdminClient, the compiled Java driver and the kcat binary."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tidelog.testing import run_broker
+
+ROOT = Path(__file__).resolve().parents[2]
+JAVA_SRC = ROOT / "tests" / "java" / "TidelogClient.java"
+CACHE = Path(os.environ.get("TIDELOG_CACHE_DIR", ROOT / ".cache"))
+JAR_DIR = CACHE / "java"
+# Small heap, serial GC and C1 only: the JVM shares 2 cores with the broker and the other suites.
+JVM_FLAGS = ["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xmx512m", "-Xshare:auto"]
+
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[Any]:
+    with run_broker() as handle:
+        yield handle
+
+
+def create_topic(bootstrap: str, name: str, partitions: int, config: dict[str, str] | None = None) -> None:
+    """CreateTopics through librdkafka's AdminClient (the same path `kafka-topics` users take)."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics(
+        [NewTopic(name, num_partitions=partitions, replication_factor=1, config=config or {})],
+        request_timeout=60,
+    )
+    futures[name].result(timeout=90)
+
+
+class JavaClient:
+    """Runs tests/java/TidelogClient.java subcommands and parses their JSON-lines output."""
+
+    def __init__(self, classpath: str) -> None:
+        self.classpath = classpath
+
+    def run(self, *args: str, timeout: float = 240) -> list[dict[str, Any]]:
+        cmd = ["java", *JVM_FLAGS, "-cp", self.classpath, "TidelogClient", *args]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+        if proc.returncode != 0:
+            raise AssertionError(
+                f"java {args[0]} exited {proc.returncode}: {lines[-1:] or ''}\n{proc.stderr[-3000:]}"
+            )
+        return lines
+
+
+@pytest.fixture(scope="session")
+def java_client() -> JavaClient:
+    if not (shutil.which("java") and shutil.which("javac")):
+        pytest.skip("Java 17 (java and javac) is not installed; `make test` checks for it")
+    jars = ["kafka-clients.jar", "slf4j-api.jar", "lz4-java.jar", "snappy-java.jar", "zstd-jni.jar"]
+    if not all((JAR_DIR / j).is_file() for j in jars):
+        # Idempotent: downloads the wheel once into .cache/ and extracts the jars.
+        subprocess.run([str(ROOT / "scripts" / "fetch_java_client.sh")], check=True, timeout=900)
+    digest = hashlib.sha256(JAVA_SRC.read_bytes()).hexdigest()[:12]
+    classes = CACHE / f"java-classes-{digest}"
+    if not (classes / "TidelogClient.class").is_file():
+        tmp = classes.with_suffix(f".tmp{os.getpid()}")
+        tmp.mkdir(parents=True, exist_ok=True)
+        subprocess.run(
+            ["javac", "-cp", str(JAR_DIR / "kafka-clients.jar"), "-d", str(tmp), str(JAVA_SRC)],
+            check=True,
+            timeout=300,
+        )
+        if classes.exists():  # another session compiled the same source meanwhile
+            shutil.rmtree(tmp)
+        else:
+            tmp.rename(classes)
+    classpath = os.pathsep.join([str(classes), *(str(JAR_DIR / j) for j in jars)])
+    return JavaClient(classpath)
+
+
+@pytest.fixture(scope="session")
+def kcat() -> str:
+    path = shutil.which("kcat") or shutil.which("kafkacat")
+    if path is None:
+        pytest.skip("kcat is not installed (apt-get install kcat); `make test` checks for it")
+    return path

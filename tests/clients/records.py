@@ -1,0 +1,89 @@
+"""The record set every client suite produces and reads back.
+
+Record i goes to partition i % partitions with key "key-<i>", a value derived from i, three headers and
+timestamp base_ts + i. tests/java/TidelogClient.java builds the same records, so Python can compute what the
+Java client should have written without exchanging data.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import time
+from collections.abc import Iterable
+from typing import NamedTuple
+
+from protocol.record_batch import iter_batches
+
+COUNT = 20_000
+PARTITIONS = 3
+CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+# Compression ids in the batch attributes (storage-format.md §5; Kafka's CompressionType ids).
+CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+CREATE_TIME = "CreateTime"
+
+Headers = tuple[tuple[str, bytes], ...]
+
+
+class Rec(NamedTuple):
+    partition: int
+    offset: int
+    timestamp: int
+    key: bytes
+    value: bytes
+    headers: Headers
+
+
+def key(i: int) -> bytes:
+    return f"key-{i}".encode()
+
+
+def value(i: int) -> bytes:
+    # Repetitive text so the codecs really compress, with a length that varies per record.
+    return f"value-{i}-{'tide' * (i % 40)}-end".encode()
+
+
+def headers(i: int, codec: str) -> Headers:
+    return (("index", str(i).encode()), ("codec", codec.encode()), ("empty", b""))
+
+
+def base_timestamp() -> int:
+    """A CreateTime base in the recent past, inside every broker timestamp bound (KAFKA-16368 caps the future)."""
+    return (int(time.time()) - 3600) * 1000
+
+
+def expected(codec: str, base_ts: int, count: int = COUNT, partitions: int = PARTITIONS) -> list[Rec]:
+    """What a fresh topic holds after records 0..count-1 were produced in order (offsets start at 0)."""
+    return [
+        Rec(i % partitions, i // partitions, base_ts + i, key(i), value(i), headers(i, codec))
+        for i in range(count)
+    ]
+
+
+def assert_records(got: list[Rec], want: list[Rec]) -> None:
+    """Exact comparison: same records at the same (partition, offset), and per partition the consumer saw
+    offsets in increasing order (the order of `got` is the order the client delivered them)."""
+    last: dict[int, int] = {}
+    for r in got:
+        assert r.offset > last.get(r.partition, -1), f"partition {r.partition}: offset {r.offset} out of order"
+        last[r.partition] = r.offset
+    assert len(got) == len(want), f"got {len(got)} records, want {len(want)}"
+    by_pos = {(r.partition, r.offset): r for r in got}
+    bad = [(w, by_pos.get((w.partition, w.offset))) for w in want if by_pos.get((w.partition, w.offset)) != w]
+    assert not bad, f"{len(bad)} records differ; first ones (want, got): {bad[:3]}"
+
+
+def normalize_headers(hs: Iterable[tuple[str, bytes | None]] | None) -> Headers:
+    """Clients differ in how they hand back headers (list of tuples, None when absent)."""
+    return tuple((k, b"" if v is None else bytes(v)) for k, v in (hs or ()))
+
+
+def on_disk_codecs(log_dir: str, topic: str) -> set[int]:
+    """Compression ids of every batch stored for the topic: proves the client really compressed
+    (librdkafka < 2.11.1 silently sends uncompressed batches when Produce v0 is not advertised, KAFKA-18659)."""
+    codecs: set[int] = set()
+    for path in glob.glob(os.path.join(log_dir, f"{glob.escape(topic)}-*", "*.log")):
+        with open(path, "rb") as f:
+            data = f.read()
+        codecs.update(h.compression for _, h in iter_batches(data))
+    return codecs
