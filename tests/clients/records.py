@@ -65,7 +65,9 @@ def assert_records(got: list[Rec], want: list[Rec]) -> None:
     offsets in increasing order (the order of `got` is the order the client delivered them)."""
     last: dict[int, int] = {}
     for r in got:
-        assert r.offset > last.get(r.partition, -1), f"partition {r.partition}: offset {r.offset} out of order"
+        assert r.offset > last.get(r.partition, -1), (
+            f"partition {r.partition}: offset {r.offset} out of order"
+        )
         last[r.partition] = r.offset
     assert len(got) == len(want), f"got {len(got)} records, want {len(want)}"
     by_pos = {(r.partition, r.offset): r for r in got}
