@@ -69,7 +69,7 @@ def read_properties(path: str | Path) -> dict[str, str]:
     return props
 
 
-def parse_listeners(text: str) -> list[tuple[str, str, int]]:
+def parse_listeners(text: str, config_name: str = "listeners") -> list[tuple[str, str, int]]:
     """`NAME://host:port,...` -> [(NAME, host, port)]; an empty host means all interfaces."""
     endpoints: list[tuple[str, str, int]] = []
     for item in (part.strip() for part in text.split(",")):
@@ -77,17 +77,17 @@ def parse_listeners(text: str) -> list[tuple[str, str, int]]:
             continue
         parts = urlsplit(item)
         if not parts.scheme or "://" not in item:
-            raise ConfigError(f"Invalid listener {item!r}: expected NAME://host:port")
+            raise ConfigError(f"Invalid {config_name} entry {item!r}: expected NAME://host:port")
         try:
             port = parts.port
         except ValueError:
             port = None
         if port is None:
-            raise ConfigError(f"Invalid listener {item!r}: missing or bad port")
+            raise ConfigError(f"Invalid {config_name} entry {item!r}: missing or bad port")
         endpoints.append((item.split("://", 1)[0].upper(), parts.hostname or "", port))
     names = [name for name, _, _ in endpoints]
     if len(set(names)) != len(names):
-        raise ConfigError(f"Each listener must have a different name, got {text!r}")
+        raise ConfigError(f"Each listener in {config_name} must have a different name, got {text!r}")
     return endpoints
 
 
@@ -212,7 +212,7 @@ class BrokerConfig:
         if not self.log_dirs or any(not d for d in self.log_dirs):
             raise ConfigError("log.dirs must name at least one directory")
         parse_listeners(self.listeners)
-        for _, host, _ in parse_listeners(self.advertised_listeners):
+        for _, host, _ in parse_listeners(self.advertised_listeners, "advertised.listeners"):
             if host in ("0.0.0.0", "::"):
                 raise ConfigError(f"advertised.listeners cannot use the nonroutable meta-address {host}")
         if self.group_min_session_timeout_ms > self.group_max_session_timeout_ms:
