@@ -1,0 +1,44 @@
+# tidelog developer entry points. `make run` and `make test` work on a fresh clone (they create .venv).
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+PYTEST_ARGS ?=
+ARGS   ?=
+
+.PHONY: install run test lint bench java-client check-tools clean
+
+# The venv is (re)built when pyproject.toml changes; the stamp files record what was installed.
+$(VENV)/.installed-base: pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $@ $(VENV)/.installed-base
+
+install: $(VENV)/.installed-test
+
+# Broker on localhost:9092 with data in ./data (tidelog's defaults); extra flags via ARGS="...".
+run: $(VENV)/.installed-base
+	$(BIN)/tidelog serve $(ARGS)
+
+java-client:
+	PYTHON=$(BIN)/python ./scripts/fetch_java_client.sh
+
+check-tools:
+	./scripts/check_tools.sh
+
+test: $(VENV)/.installed-test java-client check-tools
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: $(VENV)/.installed-test
+	$(BIN)/ruff check .
+
+# Every bench/*.py script prints its figures; none of them passes or fails.
+bench: $(VENV)/.installed-test
+	@set -e; for script in bench/*.py; do echo "== $$script"; $(BIN)/python $$script; done
+
+clean:
+	rm -rf $(VENV) .cache build *.egg-info .pytest_cache .ruff_cache
