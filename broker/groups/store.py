@@ -1,0 +1,135 @@
+"""Reads and writes `__consumer_offsets` (Kafka's `GroupMetadataManager` storage side).
+
+Writes are small, uncompressed, non-idempotent RecordBatch v2 batches appended through `Log.append_as_leader`
+on the event loop; loading reads every partition from its log start and replays the records in offset order.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from typing import Any, Protocol
+
+from broker.groups.config import GroupCoordinatorConfig
+from protocol.errors import ErrorCode, KafkaError
+from storage import TopicPartition
+from tidelog.clock import Clock
+
+log = logging.getLogger(__name__)
+
+GROUP_METADATA_TOPIC_NAME = "__consumer_offsets"
+_READ_CHUNK = 1 << 20
+
+
+def java_string_hash(s: str) -> int:
+    """Java's String.hashCode (over UTF-16 code units), as a signed 32-bit int."""
+    h = 0
+    data = s.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def partition_for(group_id: str, num_partitions: int) -> int:
+    """Kafka's `Utils.abs(groupId.hashCode) % offsets.topic.num.partitions` (abs(MIN_VALUE) is 0 there)."""
+    h = java_string_hash(group_id)
+    return (0 if h == -(1 << 31) else abs(h)) % num_partitions
+
+
+class OffsetsStore(Protocol):
+    num_partitions: int
+
+    def append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None: ...
+
+    def load(self) -> Iterator[tuple[int, bytes, bytes | None]]: ...
+
+
+def build_batch(records: list[tuple[bytes, bytes | None]], timestamp_ms: int) -> bytes:
+    """One uncompressed RecordBatch v2 (offsets from 0; the log assigns the real ones)."""
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
+                                        producer_epoch=-1, base_sequence=-1, batch_size=1 << 30)
+    for i, (key, value) in enumerate(records):
+        builder.append(i, timestamp=timestamp_ms, key=key, value=value, headers=[])
+    return bytes(builder.build())
+
+
+class TopicOffsetsStore:
+    """`__consumer_offsets` on the broker's own logs, created on first use (protocol-compat.md §6.2)."""
+
+    def __init__(self, topics: Any, config: GroupCoordinatorConfig, clock: Clock) -> None:
+        self._topics = topics
+        self._config = config
+        self._clock = clock
+        self.num_partitions = config.offsets_topic_num_partitions
+
+    def ensure_topic(self) -> None:
+        info = self._topics.get(GROUP_METADATA_TOPIC_NAME)
+        if info is not None:
+            # An existing topic decides the partition count (Kafka reads it from metadata too).
+            self.num_partitions = info.partitions
+            return
+        overrides = {
+            "cleanup.policy": "compact",
+            "segment.bytes": str(self._config.offsets_topic_segment_bytes),
+            "compression.type": "producer",
+        }
+        try:
+            self._topics.create_topic(GROUP_METADATA_TOPIC_NAME, self._config.offsets_topic_num_partitions,
+                                      self._config.offsets_topic_replication_factor, overrides)
+        except KafkaError as e:
+            if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                raise
+        self.num_partitions = self._config.offsets_topic_num_partitions
+
+    def exists(self) -> bool:
+        return self._topics.get(GROUP_METADATA_TOPIC_NAME) is not None
+
+    def append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
+        self.ensure_topic()
+        log_ = self._topics.log(TopicPartition(GROUP_METADATA_TOPIC_NAME, partition))
+        if log_ is None:
+            raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "offsets topic partition missing")
+        log_.append_as_leader(build_batch(records, self._clock.milliseconds()))
+
+    def load(self) -> Iterator[tuple[int, bytes, bytes | None]]:
+        info = self._topics.get(GROUP_METADATA_TOPIC_NAME)
+        if info is None:
+            return
+        self.num_partitions = info.partitions
+        for partition in range(info.partitions):
+            log_ = self._topics.log(TopicPartition(GROUP_METADATA_TOPIC_NAME, partition))
+            if log_ is None:
+                continue
+            offset, end = log_.log_start_offset, log_.high_watermark
+            while offset < end:
+                data = bytes(log_.read(offset, _READ_CHUNK, end, True))
+                next_offset = offset
+                for batch_end, record_offset, key, value in _iter_batches_records(data):
+                    next_offset = max(next_offset, batch_end)
+                    if record_offset is None or record_offset < offset or key is None:
+                        continue  # control batch, before the fetch offset, or keyless (Kafka never writes it)
+                    yield partition, key, value
+                if next_offset <= offset:
+                    log.warning("cannot make progress loading %s-%d at %d", GROUP_METADATA_TOPIC_NAME,
+                                partition, offset)
+                    break
+                offset = next_offset
+
+
+def _iter_batches_records(data: bytes) -> Iterator[tuple[int, int | None, bytes | None, bytes | None]]:
+    """(batch next offset, offset, key, value) per record; control batches yield once with offset None."""
+    from kafka.record.memory_records import MemoryRecords
+
+    records = MemoryRecords(data)
+    while records.has_next():
+        batch = records.next_batch()
+        if batch is None:
+            break
+        if getattr(batch, "is_control_batch", False):
+            yield batch.next_offset, None, None, None
+            continue
+        for record in batch:
+            yield batch.next_offset, record.offset, record.key, record.value
+        yield batch.next_offset, None, None, None
