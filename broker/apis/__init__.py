@@ -17,4 +17,17 @@ API_MODULES: tuple[str, ...] = (
     "create_partitions",
     "incremental_alter_configs",
     "describe_cluster",
+    # group coordinator and idempotent producer
+    "find_coordinator",
+    "join_group",
+    "sync_group",
+    "heartbeat",
+    "leave_group",
+    "offset_commit",
+    "offset_fetch",
+    "list_groups",
+    "describe_groups",
+    "delete_groups",
+    "offset_delete",
+    "init_producer_id",
 )
