@@ -68,7 +68,7 @@ class CheckpointFile:
         try:
             text = self.path.read_text(encoding="utf-8")
         except FileNotFoundError:
-            self.write([])
+            self.path.touch()  # Kafka's CheckpointFile creates a missing file, empty
             return []
         if not text.strip():
             return []

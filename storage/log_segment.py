@@ -261,12 +261,13 @@ class LogSegment:
         largest_timestamp: int,
         shallow_offset_of_max_timestamp: int,
         records: bytes | bytearray | memoryview,
+        sync: bool = False,
     ) -> None:
         """Write validated batches at the end, then maintain the sparse indexes (storage-format.md §9).
 
         `shallow_offset_of_max_timestamp` is the last offset of the batch holding `largest_timestamp`.
-        On OSError the segment is put back exactly as it was (no partial batch stays) and the error is
-        re-raised."""
+        With `sync` the `.log` is fdatasync'ed before returning (flush_on_append). On OSError the segment
+        is put back exactly as it was (no partial batch stays) and the error is re-raised."""
         size = len(records)
         if size == 0:
             return
@@ -286,6 +287,8 @@ class LogSegment:
             written = 0
             while written < size:
                 written += os.pwrite(self._fd, view[written:], physical_position + written)
+            if sync:
+                os.fdatasync(self._fd)
             if physical_position == 0:
                 self._rolling_based_timestamp = largest_timestamp
             if largest_timestamp > self.max_timestamp_so_far:

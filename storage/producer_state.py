@@ -346,9 +346,7 @@ class ProducerStateManager:
 
     def take_snapshot(self, sync: bool = True) -> Path | None:
         """Write `<map_end_offset>.snapshot` if the state advanced since the last snapshot."""
-        if self.map_end_offset <= self.last_snap_offset and producer_snapshot_file(
-            self.log_dir, self.map_end_offset
-        ).exists():
+        if self.map_end_offset <= self.last_snap_offset:
             return None
         path = producer_snapshot_file(self.log_dir, self.map_end_offset)
         write_atomic(path, self.encode_snapshot(), sync=sync)
@@ -390,10 +388,16 @@ class ProducerStateManager:
         for offset in self.snapshot_offsets():
             if offset > log_end_offset or offset < log_start_offset:
                 self._delete_snapshot(offset)
+        self.reload(log_start_offset, log_end_offset, now_ms)
+
+    def reload(self, log_start_offset: int, max_offset: int, now_ms: int) -> None:
+        """Load the newest valid snapshot in [log_start_offset, max_offset] without deleting valid ones."""
         self.clear()
         self.map_end_offset = log_start_offset
         self.last_snap_offset = 0
         for offset in reversed(self.snapshot_offsets()):
+            if offset > max_offset or offset < log_start_offset:
+                continue
             try:
                 entries = self.read_snapshot(producer_snapshot_file(self.log_dir, offset))
             except (ValueError, OSError):
