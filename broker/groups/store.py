@@ -70,6 +70,10 @@ class TopicOffsetsStore:
             # An existing topic decides the partition count (Kafka reads it from metadata too).
             self.num_partitions = info.partitions
             return
+        ensure = getattr(self._topics, "ensure_internal_topic", None)
+        if ensure is not None:
+            self.num_partitions = ensure(GROUP_METADATA_TOPIC_NAME, self._config.offsets_topic_num_partitions).partitions
+            return
         overrides = {
             "cleanup.policy": "compact",
             "segment.bytes": str(self._config.offsets_topic_segment_bytes),
