@@ -1,0 +1,128 @@
+"""The cleaner's key -> latest-offset map (Kafka's OffsetMap / SkimpyOffsetMap), log-cleaner.md §4.
+
+An open-addressing hash table held in one bytearray of `memory` bytes: each slot is 16 bytes of MD5(key)
+followed by the big-endian int64 offset. Two keys with the same MD5 are treated as one key (Kafka accepts that).
+The size of the array is the whole memory cost, so `log.cleaner.dedupe.buffer.size` really bounds it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+
+HASH_SIZE = 16  # MD5
+SLOT_SIZE = HASH_SIZE + 8
+_OFFSET = struct.Struct(">q")
+_EMPTY_SLOT = bytes(SLOT_SIZE)
+_INT32_MIN = -(2**31)
+
+
+def _to_int32(value: int) -> int:
+    value &= 0xFFFFFFFF
+    return value - 0x1_0000_0000 if value & 0x8000_0000 else value
+
+
+class SkimpyOffsetMap:
+    """Kafka's SkimpyOffsetMap. `put` overwrites an existing hash; `get` answers -1 for an absent key.
+
+    Probe sequence (attempt i): for i < 13 the big-endian int32 at hash bytes [i, i+4); afterwards the int32
+    at [12, 16) plus (i - 12) with int32 wrap-around. The slot is |value| mod slots with |INT32_MIN| read as 0
+    (Kafka's Utils.abs)."""
+
+    def __init__(self, memory: int, load_factor: float = 0.9) -> None:
+        self.memory = memory
+        self.slots = memory // SLOT_SIZE
+        if self.slots * load_factor <= 1:
+            raise ValueError(f"offset map of {memory} bytes with load factor {load_factor} holds no entries")
+        self.load_factor = load_factor
+        self.max_entries = int(self.slots * load_factor)
+        self._bytes = bytearray(self.slots * SLOT_SIZE)
+        self._entries = 0
+        self.latest_offset = -1
+        self.lookups = 0
+        self.probes = 0
+
+    # --- hashing and probing ------------------------------------------------------------------------------
+
+    @staticmethod
+    def hash_key(key: bytes | bytearray | memoryview) -> bytes:
+        return hashlib.md5(key, usedforsecurity=False).digest()
+
+    def _position(self, digest: bytes, attempt: int) -> int:
+        if attempt < HASH_SIZE - 3:
+            value = int.from_bytes(digest[attempt : attempt + 4], "big", signed=True)
+        else:
+            value = _to_int32(int.from_bytes(digest[12:16], "big", signed=True) + attempt - (HASH_SIZE - 4))
+        value = 0 if value == _INT32_MIN else abs(value)
+        return (value % self.slots) * SLOT_SIZE
+
+    def _find(self, digest: bytes) -> tuple[int, bool]:
+        """(byte position of the slot, whether it already holds `digest`); position -1 when the table is
+        exhausted (only possible once entries == slots, which max_entries forbids)."""
+        buf = self._bytes
+        for attempt in range(self.slots + HASH_SIZE - 4):
+            pos = self._position(digest, attempt)
+            self.probes += 1
+            stored = buf[pos : pos + HASH_SIZE]
+            if stored == digest:
+                return pos, True
+            if buf[pos : pos + SLOT_SIZE] == _EMPTY_SLOT:
+                return pos, False
+        return -1, False
+
+    # --- the OffsetMap interface -------------------------------------------------------------------------
+
+    def put(self, key: bytes | bytearray | memoryview, offset: int) -> None:
+        self.put_digest(self.hash_key(key), offset)
+
+    def put_digest(self, digest: bytes, offset: int) -> None:
+        if self._entries >= self.slots:
+            raise OverflowError("offset map is full")
+        self.lookups += 1
+        pos, found = self._find(digest)
+        if pos < 0:
+            raise OverflowError("offset map is full")
+        if not found:
+            self._bytes[pos : pos + HASH_SIZE] = digest
+            self._entries += 1
+        _OFFSET.pack_into(self._bytes, pos + HASH_SIZE, offset)
+        self.latest_offset = offset
+
+    def get(self, key: bytes | bytearray | memoryview) -> int:
+        return self.get_digest(self.hash_key(key))
+
+    def get_digest(self, digest: bytes) -> int:
+        self.lookups += 1
+        pos, found = self._find(digest)
+        if not found:
+            return -1
+        return _OFFSET.unpack_from(self._bytes, pos + HASH_SIZE)[0]
+
+    def update_latest_offset(self, offset: int) -> None:
+        """Raise the covered range without storing a key (gaps, control batches, a fully scanned segment)."""
+        self.latest_offset = offset
+
+    def clear(self) -> None:
+        """Zero-fill before each cleaning (Kafka does the same rather than reallocating)."""
+        self._bytes[:] = bytes(len(self._bytes))
+        self._entries = 0
+        self.latest_offset = -1
+        self.lookups = 0
+        self.probes = 0
+
+    @property
+    def size(self) -> int:
+        return self._entries
+
+    def __len__(self) -> int:
+        return self._entries
+
+    @property
+    def utilization(self) -> float:
+        """Fraction of slots in use (metric max-buffer-utilization-percent)."""
+        return self._entries / self.slots
+
+    @property
+    def collision_rate(self) -> float:
+        """Extra probes per lookup, logged in the cleaning summary as Kafka does."""
+        return (self.probes - self.lookups) / max(self.lookups, 1)
