@@ -95,7 +95,8 @@ class TopicOffsetsStore:
         log_ = self._topics.log(TopicPartition(GROUP_METADATA_TOPIC_NAME, partition))
         if log_ is None:
             raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "offsets topic partition missing")
-        log_.append_as_leader(build_batch(records, self._clock.milliseconds()))
+        # from_client=False: the coordinator's own write (Kafka's AppendOrigin.COORDINATOR)
+        log_.append_as_leader(build_batch(records, self._clock.milliseconds()), from_client=False)
 
     def load(self) -> Iterator[tuple[int, bytes, bytes | None]]:
         info = self._topics.get(GROUP_METADATA_TOPIC_NAME)
