@@ -26,9 +26,10 @@ from protocol.errors import ErrorCode, KafkaError
 from storage import TopicPartition
 
 if TYPE_CHECKING:
+    from storage.log_manager import LogManager
+
     from config.broker_config import BrokerConfig
     from storage.log import Log
-    from storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
 
@@ -136,6 +137,15 @@ class TopicManager:
         self._listeners: list[ConfigListener] = []
         self._lock = threading.RLock()
         self._path = Path(config.log_dirs[0]) / TOPICS_FILE
+        self._load_stored()
+        # Logs found on disk at LogManager.startup() get their topic's config right away (recovery and the
+        # cleaner read it), instead of the broker default until startup() reconciles.
+        if getattr(log_manager, "config_provider", False) is None:
+            log_manager.config_provider = self._config_for_partition
+
+    def _config_for_partition(self, tp: TopicPartition) -> LogConfig:
+        info = self._topics.get(tp.topic)
+        return topic_config.log_config(info.overrides if info else {}, self.config)
 
     # --- lookups ---
 
@@ -172,8 +182,7 @@ class TopicManager:
 
     # --- startup ---
 
-    def startup(self) -> None:
-        """Load tidelog-topics.json and reconcile it with the logs LogManager found (call after its startup)."""
+    def _load_stored(self) -> None:
         with self._lock:
             stored = self._read_file()
             dynamic = stored.get("broker_configs", {})
@@ -198,6 +207,10 @@ class TopicManager:
                     log.error("Skipping malformed topic entry %r in %s: %s", name, self._path, exc)
                     continue
                 self._add(info)
+
+    def startup(self) -> None:
+        """Reconcile the stored topics with the logs LogManager found (call after LogManager.startup())."""
+        with self._lock:
             changed = self._reconcile_logs()
             if changed or not self._path.exists():
                 self._persist()
