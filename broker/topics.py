@@ -26,10 +26,9 @@ from protocol.errors import ErrorCode, KafkaError
 from storage import TopicPartition
 
 if TYPE_CHECKING:
-    from storage.log_manager import LogManager
-
     from config.broker_config import BrokerConfig
     from storage.log import Log
+    from storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
 
