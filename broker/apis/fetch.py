@@ -176,19 +176,6 @@ def _read_partition(part: _Partition, log_obj: Log, params: _FetchParams, max_by
     return ErrorCode.NONE
 
 
-def _count_bytes_out(ctx: RequestContext, parts: list[_Partition]) -> None:
-    metrics = getattr(ctx.broker, "metrics", None)
-    record = getattr(metrics, "record_bytes_out", None)
-    if record is None:
-        return
-    try:
-        for part in parts:
-            if part.records and part.name is not None:
-                record(part.name, len(part.records))
-    except Exception:  # metrics must never fail a fetch
-        log.debug("bytes-out metric failed", exc_info=True)
-
-
 def _response(ctx: RequestContext, parts: list[_Partition], error: ErrorCode = ErrorCode.NONE) -> Any:
     cls = response_class(API_KEY)[ctx.api_version]
     T = cls.FetchableTopicResponse
@@ -252,5 +239,4 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         total, has_error = _read_all(ctx, parts, params)
         if not woken:
             break
-    _count_bytes_out(ctx, parts)
     return _response(ctx, parts)

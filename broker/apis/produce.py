@@ -77,19 +77,8 @@ def _append(ctx: RequestContext, tp: TopicPartition, records: bytes | None, acks
         appended = log_obj.append_as_leader(records, log_obj.leader_epoch)
     except KafkaError as e:
         return _PartitionResult(e.code, record_errors=getattr(e, "record_errors", None), message=e.message)
-    _count_bytes_in(ctx, tp.topic, len(records))
     return _PartitionResult(ErrorCode.NONE, appended.first_offset, appended.log_append_time,
                             appended.log_start_offset)
-
-
-def _count_bytes_in(ctx: RequestContext, topic: str, size: int) -> None:
-    metrics = getattr(ctx.broker, "metrics", None)
-    record = getattr(metrics, "record_bytes_in", None)
-    if record is not None:
-        try:
-            record(topic, size)
-        except Exception:  # metrics must never fail a produce
-            log.debug("bytes-in metric failed", exc_info=True)
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any | None:
