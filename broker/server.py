@@ -1,0 +1,144 @@
+"""The asyncio (uvloop) listener: accepts connections and runs a Connection per client.
+
+Start-up is kept fast: handler modules (and kafka-python behind them) are imported lazily, by a warm-up
+thread started once the listener is up, or on the first request that needs them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+import threading
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+from config.broker_config import parse_listeners
+
+if TYPE_CHECKING:
+    from broker.state import BrokerState
+
+log = logging.getLogger("broker.server")
+
+
+class ApiRegistry:
+    """api key -> handler module, from broker.apis.API_MODULES (imported on first use)."""
+
+    def __init__(self, module_names: tuple[str, ...] | None = None) -> None:
+        if module_names is None:
+            from broker.apis import API_MODULES
+
+            module_names = API_MODULES
+        self._names = module_names
+        self._by_key: dict[int, ModuleType] | None = None
+        self._lock = threading.Lock()
+
+    def _load(self) -> dict[int, ModuleType]:
+        with self._lock:
+            if self._by_key is None:
+                by_key: dict[int, ModuleType] = {}
+                for name in self._names:
+                    try:
+                        module = importlib.import_module(f"broker.apis.{name}")
+                    except ModuleNotFoundError as exc:
+                        if exc.name != f"broker.apis.{name}":
+                            raise
+                        continue  # registered but not landed yet: not advertised
+                    by_key[module.API_KEY] = module
+                self._by_key = by_key
+            return self._by_key
+
+    def module(self, api_key: int) -> ModuleType | None:
+        by_key = self._by_key if self._by_key is not None else self._load()
+        return by_key.get(api_key)
+
+    def modules(self) -> dict[int, ModuleType]:
+        return dict(self._by_key if self._by_key is not None else self._load())
+
+    def warm_up(self) -> None:
+        """Import every handler module and the kafka-python message classes they use."""
+        from protocol.messages import request_class, response_class
+
+        for key in self._load():
+            try:
+                request_class(key)
+                response_class(key)
+            except KeyError:
+                pass
+
+
+_default_registry: ApiRegistry | None = None
+
+
+def default_registry() -> ApiRegistry:
+    global _default_registry
+    if _default_registry is None:
+        _default_registry = ApiRegistry()
+    return _default_registry
+
+
+class Server:
+    def __init__(self, state: BrokerState, registry: ApiRegistry | None = None) -> None:
+        self.state = state
+        self.registry = registry or default_registry()
+        self._server: asyncio.AbstractServer | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+        self.host: str = ""
+        self.port: int = 0
+
+    async def start(self, warm_up: bool = True) -> None:
+        """Load the logs, bind the listener, then start metrics and the handler warm-up."""
+        state = self.state
+        state.startup()
+        _name, host, port = parse_listeners(state.config.listeners)[0]
+        from broker.connection import Connection
+
+        async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            task = asyncio.current_task()
+            assert task is not None
+            self._connections.add(task)
+            try:
+                await Connection(state, self.registry, reader, writer).run()
+            finally:
+                self._connections.discard(task)
+
+        self._server = await asyncio.start_server(on_connect, host or None, port, limit=1 << 20,
+                                                  reuse_address=True)
+        sock = self._server.sockets[0]
+        self.host, self.port = sock.getsockname()[:2]
+        if state.advertised_port == 0:
+            state.advertised_port = self.port
+        if warm_up:
+            threading.Thread(target=self._warm_up, name="tidelog-warm-up", daemon=True).start()
+
+    def _warm_up(self) -> None:
+        try:
+            self.registry.warm_up()
+            port = int(self.state.config.metrics_port)
+            self.state.metrics.start(port)
+        except Exception:  # noqa: BLE001 - the first request will report the same error on its connection
+            log.exception("Warm-up failed")
+
+    async def stop(self) -> None:
+        """Stop accepting, close every connection, then shut the broker state down (flush, checkpoints)."""
+        if self._server is not None:
+            self._server.close()
+            for task in list(self._connections):
+                task.cancel()
+            if self._connections:
+                await asyncio.gather(*self._connections, return_exceptions=True)
+            await self._server.wait_closed()
+            self._server = None
+        self.state.shutdown()
+
+
+async def serve(state: BrokerState, stop: asyncio.Event, on_ready: object = None) -> None:
+    """Run a broker until `stop` is set (the CLI sets it on SIGTERM/SIGINT)."""
+    server = Server(state)
+    await server.start()
+    if callable(on_ready):
+        on_ready(server)
+    try:
+        await stop.wait()
+    finally:
+        await server.stop()

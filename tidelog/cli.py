@@ -1,0 +1,136 @@
+"""`tidelog` console script.
+
+    tidelog serve [--config server.properties] [--override name=value ...] [--port N] [--log-dirs DIRS]
+                  [--metrics-port N] [--log-format console|json] [--log-level INFO]
+
+Settings use Kafka's names. Precedence, lowest first: built-in defaults (listeners PLAINTEXT://localhost:9092,
+log.dirs ./data, node.id 1), the properties file, environment variables (TIDELOG_ + the name upper-cased with
+dots as underscores, e.g. TIDELOG_LOG_DIRS), convenience flags, then --override. Metrics are off unless
+metrics.port is set (--metrics-port 9308 is a good choice; 0 picks a free port).
+
+`tidelog dump-log` is provided by the log-cleaner package (tidelog/dump_log.py) when present.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+
+def _parse_override(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip():
+        raise argparse.ArgumentTypeError(f"expected name=value, got {text!r}")
+    return name.strip(), value.strip()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tidelog", description="A single-node Kafka-protocol broker.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="run the broker")
+    serve.add_argument("--config", metavar="FILE", help="server.properties-style file (Kafka config names)")
+    serve.add_argument("--override", metavar="NAME=VALUE", action="append", default=[], type=_parse_override,
+                       help="set a config (highest precedence); repeatable")
+    serve.add_argument("--port", type=int, help="shortcut for listeners=PLAINTEXT://<host>:PORT")
+    serve.add_argument("--host", help="listener host (with --port; default localhost)")
+    serve.add_argument("--log-dirs", help="shortcut for log.dirs")
+    serve.add_argument("--node-id", type=int, help="shortcut for node.id")
+    serve.add_argument("--metrics-port", type=int,
+                       help="Prometheus metrics HTTP port (-1 = off, the default; 0 = any free port)")
+    serve.add_argument("--log-format", choices=("console", "json"), default="console")
+    serve.add_argument("--log-level", default="INFO")
+    dump = sub.add_parser("dump-log", help="print the batches/records of log segments (kafka-dump-log style)",
+                          add_help=False)
+    dump.add_argument("args", nargs=argparse.REMAINDER)
+    return parser
+
+
+def serve_overrides(args: argparse.Namespace) -> dict[str, str]:
+    overrides: dict[str, str] = {}
+    if args.port is not None:
+        overrides["listeners"] = f"PLAINTEXT://{args.host or 'localhost'}:{args.port}"
+    if args.log_dirs is not None:
+        overrides["log.dirs"] = args.log_dirs
+    if args.node_id is not None:
+        overrides["node.id"] = str(args.node_id)
+    if args.metrics_port is not None:
+        overrides["metrics.port"] = str(args.metrics_port)
+    overrides.update(dict(args.override))
+    return overrides
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    from tidelog.logging import configure_logging
+
+    configure_logging(args.log_format, args.log_level)
+    import logging
+
+    log = logging.getLogger("tidelog")
+    from config.broker_config import BrokerConfig
+    from config.definitions import ConfigError
+
+    try:
+        config = BrokerConfig.load(args.config, os.environ, serve_overrides(args))
+    except ConfigError as exc:
+        print(f"tidelog: configuration error: {exc}", file=sys.stderr)
+        return 2
+    import asyncio
+    import signal
+
+    from broker.server import Server
+    from broker.state import BrokerState
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        state = BrokerState(config)
+        server = Server(state)
+        await server.start()
+        print(f"tidelog ready: listening on {server.host}:{server.port} "
+              f"(advertised {state.advertised_host}:{state.advertised_port}, node.id {state.node_id}, "
+              f"cluster.id {state.cluster_id}, log.dirs {','.join(config.log_dirs)})", flush=True)
+        try:
+            await stop.wait()
+            log.info("Shutting down")
+        finally:
+            await server.stop()
+        log.info("Shut down cleanly")
+
+    try:
+        import uvloop
+
+        uvloop.run(main())
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+def run_dump_log(rest: Sequence[str]) -> int:
+    try:
+        from tidelog import dump_log  # type: ignore[attr-defined]
+    except ModuleNotFoundError as exc:
+        if exc.name != "tidelog.dump_log":
+            raise
+        print("tidelog dump-log is not available in this build", file=sys.stderr)
+        return 2
+    main: Any = dump_log.main
+    return int(main(list(rest)) or 0)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "dump-log":
+        return run_dump_log(argv[1:])
+    args = build_parser().parse_args(argv)
+    if args.command == "serve":
+        return run_serve(args)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
