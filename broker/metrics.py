@@ -29,6 +29,7 @@ class BrokerMetrics:
         self._bytes_in: Any = None
         self._bytes_out: Any = None
         self._connections: Any = None
+        self.collectors: list[Any] = []  # extra collectors (e.g. the log cleaner) registered at start()
 
     @property
     def started(self) -> bool:
@@ -52,6 +53,8 @@ class BrokerMetrics:
             self._bytes_out = Counter("tidelog_network_bytes_out", "Response bytes written", registry=reg)
             self._connections = Gauge("tidelog_connections", "Open client connections", registry=reg)
             reg.register(_LogCollector(self._log_sizes))
+            for collector in self.collectors:
+                reg.register(collector)
             self.registry = reg
         if port >= 0 and self._http_server is None:
             from prometheus_client import start_http_server

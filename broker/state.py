@@ -64,7 +64,7 @@ class BrokerState:
         # the coordinator persists to __consumer_offsets through self.topics (created above)
         self.groups: Any = _optional("broker.groups", lambda m: m.create_group_coordinator(self))
         self.producer_ids: Any = _optional("broker.producer_ids", lambda m: m.ProducerIdManager(config.log_dirs[0]))
-        self.cleaner: Any = None  # the cleaner engineer wires LogCleaner here
+        self.cleaner: Any = _optional("cleaner.broker", lambda m: m.create_log_cleaner(self))
         self._started = False
 
     def _create_log_manager(self) -> Any:

@@ -115,10 +115,16 @@ class LogCleaner:
         self._sync_thread = CleanerThread(self, -1)  # state for clean_once(); never started
         self._lock = threading.Lock()
         self.summaries: list[str] = []  # the last few summary lines (for tests and tooling)
+        self.retention: Any = None  # a storage.retention.RetentionTask started and stopped with the cleaner
 
     # --- lifecycle ------------------------------------------------------------------------------------
 
     def startup(self) -> None:
+        if self.retention is not None:
+            self.retention.start()
+        self._start_threads()
+
+    def _start_threads(self) -> None:
         with self._lock:
             if not self.config.enable_cleaner or self.threads:
                 return
@@ -130,6 +136,11 @@ class LogCleaner:
 
     def shutdown(self) -> None:
         """Prompt: wakes sleeping threads; a running pass stops at its next chunk (abort check)."""
+        if self.retention is not None:
+            self.retention.shutdown()
+        self._stop_threads()
+
+    def _stop_threads(self) -> None:
         with self._lock:
             self._stop_all.set()
             for thread in self.threads:
@@ -137,6 +148,7 @@ class LogCleaner:
             for thread in self.threads:
                 thread.join(timeout=60)
             self.threads = []
+            self._stop_all.clear()  # clean_once() may still be used afterwards
 
     def reconfigure(self, **changes: Any) -> None:
         """Apply new log.cleaner.* values (CleanerConfig field names); any change restarts the threads."""
@@ -148,12 +160,12 @@ class LogCleaner:
             if new.num_threads < 1 or not current / 2 <= new.num_threads <= current * 2:
                 raise ValueError(f"log.cleaner.threads must stay in [{current / 2}, {current * 2}] and >= 1")
         running = bool(self.threads)
-        self.shutdown()
+        self._stop_threads()
         self.config = new
         self.throttler = Throttler(new.max_io_bytes_per_second, self.clock, self._stop_all)
         self._sync_thread = CleanerThread(self, -1)
         if running:
-            self.startup()
+            self._start_threads()
 
     def new_cleaner(self, thread_id: int) -> Cleaner:
         offset_map = SkimpyOffsetMap(self.config.memory_per_thread, self.config.dedupe_buffer_load_factor)

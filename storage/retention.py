@@ -123,15 +123,19 @@ class RetentionTask:
     `cleaner` (a LogCleaner or None) pauses every non-compacted log while the task works on it, so that a
     policy switch cannot let the cleaner and this task touch one log at once."""
 
+    TICK_S = 1.0
+
     def __init__(self, logs: Callable[[], dict[TopicPartition, Log]], clock: Clock, interval_ms: int,
-                 cleaner: Any = None, after_pass: Callable[[], None] | None = None) -> None:
+                 cleaner: Any = None, tick: Callable[[], Any] | None = None) -> None:
+        """`tick` runs every second on the same thread (the LogManager's delayed file deletions)."""
         self._logs = logs
         self.clock = clock
         self.interval_ms = interval_ms
         self.cleaner = cleaner
-        self.after_pass = after_pass
+        self.tick = tick
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._last_run_ms = clock.milliseconds()
 
     def cleanup_logs(self) -> int:
         """One pass (Kafka's LogManager.cleanupLogs); returns the number of segments deleted."""
@@ -153,8 +157,6 @@ class RetentionTask:
                 manager.resume_cleaning([tp for tp, _ in to_clean])
         if total:
             logger.info("Log retention deleted %d segment(s)", total)
-        if self.after_pass is not None:
-            self.after_pass()
         return total
 
     def start(self) -> None:
@@ -164,9 +166,14 @@ class RetentionTask:
         self._thread.start()
 
     def _run(self) -> None:
-        while not self._stop.wait(self.interval_ms / 1000.0):
+        while not self._stop.wait(min(self.TICK_S, self.interval_ms / 1000.0)):
             try:
-                self.cleanup_logs()
+                if self.tick is not None:
+                    self.tick()
+                now = self.clock.milliseconds()
+                if now - self._last_run_ms >= self.interval_ms:
+                    self._last_run_ms = now
+                    self.cleanup_logs()
             except Exception:
                 logger.exception("Log retention pass failed")
 
