@@ -620,10 +620,10 @@ def _unlinker(path: Path) -> Callable[[], None]:
 
 
 def _record_timestamps(batch: bytes) -> Iterable[tuple[int, int]]:
-    """(offset, timestamp) of each record of one batch, decompressing if needed (kafka-python's parser)."""
-    from kafka.record.default_records import DefaultRecordBatch
+    """(offset, timestamp) of each record of one batch, decompressing if needed."""
+    from protocol.records import iter_records
 
-    for record in DefaultRecordBatch(bytearray(batch)):
+    for record in iter_records(batch):
         yield record.offset, record.timestamp
 
 
