@@ -17,6 +17,7 @@ API_MODULES: tuple[str, ...] = (
     "create_partitions",
     "incremental_alter_configs",
     "describe_cluster",
+    "delete_records",
     # group coordinator and idempotent producer
     "find_coordinator",
     "join_group",
