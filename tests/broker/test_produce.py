@@ -1,0 +1,313 @@
+"""Produce over real sockets: raw requests encoded with kafka-python's message classes, and real clients.
+
+Every validation error is seen on the wire, and the broker keeps serving other clients afterwards.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from protocol.messages import _install_lazy_kafka_package, request_class, response_class
+from protocol.record_batch import write_crc
+from protocol.records import Record, build_batch
+
+testing = pytest.importorskip("tidelog.testing")
+_install_lazy_kafka_package()
+
+TS = 1_700_000_000_000
+PRODUCE, FETCH, LIST_OFFSETS, METADATA, API_VERSIONS = 0, 1, 2, 3, 18
+FIND_COORDINATOR, OFFSET_FOR_LEADER_EPOCH = 10, 23
+
+
+class RawClient:
+    """One socket; requests encoded by kafka-python's schema classes, responses decoded the same way."""
+
+    def __init__(self, bootstrap: str, client_id: str = "raw-test") -> None:
+        host, port = bootstrap.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=120)
+        self.client_id = client_id
+        self.correlation_id = 0
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def send(self, api_key: int, version: int, request: Any) -> int:
+        cls = request_class(api_key)[version]
+        self.correlation_id += 1
+        cid = self.client_id.encode()
+        header = struct.pack(">hhih", api_key, version, self.correlation_id, len(cid)) + cid
+        if cls.flexible_version_q(version):
+            header += b"\x00"  # request header v2: empty tagged fields
+        body = header + request.encode(version=version)
+        self.sock.sendall(struct.pack(">i", len(body)) + body)
+        return self.correlation_id
+
+    def _recv_exact(self, n: int) -> bytes:
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = self.sock.recv(n - len(buf))
+            if not chunk:
+                raise ConnectionError("broker closed the connection")
+            buf += chunk
+        return bytes(buf)
+
+    def receive(self, api_key: int, version: int) -> tuple[int, Any]:
+        (size,) = struct.unpack(">i", self._recv_exact(4))
+        frame = self._recv_exact(size)
+        (cid,) = struct.unpack_from(">i", frame)
+        cls = response_class(api_key)[version]
+        pos = 5 if cls.flexible_version_q(version) and api_key != API_VERSIONS else 4
+        return cid, cls.decode(frame[pos:], version=version)
+
+    def call(self, api_key: int, version: int, request: Any) -> Any:
+        cid = self.send(api_key, version, request)
+        got, response = self.receive(api_key, version)
+        assert got == cid
+        return response
+
+
+def produce_request(topic: str, partition: int, records: bytes | None, acks: int = -1,
+                    version: int = 9) -> Any:
+    cls = request_class(PRODUCE)[version]
+    T = cls.TopicProduceData
+    return cls(transactional_id=None, acks=acks, timeout_ms=30_000,
+               topic_data=[T(name=topic, partition_data=[T.PartitionProduceData(index=partition, records=records)])])
+
+
+def produce(client: RawClient, topic: str, records: bytes | None, partition: int = 0, acks: int = -1,
+            version: int = 9) -> Any:
+    response = client.call(PRODUCE, version, produce_request(topic, partition, records, acks, version))
+    [topic_response] = response.responses
+    [partition_response] = topic_response.partition_responses
+    return partition_response
+
+
+def batch(n: int = 1, key: bytes | None = b"k", value: bytes = b"v", compression: int = 0, ts: int = TS,
+          start: int = 0) -> bytes:
+    return bytes(build_batch([Record(i, ts + i, key, value + b"%d" % (start + i)) for i in range(n)], 0,
+                             compression=compression))
+
+
+def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict[str, str] | None = None) -> None:
+    from kafka import KafkaAdminClient
+    from kafka.admin import NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=60_000)
+    try:
+        admin.create_topics([NewTopic(name, partitions, 1, topic_configs=config or {})])
+    finally:
+        admin.close()
+
+
+def topic_id(client: RawClient, topic: str) -> uuid.UUID:
+    cls = request_class(METADATA)[12]
+    response = client.call(METADATA, 12, cls(topics=[cls.MetadataRequestTopic(topic_id=None, name=topic)],
+                                             allow_auto_topic_creation=False,
+                                             include_topic_authorized_operations=False))
+    [t] = response.topics
+    return t.topic_id
+
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[Any]:
+    with testing.run_broker() as handle:
+        yield handle
+
+
+@pytest.fixture
+def client(broker: Any) -> Iterator[RawClient]:
+    c = RawClient(broker.bootstrap)
+    yield c
+    c.close()
+
+
+def assert_still_serving(bootstrap: str) -> None:
+    """A second, independent client can produce and read back after the error."""
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    name = f"alive-{uuid.uuid4().hex[:8]}"
+    create_topic(bootstrap, name)
+    producer = KafkaProducer(bootstrap_servers=bootstrap, request_timeout_ms=60_000)
+    try:
+        meta = producer.send(name, key=b"a", value=b"still-serving").get(timeout=60)
+    finally:
+        producer.close()
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, consumer_timeout_ms=30_000)
+    try:
+        tp = TopicPartition(name, 0)
+        consumer.assign([tp])
+        consumer.seek(tp, meta.offset)
+        assert next(iter(consumer)).value == b"still-serving"
+    finally:
+        consumer.close()
+
+
+# --------------------------------------------------------------------------------------------- success
+
+
+@pytest.mark.parametrize("version", [3, 5, 7, 8, 9, 11])
+def test_raw_produce_assigns_offsets_per_version(broker: Any, client: RawClient, version: int) -> None:
+    name = f"p-v{version}"
+    create_topic(broker.bootstrap, name)
+    first = produce(client, name, batch(3), version=version)
+    second = produce(client, name, batch(2), version=version)
+    assert (first.error_code, first.base_offset) == (0, 0)
+    assert (second.error_code, second.base_offset) == (0, 3)
+    assert second.log_append_time_ms == -1
+    if version >= 5:
+        assert second.log_start_offset == 0
+    if version >= 8:
+        assert second.record_errors == [] and second.error_message is None
+
+
+def test_log_append_time_topic_reports_broker_time(broker: Any, client: RawClient) -> None:
+    create_topic(broker.bootstrap, "lat", config={"message.timestamp.type": "LogAppendTime"})
+    r = produce(client, "lat", batch(2, ts=1000))
+    assert r.error_code == 0 and r.log_append_time_ms > TS  # broker wall clock, not the client's 1000
+
+
+def test_kafka_python_producer_round_trip(broker: Any) -> None:
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    create_topic(broker.bootstrap, "kp", partitions=2)
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, compression_type="lz4", linger_ms=20)
+    futures = [producer.send("kp", key=b"key%d" % i, value=b"value%d" % i, partition=i % 2,
+                             headers=[("h", b"%d" % i)]) for i in range(20)]
+    offsets = sorted((f.get(timeout=60).partition, f.get(timeout=60).offset) for f in futures)
+    producer.close()
+    assert offsets == sorted([(0, i) for i in range(10)] + [(1, i) for i in range(10)])
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest",
+                             consumer_timeout_ms=30_000)
+    consumer.assign([TopicPartition("kp", 0), TopicPartition("kp", 1)])
+    got = []
+    for message in consumer:
+        got.append((message.key, message.value, message.headers))
+        if len(got) == 20:
+            break
+    consumer.close()
+    assert sorted(got) == sorted((b"key%d" % i, b"value%d" % i, [("h", b"%d" % i)]) for i in range(20))
+
+
+def test_acks_zero_sends_no_response(broker: Any, client: RawClient) -> None:
+    create_topic(broker.bootstrap, "acks0")
+    client.send(PRODUCE, 9, produce_request("acks0", 0, batch(1), acks=0))
+    # The next response on this connection answers the *next* request: acks=0 got none.
+    cid = client.send(PRODUCE, 9, produce_request("acks0", 0, batch(1), acks=1))
+    got, response = client.receive(PRODUCE, 9)
+    assert got == cid
+    assert response.responses[0].partition_responses[0].base_offset == 1  # the acks=0 batch took offset 0
+
+
+# --------------------------------------------------------------------------------------------- errors
+
+
+def test_invalid_required_acks(broker: Any, client: RawClient) -> None:
+    create_topic(broker.bootstrap, "acks2")
+    assert produce(client, "acks2", batch(), acks=2).error_code == 21  # INVALID_REQUIRED_ACKS
+    assert produce(client, "acks2", batch(), acks=1).base_offset == 0  # nothing was written
+
+
+def test_unknown_topic_and_partition(broker: Any, client: RawClient) -> None:
+    create_topic(broker.bootstrap, "known")
+    assert produce(client, "no-such-topic", batch()).error_code == 3
+    assert produce(client, "known", batch(), partition=1).error_code == 3
+    assert produce(client, "known", batch(), partition=-1).error_code == 3
+
+
+def test_internal_topic_rejects_client_writes(broker: Any, client: RawClient) -> None:
+    find = request_class(FIND_COORDINATOR)[0]
+    client.call(FIND_COORDINATOR, 0, find(key="g-internal"))  # makes the coordinator create __consumer_offsets
+    r = produce(client, "__consumer_offsets", batch())
+    assert r.error_code in (17, 3)  # INVALID_TOPIC_EXCEPTION once the topic exists
+    if r.error_code == 3:
+        pytest.skip("the group coordinator did not create __consumer_offsets")
+    assert r.error_code == 17
+
+
+def test_zstd_needs_produce_v7(broker: Any, client: RawClient) -> None:
+    create_topic(broker.bootstrap, "zstd")
+    assert produce(client, "zstd", batch(2, compression=4), version=6).error_code == 76
+    ok = produce(client, "zstd", batch(2, compression=4), version=7)
+    assert (ok.error_code, ok.base_offset) == (0, 0)
+
+
+def test_corrupt_batch(broker: Any, client: RawClient) -> None:
+    create_topic(broker.bootstrap, "corrupt")
+    data = bytearray(batch(2))
+    data[-1] ^= 0x55
+    assert produce(client, "corrupt", bytes(data)).error_code == 2  # CORRUPT_MESSAGE
+    assert produce(client, "corrupt", batch(2)[:50]).error_code == 2
+    assert produce(client, "corrupt", batch(1)).base_offset == 0
+    assert_still_serving(broker.bootstrap)
+
+
+def test_size_limits(broker: Any, client: RawClient) -> None:
+    create_topic(broker.bootstrap, "small-msg", config={"max.message.bytes": "500"})
+    create_topic(broker.bootstrap, "small-seg", config={"segment.bytes": "400"})
+    big = batch(20, value=b"x" * 40)
+    assert produce(client, "small-msg", big).error_code == 10  # MESSAGE_TOO_LARGE
+    assert produce(client, "small-seg", big).error_code == 18  # RECORD_LIST_TOO_LARGE
+    assert produce(client, "small-msg", batch(1)).error_code == 0
+
+
+def test_invalid_records(broker: Any, client: RawClient) -> None:
+    create_topic(broker.bootstrap, "invalid")
+    two = batch(1) + batch(1)
+    assert produce(client, "invalid", two).error_code == 87  # more than one batch
+    control = bytearray(batch(1))
+    struct.pack_into(">h", control, 21, 0x30)  # control + transactional from a client
+    struct.pack_into(">q", control, 43, 1)
+    write_crc(control, 0, len(control))
+    assert produce(client, "invalid", bytes(control)).error_code == 87
+    assert produce(client, "invalid", None).error_code == 87
+    assert produce(client, "invalid", batch(1)).base_offset == 0
+
+
+def test_null_key_on_compacted_topic_reports_record_errors(broker: Any, client: RawClient) -> None:
+    create_topic(broker.bootstrap, "compacted", config={"cleanup.policy": "compact"})
+    recs = [Record(0, TS, b"a", b"1"), Record(1, TS, None, b"2"), Record(2, TS, b"c", b"3")]
+    r = produce(client, "compacted", bytes(build_batch(recs, 0)), version=9)
+    assert r.error_code == 87
+    assert [e.batch_index for e in r.record_errors] == [1]
+    assert r.error_message
+    old = produce(client, "compacted", bytes(build_batch(recs, 0)), version=7)
+    assert old.error_code == 87  # before v8 there is no room for record errors, the code alone
+    assert_still_serving(broker.bootstrap)
+
+
+def test_timestamp_out_of_range(broker: Any, client: RawClient) -> None:
+    create_topic(broker.bootstrap, "ts-bound", config={"message.timestamp.before.max.ms": "3600000"})
+    r = produce(client, "ts-bound", batch(2, ts=1000))  # 1970
+    assert r.error_code == 32  # INVALID_TIMESTAMP
+    assert [e.batch_index for e in r.record_errors] == [0, 1]
+    import time
+
+    assert produce(client, "ts-bound", batch(1, ts=int(time.time() * 1000))).error_code == 0
+
+
+def test_min_insync_replicas_with_acks_all(broker: Any, client: RawClient) -> None:
+    create_topic(broker.bootstrap, "minisr", config={"min.insync.replicas": "2"})
+    assert produce(client, "minisr", batch(), acks=-1).error_code == 19  # NOT_ENOUGH_REPLICAS
+    assert produce(client, "minisr", batch(), acks=1).error_code == 0
+
+
+def test_real_client_sees_invalid_record(broker: Any) -> None:
+    """librdkafka's producer gets INVALID_RECORD for a null key on a compacted topic."""
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    create_topic(broker.bootstrap, "compacted-rdk", config={"cleanup.policy": "compact"})
+    producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap, "retries": 0,
+                                         "message.timeout.ms": 60_000})
+    reports: list[Any] = []
+    producer.produce("compacted-rdk", value=b"no key", on_delivery=lambda err, msg: reports.append(err))
+    assert producer.flush(60) == 0
+    producer.produce("compacted-rdk", key=b"k", value=b"keyed", on_delivery=lambda err, msg: reports.append(err))
+    assert producer.flush(60) == 0
+    assert reports[0] is not None and reports[0].code() == confluent_kafka.KafkaError.INVALID_RECORD
+    assert reports[1] is None  # the same producer carries on
+    assert_still_serving(broker.bootstrap)
