@@ -19,7 +19,12 @@ from cleaner.transactions import CleanedTransactionMetadata
 from protocol.record_batch import HEADER_SIZE, RecordBatchHeader, batch_size_at, iter_batches
 from protocol.records import iter_records
 from storage import TopicPartition
-from storage.log_file_utils import CLEANED_FILE_SUFFIX, SEGMENT_SUFFIXES, filename_prefix_from_offset
+from storage.log_file_utils import (
+    CLEANED_FILE_SUFFIX,
+    SEGMENT_SUFFIXES,
+    SWAP_FILE_SUFFIX,
+    filename_prefix_from_offset,
+)
 from storage.log_segment import LogSegment
 from storage.transaction_index import AbortedTxn
 from tidelog.clock import Clock
@@ -67,6 +72,32 @@ def maybe_crash(step: str) -> None:
     """Test hook: `TIDELOG_CLEANER_CRASH_AT=<step>` makes the process exit abruptly at that swap step."""
     if os.environ.get(CRASH_ENV) == step:
         os._exit(137)
+
+
+def _install_swap_crash_hooks(cleaned: LogSegment, old_segments: list[LogSegment]) -> None:
+    """Test hook for the steps inside Log.replace_segments (log-cleaner.md §6): exit right after
+    `swap` (.cleaned -> .swap), `deleted-first` / `deleted` (first / last old segment renamed .deleted) or
+    `live` (.swap -> final name). Wraps methods of these segment objects only."""
+    step = os.environ.get(CRASH_ENV)
+    if step in ("swap", "live"):
+        rename = cleaned.change_file_suffixes
+        trigger = SWAP_FILE_SUFFIX if step == "swap" else ""
+
+        def hooked(old_suffix: str, new_suffix: str) -> None:
+            rename(old_suffix, new_suffix)
+            if new_suffix == trigger:
+                os._exit(137)
+
+        cleaned.change_file_suffixes = hooked  # type: ignore[method-assign]
+    elif step in ("deleted-first", "deleted"):
+        target = old_segments[0] if step == "deleted-first" else old_segments[-1]
+        to_deleted = target.rename_to_deleted
+
+        def hooked_delete() -> None:
+            to_deleted()
+            os._exit(137)
+
+        target.rename_to_deleted = hooked_delete  # type: ignore[method-assign]
 
 
 def last_records_of_active_producers(log: Log) -> dict[int, LastRecord]:
@@ -308,6 +339,7 @@ class Cleaner:
             for path in (cleaned.log_path, cleaned.offset_index.path, cleaned.time_index.path):
                 os.utime(path, ns=(modified_ns, modified_ns))
             maybe_crash("cleaned")
+            _install_swap_crash_hooks(cleaned, segments)
             logger.info("Swapping in cleaned segment %s for segment(s) %s in log %s", cleaned, segments,
                         log.topic_partition)
             log.replace_segments([cleaned], segments)

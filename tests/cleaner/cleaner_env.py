@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from cleaner.log_cleaner import CleanerConfig, LogCleaner
 from config.log_config import LogConfig
@@ -51,18 +48,6 @@ class Env:
             existing.update_config(config)
             return existing
         return self.manager.get_or_create_log(tp, config, TOPIC_ID)
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
-
-
-@pytest.fixture
-def env(tmp_path: Path, clock: ManualClock) -> Iterator[Env]:
-    e = Env(tmp_path / "data", clock)
-    yield e
-    e.close()
 
 
 def produce(log, key: bytes | str | None, value: bytes | str | None, ts: int | None = None,  # noqa: ANN001

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import COMPACT, Env, batch_headers, produce, read_all
+from cleaner_env import COMPACT, Env, batch_headers, produce, read_all
 
 from protocol.records import GZIP, LZ4, SNAPPY, ZSTD, iter_records
 from storage import TopicPartition
@@ -108,7 +108,7 @@ def test_example_b_map_fills(tmp_path: Path, clock) -> None:  # noqa: ANN001
 
 
 def test_compressed_batches_keep_their_codec(env: Env) -> None:
-    from conftest import produce_many
+    from cleaner_env import produce_many
 
     log = env.log()
     for codec in (GZIP, SNAPPY, LZ4, ZSTD):
@@ -138,7 +138,7 @@ def test_null_keys_written_before_compaction_are_dropped(env: Env) -> None:
 
 
 def test_offsets_and_record_fields_preserved(env: Env) -> None:
-    from conftest import produce_many
+    from cleaner_env import produce_many
 
     log = env.log()
     produce_many(log, [(b"a", b"1"), (b"b", b"2"), (b"c", b"3")])
