@@ -14,15 +14,16 @@ API_KEY = 15
 MIN_VERSION = 0
 MAX_VERSION = 5
 
-AUTHORIZED_OPERATIONS_OMITTED = -2147483648
-GROUP_OPERATIONS = 328  # READ, DELETE, DESCRIBE: everything a group allows without an authorizer
+# kafka-python encodes the bitfield from a set of AclOperation codes; None is INT32_MIN ("not requested").
+AUTHORIZED_OPERATIONS_OMITTED = None
+GROUP_OPERATIONS = frozenset({3, 6, 8})  # READ, DELETE, DESCRIBE (= 328): all a group allows without an authorizer
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
     cls = response_class(API_KEY)[version]
     D = cls.DescribedGroup
-    ops = GROUP_OPERATIONS if version >= 3 and request.include_authorized_operations \
+    ops = set(GROUP_OPERATIONS) if version >= 3 and request.include_authorized_operations \
         else AUTHORIZED_OPERATIONS_OMITTED
     described = []
     for group_id in request.groups or []:
