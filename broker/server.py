@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import logging
+import socket
 import threading
 from types import ModuleType
 from typing import TYPE_CHECKING
@@ -86,8 +87,9 @@ class Server:
         self.host: str = ""
         self.port: int = 0
 
-    async def start(self, warm_up: bool = True) -> None:
-        """Load the logs, bind the listener, then start metrics and the handler warm-up."""
+    async def start(self, warm_up: bool = True, sock: socket.socket | None = None) -> None:
+        """Load the logs, bind the listener (or serve on the already listening `sock`), then start metrics
+        and the handler warm-up."""
         state = self.state
         state.startup()
         _name, host, port = parse_listeners(state.config.listeners)[0]
@@ -102,8 +104,11 @@ class Server:
             finally:
                 self._connections.discard(task)
 
-        self._server = await asyncio.start_server(on_connect, host or None, port, limit=1 << 20,
-                                                  reuse_address=True)
+        if sock is not None:
+            self._server = await asyncio.start_server(on_connect, sock=sock, limit=1 << 20)
+        else:
+            self._server = await asyncio.start_server(on_connect, host or None, port, limit=1 << 20,
+                                                      reuse_address=True)
         sock = self._server.sockets[0]
         self.host, self.port = sock.getsockname()[:2]
         if state.advertised_port == 0:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import socket
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -62,13 +63,18 @@ def serve_overrides(args: argparse.Namespace) -> dict[str, str]:
     return overrides
 
 
+def bind_listener(listeners: str) -> socket.socket:
+    """Bind and listen on the first listener right away: the port accepts connections (queued in the
+    backlog) while the logs load; requests are read once the broker has started."""
+    from config.broker_config import parse_listeners
+
+    _name, host, port = parse_listeners(listeners)[0]
+    if not host and socket.has_dualstack_ipv6():
+        return socket.create_server(("", port), family=socket.AF_INET6, dualstack_ipv6=True, backlog=512)
+    return socket.create_server((host or "0.0.0.0", port), backlog=512)
+
+
 def run_serve(args: argparse.Namespace) -> int:
-    from tidelog.logging import configure_logging
-
-    configure_logging(args.log_format, args.log_level)
-    import logging
-
-    log = logging.getLogger("tidelog")
     from config.broker_config import BrokerConfig
     from config.definitions import ConfigError
 
@@ -77,6 +83,18 @@ def run_serve(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"tidelog: configuration error: {exc}", file=sys.stderr)
         return 2
+    try:
+        sock = bind_listener(config.listeners)
+    except OSError as exc:
+        print(f"tidelog: cannot listen on {config.listeners}: {exc}", file=sys.stderr)
+        return 1
+    # Everything below (structlog, asyncio/uvloop, storage) is imported after the socket is listening.
+    from tidelog.logging import configure_logging
+
+    configure_logging(args.log_format, args.log_level)
+    import logging
+
+    log = logging.getLogger("tidelog")
     import asyncio
     import signal
 
@@ -90,7 +108,7 @@ def run_serve(args: argparse.Namespace) -> int:
             loop.add_signal_handler(sig, stop.set)
         state = BrokerState(config)
         server = Server(state)
-        await server.start()
+        await server.start(sock=sock)
         print(f"tidelog ready: listening on {server.host}:{server.port} "
               f"(advertised {state.advertised_host}:{state.advertised_port}, node.id {state.node_id}, "
               f"cluster.id {state.cluster_id}, log.dirs {','.join(config.log_dirs)})", flush=True)

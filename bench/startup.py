@@ -1,0 +1,75 @@
+"""Start-up time of `python -m tidelog serve`: process start -> listening socket accepts, and -> first
+ApiVersions answered. Not a unit test (timings on a shared machine vary); run by hand:
+
+    python bench/startup.py [--runs 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tidelog.testing import free_port  # noqa: E402
+
+API_VERSIONS_V0 = struct.pack(">hhih", 18, 0, 1, 5) + b"bench"
+
+
+def one_run() -> tuple[float, float]:
+    port = free_port()
+    with tempfile.TemporaryDirectory(prefix="tidelog-bench-") as tmp:
+        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        cmd = [sys.executable, "-m", "tidelog", "serve", "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
+               "--log-dirs", tmp]
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+        try:
+            while True:
+                try:
+                    sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+                    break
+                except OSError:
+                    if proc.poll() is not None:
+                        raise RuntimeError("broker exited") from None
+                    time.sleep(0.002)
+            t_listen = time.perf_counter() - t0
+            with sock:
+                sock.sendall(struct.pack(">i", len(API_VERSIONS_V0)) + API_VERSIONS_V0)
+                size = struct.unpack(">i", sock.recv(4))[0]
+                got = 0
+                while got < size:
+                    got += len(sock.recv(size - got))
+            t_first = time.perf_counter() - t0
+        finally:
+            proc.terminate()
+            proc.wait(30)
+    return t_listen, t_first
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    listen, first = [], []
+    for _ in range(args.runs):
+        a, b = one_run()
+        listen.append(a)
+        first.append(b)
+    print(f"listening after: median {statistics.median(listen) * 1000:.0f} ms "
+          f"(min {min(listen) * 1000:.0f}, max {max(listen) * 1000:.0f})")
+    print(f"first ApiVersions answered after: median {statistics.median(first) * 1000:.0f} ms "
+          f"(min {min(first) * 1000:.0f}, max {max(first) * 1000:.0f})")
+
+
+if __name__ == "__main__":
+    main()
