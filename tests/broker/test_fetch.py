@@ -1,0 +1,246 @@
+"""Fetch over real sockets: long poll, KIP-74 sizing, whole batches, errors, topic ids, real consumers."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from test_produce import FETCH, TS, RawClient, batch, create_topic, produce, topic_id
+
+from protocol.messages import request_class
+from protocol.record_batch import iter_batches
+from protocol.records import iter_records
+
+testing = pytest.importorskip("tidelog.testing")
+
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[Any]:
+    with testing.run_broker() as handle:
+        yield handle
+
+
+@pytest.fixture
+def client(broker: Any) -> Iterator[RawClient]:
+    c = RawClient(broker.bootstrap)
+    yield c
+    c.close()
+
+
+def fetch_request(partitions: list[tuple[Any, int, int]], *, version: int = 12, max_wait_ms: int = 0,
+                  min_bytes: int = 1, max_bytes: int = 50 * 1024 * 1024, partition_max_bytes: int = 1 << 20,
+                  isolation_level: int = 0, session_id: int = 0, session_epoch: int = -1,
+                  current_leader_epoch: int = -1) -> Any:
+    """partitions: (topic name or topic id, partition, fetch offset); consecutive entries share a topic."""
+    cls = request_class(FETCH)[version]
+    T = cls.FetchTopic
+    P = T.FetchPartition
+    topics: list[Any] = []
+    for key, partition, offset in partitions:
+        if not topics or topics[-1][0] != key:
+            topics.append((key, []))
+        topics[-1][1].append(P(partition=partition, current_leader_epoch=current_leader_epoch,
+                               fetch_offset=offset, last_fetched_epoch=-1, log_start_offset=-1,
+                               partition_max_bytes=partition_max_bytes))
+    fetch_topics = [T(topic_id=k, partitions=ps) if version >= 13 else T(topic=k, partitions=ps)
+                    for k, ps in topics]
+    return cls(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max_bytes,
+               isolation_level=isolation_level, session_id=session_id, session_epoch=session_epoch,
+               topics=fetch_topics, forgotten_topics_data=[], rack_id="")
+
+
+def fetch(client: RawClient, partitions: list[tuple[Any, int, int]], version: int = 12, **kw: Any) -> Any:
+    return client.call(FETCH, version, fetch_request(partitions, version=version, **kw))
+
+
+def partition_data(response: Any) -> list[Any]:
+    return [p for t in response.responses for p in t.partitions]
+
+
+def offsets(records: bytes) -> list[int]:
+    return [r.offset for _, h in iter_batches(records) for r in iter_records(records, _)]
+
+
+def test_round_trip_and_partition_fields(broker: Any, client: RawClient) -> None:
+    create_topic(broker.bootstrap, "rt")
+    produce(client, "rt", batch(3))
+    produce(client, "rt", batch(2, compression=3, start=3))
+    response = fetch(client, [("rt", 0, 0)])
+    assert (response.error_code, response.session_id) == (0, 0)
+    [p] = partition_data(response)
+    assert (p.error_code, p.high_watermark, p.last_stable_offset, p.log_start_offset) == (0, 5, 5, 0)
+    assert p.preferred_read_replica == -1
+    assert offsets(p.records) == [0, 1, 2, 3, 4]
+    assert [r.value for _, h in iter_batches(p.records) for r in iter_records(p.records, _)][3] == b"v3"
+
+
+def test_long_poll_is_woken_by_a_produce(broker: Any, client: RawClient) -> None:
+    create_topic(broker.bootstrap, "lp")
+    produce(client, "lp", batch(1))
+    # Parked at the high watermark for up to two minutes; a produce from another connection wakes it.
+    cid = client.send(FETCH, 12, fetch_request([("lp", 0, 1)], max_wait_ms=120_000, min_bytes=1))
+    producer = RawClient(broker.bootstrap, "other")
+    try:
+        assert produce(producer, "lp", batch(1, value=b"wake")).base_offset == 1
+    finally:
+        producer.close()
+    got, response = client.receive(FETCH, 12)
+    assert got == cid
+    [p] = partition_data(response)
+    assert p.error_code == 0 and offsets(p.records) == [1]
+    assert [r.value for r in iter_records(p.records)] == [b"wake0"]
+
+
+def test_short_wait_with_min_bytes_unmet_returns_empty(broker: Any, client: RawClient) -> None:
+    create_topic(broker.bootstrap, "empty")
+    [p] = partition_data(fetch(client, [("empty", 0, 0)], max_wait_ms=50, min_bytes=1))
+    assert (p.error_code, p.records, p.high_watermark) == (0, b"", 0)
+    produce(client, "empty", batch(1))
+    # Some data but less than min_bytes: after max_wait the data there is is returned.
+    [p] = partition_data(fetch(client, [("empty", 0, 0)], max_wait_ms=50, min_bytes=10_000_000))
+    assert offsets(p.records) == [0]
+
+
+def test_fetch_offset_inside_a_batch_returns_the_whole_batch(broker: Any, client: RawClient) -> None:
+    create_topic(broker.bootstrap, "inside")
+    produce(client, "inside", batch(5))
+    produce(client, "inside", batch(5, start=5))
+    [p] = partition_data(fetch(client, [("inside", 0, 3)]))
+    assert offsets(p.records)[:5] == [0, 1, 2, 3, 4]  # starts at the batch's first byte; clients skip 0-2
+    [p] = partition_data(fetch(client, [("inside", 0, 7)]))
+    assert offsets(p.records) == [5, 6, 7, 8, 9]
+
+
+def test_kip74_first_partition_gets_one_whole_batch(broker: Any, client: RawClient) -> None:
+    create_topic(broker.bootstrap, "kip74", partitions=3)
+    for partition in range(3):
+        produce(client, "kip74", batch(10, value=b"x" * 100), partition=partition)
+        produce(client, "kip74", batch(10, value=b"y" * 100), partition=partition)
+    size = len(batch(10, value=b"x" * 100))
+    # Both limits far below one batch: the first partition still gets exactly its first whole batch,
+    # the others nothing; every requested partition is listed.
+    response = fetch(client, [("kip74", 0, 0), ("kip74", 1, 0), ("kip74", 2, 0)], max_bytes=10,
+                     partition_max_bytes=10)
+    p0, p1, p2 = partition_data(response)
+    assert [p.partition_index for p in (p0, p1, p2)] == [0, 1, 2]
+    assert len(p0.records) == size and offsets(p0.records) == list(range(10))
+    assert p1.records == b"" and p2.records == b""
+    assert p1.error_code == p2.error_code == 0 and p1.high_watermark == 20
+    # An empty first partition does not consume the one-batch allowance.
+    response = fetch(client, [("kip74", 0, 20), ("kip74", 1, 0)], max_bytes=10, partition_max_bytes=10)
+    q0, q1 = partition_data(response)
+    assert q0.records == b"" and offsets(q1.records) == list(range(10))
+    # partition_max_bytes bounds each partition: a slice may end inside the second batch.
+    response = fetch(client, [("kip74", 0, 0)], partition_max_bytes=size + 20)
+    [r] = partition_data(response)
+    assert len(r.records) == size + 20 and offsets(r.records) == list(range(10))
+
+
+def test_offset_out_of_range(broker: Any, client: RawClient) -> None:
+    create_topic(broker.bootstrap, "oor")
+    produce(client, "oor", batch(2))
+    [p] = partition_data(fetch(client, [("oor", 0, 3)]))
+    assert (p.error_code, p.high_watermark, p.last_stable_offset, p.log_start_offset) == (1, -1, -1, -1)
+    [p] = partition_data(fetch(client, [("oor", 0, -1)]))
+    assert p.error_code == 1
+    [p] = partition_data(fetch(client, [("oor", 0, 2)]))  # == LEO: empty, no error
+    assert (p.error_code, p.records) == (0, b"")
+
+
+def test_unknown_topic_partition_and_errors_do_not_wait(broker: Any, client: RawClient) -> None:
+    create_topic(broker.bootstrap, "known-f")
+    response = fetch(client, [("known-f", 0, 0), ("known-f", 5, 0), ("missing-topic", 0, 0)],
+                     max_wait_ms=120_000, min_bytes=1)  # errors answer at once despite the long wait
+    codes = [(p.partition_index, p.error_code) for p in partition_data(response)]
+    assert codes == [(0, 0), (5, 3), (0, 3)]
+    assert [t.topic for t in response.responses] == ["known-f", "missing-topic"]
+
+
+def test_leader_epoch_checks(broker: Any, client: RawClient) -> None:
+    create_topic(broker.bootstrap, "epochs")
+    produce(client, "epochs", batch(1))
+    [p] = partition_data(fetch(client, [("epochs", 0, 0)], current_leader_epoch=0))
+    assert p.error_code == 0 and offsets(p.records) == [0]
+    [p] = partition_data(fetch(client, [("epochs", 0, 0)], current_leader_epoch=3))
+    assert p.error_code == 75  # UNKNOWN_LEADER_EPOCH: newer than the broker's
+
+
+def test_topic_ids_from_v13(broker: Any, client: RawClient) -> None:
+    create_topic(broker.bootstrap, "by-id")
+    produce(client, "by-id", batch(2))
+    tid = topic_id(client, "by-id")
+    assert tid != uuid.UUID(int=0)
+    for version in (13, 15, 16):
+        response = fetch(client, [(tid, 0, 0), (uuid.uuid4(), 0, 0)], version=version)
+        assert len(response.responses) == 2 and response.responses[0].topic_id == tid
+        ok, unknown = partition_data(response)
+        assert ok.error_code == 0 and offsets(ok.records) == [0, 1]
+        assert unknown.error_code == 100  # UNKNOWN_TOPIC_ID
+
+
+def test_sessions_are_not_created(broker: Any, client: RawClient) -> None:
+    create_topic(broker.bootstrap, "sess")
+    response = fetch(client, [("sess", 0, 0)], session_id=0, session_epoch=0)  # asks for a new session
+    assert response.session_id == 0 and response.error_code == 0
+    response = fetch(client, [("sess", 0, 0)], session_id=1234, session_epoch=3)
+    assert response.error_code == 70  # FETCH_SESSION_ID_NOT_FOUND
+
+
+def test_read_committed_reports_lso_and_empty_aborted_list(broker: Any, client: RawClient) -> None:
+    create_topic(broker.bootstrap, "rc")
+    produce(client, "rc", batch(2))
+    [p] = partition_data(fetch(client, [("rc", 0, 0)], isolation_level=1))
+    assert p.last_stable_offset == 2 and offsets(p.records) == [0, 1]
+    assert p.aborted_transactions == []
+    [p] = partition_data(fetch(client, [("rc", 0, 0)], isolation_level=0))
+    assert p.aborted_transactions is None
+
+
+@pytest.mark.parametrize("version", [4, 7, 11, 12])
+def test_old_versions(broker: Any, client: RawClient, version: int) -> None:
+    name = f"old-{version}"
+    create_topic(broker.bootstrap, name)
+    produce(client, name, batch(3))
+    [p] = partition_data(fetch(client, [(name, 0, 1)], version=version))
+    assert p.error_code == 0 and p.high_watermark == 3 and offsets(p.records) == [0, 1, 2]
+
+
+def test_kafka_python_consumer_long_polls(broker: Any) -> None:
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    create_topic(broker.bootstrap, "kpc")
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, fetch_max_wait_ms=10_000,
+                             consumer_timeout_ms=60_000, auto_offset_reset="earliest")
+    consumer.assign([TopicPartition("kpc", 0)])
+    assert consumer.poll(timeout_ms=200) == {}  # nothing there yet
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap)
+    producer.send("kpc", value=b"late", timestamp_ms=TS).get(timeout=60)
+    producer.close()
+    message = next(iter(consumer))
+    consumer.close()
+    assert (message.offset, message.value, message.timestamp) == (0, b"late", TS)
+
+
+def test_confluent_consumer_reads_every_codec(broker: Any) -> None:
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    create_topic(broker.bootstrap, "codecs")
+    for codec in ("none", "gzip", "snappy", "lz4", "zstd"):
+        producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap, "compression.type": codec,
+                                             "linger.ms": 10})
+        for i in range(10):
+            producer.produce("codecs", key=codec.encode(), value=b"%s-%d" % (codec.encode(), i))
+        assert producer.flush(60) == 0
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "codecs-reader",
+                                         "enable.auto.commit": False})
+    consumer.assign([confluent_kafka.TopicPartition("codecs", 0, 0)])
+    values = []
+    for _ in range(600):
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            values.append(message.value())
+        if len(values) == 50:
+            break
+    consumer.close()
+    assert len(values) == 50 and values[10] == b"gzip-0" and values[49] == b"zstd-9"
