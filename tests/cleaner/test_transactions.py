@@ -1,0 +1,106 @@
+"""Aborted transactions, markers and producer state through cleaning (log-cleaner.md §5.2, §5.6, Example C)."""
+
+from __future__ import annotations
+
+import struct
+
+from cleaner_env import Env, batch_headers, produce, read_all
+
+from protocol.records import Record, build_batch
+
+PID = 1000
+DAY = 86_400_000
+
+
+def txn_data(log, keys: list[str]) -> int:  # noqa: ANN001
+    ts = log.clock.milliseconds()
+    batch = build_batch([Record(i, ts, k.encode(), b"txn") for i, k in enumerate(keys)], 0, producer_id=PID,
+                        producer_epoch=0, base_sequence=0, is_transactional=True)
+    return log.append_as_leader(batch).first_offset
+
+
+def marker(log, abort: bool) -> int:  # noqa: ANN001
+    key = struct.pack(">hh", 0, 0 if abort else 1)
+    value = struct.pack(">hi", 0, 7)
+    batch = build_batch([Record(0, log.clock.milliseconds(), key, value)], 0, producer_id=PID, producer_epoch=0,
+                        is_transactional=True, is_control=True)
+    return log.append_as_leader(batch, from_client=False).first_offset
+
+
+def dirty_and_roll(log, n: int) -> None:  # noqa: ANN001
+    produce(log, f"filler{n}", "f")
+    log.roll()
+    produce(log, f"tail{n}", "t")
+
+
+def headers_at(log, offset: int) -> list:  # noqa: ANN001
+    return [h for h in batch_headers(log) if h.base_offset == offset]
+
+
+def test_example_c_aborted_transaction_then_marker_removed(env: Env) -> None:
+    log = env.log()
+    produce(log, "plain", "p")          # 0
+    assert txn_data(log, ["a", "b"]) == 1  # 1-2
+    assert marker(log, abort=True) == 3  # ABORT
+    log.roll()
+    produce(log, "x", "x")  # active
+
+    # Pass 1: aborted data discarded, but it is P's last data batch -> empty header; the marker stays.
+    assert env.cleaner.clean_once()
+    [data] = headers_at(log, 1)
+    assert data.records_count == 0 and data.size == 61 and data.last_offset == 2 and data.producer_id == PID
+    [mark] = headers_at(log, 3)
+    assert mark.is_control and not mark.has_delete_horizon
+    assert [r.key for r in read_all(log)] == [b"plain", b"x"]
+    txns = [t for s in log.segments for t in s.txn_index.all_aborted_txns()]
+    assert [(t.producer_id, t.first_offset, t.last_offset) for t in txns] == [(PID, 1, 3)]
+
+    # P expires: the next pass drops the header, the marker survives that pass.
+    env.clock.advance(DAY + 1)
+    log.remove_expired_producers()
+    dirty_and_roll(log, 1)
+    assert env.cleaner.clean_once()
+    assert headers_at(log, 1) == []
+    [mark] = headers_at(log, 3)
+    assert not mark.has_delete_horizon
+
+    # Next pass: the marker is discardable; it gets a delete horizon.
+    dirty_and_roll(log, 2)
+    now = env.clock.milliseconds()
+    assert env.cleaner.clean_once()
+    [mark] = headers_at(log, 3)
+    assert mark.has_delete_horizon and mark.delete_horizon_ms == now + 1000
+
+    # A pass at or after the horizon drops it.
+    env.clock.advance(1000)
+    dirty_and_roll(log, 3)
+    assert env.cleaner.clean_once()
+    assert headers_at(log, 3) == []
+
+
+def test_committed_transaction_records_follow_key_rules(env: Env) -> None:
+    log = env.log()
+    txn_data(log, ["k", "j"])   # 0-1
+    marker(log, abort=False)    # 2 COMMIT
+    produce(log, "k", "newer")  # 3
+    log.roll()
+    produce(log, "z", "z")
+    assert env.cleaner.clean_once()
+    values = {r.key: r.value for r in read_all(log)}
+    assert values == {b"j": b"txn", b"k": b"newer", b"z": b"z"}
+    [mark] = headers_at(log, 2)  # committed data seen in this pass: the marker is kept
+    assert mark.is_control
+
+
+def test_last_batch_of_active_idempotent_producer_is_kept_empty(env: Env) -> None:
+    log = env.log()
+    ts = env.clock.milliseconds()
+    batch = build_batch([Record(0, ts, b"k", b"old")], 0, producer_id=PID, producer_epoch=0, base_sequence=0)
+    log.append_as_leader(batch)  # 0
+    produce(log, "k", "new")    # 1 supersedes it
+    log.roll()
+    produce(log, "z", "z")
+    assert env.cleaner.clean_once()
+    [kept] = headers_at(log, 0)
+    assert kept.records_count == 0 and kept.producer_id == PID and kept.base_sequence == 0
+    assert [r.offset for r in read_all(log)] == [1, 2]
