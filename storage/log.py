@@ -142,6 +142,11 @@ class Log:
     def size_in_bytes(self) -> int:
         return self.segments.size_in_bytes()
 
+    @property
+    def size(self) -> int:
+        """Bytes of all segments' `.log` data (Kafka's UnifiedLog.size)."""
+        return self.segments.size_in_bytes()
+
     def update_config(self, config: LogConfig) -> None:
         with self.lock:
             self.config = config

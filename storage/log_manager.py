@@ -68,9 +68,17 @@ class LogManager:
         cluster_id: str | None = None,
         producer_id_expiration_ms: int = 86_400_000,
         config_provider: Callable[[TopicPartition], LogConfig] | None = None,
+        background_tasks: bool | None = None,
+        background_interval_ms: int = 1000,
+        checkpoint_interval_ms: int = 60_000,
     ) -> None:
         """`config_provider(tp)` (optional) gives the effective LogConfig of a partition found on disk at
-        startup (topic overrides); without it `default_config` is used until `Log.update_config()`."""
+        startup (topic overrides); without it `default_config` is used until `Log.update_config()`.
+
+        `background_tasks`: run `run_periodic_tasks()` on a daemon thread every `background_interval_ms`
+        of real time (checkpoints every `checkpoint_interval_ms`, flush.ms, delayed deletions, producer
+        expiry). Default (None): on with the real system Clock, off with a test clock such as ManualClock,
+        where tests drive `run_periodic_tasks()` / `run_scheduled_deletions()` themselves."""
         if not log_dirs:
             raise ValueError("at least one log dir is required")
         self.log_dirs = [Path(d).absolute() for d in log_dirs]
@@ -90,6 +98,11 @@ class LogManager:
         self._flush_executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._started = False
         self._last_checkpoint_ms = 0
+        self.background_tasks = type(clock) is Clock if background_tasks is None else background_tasks
+        self.background_interval_ms = background_interval_ms
+        self.checkpoint_interval_ms = checkpoint_interval_ms
+        self._stop = threading.Event()
+        self._background: threading.Thread | None = None
 
     # --- startup / shutdown ----------------------------------------------------------------------------
 
@@ -104,6 +117,17 @@ class LogManager:
             self._load_dir(log_dir)
         self._started = True
         self._last_checkpoint_ms = self.clock.milliseconds()
+        if self.background_tasks:
+            self._stop.clear()
+            self._background = threading.Thread(target=self._background_loop, name="log-manager", daemon=True)
+            self._background.start()
+
+    def _background_loop(self) -> None:
+        while not self._stop.wait(self.background_interval_ms / 1000):
+            try:
+                self.run_periodic_tasks(self.checkpoint_interval_ms)
+            except Exception:  # keep housekeeping alive; one log line per failure
+                log.exception("log manager periodic task failed")
 
     def _lock_dir(self, log_dir: Path) -> None:
         fd = os.open(log_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
@@ -222,6 +246,10 @@ class LogManager:
 
     def shutdown(self) -> None:
         """Flush and close every log, write all checkpoints, then `.kafka_cleanshutdown` per dir."""
+        self._stop.set()
+        if self._background is not None:
+            self._background.join()
+            self._background = None
         with self._lock:
             if self._flush_executor is not None:
                 self._flush_executor.shutdown(wait=True)
