@@ -1,0 +1,140 @@
+"""A consumer-group member in its own process, for one Python client library.
+
+    python tests/groups/member.py CLIENT BOOTSTRAP TOPIC GROUP SECONDS
+
+CLIENT is kafka-python, confluent or aiokafka. Prints JSON lines like tests/java/GroupClient.java `member`:
+{"assigned": [partitions]} after every assignment, {"p", "o", "v"} per record, {"commit": n} after each
+synchronous commit, {"closed": true} at the end. "close" on stdin closes the consumer cleanly (LeaveGroup);
+SIGKILL simulates a crash. Session timeout 6 s (the broker minimum) so takeovers are quick.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import threading
+import time
+from typing import Any
+
+SESSION_MS = 6000
+HEARTBEAT_MS = 1000
+
+
+def emit(obj: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+def watch_stdin(flag: threading.Event) -> None:
+    def run() -> None:
+        for line in sys.stdin:
+            if line.strip() == "close":
+                break
+        flag.set()
+
+    threading.Thread(target=run, daemon=True).start()
+
+
+def run_kafka_python(bootstrap: str, topic: str, group: str, deadline: float, closing: threading.Event) -> None:
+    from kafka import ConsumerRebalanceListener, KafkaConsumer
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
+                             auto_offset_reset="earliest", session_timeout_ms=SESSION_MS,
+                             heartbeat_interval_ms=HEARTBEAT_MS, client_id="member-kafka-python")
+
+    class Listener(ConsumerRebalanceListener):
+        def on_partitions_revoked(self, revoked: Any) -> None:
+            pass
+
+        def on_partitions_assigned(self, assigned: Any) -> None:
+            emit({"assigned": sorted(tp.partition for tp in consumer.assignment())})
+
+    consumer.subscribe([topic], listener=Listener())
+    while not closing.is_set() and time.time() < deadline:
+        batches = consumer.poll(timeout_ms=200)
+        n = 0
+        for records in batches.values():
+            for r in records:
+                emit({"p": r.partition, "o": r.offset, "v": r.value.decode()})
+                n += 1
+        if n:
+            consumer.commit()
+            emit({"commit": n})
+    consumer.close()
+    emit({"closed": True})
+
+
+def run_confluent(bootstrap: str, topic: str, group: str, deadline: float, closing: threading.Event) -> None:
+    from confluent_kafka import Consumer
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest", "session.timeout.ms": SESSION_MS,
+                         "heartbeat.interval.ms": HEARTBEAT_MS, "client.id": "member-confluent"})
+
+    def on_assign(c: Any, partitions: Any) -> None:
+        emit({"assigned": sorted(tp.partition for tp in partitions)})
+
+    consumer.subscribe([topic], on_assign=on_assign)
+    while not closing.is_set() and time.time() < deadline:
+        msgs = consumer.consume(num_messages=500, timeout=0.2)
+        n = 0
+        for m in msgs:
+            if m.error():
+                continue
+            emit({"p": m.partition(), "o": m.offset(), "v": m.value().decode()})
+            n += 1
+        if n:
+            consumer.commit(asynchronous=False)
+            emit({"commit": n})
+    consumer.close()
+    emit({"closed": True})
+
+
+def run_aiokafka(bootstrap: str, topic: str, group: str, deadline: float, closing: threading.Event) -> None:
+    from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
+
+    async def main() -> None:
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
+                                    auto_offset_reset="earliest", session_timeout_ms=SESSION_MS,
+                                    heartbeat_interval_ms=HEARTBEAT_MS, client_id="member-aiokafka")
+
+        class Listener(ConsumerRebalanceListener):  # type: ignore[misc]
+            async def on_partitions_revoked(self, revoked: Any) -> None:
+                pass
+
+            async def on_partitions_assigned(self, assigned: Any) -> None:
+                emit({"assigned": sorted(tp.partition for tp in assigned)})
+
+        await consumer.start()
+        consumer.subscribe([topic], listener=Listener())
+        try:
+            while not closing.is_set() and time.time() < deadline:
+                batches = await consumer.getmany(timeout_ms=200)
+                n = 0
+                for records in batches.values():
+                    for r in records:
+                        emit({"p": r.partition, "o": r.offset, "v": r.value.decode()})
+                        n += 1
+                if n:
+                    await consumer.commit()
+                    emit({"commit": n})
+        finally:
+            await consumer.stop()
+        emit({"closed": True})
+
+    asyncio.run(main())
+
+
+RUNNERS = {"kafka-python": run_kafka_python, "confluent": run_confluent, "aiokafka": run_aiokafka}
+
+
+def main() -> None:
+    client, bootstrap, topic, group, seconds = sys.argv[1:6]
+    closing = threading.Event()
+    watch_stdin(closing)
+    RUNNERS[client](bootstrap, topic, group, time.time() + float(seconds), closing)
+
+
+if __name__ == "__main__":
+    main()
