@@ -133,7 +133,7 @@ class Connection:
             self.writer.close()
             try:
                 await self.writer.wait_closed()
-            except Exception:  # noqa: BLE001 - peer already gone
+            except (Exception, asyncio.CancelledError):  # noqa: BLE001 - peer gone, or broker stopping
                 pass
 
     async def handle_frame(self, frame: memoryview) -> tuple[bytes, str, int | None] | None:

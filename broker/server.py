@@ -101,6 +101,8 @@ class Server:
             self._connections.add(task)
             try:
                 await Connection(state, self.registry, reader, writer).run()
+            except asyncio.CancelledError:
+                pass  # broker stopping; finishing normally keeps asyncio's stream callback quiet
             finally:
                 self._connections.discard(task)
 

@@ -71,9 +71,12 @@ def _new_loop() -> asyncio.AbstractEventLoop:
 
 @contextlib.contextmanager
 def run_broker(log_dir: str | os.PathLike[str] | None = None, port: int = 0,
-               overrides: Mapping[str, Any] | None = None, clock: Clock | None = None) -> Iterator[BrokerHandle]:
+               overrides: Mapping[str, Any] | None = None, clock: Clock | None = None,
+               data_dir: str | os.PathLike[str] | None = None) -> Iterator[BrokerHandle]:
     """Start a broker in a background thread; stop it (clean shutdown) on exit. A temporary log dir is
-    created (and removed afterwards) when `log_dir` is None."""
+    created (and removed afterwards) when `log_dir` is None. `data_dir` is an alias of `log_dir`."""
+    if log_dir is None:
+        log_dir = data_dir
     from broker.server import Server
     from broker.state import BrokerState
     from config.broker_config import BrokerConfig
@@ -234,3 +237,101 @@ class BrokerProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class KafkaWire:
+    """A raw Kafka-protocol client over one blocking socket, for protocol-level tests.
+
+    `send(api_key, version, request)` writes one request (kafka-python request object, or raw body bytes)
+    and returns its correlation id; `receive(api_key, version)` reads one response and decodes it.
+    """
+
+    def __init__(self, bootstrap: str, client_id: str | None = "tidelog-test", timeout: float = 60.0) -> None:
+        host, _, port = bootstrap.rpartition(":")
+        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+        self.client_id = client_id
+        self.correlation_id = 0
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> KafkaWire:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def frame(self, api_key: int, version: int, request: Any, correlation_id: int | None = None) -> bytes:
+        """The complete size-prefixed request frame (header v1 or v2 by the version's flexibility)."""
+        import struct
+
+        from protocol.messages import request_class
+
+        if correlation_id is None:
+            self.correlation_id += 1
+            correlation_id = self.correlation_id
+        header = struct.pack(">hhi", api_key, version, correlation_id)
+        if self.client_id is None:
+            header += struct.pack(">h", -1)
+        else:
+            cid = self.client_id.encode()
+            header += struct.pack(">h", len(cid)) + cid
+        flexible = False
+        try:
+            flexible = bool(request_class(api_key).flexible_version_q(version))
+        except (KeyError, ValueError):
+            pass
+        if flexible:
+            header += b"\x00"
+        body = request if isinstance(request, (bytes, bytearray)) else bytes(request.encode(version=version))
+        return struct.pack(">i", len(header) + len(body)) + header + body
+
+    def send(self, api_key: int, version: int, request: Any) -> int:
+        self.sock.sendall(self.frame(api_key, version, request))
+        return self.correlation_id
+
+    def read_frame(self) -> bytes:
+        """One response frame without its size prefix; raises EOFError if the broker closed the socket."""
+        import struct
+
+        size = struct.unpack(">i", self._read_exact(4))[0]
+        return self._read_exact(size)
+
+    def _read_exact(self, n: int) -> bytes:
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = self.sock.recv(n - len(buf))
+            if not chunk:
+                raise EOFError(f"connection closed after {len(buf)} of {n} bytes")
+            buf += chunk
+        return bytes(buf)
+
+    def receive(self, api_key: int, version: int) -> tuple[int, Any]:
+        """(correlation id, decoded response); the header is v0 for ApiVersions, else by flexibility."""
+        import struct
+
+        from protocol.messages import response_class
+
+        data = self.read_frame()
+        (correlation_id,) = struct.unpack_from(">i", data, 0)
+        cls = response_class(api_key)
+        pos = 4
+        if api_key != 18 and cls.flexible_version_q(version):
+            pos += 1  # empty tagged fields of response header v1
+        return correlation_id, cls[version].decode(data[pos:], version=version)
+
+    def request(self, api_key: int, version: int, request: Any) -> Any:
+        correlation_id = self.send(api_key, version, request)
+        got, response = self.receive(api_key, version)
+        assert got == correlation_id, f"correlation id {got}, expected {correlation_id}"
+        return response
+
+    def is_closed(self, timeout: float = 30.0) -> bool:
+        """True once the broker has closed the connection (EOF or reset) within `timeout`."""
+        self.sock.settimeout(timeout)
+        try:
+            return self.sock.recv(1) == b""
+        except (ConnectionResetError, BrokenPipeError):
+            return True
+        except TimeoutError:
+            return False
