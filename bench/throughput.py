@@ -87,7 +87,7 @@ def main() -> None:
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="tidelog-bench-") as log_dir:
-        broker = BrokerProcess(log_dir=log_dir)
+        broker = BrokerProcess(log_dir=log_dir).start()
         try:
             topic = "bench"
             futures = AdminClient({"bootstrap.servers": broker.bootstrap}).create_topics(

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicCollection
 from confluent_kafka import TopicPartition as CkTopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewTopic
 
 from tidelog.testing import BrokerProcess
 
@@ -25,7 +25,7 @@ PARTITIONS = 3
 
 @pytest.fixture
 def broker_process(tmp_path: Path) -> Iterator[BrokerProcess]:
-    proc = BrokerProcess(log_dir=str(tmp_path / "data"))
+    proc = BrokerProcess(log_dir=str(tmp_path / "data")).start()
     try:
         yield proc
     finally:
@@ -145,7 +145,7 @@ def describe(bootstrap: str, topics: list[str]) -> dict[str, tuple[str, int, dic
         d = descs[name].result(timeout=60)
         res = ConfigResource("topic", name)
         entries = a.describe_configs([res])[res].result(timeout=60)
-        overrides = {k: e.value for k, e in entries.items() if e.source == 1}  # TOPIC_CONFIG
+        overrides = {k: e.value for k, e in entries.items() if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG}
         out[name] = (str(d.topic_id), len(d.partitions), overrides)
     return out
 

@@ -80,12 +80,23 @@ def normalize_headers(hs: Iterable[tuple[str, bytes | None]] | None) -> Headers:
     return tuple((k, b"" if v is None else bytes(v)) for k, v in (hs or ()))
 
 
-def on_disk_codecs(log_dir: str, topic: str) -> set[int]:
-    """Compression ids of every batch stored for the topic: proves the client really compressed
-    (librdkafka < 2.11.1 silently sends uncompressed batches when Produce v0 is not advertised, KAFKA-18659)."""
-    codecs: set[int] = set()
+def on_disk_codecs(log_dir: str, topic: str) -> dict[int, int]:
+    """Compression id -> record count over every batch stored for the topic."""
+    counts: dict[int, int] = {}
     for path in glob.glob(os.path.join(log_dir, f"{glob.escape(topic)}-*", "*.log")):
         with open(path, "rb") as f:
             data = f.read()
-        codecs.update(h.compression for _, h in iter_batches(data))
-    return codecs
+        for _, h in iter_batches(data):
+            counts[h.compression] = counts.get(h.compression, 0) + h.records_count
+    return counts
+
+
+def assert_stored_with(log_dir: str, topic: str, codec: str) -> None:
+    """Proves the client really compressed (librdkafka < 2.11.1 silently sends uncompressed batches when
+    Produce v0 is not advertised, KAFKA-18659) and the broker kept the producer's codec. Clients may send a
+    batch uncompressed when compression does not make it smaller (kafka-python does), so a few records in
+    uncompressed batches are allowed; most must be in batches of the requested codec."""
+    counts = on_disk_codecs(log_dir, topic)
+    want = CODEC_IDS[codec]
+    assert set(counts) <= {0, want}, f"unexpected codecs on disk: {counts}"
+    assert counts.get(want, 0) * 2 > sum(counts.values()), f"mostly not stored as {codec}: {counts}"

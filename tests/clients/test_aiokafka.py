@@ -10,18 +10,17 @@ from aiokafka.structs import TopicPartition
 
 from .conftest import create_topic
 from .records import (
-    CODEC_IDS,
     CODECS,
     COUNT,
     PARTITIONS,
     Rec,
     assert_records,
+    assert_stored_with,
     base_timestamp,
     expected,
     headers,
     key,
     normalize_headers,
-    on_disk_codecs,
     value,
 )
 
@@ -89,5 +88,5 @@ def test_round_trip(broker, codec: str) -> None:
     create_topic(broker.bootstrap, topic, PARTITIONS)
     base_ts = base_timestamp()
     asyncio.run(produce(broker.bootstrap, topic, codec, base_ts))
-    assert on_disk_codecs(broker.log_dir, topic) == {CODEC_IDS[codec]}
+    assert_stored_with(broker.log_dir, topic, codec)
     assert_records(asyncio.run(consume(broker.bootstrap, topic)), expected(codec, base_ts))

@@ -6,16 +6,15 @@ import pytest
 
 from .conftest import JavaClient, create_topic
 from .records import (
-    CODEC_IDS,
     CODECS,
     COUNT,
     CREATE_TIME,
     PARTITIONS,
     Rec,
     assert_records,
+    assert_stored_with,
     base_timestamp,
     expected,
-    on_disk_codecs,
 )
 
 pytestmark = pytest.mark.java
@@ -41,5 +40,5 @@ def test_round_trip(broker, java_client: JavaClient, codec: str) -> None:
         "produce", broker.bootstrap, topic, str(COUNT), str(PARTITIONS), codec, str(base_ts)
     )
     assert out[-1] == {"acked": COUNT, "misplaced": 0, "error": None}
-    assert on_disk_codecs(broker.log_dir, topic) == {CODEC_IDS[codec]}
+    assert_stored_with(broker.log_dir, topic, codec)
     assert_records(java_consume(java_client, broker.bootstrap, topic), expected(codec, base_ts))

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from .conftest import create_topic
-from .records import CODEC_IDS, CODECS, COUNT, PARTITIONS, Rec, assert_records, key, on_disk_codecs, value
+from .records import CODECS, COUNT, PARTITIONS, Rec, assert_records, assert_stored_with, key, value
 
 pytestmark = pytest.mark.kcat
 
@@ -66,7 +66,7 @@ def test_codec_round_trip(broker, kcat: str, codec: str) -> None:
             stdin=stdin,
         )
     t1 = int(time.time() * 1000)
-    assert on_disk_codecs(broker.log_dir, topic) == {CODEC_IDS[codec]}
+    assert_stored_with(broker.log_dir, topic, codec)
 
     got: list[Rec] = []
     for p in range(PARTITIONS):
