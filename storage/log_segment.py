@@ -391,8 +391,11 @@ class LogSegment:
                 self.max_timestamp_so_far = header.max_timestamp
                 self.offset_of_max_timestamp_so_far = header.last_offset
             if valid_bytes - last_index_entry > self.index_interval_bytes:
-                self.offset_index.append(header.last_offset, valid_bytes)
-                self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far)
+                # A full index (config shrunk since the segment was written) just stays sparser.
+                if not self.offset_index.is_full():
+                    self.offset_index.append(header.last_offset, valid_bytes)
+                if not self.time_index.is_full():
+                    self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far)
                 last_index_entry = valid_bytes
             if on_batch is not None:
                 on_batch(header, data)
