@@ -234,7 +234,9 @@ def _stamp_timestamps(buf: bytearray, pos: int, h: RecordBatchHeader, log_append
     if log_append:
         new_attrs, new_max = attrs | TIMESTAMP_TYPE_MASK, now_ms
     else:
-        new_attrs = attrs & ~TIMESTAMP_TYPE_MASK
+        # CreateTime topic: the attributes stay as they are (a client's LogAppendTime bit was already
+        # rejected; the broker's own writes keep theirs, as Kafka's in-place path does).
+        new_attrs = attrs
         # With the records at hand, correct a wrong MaxTimestamp as Kafka does; otherwise trust the header.
         new_max = max((r.timestamp for r in decoded), default=NO_TIMESTAMP) if decoded else h.max_timestamp
     if new_attrs != attrs or new_max != h.max_timestamp:

@@ -23,6 +23,7 @@ from broker.context import RequestContext
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import response_class
 from protocol.record_batch import HEADER_SIZE, read_header
+from protocol.records import ZSTD
 from storage import TopicPartition
 
 if TYPE_CHECKING:
@@ -35,6 +36,7 @@ MIN_VERSION = 4
 MAX_VERSION = 16
 
 TOPIC_ID_MIN_VERSION = 13
+ZSTD_MIN_VERSION = 10
 READ_COMMITTED = 1
 CONSUMER_REPLICA_ID = -1
 INVALID_SESSION_ID = 0
@@ -171,9 +173,23 @@ def _read_partition(part: _Partition, log_obj: Log, params: _FetchParams, max_by
     except KafkaError as e:
         return e.code
     part.records = bytes(data)
+    if params.version < ZSTD_MIN_VERSION and _has_zstd(part.records):
+        # Fetch v10 is the first that may carry zstd batches (KIP-110); older readers get an error.
+        part.records = b""
+        return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
     if params.isolation_level == READ_COMMITTED:
         part.aborted = _aborted_transactions(log_obj, fetch_offset, part.records) if part.records else []
     return ErrorCode.NONE
+
+
+def _has_zstd(data: bytes) -> bool:
+    pos = 0
+    while pos + HEADER_SIZE <= len(data):
+        header = read_header(data, pos)
+        if header.compression == ZSTD:
+            return True
+        pos += header.size
+    return False
 
 
 def _response(ctx: RequestContext, parts: list[_Partition], error: ErrorCode = ErrorCode.NONE) -> Any:

@@ -207,6 +207,15 @@ def test_old_versions(broker: Any, client: RawClient, version: int) -> None:
     assert p.error_code == 0 and p.high_watermark == 3 and offsets(p.records) == [0, 1, 2]
 
 
+def test_zstd_needs_fetch_v10(broker: Any, client: RawClient) -> None:
+    create_topic(broker.bootstrap, "zstd-f")
+    produce(client, "zstd-f", batch(2, compression=4))
+    [p] = partition_data(fetch(client, [("zstd-f", 0, 0)], version=9))
+    assert (p.error_code, p.records, p.high_watermark) == (76, b"", -1)  # UNSUPPORTED_COMPRESSION_TYPE
+    [p] = partition_data(fetch(client, [("zstd-f", 0, 0)], version=10))
+    assert p.error_code == 0 and offsets(p.records) == [0, 1]
+
+
 def test_kafka_python_consumer_long_polls(broker: Any) -> None:
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
