@@ -59,14 +59,53 @@ def read_properties(path: str | Path) -> dict[str, str]:
         logical.append(line)
         entry = "".join(logical)
         logical = []
-        cut = min((i for i in (entry.find("="), entry.find(":")) if i >= 0), default=-1)
-        if cut < 0:
-            key, value = entry.strip(), ""
-        else:
-            key, value = entry[:cut].strip(), entry[cut + 1 :].strip()
+        key, value = _split_property(entry)
         if key:
             props[key] = value
     return props
+
+
+def _split_property(entry: str) -> tuple[str, str]:
+    """java.util.Properties: the key ends at the first unescaped '=', ':' or whitespace; whitespace and one
+    separator after it are skipped. Backslash escapes (\\=, \\:, \\ , \\t, \\n, \\uXXXX) are honoured."""
+    entry = entry.strip()
+    i = 0
+    while i < len(entry):
+        ch = entry[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if ch in "=:" or ch.isspace():
+            break
+        i += 1
+    key, rest = entry[:i], entry[i:].lstrip()
+    if rest[:1] in ("=", ":"):
+        rest = rest[1:].lstrip()
+    return _unescape(key), _unescape(rest)
+
+
+def _unescape(text: str) -> str:
+    if "\\" not in text:
+        return text
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch != "\\" or i + 1 == len(text):
+            out.append(ch)
+            i += 1
+            continue
+        nxt = text[i + 1]
+        if nxt == "u" and i + 6 <= len(text):
+            try:
+                out.append(chr(int(text[i + 2 : i + 6], 16)))
+                i += 6
+                continue
+            except ValueError:
+                pass
+        out.append({"t": "\t", "n": "\n", "r": "\r", "f": "\f"}.get(nxt, nxt))
+        i += 2
+    return "".join(out)
 
 
 def parse_listeners(text: str, config_name: str = "listeners") -> list[tuple[str, str, int]]:

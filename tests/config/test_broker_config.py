@@ -172,3 +172,12 @@ def test_dynamic_layers() -> None:
     assert cfg.log_cleaner_backoff_ms == 20  # failed updates leave the layer untouched
     cfg.set_dynamic(True, {})
     assert cfg.log_cleaner_backoff_ms == 10
+
+
+def test_properties_syntax_like_java(tmp_path: Path) -> None:
+    props = tmp_path / "p.properties"
+    props.write_text("num.partitions 6\nlog.dir   :  /data/x\\:y\ncluster.id=abc\\u0041\nmetrics.port=\n")
+    parsed = read_properties(props)
+    assert parsed == {"num.partitions": "6", "log.dir": "/data/x:y", "cluster.id": "abcA", "metrics.port": ""}
+    with pytest.raises(ConfigError):
+        BrokerConfig.load(str(props))  # metrics.port= (empty) is not an int
