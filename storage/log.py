@@ -89,6 +89,7 @@ class Log:
         self._unflushed_messages = 0
         self._last_flush_ms = clock.milliseconds()
         self._listeners: list[Callable[[Log], None]] = []
+        self._unsynced_files: list[Path] = []
         self.on_log_start_offset_changed: Callable[[Log], None] | None = None
         self.closed = False
 
@@ -312,7 +313,9 @@ class Log:
             self.segments.add(segment)
             psm = self.producer_state_manager
             psm.map_end_offset = max(psm.map_end_offset, new_offset)
-            psm.take_snapshot(sync=False)
+            snapshot = psm.take_snapshot(sync=False)
+            if snapshot is not None:
+                self._unsynced_files.append(snapshot)  # fsynced with the old segment (storage-format §10)
             self._schedule_flush(new_offset)
             return segment
 
@@ -339,9 +342,12 @@ class Log:
             if target <= self.recovery_point:
                 return
             segments = self.segments.values(self.recovery_point, target)
+            unsynced, self._unsynced_files = self._unsynced_files, []
         for segment in segments:
             if not segment.is_closed:
                 segment.flush()
+        for path in unsynced:
+            _fsync_file(path)
         fsync_dir(self.dir)
         with self.lock:
             if target > self.recovery_point:
@@ -612,6 +618,17 @@ class Log:
                 segment.delete_if_exists()
             self.segments.clear()
             self.closed = True
+
+
+def _fsync_file(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return  # already deleted (retention/cleaning)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _unlinker(path: Path) -> Callable[[], None]:

@@ -278,14 +278,8 @@ class ProducerStateManager:
         return len(expired)
 
     def on_log_start_offset_incremented(self, log_start_offset: int) -> None:
-        """Forget producers whose last batch is gone, and snapshots below the new start."""
-        gone = [
-            pid
-            for pid, e in self.producers.items()
-            if e.last_data_offset < log_start_offset and e.current_txn_first_offset < 0
-        ]
-        for pid in gone:
-            del self.producers[pid]
+        """Drop snapshots below the new start. Producers stay (Kafka 3.x keeps them until
+        producer.id.expiration.ms, so retries after DeleteRecords/retention are still deduplicated)."""
         for offset in self.snapshot_offsets():
             if offset < log_start_offset:
                 self._delete_snapshot(offset)
