@@ -122,6 +122,24 @@ def internal_topic_overrides(name: str, broker: BrokerConfig) -> dict[str, str]:
     return {}
 
 
+def _usable_overrides(topic: str, stored: Mapping[str, Any]) -> dict[str, str]:
+    """Stored overrides that still validate (a hand-edited file or an older version must not stop startup)."""
+    usable: dict[str, str] = {}
+    for name, value in stored.items():
+        try:
+            topic_config.validate_overrides({str(name): str(value)})
+        except ConfigError as exc:
+            log.error("Ignoring stored config %s=%r of topic %s: %s", name, value, topic, exc)
+            continue
+        usable[str(name)] = str(value)
+    try:
+        topic_config.validate_overrides(usable)
+    except ConfigError as exc:
+        log.error("Ignoring stored config min.compaction.lag.ms of topic %s: %s", topic, exc)
+        usable.pop("min.compaction.lag.ms", None)
+    return usable
+
+
 def _config_error(exc: ConfigError) -> KafkaError:
     return KafkaError(ErrorCode.INVALID_CONFIG, str(exc))
 
@@ -199,7 +217,7 @@ class TopicManager:
                         name=name,
                         topic_id=uuid_from_str(entry["topic_id"]),
                         partitions=int(entry["partitions"]),
-                        overrides={str(k): str(v) for k, v in entry.get("configs", {}).items()},
+                        overrides=_usable_overrides(name, entry.get("configs", {})),
                         internal=name in INTERNAL_TOPICS,
                     )
                 except (KeyError, ValueError, TypeError) as exc:

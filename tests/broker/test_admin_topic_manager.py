@@ -187,3 +187,15 @@ def test_internal_topic(node: Node) -> None:
     assert info.internal and info.partitions == 3
     assert node.topics.log_config("__consumer_offsets").compact
     assert node.topics.ensure_internal_topic("__consumer_offsets", 50) is info
+
+
+def test_invalid_stored_overrides_are_dropped(node: Node) -> None:
+    node.topics.create_topic("edited", 1, 1, {"retention.ms": "1000", "cleanup.policy": "compact"})
+    node.stop()
+    path = node.data / TOPICS_FILE
+    stored = json.loads(path.read_text())
+    stored["topics"]["edited"]["configs"] = {"retention.ms": "soon", "cleanup.policy": "compact", "x.y": "1"}
+    path.write_text(json.dumps(stored))
+    node.start()
+    assert node.topics.get("edited").overrides == {"cleanup.policy": "compact"}
+    assert node.topics.log(TopicPartition("edited", 0)).config.compact
