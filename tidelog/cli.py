@@ -8,7 +8,7 @@ log.dirs ./data, node.id 1), the properties file, environment variables (TIDELOG
 dots as underscores, e.g. TIDELOG_LOG_DIRS), convenience flags, then --override. Metrics are off unless
 metrics.port is set (--metrics-port 9308 is a good choice; 0 picks a free port).
 
-`tidelog dump-log` is provided by the log-cleaner package (tidelog/dump_log.py) when present.
+`tidelog dump-log` is provided by the log-cleaner package (storage/dump_log.py) when present.
 """
 
 from __future__ import annotations
@@ -130,9 +130,9 @@ def run_serve(args: argparse.Namespace) -> int:
 
 def run_dump_log(rest: Sequence[str]) -> int:
     try:
-        from tidelog import dump_log  # type: ignore[attr-defined]
+        from storage import dump_log
     except ModuleNotFoundError as exc:
-        if exc.name != "tidelog.dump_log":
+        if exc.name != "storage.dump_log":
             raise
         print("tidelog dump-log is not available in this build", file=sys.stderr)
         return 2
