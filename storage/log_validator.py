@@ -43,9 +43,11 @@ from protocol.records import (
     ZSTD,
     CorruptRecordError,
     Record,
+    RecordSummary,
     build_batch,
     codec_for_name,
     iter_records,
+    scan_records,
 )
 
 _ATTRS = struct.Struct(">h")
@@ -121,14 +123,14 @@ def _check_batch(buf: bytearray, pos: int, h: RecordBatchHeader, config: LogConf
         raise KafkaError(ErrorCode.INVALID_TIMESTAMP, "clients may not set the LogAppendTime timestamp type")
 
 
-def _record_errors(records: list[Record], config: LogConfig, now_ms: int, check_ts: bool,
+def _record_errors(records: list[RecordSummary], config: LogConfig, now_ms: int, check_ts: bool,
                    is_control: bool) -> tuple[ErrorCode, list[tuple[int, str]]] | None:
     errors: list[tuple[int, str]] = []
     code = ErrorCode.INVALID_RECORD
     lo = now_ms - config.message_timestamp_before_max_ms
     hi = now_ms + config.message_timestamp_after_max_ms
     for index, rec in enumerate(records):
-        if config.compact and rec.key is None and not is_control:
+        if config.compact and rec.key_is_null and not is_control:
             errors.append((index, "Compacted topic cannot accept message without key."))
         elif check_ts and rec.timestamp != NO_TIMESTAMP and not lo <= rec.timestamp <= hi:
             # Kafka reports INVALID_TIMESTAMP when any record error is a timestamp error.
@@ -165,22 +167,25 @@ def validate_records(records: bytes | bytearray | memoryview, config: LogConfig,
         rebuild = target != h.compression and not h.is_control
         need_ts = check_ts and (config.message_timestamp_before_max_ms < LONG_MAX
                                 or h.max_timestamp > now_ms + config.message_timestamp_after_max_ms)
-        decoded: list[Record] | None = None
+        summaries: list[RecordSummary] | None = None
         if rebuild or need_ts or (config.compact and not h.is_control):
             try:
-                decoded = list(iter_records(buf, pos))
+                summaries = scan_records(buf, pos)
             except CorruptRecordError as exc:
                 raise KafkaError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from exc
-            problems = _record_errors(decoded, config, now_ms, need_ts, h.is_control)
+            problems = _record_errors(summaries, config, now_ms, need_ts, h.is_control)
             if problems:
                 raise _record_errors_error(*problems)
-            if any(r.offset - h.base_offset != i for i, r in enumerate(decoded)):
+            if any(r.offset_delta != i for i, r in enumerate(summaries)):
                 # Kafka rebuilds a compressed batch whose inner offsets are not 0..n-1; doing the same for
                 # an uncompressed one (Kafka leaves it) keeps compacted logs readable by every client.
                 rebuild = True
 
         if rebuild:
-            assert decoded is not None
+            try:
+                decoded = list(iter_records(buf, pos))
+            except CorruptRecordError as exc:
+                raise KafkaError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from exc
             rebuilt = build_batch(
                 [Record(offset + i, r.timestamp, r.key, r.value, r.headers) for i, r in enumerate(decoded)],
                 offset, compression=target, compression_level=_level(config, target),
@@ -201,7 +206,7 @@ def validate_records(records: bytes | bytearray | memoryview, config: LogConfig,
             count = h.last_offset_delta + 1
             set_base_offset(buf, pos, offset)
             set_partition_leader_epoch(buf, pos, leader_epoch)
-            batch_max_ts = _stamp_timestamps(buf, pos, h, log_append, now_ms, decoded)
+            batch_max_ts = _stamp_timestamps(buf, pos, h, log_append, now_ms, summaries)
             if out_parts is not None:
                 out_parts.append(buf[pos:pos + h.size])
         last = offset + count - 1
@@ -228,7 +233,7 @@ def validate_records(records: bytes | bytearray | memoryview, config: LogConfig,
 
 
 def _stamp_timestamps(buf: bytearray, pos: int, h: RecordBatchHeader, log_append: bool, now_ms: int,
-                      decoded: list[Record] | None) -> int:
+                      summaries: list[RecordSummary] | None) -> int:
     """Set MaxTimestamp and the timestamp-type bit in place; recompute the CRC only if either changed."""
     attrs = h.attributes
     if log_append:
@@ -238,7 +243,8 @@ def _stamp_timestamps(buf: bytearray, pos: int, h: RecordBatchHeader, log_append
         # rejected; the broker's own writes keep theirs, as Kafka's in-place path does).
         new_attrs = attrs
         # With the records at hand, correct a wrong MaxTimestamp as Kafka does; otherwise trust the header.
-        new_max = max((r.timestamp for r in decoded), default=NO_TIMESTAMP) if decoded else h.max_timestamp
+        new_max = (max((r.timestamp for r in summaries), default=NO_TIMESTAMP) if summaries
+                   else h.max_timestamp)
     if new_attrs != attrs or new_max != h.max_timestamp:
         _ATTRS.pack_into(buf, pos + 21, new_attrs)
         _INT64.pack_into(buf, pos + MAX_TIMESTAMP_OFFSET, new_max)
