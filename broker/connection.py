@@ -120,10 +120,11 @@ class Connection:
                     metrics.record_bytes(size + 4, 0)
                     continue
                 response_frame, api_name, error_code = out
-                self.writer.write(response_frame)
-                await self.writer.drain()
+                # Recorded before the write so a client that saw the response also sees it counted.
                 metrics.record_bytes(size + 4, len(response_frame))
                 metrics.record_request(api_name, error_code, time.perf_counter() - started)
+                self.writer.write(response_frame)
+                await self.writer.drain()
         except (ConnectionError, asyncio.CancelledError):
             pass
         except Exception:  # noqa: BLE001 - one connection's failure never takes the broker down

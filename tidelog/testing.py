@@ -22,7 +22,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, TypeVar
@@ -161,8 +161,9 @@ class BrokerProcess:
 
     def __init__(self, log_dir: str | os.PathLike[str], port: int | None = None,
                  overrides: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None,
-                 log_file: str | os.PathLike[str] | None = None) -> None:
+                 log_file: str | os.PathLike[str] | None = None, args: Sequence[str] = ()) -> None:
         self.log_dir = str(log_dir)
+        self.args = list(args)  # extra `tidelog serve` arguments, e.g. ["--log-format", "json"]
         self.port = port or free_port()
         self.host = "127.0.0.1"
         self.overrides = dict(overrides or {})
@@ -179,7 +180,7 @@ class BrokerProcess:
                f"listeners=PLAINTEXT://{self.host}:{self.port}", "--override", f"log.dirs={self.log_dir}"]
         for k, v in self.overrides.items():
             cmd += ["--override", f"{k}={str(v).lower() if isinstance(v, bool) else v}"]
-        return cmd
+        return cmd + self.args
 
     def start(self, timeout: float = START_TIMEOUT_S) -> BrokerProcess:
         if self.proc is not None and self.proc.poll() is None:

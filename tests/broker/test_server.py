@@ -1,0 +1,155 @@
+"""Server lifecycle: in-process brokers, the `tidelog serve` process (config layers, signals, logs),
+metrics, and the pytest fixtures."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+from protocol.messages import request_class
+from tidelog.testing import BrokerHandle, BrokerProcess, KafkaWire, run_broker
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def node_id_of(bootstrap: str) -> int:
+    with KafkaWire(bootstrap) as wire:
+        response = wire.request(3, 1, request_class(3)[1](topics=None))
+    assert response.controller_id == response.brokers[0].node_id
+    return int(response.brokers[0].node_id)
+
+
+def test_fixtures(tidelog_broker: BrokerHandle, tidelog_bootstrap: str) -> None:
+    assert tidelog_bootstrap == tidelog_broker.bootstrap == f"127.0.0.1:{tidelog_broker.port}"
+    state = tidelog_broker.state
+    assert state.advertised_port == tidelog_broker.port and state.node_id == 1
+    assert len(state.cluster_id) == 22
+    assert Path(tidelog_broker.log_dir).is_dir()
+    assert node_id_of(tidelog_bootstrap) == 1
+
+
+def test_run_broker_temp_dir_is_removed_and_port_released() -> None:
+    with run_broker() as b:
+        log_dir = Path(b.log_dir)
+        assert log_dir.is_dir()
+        node_id_of(b.bootstrap)
+    assert not log_dir.exists()
+    with run_broker(port=b.port) as again:  # the port is free again after a clean stop
+        assert again.port == b.port
+
+
+def test_two_brokers_in_one_process_have_separate_metrics(
+        tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
+    a = tidelog_broker_factory(overrides={"metrics.port": "0", "node.id": "5"})
+    b = tidelog_broker_factory(overrides={"metrics.port": "0", "node.id": "6"})
+    for broker in (a, b):
+        deadline = time.monotonic() + 60
+        while broker.state.metrics.http_port is None:  # started by the warm-up thread
+            assert time.monotonic() < deadline, "metrics endpoint did not start"
+            time.sleep(0.05)
+    assert (node_id_of(a.bootstrap), node_id_of(b.bootstrap)) == (5, 6)
+    node_id_of(a.bootstrap)
+    labels = {"api": "metadata", "error_code": "0"}
+    assert a.state.metrics.sample("tidelog_requests_total", labels) == 2
+    assert b.state.metrics.sample("tidelog_requests_total", labels) == 1
+    text = urllib.request.urlopen(f"http://127.0.0.1:{a.state.metrics.http_port}/metrics", timeout=60).read()
+    assert b'tidelog_requests_total{api="metadata",error_code="0"} 2.0' in text
+    assert b"tidelog_request_latency_seconds_bucket" in text and b"tidelog_network_bytes_in_total" in text
+    assert b"tidelog_partition_count" in text
+
+
+def test_log_size_metrics(tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
+    broker = tidelog_broker_factory()
+    broker.call(lambda: broker.state.topics.create_topic("sized", 2, 1, {}))
+    broker.state.metrics.start()  # registry without HTTP (idempotent if the warm-up already did it)
+    expected = 2 if broker.state.log_manager.all_logs() else 0  # 0 until storage has landed
+    assert broker.state.metrics.sample("tidelog_partition_count") == expected
+
+
+def test_serve_process_ready_line_and_clean_sigterm(tmp_path: Path) -> None:
+    proc = BrokerProcess(tmp_path / "data", args=["--node-id", "3"])
+    proc.start()
+    try:
+        assert node_id_of(proc.bootstrap) == 3
+        deadline = time.monotonic() + 60
+        while "tidelog ready: listening on" not in proc.output():
+            assert time.monotonic() < deadline, proc.output()
+            time.sleep(0.05)
+    finally:
+        code = proc.stop()
+    assert code == 0, proc.output()
+    assert "Shut down cleanly" in proc.output()
+    if (ROOT / "storage" / "log_manager.py").exists():
+        assert (tmp_path / "data" / ".kafka_cleanshutdown").exists()
+
+
+def test_serve_process_kill_and_restart_same_port(tmp_path: Path) -> None:
+    proc = BrokerProcess(tmp_path / "data")
+    proc.start()
+    try:
+        with KafkaWire(proc.bootstrap) as wire:
+            cluster_id = wire.request(3, 2, request_class(3)[2](topics=None)).cluster_id
+        proc.kill()
+        assert proc.proc is not None and proc.proc.returncode == -9
+        proc.restart()
+        with KafkaWire(proc.bootstrap) as wire:
+            assert wire.request(3, 2, request_class(3)[2](topics=None)).cluster_id == cluster_id
+    finally:
+        proc.stop()
+
+
+def test_config_layers_file_env_override(tmp_path: Path) -> None:
+    props = tmp_path / "server.properties"
+    props.write_text("# test\nnode.id=7\nauto.create.topics.enable=false\n")
+    env = dict(os.environ)
+    proc = BrokerProcess(tmp_path / "data", env=env, args=["--config", str(props)])
+    try:
+        proc.start()
+        assert node_id_of(proc.bootstrap) == 7  # from the file
+        proc.stop()
+        assert proc.env is not None
+        proc.env["TIDELOG_NODE_ID"] = "8"
+        proc.log_dir = str(tmp_path / "data8")  # meta.properties pins a log dir to its node.id
+        proc.start()
+        assert node_id_of(proc.bootstrap) == 8  # environment beats the file
+        proc.stop()
+        proc.args += ["--override", "node.id=9"]
+        proc.log_dir = str(tmp_path / "data9")
+        proc.start()
+        assert node_id_of(proc.bootstrap) == 9  # --override beats both
+    finally:
+        proc.stop()
+
+
+def test_json_logs(tmp_path: Path) -> None:
+    proc = BrokerProcess(tmp_path / "data", args=["--log-format", "json"])
+    proc.start()
+    with KafkaWire(proc.bootstrap) as wire:  # an unknown api key: one warning line, connection closed
+        wire.sock.sendall(wire.frame(999, 0, b""))
+        assert wire.is_closed()
+    assert proc.stop() == 0
+    lines = [ln for ln in proc.output().splitlines() if ln.strip() and not ln.startswith("tidelog ready")]
+    events = [json.loads(ln) for ln in lines]
+    assert all("event" in e and "level" in e and "timestamp" in e for e in events)
+    closed = [e for e in events if "unknown api key 999" in e["event"]]
+    assert len(closed) == 1 and closed[0]["level"] == "warning"
+
+
+def test_config_error_exits_2(tmp_path: Path) -> None:
+    out = subprocess.run([sys.executable, "-m", "tidelog", "serve", "--override", "node.id=-4", "--log-dirs",
+                          str(tmp_path)], capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert out.returncode == 2
+    assert "configuration error" in out.stderr and "node.id" in out.stderr
+
+
+def test_cli_help_lists_commands() -> None:
+    out = subprocess.run([sys.executable, "-m", "tidelog", "--help"], capture_output=True, text=True,
+                         timeout=120, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert out.returncode == 0 and "serve" in out.stdout and "dump-log" in out.stdout
