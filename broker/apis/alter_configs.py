@@ -65,7 +65,7 @@ def alter_resources(
         )
         try:
             if counts[(resource.resource_type, resource.resource_name)] > 1:
-                raise KafkaError(ErrorCode.INVALID_REQUEST, "Duplicate resource in request")
+                raise KafkaError(ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
             check_duplicate_keys(resource.configs)
             alter_one(ctx, resource, validate_only)
         except KafkaError as exc:

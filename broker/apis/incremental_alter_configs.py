@@ -35,9 +35,11 @@ def apply_ops(
     configs: Any,
     type_of: Callable[[str], ConfigType | None],
     base_value: Callable[[str], str | None],
+    not_list_code: ErrorCode = ErrorCode.INVALID_CONFIG,
 ) -> dict[str, str]:
     """The new override set after the operations. `base_value(name)` is what APPEND/SUBTRACT start from when
-    there is no override (Kafka uses the static-or-default value)."""
+    there is no override (Kafka uses the static-or-default value). APPEND/SUBTRACT on a non-list config is
+    INVALID_CONFIG for topics (the controller's check) but INVALID_REQUEST for brokers (ConfigAdminManager)."""
     result = dict(current)
     for config in configs or []:
         op, name = config.config_operation, config.name
@@ -56,7 +58,7 @@ def apply_ops(
             continue  # unknown names fail validation of the new set with INVALID_CONFIG
         if ctype is not ConfigType.LIST:
             verb = "append" if op == APPEND else "subtract"
-            raise KafkaError(ErrorCode.INVALID_CONFIG, f"Config value {verb} is not allowed for config key: {name}")
+            raise KafkaError(not_list_code, f"Config value {verb} is not allowed for config key: {name}")
         base = result.get(name, base_value(name)) or ""
         items = [v.strip() for v in base.split(",") if v.strip()]
         changes = [v.strip() for v in config.value.split(",") if v.strip()]
@@ -99,7 +101,8 @@ def _alter_broker(ctx: RequestContext, resource: Any, validate_only: bool) -> No
         definition = BROKER_CONFIG_DEFS.get(config_name)
         return definition.type if definition else None
 
-    new = apply_ops(config.dynamic_configs(per_broker), resource.configs, type_of, base_value)
+    new = apply_ops(config.dynamic_configs(per_broker), resource.configs, type_of, base_value,
+                    ErrorCode.INVALID_REQUEST)
     apply_broker_configs(ctx, per_broker, new, validate_only)
 
 

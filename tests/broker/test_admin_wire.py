@@ -318,6 +318,12 @@ def test_broker_dynamic_configs(broker: BrokerHandle, wire: KafkaWire) -> None:
     assert [(c.name, c.value, c.config_source) for c in cluster.configs] == [("log.retention.ms", "86400000", 3)]
     retention = {c.name: c for c in describe(wire, 4, TOPIC, "create-v7").configs}["retention.ms"]
     assert (retention.value, retention.config_source) == ("86400000", 3)
+    assert incremental(wire, 1, BROKER, node, [("log.cleaner.backoff.ms", APPEND, "1")]).error_code == (
+        ErrorCode.INVALID_REQUEST  # ConfigAdminManager: append on a non-list broker config
+    )
+    assert incremental(wire, 1, BROKER, node, [("log.cleanup.policy", APPEND, "compact")]).error_code == 0
+    assert broker.call(lambda: broker.state.config.get("log.cleanup.policy")) == ["delete", "compact"]
+    assert incremental(wire, 1, BROKER, node, [("log.cleanup.policy", DELETE, None)]).error_code == 0
     assert incremental(wire, 1, BROKER, node, [("log.cleaner.backoff.ms", DELETE, None)]).error_code == 0
     assert incremental(wire, 1, BROKER, "", [("log.retention.ms", DELETE, None)]).error_code == 0
     assert broker.call(lambda: broker.state.config.log_cleaner_backoff_ms) == 15000
@@ -333,3 +339,14 @@ def test_broker_logger_levels(broker: BrokerHandle, wire: KafkaWire) -> None:
     )
     assert incremental(wire, 1, BROKER_LOGGER, node, [("broker.topics", DELETE, None)]).error_code == 0
     assert alter(wire, 2, BROKER_LOGGER, node, {"broker.topics": "INFO"}).error_code == ErrorCode.INVALID_REQUEST
+
+
+def test_duplicate_resources_are_refused(broker: BrokerHandle, wire: KafkaWire) -> None:
+    assert create(wire, 7, ("dup-res", 1, 1, {}))["dup-res"].error_code == 0
+    cls = request_class(44)
+    res = cls.AlterConfigsResource
+    one = res(resource_type=TOPIC, resource_name="dup-res",
+              configs=[res.AlterableConfig(name="retention.ms", config_operation=SET, value="5")])
+    responses = wire.request(44, 1, cls[1](resources=[one, one], validate_only=False)).responses
+    assert [r.error_code for r in responses] == [ErrorCode.INVALID_REQUEST] * 2
+    assert overrides(broker, "dup-res") == {}
