@@ -172,6 +172,9 @@ def _read_partition(part: _Partition, log_obj: Log, params: _FetchParams, max_by
         data = log_obj.read(fetch_offset, max(0, max_bytes), _upper_bound(log_obj, params), min_one_batch)
     except KafkaError as e:
         return e.code
+    except Exception:  # a storage bug answers this partition with an error instead of failing the request
+        log.exception("fetch from %s-%d failed", part.name, part.request.partition)
+        return ErrorCode.UNKNOWN_SERVER_ERROR
     part.records = bytes(data)
     if params.version < ZSTD_MIN_VERSION and _has_zstd(part.records):
         # Fetch v10 is the first that may carry zstd batches (KIP-110); older readers get an error.

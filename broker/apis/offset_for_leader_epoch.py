@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 from broker.context import RequestContext
@@ -13,6 +14,8 @@ from storage import TopicPartition
 
 if TYPE_CHECKING:
     from storage.log import Log
+
+log = logging.getLogger(__name__)
 
 API_KEY = 23
 MIN_VERSION = 2
@@ -60,7 +63,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             else:
                 error = check_leader_epoch(log_obj, getattr(p, "current_leader_epoch", -1))
                 if error == ErrorCode.NONE:
-                    epoch, end_offset = end_offset_for_epoch(log_obj, p.leader_epoch)
+                    try:
+                        epoch, end_offset = end_offset_for_epoch(log_obj, p.leader_epoch)
+                    except Exception:  # answer this partition, keep the connection
+                        log.exception("OffsetForLeaderEpoch for %s-%d failed", topic.topic, p.partition)
+                        error = ErrorCode.UNKNOWN_SERVER_ERROR
             partitions.append(P(error_code=error, partition=p.partition, leader_epoch=epoch,
                                 end_offset=end_offset))
         topics.append(T(topic=topic.topic, partitions=partitions))
