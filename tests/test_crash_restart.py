@@ -37,7 +37,8 @@ def admin(bootstrap: str) -> AdminClient:
 
 
 def create_topic(bootstrap: str, name: str, partitions: int, config: dict[str, str] | None = None) -> None:
-    fut = admin(bootstrap).create_topics(
+    client = admin(bootstrap)  # must outlive the future: a destroyed handle fails it
+    fut = client.create_topics(
         [NewTopic(name, num_partitions=partitions, replication_factor=1, config=config or {})],
         request_timeout=60,
     )
@@ -91,17 +92,20 @@ def test_sigkill_keeps_every_acknowledged_record(broker_process: BrokerProcess) 
         }
     )
 
+    sent = [0]
+
     def send_loop() -> None:
-        i = 0
         while not stop.is_set():
+            i = sent[0]
             try:
                 producer.produce(
                     topic, key=str(i).encode(), value=f"value-{i}".encode(), on_delivery=on_delivery
                 )
-                i += 1
-            except BufferError:
-                pass
-            producer.poll(0.001 if i % 100 == 0 else 0)
+                sent[0] = i + 1
+            except BufferError:  # local queue full: serve delivery reports so it drains
+                producer.poll(0.01)
+            if i % 100 == 0:
+                producer.poll(0)
 
     sender = threading.Thread(target=send_loop, daemon=True)
     sender.start()
@@ -112,14 +116,18 @@ def test_sigkill_keeps_every_acknowledged_record(broker_process: BrokerProcess) 
                 break
         time.sleep(0.05)
     broker_process.kill()  # SIGKILL mid-stream: the producer is still sending
-    time.sleep(0.5)
+    with lock:
+        acked_at_kill = len(acked)
+    sent_at_kill = sent[0]
+    time.sleep(0.5)  # keep sending into the dead broker for a moment
     stop.set()
     sender.join(timeout=30)
     producer.flush(15)  # unacknowledged records time out (message.timeout.ms) and are simply not counted
     producer.purge()
     with lock:
         snapshot = dict(acked)
-    assert len(snapshot) >= 5000, "producer never got going"
+    assert acked_at_kill >= 5000, "producer never got going"
+    assert sent_at_kill > acked_at_kill, "the kill did not happen while records were in flight"
 
     broker_process.restart()
     stored = read_all(broker_process.bootstrap, topic, PARTITIONS)
@@ -145,7 +153,11 @@ def describe(bootstrap: str, topics: list[str]) -> dict[str, tuple[str, int, dic
         d = descs[name].result(timeout=60)
         res = ConfigResource("topic", name)
         entries = a.describe_configs([res])[res].result(timeout=60)
-        overrides = {k: e.value for k, e in entries.items() if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG}
+        # librdkafka hands back the source as a plain int here (1 = TOPIC_CONFIG / DYNAMIC_TOPIC_CONFIG).
+        topic_source = ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+        overrides = {
+            k: e.value for k, e in entries.items() if getattr(e.source, "value", e.source) == topic_source
+        }
         out[name] = (str(d.topic_id), len(d.partitions), overrides)
     return out
 
