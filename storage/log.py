@@ -25,7 +25,8 @@ from storage.leader_epoch import LeaderEpochFileCache
 from storage.log_file_utils import CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX, fsync_dir
 from storage.log_segment import LogSegment, RollParams, random_segment_jitter
 from storage.log_segments import LogSegments
-from storage.producer_state import ProducerStateManager
+from storage.log_validator import validate_records
+from storage.producer_state import ProducerStateManager, read_control_record
 from storage.scheduler import Scheduler
 from storage.transaction_index import AbortedTxn
 from tidelog.clock import Clock
@@ -170,8 +171,6 @@ class Log:
 
         `from_client=False` is for the broker's own writes (transaction markers, coordinator records).
         Raises KafkaError; on failure nothing becomes visible and no offset is consumed."""
-        from storage.log_validator import validate_records
-
         with self.lock:
             if self.closed:
                 raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"log {self.topic_partition} is closed")
@@ -200,8 +199,6 @@ class Log:
                 if header.is_control and header.producer_id >= 0:
                     data = bytes(out[pos : pos + header.size])
                     control_bytes[header.base_offset] = data
-                    from storage.producer_state import read_control_record
-
                     try:
                         _, coordinator_epoch = read_control_record(data)
                     except (ValueError, IndexError):

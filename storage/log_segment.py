@@ -118,7 +118,8 @@ class LogSegment:
         fd = os.open(path, flags, 0o644)
         try:
             if preallocate and not file_already_exists and os.fstat(fd).st_size == 0:
-                os.posix_fallocate(fd, 0, config.segment_bytes)
+                # Like Kafka's RandomAccessFile.setLength: the file gets its full length (sparse).
+                os.ftruncate(fd, config.segment_bytes)
                 size_hint = 0
             else:
                 size_hint = None

@@ -315,3 +315,21 @@ def test_validation_error_consumes_no_offset(tmp_path: Path, clock: ManualClock)
     assert e.value.code == ErrorCode.CORRUPT_MESSAGE
     assert lg.log_end_offset == 0 and lg.active_segment.size == 0
     assert lg.append_as_leader(client_batch(1)).first_offset == 0
+
+
+def test_preallocate_log_trimmed_on_roll_and_recovered(tmp_path: Path, clock: ManualClock) -> None:
+    size = len(client_batch(1))
+    config = LogConfig(preallocate=True, segment_bytes=size * 3)
+    lg = open_log(tmp_path, clock, config)
+    first = lg.active_segment.log_path
+    assert first.stat().st_size == size * 3  # full length up front
+    lg.append_as_leader(client_batch(1))
+    assert batch_offsets(lg.read(0, 10**6, 1, False)) == [(0, 0)]  # the zero fill is never read
+    for _ in range(3):
+        lg.append_as_leader(client_batch(1))
+    assert first.stat().st_size == size * 3 and len(lg.segments) == 2
+    active = lg.active_segment.log_path
+    assert active.stat().st_size == size * 3
+    lg.close_handlers()  # crash: the active file still carries its zero fill
+    again = open_log(tmp_path, clock, config, had_clean_shutdown=False)
+    assert again.log_end_offset == 4 and active.stat().st_size == size
