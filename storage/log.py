@@ -176,7 +176,7 @@ class Log:
                 raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"log {self.topic_partition} is closed")
             psm = self.producer_state_manager
             # Duplicates are answered before any offset is assigned (Kafka: analyzeAndValidateProducerState).
-            if len(records) >= HEADER_SIZE and records[16] == 2:
+            if from_client and len(records) >= HEADER_SIZE and records[16] == 2:
                 incoming = read_header(records)
                 duplicate = psm.find_duplicate_batch(incoming)
                 if duplicate is not None:
@@ -239,7 +239,11 @@ class Log:
         psm = self.producer_state_manager
         for header in headers:
             if header.partition_leader_epoch >= 0:
-                self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
+                try:
+                    self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
+                except OSError as e:
+                    # In memory it is updated; the next successful write (or recovery) persists it.
+                    log.error("could not write leader-epoch-checkpoint of %s: %s", self.topic_partition, e)
             completed = psm.update(header, control_bytes.get(header.base_offset))
             if completed is not None and completed.is_aborted:
                 try:
