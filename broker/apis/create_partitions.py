@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from broker.apis.create_topics import MAX_PARTITIONS_PER_BATCH
 from broker.context import RequestContext
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import response_class
@@ -32,6 +33,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             if counts[topic.name] > 1:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, "Duplicate topic in request.")
             info = topics.check_create_partitions(topic.name, topic.count)
+            if topic.count - info.partitions > MAX_PARTITIONS_PER_BATCH:
+                raise KafkaError(ErrorCode.POLICY_VIOLATION, "Excessively large number of partitions per request.")
             if topic.assignments is not None:
                 added = topic.count - info.partitions
                 if len(topic.assignments) != added:

@@ -15,6 +15,22 @@ API_KEY = 19
 MIN_VERSION = 2
 MAX_VERSION = 7
 
+# Kafka's ReplicationControlManager.MAX_PARTITIONS_PER_BATCH: a request asking for more partitions in total
+# fails whole with POLICY_VIOLATION (also keeps one request from blocking the broker on mkdirs).
+MAX_PARTITIONS_PER_BATCH = 10_000
+
+
+def _requested_partitions(ctx: RequestContext, request: Any) -> int:
+    total = 0
+    for topic in request.topics:
+        if topic.assignments:
+            total += len(topic.assignments)
+        elif topic.num_partitions == -1:
+            total += ctx.broker.config.num_partitions
+        elif topic.num_partitions > 0:
+            total += topic.num_partitions
+    return total
+
 
 def _check_assignments(ctx: RequestContext, topic: Any) -> int:
     """A manual assignment needs both counts at -1; partitions 0..n-1, each on exactly this broker."""
@@ -60,6 +76,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     topics = ctx.broker.topics
     validate_only = bool(getattr(request, "validate_only", False))
     counts = Counter(t.name for t in request.topics)
+    too_many = _requested_partitions(ctx, request) > MAX_PARTITIONS_PER_BATCH
     results: list[Any] = []
     seen: set[str] = set()
     for topic in request.topics:
@@ -73,6 +90,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         if version >= 7:
             result.topic_id = uuid.UUID(int=0)
         try:
+            if too_many:
+                raise KafkaError(ErrorCode.POLICY_VIOLATION, "Excessively large number of partitions per request.")
             if counts[name] > 1:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, "Duplicate topic name.")
             partitions, replication = topic.num_partitions, topic.replication_factor

@@ -350,3 +350,9 @@ def test_duplicate_resources_are_refused(broker: BrokerHandle, wire: KafkaWire) 
     responses = wire.request(44, 1, cls[1](resources=[one, one], validate_only=False)).responses
     assert [r.error_code for r in responses] == [ErrorCode.INVALID_REQUEST] * 2
     assert overrides(broker, "dup-res") == {}
+
+
+def test_too_many_partitions_per_request(broker: BrokerHandle, wire: KafkaWire) -> None:
+    results = create(wire, 7, ("huge-a", 6000, 1, {}), ("huge-b", 6000, 1, {}))
+    assert [r.error_code for r in results.values()] == [ErrorCode.POLICY_VIOLATION] * 2
+    assert broker.call(lambda: broker.state.topics.get("huge-a")) is None
