@@ -393,20 +393,22 @@ class Log:
             upper_bound = min(upper_bound, leo)
             if fetch_offset >= upper_bound:
                 return b""
-            segments = self.segments.values(fetch_offset)
+            segment = self.segments.floor_segment(fetch_offset)
             bound_segment = self.segments.floor_segment(upper_bound) if upper_bound < leo else None
             bound_position = None
             if bound_segment is not None:
                 mapping = bound_segment.translate_offset(upper_bound)
                 bound_position = mapping.position if mapping is not None else bound_segment.size
-        for segment in segments:
-            if segment.base_offset >= upper_bound and segment.base_offset > fetch_offset:
-                break
+        while segment is not None:
             max_position = bound_position if segment is bound_segment else None
             data = segment.read(fetch_offset, max_bytes, max_position, min_one_batch)
             if data is not None:
                 return data
             if segment is bound_segment:
+                break
+            with self.lock:  # compaction gap: go on with the next segment, if it starts below the bound
+                segment = self.segments.higher_segment(segment.base_offset)
+            if segment is not None and segment.base_offset >= upper_bound:
                 break
         return b""
 
