@@ -12,6 +12,7 @@ from test_produce import FETCH, TS, RawClient, batch, create_topic, produce, top
 from protocol.messages import request_class
 from protocol.record_batch import iter_batches
 from protocol.records import iter_records
+from storage import TopicPartition
 
 testing = pytest.importorskip("tidelog.testing")
 
@@ -165,6 +166,13 @@ def test_leader_epoch_checks(broker: Any, client: RawClient) -> None:
     assert p.error_code == 0 and offsets(p.records) == [0]
     [p] = partition_data(fetch(client, [("epochs", 0, 0)], current_leader_epoch=3))
     assert p.error_code == 75  # UNKNOWN_LEADER_EPOCH: newer than the broker's
+    log_obj = broker.state.topics.log(TopicPartition("epochs", 0))
+    broker.call(lambda: setattr(log_obj, "leader_epoch", 4))  # as if leadership had moved on
+    try:
+        [p] = partition_data(fetch(client, [("epochs", 0, 0)], current_leader_epoch=3))
+        assert p.error_code == 74  # FENCED_LEADER_EPOCH: the client's epoch is older
+    finally:
+        broker.call(lambda: setattr(log_obj, "leader_epoch", 0))
 
 
 def test_topic_ids_from_v13(broker: Any, client: RawClient) -> None:

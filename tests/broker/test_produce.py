@@ -220,6 +220,22 @@ def test_unknown_topic_and_partition(broker: Any, client: RawClient) -> None:
     assert produce(client, "known", batch(), partition=-1).error_code == 3
 
 
+def test_errors_are_per_partition(broker: Any, client: RawClient) -> None:
+    create_topic(broker.bootstrap, "mixed", partitions=2)
+    cls = request_class(PRODUCE)[9]
+    T = cls.TopicProduceData
+    P = T.PartitionProduceData
+    bad = bytearray(batch(1))
+    bad[-1] ^= 1
+    request = cls(transactional_id=None, acks=1, timeout_ms=30_000, topic_data=[
+        T(name="mixed", partition_data=[P(index=0, records=bytes(bad)), P(index=1, records=batch(2))]),
+        T(name="mixed-missing", partition_data=[P(index=0, records=batch(1))])])
+    response = client.call(PRODUCE, 9, request)
+    got = [(t.name, p.index, p.error_code, p.base_offset) for t in response.responses
+           for p in t.partition_responses]
+    assert got == [("mixed", 0, 2, -1), ("mixed", 1, 0, 0), ("mixed-missing", 0, 3, -1)]
+
+
 def test_internal_topic_rejects_client_writes(broker: Any, client: RawClient) -> None:
     find = request_class(FIND_COORDINATOR)[0]
     client.call(FIND_COORDINATOR, 0, find(key="g-internal"))  # makes the coordinator create __consumer_offsets
