@@ -287,13 +287,16 @@ class BrokerConfig:
             return ConfigSource.STATIC_BROKER_CONFIG
         return ConfigSource.DEFAULT_CONFIG
 
-    def layers(self) -> list[tuple[ConfigSource, dict[str, Any]]]:
-        """Value layers, highest precedence first, as Kafka's DynamicBrokerConfig.configSynonyms walks them."""
-        defaults = {n: d.default for n, d in BROKER_CONFIG_DEFS.items() if d.default is not None}
+    def layers(self) -> list[tuple[ConfigSource, dict[str, str]]]:
+        """Values as given (strings), highest precedence first, as Kafka's DynamicBrokerConfig.configSynonyms
+        walks them: configured layers keep their raw text, defaults are converted to strings."""
+        defaults = {
+            n: to_string(d.type, d.default) for n, d in BROKER_CONFIG_DEFS.items() if d.default is not None
+        }
         return [
-            (ConfigSource.DYNAMIC_BROKER_CONFIG, self._dynamic_broker),
-            (ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, self._dynamic_default),
-            (ConfigSource.STATIC_BROKER_CONFIG, self._static),
+            (ConfigSource.DYNAMIC_BROKER_CONFIG, self._dynamic_broker_raw),
+            (ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, self._dynamic_default_raw),
+            (ConfigSource.STATIC_BROKER_CONFIG, self._static_raw),
             (ConfigSource.DEFAULT_CONFIG, defaults),
         ]
 
@@ -304,9 +307,8 @@ class BrokerConfig:
         found: list[ConfigSynonym] = []
         for source, layer in self.layers():
             for synonym in names:
-                if synonym in layer and layer[synonym] is not None:
-                    definition = BROKER_CONFIG_DEFS[synonym]
-                    value = None if definition.sensitive else to_string(definition.type, layer[synonym])
+                if synonym in layer:
+                    value = None if BROKER_CONFIG_DEFS[synonym].sensitive else layer[synonym]
                     found.append(ConfigSynonym(synonym, value, source))
         for i, synonym in enumerate(found):
             if synonym.name == name:
