@@ -94,6 +94,24 @@ def test_long_poll_is_woken_by_a_produce(broker: Any, client: RawClient) -> None
     assert [r.value for r in iter_records(p.records)] == [b"wake0"]
 
 
+def test_long_poll_on_several_partitions_wakes_on_any_and_leaves_nothing_parked(broker: Any,
+                                                                               client: RawClient) -> None:
+    create_topic(broker.bootstrap, "lp2", partitions=2)
+    create_topic(broker.bootstrap, "lp2-other")
+    cid = client.send(FETCH, 12, fetch_request([("lp2", 0, 0), ("lp2", 1, 0)], max_wait_ms=120_000))
+    other = RawClient(broker.bootstrap, "other")
+    try:
+        produce(other, "lp2-other", batch(1))  # an append elsewhere does not complete the fetch...
+        produce(other, "lp2", batch(1, value=b"second"), partition=1)  # ...one to a fetched partition does
+    finally:
+        other.close()
+    got, response = client.receive(FETCH, 12)
+    assert got == cid
+    p0, p1 = partition_data(response)
+    assert p0.records == b"" and [r.value for r in iter_records(p1.records)] == [b"second0"]
+    assert broker.call(broker.state.purgatory.num_delayed) == 0
+
+
 def test_short_wait_with_min_bytes_unmet_returns_empty(broker: Any, client: RawClient) -> None:
     create_topic(broker.bootstrap, "empty")
     [p] = partition_data(fetch(client, [("empty", 0, 0)], max_wait_ms=50, min_bytes=1))
