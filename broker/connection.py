@@ -92,12 +92,18 @@ class Connection:
     async def run(self) -> None:
         metrics = self.state.metrics
         metrics.connection_opened()
+        loop = asyncio.get_running_loop()
+        idle_s = max(0.001, int(self.state.config.connections_max_idle_ms) / 1000)
         try:
             while True:
+                # Kafka's Selector closes connections idle for connections.max.idle.ms (clients reconnect).
+                idle = loop.call_later(idle_s, self._close_idle, idle_s)
                 try:
                     size_bytes = await self.reader.readexactly(4)
                 except asyncio.IncompleteReadError:
                     return  # clean EOF (or a half-closed socket) between requests
+                finally:
+                    idle.cancel()
                 (size,) = _INT32.unpack(size_bytes)
                 if size < 0 or size > self.max_request_size:
                     # Kafka's NetworkReceive: InvalidReceiveException -> close the channel.
@@ -136,6 +142,10 @@ class Connection:
                 await self.writer.wait_closed()
             except (Exception, asyncio.CancelledError):  # noqa: BLE001 - peer gone, or broker stopping
                 pass
+
+    def _close_idle(self, idle_s: float) -> None:
+        log.info("Closing connection from %s: idle for %.0f s (connections.max.idle.ms)", self.peer, idle_s)
+        self.writer.transport.abort()
 
     async def handle_frame(self, frame: memoryview) -> tuple[bytes, str, int | None] | None:
         """Parse, dispatch and encode one request: the response frame (or None for no response)."""

@@ -109,12 +109,6 @@ class BrokerState:
             yield tp.topic, tp.partition, int(size() if callable(size) else size)
 
 
-def _group_config(config: BrokerConfig) -> Any:
-    from broker.groups.config import GroupCoordinatorConfig
-
-    return GroupCoordinatorConfig.from_broker_config(config)
-
-
 class _NoStorage:
     """Stand-in until storage.log_manager lands: no logs, but a stable cluster id in meta.properties."""
 

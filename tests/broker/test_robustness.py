@@ -147,3 +147,11 @@ def test_many_connections_and_abrupt_resets(tidelog_broker: BrokerHandle) -> Non
         sock.sendall(struct.pack(">i", 10))
         sock.close()
     assert_still_serving(tidelog_broker)
+
+
+def test_idle_connection_is_closed(tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
+    broker = tidelog_broker_factory(overrides={"connections.max.idle.ms": "1000"})
+    with KafkaWire(broker.bootstrap) as wire:
+        assert wire.request(18, 0, api_versions_v0()).error_code == 0
+        assert wire.is_closed(timeout=60)  # closed by the broker once idle, long before the timeout
+    assert_still_serving(broker)
