@@ -215,19 +215,24 @@ class LogManager:
             except (CheckpointError, ValueError, OSError) as e:
                 log.error("unreadable %s: %s", metadata.path, e)
                 topic_id = bytes(16)
-            config = self.config_provider(tp) if self.config_provider else self.default_config
-            lg = Log.load(
-                path,
-                tp,
-                config,
-                self.clock,
-                topic_id,
-                had_clean_shutdown=had_clean_shutdown,
-                recovery_point=recovery_points.get(tp, 0),
-                log_start_offset=log_starts.get(tp, 0),
-                high_watermark=high_watermarks.get(tp),
-                **self._log_kwargs(),
-            )
+            try:
+                config = self.config_provider(tp) if self.config_provider else self.default_config
+                lg = Log.load(
+                    path,
+                    tp,
+                    config,
+                    self.clock,
+                    topic_id,
+                    had_clean_shutdown=had_clean_shutdown,
+                    recovery_point=recovery_points.get(tp, 0),
+                    log_start_offset=log_starts.get(tp, 0),
+                    high_watermark=high_watermarks.get(tp),
+                    **self._log_kwargs(),
+                )
+            except Exception:
+                # One unreadable partition must not keep the broker down; its files are left as they are.
+                log.exception("could not load %s; skipping it", path)
+                continue
             self._register(tp, lg, log_dir)
         log.info("loaded %s (%s shutdown)", log_dir, "clean" if had_clean_shutdown else "unclean")
 
