@@ -10,6 +10,7 @@ import concurrent.futures
 import fcntl
 import logging
 import os
+import resource
 import shutil
 import threading
 import uuid
@@ -109,6 +110,7 @@ class LogManager:
     def startup(self) -> None:
         """Lock and identify every log dir, then load each partition (recovering after an unclean shutdown)."""
         self._flush_executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="log-flush")
+        _raise_open_file_limit()
         for log_dir in self.log_dirs:
             log_dir.mkdir(parents=True, exist_ok=True)
             self._lock_dir(log_dir)
@@ -435,6 +437,19 @@ class LogManager:
         self.remove_expired_producers()
         if self.clock.milliseconds() - self._last_checkpoint_ms >= checkpoint_interval_ms:
             self.checkpoint()
+
+
+def _raise_open_file_limit() -> None:
+    """Every segment keeps its `.log`, `.index` and `.timeindex` open (as Kafka does), so many partitions
+    need many descriptors: lift the soft limit to the hard one (Kafka's docs ask operators for the same)."""
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if hard == resource.RLIM_INFINITY:
+            hard = 1 << 20
+        if soft != resource.RLIM_INFINITY and soft < hard:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (ValueError, OSError) as e:
+        log.warning("could not raise the open file limit: %s", e)
 
 
 def _rmtree(path: Path) -> Callable[[], None]:
