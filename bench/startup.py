@@ -29,8 +29,16 @@ def one_run() -> tuple[float, float]:
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="tidelog-bench-") as tmp:
         env = dict(os.environ, PYTHONPATH=str(ROOT))
-        cmd = [sys.executable, "-m", "tidelog", "serve", "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
-               "--log-dirs", tmp]
+        cmd = [
+            sys.executable,
+            "-m",
+            "tidelog",
+            "serve",
+            "--override",
+            f"listeners=PLAINTEXT://127.0.0.1:{port}",
+            "--log-dirs",
+            tmp,
+        ]
         t0 = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
         try:
@@ -65,10 +73,14 @@ def main() -> None:
         a, b = one_run()
         listen.append(a)
         first.append(b)
-    print(f"listening after: median {statistics.median(listen) * 1000:.0f} ms "
-          f"(min {min(listen) * 1000:.0f}, max {max(listen) * 1000:.0f})")
-    print(f"first ApiVersions answered after: median {statistics.median(first) * 1000:.0f} ms "
-          f"(min {min(first) * 1000:.0f}, max {max(first) * 1000:.0f})")
+    print(
+        f"listening after: median {statistics.median(listen) * 1000:.0f} ms "
+        f"(min {min(listen) * 1000:.0f}, max {max(listen) * 1000:.0f})"
+    )
+    print(
+        f"first ApiVersions answered after: median {statistics.median(first) * 1000:.0f} ms "
+        f"(min {min(first) * 1000:.0f}, max {max(first) * 1000:.0f})"
+    )
 
 
 if __name__ == "__main__":
