@@ -182,6 +182,8 @@ class LogCleaner:
     def _check_done(self, tp: TopicPartition) -> None:
         if self._stop_all.is_set():
             raise LogCleaningAbortedError(f"{tp}: cleaner shutting down")
+        if tp not in self._logs():
+            raise LogCleaningAbortedError(f"{tp}: the partition was deleted")
         self.manager.check_cleaning_aborted(tp)
 
     # --- one round ------------------------------------------------------------------------------------

@@ -1,0 +1,97 @@
+"""Real clients read compacted topics from offset 0 after the broker's cleaner threads ran
+(issue 4 "done when" 5): kafka-python and the Java client 3.9.1; __consumer_offsets is compacted too."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kafka import KafkaConsumer, TopicPartition
+from kafka.structs import OffsetAndMetadata
+from kafka_helpers import COMPACT_TOPIC_CONFIG, consume_all, create_topic, latest_per_key, produce_keyed
+
+from tidelog.testing import run_broker
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from clients.conftest import JavaClient, java_client  # noqa: E402, F401  (the session fixture)
+
+OVERRIDES = {"log.cleaner.backoff.ms": 100, "offsets.topic.segment.bytes": 1024, "offsets.topic.num.partitions": 1}
+
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[Any]:
+    with run_broker(overrides=OVERRIDES) as handle:
+        yield handle
+
+
+def compacted_topic(broker: Any, name: str, tombstones: bool) -> dict[bytes, bytes]:
+    """Create and fill a compacted topic; wait until reading from 0 gives exactly one record per live key.
+    Returns the expected latest value per live key."""
+    create_topic(broker.bootstrap, name, COMPACT_TOPIC_CONFIG)
+    records: list[tuple[bytes, bytes | None]] = [(f"k{i % 10}".encode(), f"v{i}".encode()) for i in range(80)]
+    if tombstones:
+        records += [(b"k3", None), (b"k4", None)]
+    # unique keys at the end: the active segment (never cleaned) holds nothing superseded
+    records += [(f"tail{i}".encode(), b"t") for i in range(15)]
+    produced = produce_keyed(broker.bootstrap, name, records)
+    latest = latest_per_key(produced)
+    live = {k: v for k, (_, v) in latest.items() if v is not None}
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        got = consume_all(broker.bootstrap, name)
+        if [k for _, k, v in got if v is not None] == sorted(live, key=lambda k: latest[k][0]):
+            break
+        time.sleep(0.3)
+    return live
+
+
+def test_kafka_python_reads_latest_value_per_key(broker: Any) -> None:
+    live = compacted_topic(broker, "compacted-py", tombstones=True)
+    got = consume_all(broker.bootstrap, "compacted-py")
+    values = [(k, v) for _, k, v in got if v is not None]
+    assert dict(values) == live
+    assert len(values) == len(live)  # exactly one record per live key
+    assert any(s for s in broker.state.cleaner.summaries if "compacted-py-0" in s)
+
+
+@pytest.mark.java
+def test_java_client_reads_latest_value_per_key(broker: Any, java_client: JavaClient) -> None:  # noqa: F811
+    live = compacted_topic(broker, "compacted-java", tombstones=False)
+    lines = java_client.run("consume", broker.bootstrap, "compacted-java", str(len(live)), "1")
+    assert lines[-1] == {"done": len(live)}
+    got = {bytes.fromhex(d["k"]): bytes.fromhex(d["v"]) for d in lines[:-1]}
+    assert got == live
+    offsets = [d["o"] for d in lines[:-1]]
+    assert offsets == sorted(offsets) and offsets[0] > 0  # gaps from compaction, offsets not renumbered
+
+
+def test_consumer_offsets_is_compacted(broker: Any) -> None:
+    create_topic(broker.bootstrap, "plain", {})
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id="compaction-group",
+                             enable_auto_commit=False, request_timeout_ms=60_000)
+    tp = TopicPartition("plain", 0)
+    try:
+        for i in range(60):
+            consumer.commit({tp: OffsetAndMetadata(i, "", -1)})
+    finally:
+        consumer.close()
+    log = broker.state.log_manager.get_log(TopicPartition("__consumer_offsets", 0))
+    assert log is not None and log.config.compact
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if any("__consumer_offsets-0" in s for s in broker.state.cleaner.summaries):
+            break
+        time.sleep(0.2)
+    assert any("__consumer_offsets-0" in s for s in broker.state.cleaner.summaries)
+    records = sum(h.records_count for s in log.segments for _, h in s.batches())
+    assert records < 60
+    checker = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id="compaction-group",
+                            enable_auto_commit=False, request_timeout_ms=60_000)
+    try:
+        assert checker.committed(tp) == 59
+    finally:
+        checker.close()
