@@ -221,7 +221,7 @@ class Log:
             except OSError as e:
                 log.error("append to %s failed: %s", self.topic_partition, e)
                 raise _storage_error(e) from e
-            self._after_write(segment, headers, control_bytes)
+            self._after_write(segment, headers, control_bytes, now)
             self._next_offset = result.last_offset + 1
             self.high_watermark = self._next_offset
             self._unflushed_messages += result.record_count
@@ -234,7 +234,9 @@ class Log:
                 log.exception("append listener failed")
         return info
 
-    def _after_write(self, segment: LogSegment, headers: list[RecordBatchHeader], control_bytes: dict[int, bytes]) -> None:
+    def _after_write(
+        self, segment: LogSegment, headers: list[RecordBatchHeader], control_bytes: dict[int, bytes], now: int
+    ) -> None:
         """Leader epochs, producer state and `.txnindex` for batches that are now in the log."""
         psm = self.producer_state_manager
         for header in headers:
@@ -244,7 +246,7 @@ class Log:
                 except OSError as e:
                     # In memory it is updated; the next successful write (or recovery) persists it.
                     log.error("could not write leader-epoch-checkpoint of %s: %s", self.topic_partition, e)
-            completed = psm.update(header, control_bytes.get(header.base_offset))
+            completed = psm.update(header, control_bytes.get(header.base_offset), now)
             if completed is not None and completed.is_aborted:
                 try:
                     segment.txn_index.append(

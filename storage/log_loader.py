@@ -184,7 +184,7 @@ class LogLoader:
         def on_batch(header: RecordBatchHeader, data: bytes) -> None:
             if header.partition_leader_epoch >= 0:
                 lg.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
-            completed = psm.update(header, data if header.is_control else None)
+            completed = psm.update(header, data if header.is_control else None, lg.clock.milliseconds())
             if completed is not None and completed.is_aborted:
                 segment.txn_index.append(
                     AbortedTxn(
@@ -226,13 +226,14 @@ class LogLoader:
         psm = self.log.producer_state_manager
         if from_offset >= to_offset:
             return
+        now = self.log.clock.milliseconds()
         for segment, pos, header in self.log.batches_from(from_offset):
             if header.base_offset >= to_offset:
                 break
             if header.base_offset < from_offset:
                 continue
             data = segment.read_bytes(pos, header.size) if header.is_control else None
-            psm.update(header, data)
+            psm.update(header, data, now)
 
     def _rebuild_producer_state(self, leo: int) -> None:
         lg = self.log

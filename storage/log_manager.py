@@ -99,6 +99,8 @@ class LogManager:
         self._flush_executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._started = False
         self._last_checkpoint_ms = 0
+        self._last_expiry_check_ms = clock.milliseconds()
+        self.producer_id_expiration_check_interval_ms = 600_000
         self.background_tasks = type(clock) is Clock if background_tasks is None else background_tasks
         self.background_interval_ms = background_interval_ms
         self.checkpoint_interval_ms = checkpoint_interval_ms
@@ -431,11 +433,15 @@ class LogManager:
         return sum(lg.remove_expired_producers() for lg in list(self._logs.values()))
 
     def run_periodic_tasks(self, checkpoint_interval_ms: int = 60_000) -> None:
-        """One tick of the broker's housekeeping: deletions, flush.ms, producer expiry, checkpoints."""
+        """One tick of the broker's housekeeping: deletions, flush.ms, checkpoints, and producer expiry every
+        producer.id.expiration.check.interval.ms (600000, Kafka's default)."""
         self.run_scheduled_deletions()
         self.flush_dirty_logs()
-        self.remove_expired_producers()
-        if self.clock.milliseconds() - self._last_checkpoint_ms >= checkpoint_interval_ms:
+        now = self.clock.milliseconds()
+        if now - self._last_expiry_check_ms >= self.producer_id_expiration_check_interval_ms:
+            self._last_expiry_check_ms = now
+            self.remove_expired_producers()
+        if now - self._last_checkpoint_ms >= checkpoint_interval_ms:
             self.checkpoint()
 
 

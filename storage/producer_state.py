@@ -70,7 +70,8 @@ class ProducerStateEntry:
     producer_epoch: int = NO_PRODUCER_EPOCH
     batch_metadata: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))
     coordinator_epoch: int = -1
-    last_timestamp: int = -1
+    last_timestamp: int = -1  # MaxTimestamp of the last batch (what Kafka snapshots and expires by)
+    last_append_ms: int = -1  # broker time of the last append / of loading (in memory only)
     current_txn_first_offset: int = -1  # -1: no open transaction
 
     @property
@@ -209,8 +210,11 @@ class ProducerStateManager:
 
     # --- updates (after the batch is written) --------------------------------------------------------------
 
-    def update(self, header: RecordBatchHeader, batch: bytes | bytearray | memoryview | None) -> CompletedTxn | None:
+    def update(
+        self, header: RecordBatchHeader, batch: bytes | bytearray | memoryview | None, now_ms: int = -1
+    ) -> CompletedTxn | None:
         """Apply one written batch (offsets assigned). `batch` (its bytes) is only read for control batches.
+        `now_ms` is the broker time of the append (or of the load, when replaying).
         Returns the transaction a COMMIT/ABORT marker completed, if there was one open."""
         completed = None
         if header.producer_id >= 0:
@@ -218,6 +222,7 @@ class ProducerStateManager:
             if entry is None:
                 entry = ProducerStateEntry(header.producer_id)
                 self.producers[header.producer_id] = entry
+            entry.last_append_ms = max(entry.last_append_ms, now_ms)
             if header.is_control:
                 completed = self._append_end_txn_marker(entry, header, batch)
             else:
@@ -269,7 +274,11 @@ class ProducerStateManager:
     # --- expiry ---------------------------------------------------------------------------------------------
 
     def is_producer_expired(self, now_ms: int, entry: ProducerStateEntry) -> bool:
-        return entry.current_txn_first_offset < 0 and now_ms - entry.last_timestamp >= self.producer_id_expiration_ms
+        """Kafka expires by the last batch's (client) timestamp alone. Here the broker's own time of the last
+        append (or of loading the state) counts too, so a producer whose clock lags the broker's is not
+        forgotten at once, e.g. right after a restart; with synchronised clocks the two agree."""
+        last = max(entry.last_timestamp, entry.last_append_ms)
+        return entry.current_txn_first_offset < 0 and now_ms - last >= self.producer_id_expiration_ms
 
     def remove_expired_producers(self, now_ms: int) -> int:
         expired = [pid for pid, e in self.producers.items() if self.is_producer_expired(now_ms, e)]
@@ -398,8 +407,7 @@ class ProducerStateManager:
                 self._delete_snapshot(offset)
                 continue
             for entry in entries:
-                if self.is_producer_expired(now_ms, entry):
-                    continue
+                entry.last_append_ms = now_ms  # expiry counts from the load (see is_producer_expired)
                 self.producers[entry.producer_id] = entry
                 if entry.current_txn_first_offset >= 0:
                     self.ongoing_txns[entry.current_txn_first_offset] = entry.producer_id

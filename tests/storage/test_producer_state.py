@@ -191,3 +191,23 @@ def test_txnindex_rebuilt_by_recovery(tmp_path: Path, clock: ManualClock) -> Non
     assert txn.read_bytes() == expected
     assert lg2.last_stable_offset == 3  # the open transaction was rebuilt from the log
     m2.shutdown()
+
+
+def test_producer_with_lagging_clock_survives_restart(tmp_path: Path, clock: ManualClock) -> None:
+    """Batches stamped long before the broker's now: state is kept for producer.id.expiration.ms from the
+    last append (and from loading), not dropped at once."""
+    m = _manager(tmp_path, clock)
+    lg = m.get_or_create_log(TP, LogConfig(), TOPIC_ID)
+    old = clock.milliseconds() - 10 * 86_400_000
+    lg.append_as_leader(client_batch(1, ts=old, producer=(PID, 0, 0)))
+    assert lg.remove_expired_producers() == 0
+    m.shutdown()
+    m2 = _manager(tmp_path, clock)
+    lg2 = m2.get_log(TP)
+    assert lg2 is not None
+    with pytest.raises(KafkaError) as e:
+        lg2.append_as_leader(client_batch(1, ts=old, producer=(PID, 0, 5)))
+    assert e.value.code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    clock.advance(86_400_000)
+    assert lg2.remove_expired_producers() == 1
+    m2.shutdown()
