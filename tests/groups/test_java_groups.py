@@ -1,0 +1,110 @@
+"""Java client (3.9.1) against the group coordinator: an idempotent producer with default settings, consumers
+that commit and resume exactly at the committed offsets (also across a broker restart), and AdminClient
+listing/describing/deleting groups while kcat runs as a balanced consumer."""
+
+from __future__ import annotations
+
+import queue
+import shutil
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from protocol.record_batch import iter_batches
+from storage import TopicPartition
+from tests.groups.conftest import GROUP_OVERRIDES, create_topic, produce, run_java
+from tidelog.testing import run_broker
+
+pytestmark = pytest.mark.java
+
+
+def consumed(lines: list[dict[str, Any]]) -> list[tuple[int, int, str]]:
+    return [(e["p"], e["o"], e["v"]) for e in lines if "v" in e]
+
+
+def test_java_consumers_resume_at_committed_offsets_across_restart(tmp_path: Path, java_classpath: str) -> None:
+    topic, group, partitions = "resume", "java-resume", 3
+    with run_broker(log_dir=tmp_path, overrides=GROUP_OVERRIDES) as b:
+        create_topic(b.bootstrap, topic, partitions)
+        # default producer settings: enable.idempotence=true, acks=all (InitProducerId, sequence numbers)
+        assert run_java(java_classpath, "produce", b.bootstrap, topic, str(partitions), "0", "30")[-1] == \
+            {"acked": 30, "error": None}
+        for p in range(partitions):
+            data = b.call(lambda p=p: b.state.topics.log(TopicPartition(topic, p)).read(0, 1 << 20, 1 << 62, True))
+            headers = [h for _, h in iter_batches(data)]
+            assert headers and all(h.producer_id >= 0 and h.base_sequence >= 0 for h in headers)
+        first = consumed(run_java(java_classpath, "consume", b.bootstrap, topic, group, "10"))
+        second = consumed(run_java(java_classpath, "consume", b.bootstrap, topic, group, "10"))
+        before = b.call(lambda: {tp: om.offset for tp, om in b.state.groups.groups[group].offsets.items()})
+    with run_broker(log_dir=tmp_path, overrides=GROUP_OVERRIDES) as b:
+        after = b.call(lambda: {tp: om.offset for tp, om in b.state.groups.groups[group].offsets.items()})
+        assert after == before
+        described = run_java(java_classpath, "groups", b.bootstrap, group)
+        offsets = {e["p"]: (e["offset"], e["metadata"]) for e in described if "offset_topic" in e}
+        assert {p: o for p, (o, _) in offsets.items()} == {tp.partition: o for tp, o in before.items()}
+        assert all(meta == f"java-meta-{o - 1}" for o, meta in offsets.values())  # committed metadata round-trips
+        third = consumed(run_java(java_classpath, "consume", b.bootstrap, topic, group, "10"))
+    everything = first + second + third
+    assert sorted(v for _, _, v in everything) == sorted(f"v-{i}" for i in range(30))
+    # each consumer starts every partition exactly where the previous one committed
+    for earlier, later in ((first, second), (first + second, third)):
+        for p in range(partitions):
+            done = [o for q, o, _ in earlier if q == p]
+            nxt = [o for q, o, _ in later if q == p]
+            if nxt:
+                assert min(nxt) == (max(done) + 1 if done else 0)
+
+
+def test_kcat_balanced_consumer_and_java_admin(group_broker: Any, java_classpath: str) -> None:
+    kcat = shutil.which("kcat") or shutil.which("kafkacat")
+    if kcat is None:
+        pytest.skip("kcat is not installed")
+    bootstrap, topic, group = group_broker.bootstrap, "kcat-balanced", "kcat-group"
+    create_topic(bootstrap, topic, 6)
+    produce(bootstrap, topic, 0, 60, 6)
+    # -u: unbuffered output, so records show up while kcat keeps running as a group member
+    proc = subprocess.Popen([kcat, "-b", bootstrap, "-G", group, "-u", "-o", "beginning", "-f", "%p %o %s\n",
+                             "-X", "auto.commit.interval.ms=200", topic],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    lines_q: queue.Queue[str] = queue.Queue()
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines_q.put(line)
+
+    threading.Thread(target=pump, daemon=True).start()
+    try:
+        seen: list[str] = []
+        deadline = time.monotonic() + 180
+        while len(seen) < 60 and time.monotonic() < deadline:
+            try:
+                seen.append(lines_q.get(timeout=1).split()[2])
+            except queue.Empty:
+                continue
+        assert sorted(seen) == sorted(f"v-{i}" for i in range(60))
+        lines = run_java(java_classpath, "groups", bootstrap, group)
+        listed = {e["listed"]: e for e in lines if "listed" in e}
+        assert group in listed and listed[group]["simple"] is False
+        desc = next(e for e in lines if "group" in e)
+        assert desc["state"] == "Stable" and desc["coordinator"] == group_broker.state.node_id
+        assert len(desc["members"]) == 1 and desc["members"][0]["partitions"] == list(range(6))
+        assert desc["members"][0]["client"] == "rdkafka" and desc["assignor"] in ("range", "roundrobin")
+        # a group with a member cannot be deleted
+        assert run_java(java_classpath, "delete", bootstrap, group)[-1] == {"error": "GroupNotEmptyException"}
+    finally:
+        proc.terminate()  # kcat closes its consumer: final commit + LeaveGroup
+        proc.wait(timeout=60)
+    lines = run_java(java_classpath, "groups", bootstrap, group)
+    desc = next(e for e in lines if "group" in e)
+    assert desc["state"] == "Empty" and desc["members"] == []
+    offsets = {e["p"]: e["offset"] for e in lines if "offset_topic" in e}
+    assert offsets == dict.fromkeys(range(6), 10)
+    assert run_java(java_classpath, "delete", bootstrap, group)[-1] == {"deleted": group}
+    lines = run_java(java_classpath, "groups", bootstrap, group)
+    assert group not in {e["listed"] for e in lines if "listed" in e}
+    assert next(e for e in lines if "group" in e)["state"] == "Dead"
