@@ -32,6 +32,7 @@ class ApiRegistry:
             module_names = API_MODULES
         self._names = module_names
         self._by_key: dict[int, ModuleType] | None = None
+        self._advertised: list[tuple[int, int, int]] | None = None
         self._lock = threading.Lock()
 
     def _load(self) -> dict[int, ModuleType]:
@@ -60,6 +61,16 @@ class ApiRegistry:
     def modules(self) -> dict[int, ModuleType]:
         return dict(self._by_key if self._by_key is not None else self._load())
 
+    def advertised_ranges(self) -> list[tuple[int, int, int]]:
+        """(api_key, min, max) per module; min is ADVERTISED_MIN when a module sets it (Produce: 0,
+        KAFKA-18659) so old librdkafka keeps compression enabled."""
+        if self._advertised is None:
+            self._advertised = sorted(
+                (k, int(getattr(m, "ADVERTISED_MIN", m.MIN_VERSION)), int(m.MAX_VERSION))
+                for k, m in self.modules().items()
+            )
+        return self._advertised
+
     def warm_up(self) -> None:
         """Import every handler module and the kafka-python message classes they use."""
         from protocol.messages import request_class, response_class
@@ -86,6 +97,7 @@ class Server:
     def __init__(self, state: BrokerState, registry: ApiRegistry | None = None) -> None:
         self.state = state
         self.registry = registry or default_registry()
+        state.api_registry = self.registry  # ApiVersions advertises what this server dispatches to
         self._server: asyncio.AbstractServer | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self.host: str = ""

@@ -59,6 +59,7 @@ class BrokerState:
         self.topics: Any = TopicManager(config, self.log_manager)
         self.metrics = BrokerMetrics(self._log_sizes)
         self.cluster_id: str = ""
+        self.api_registry: Any = None  # set by the Server that serves this state
         # --- optional subsystems: one line each ---
         self.purgatory: Any = _optional("broker.purgatory", lambda m: m.FetchPurgatory(self.clock))
         # the coordinator persists to __consumer_offsets through self.topics (created above)

@@ -72,9 +72,10 @@ def _new_loop() -> asyncio.AbstractEventLoop:
 @contextlib.contextmanager
 def run_broker(log_dir: str | os.PathLike[str] | None = None, port: int = 0,
                overrides: Mapping[str, Any] | None = None, clock: Clock | None = None,
-               data_dir: str | os.PathLike[str] | None = None) -> Iterator[BrokerHandle]:
+               data_dir: str | os.PathLike[str] | None = None, registry: Any = None) -> Iterator[BrokerHandle]:
     """Start a broker in a background thread; stop it (clean shutdown) on exit. A temporary log dir is
-    created (and removed afterwards) when `log_dir` is None. `data_dir` is an alias of `log_dir`."""
+    created (and removed afterwards) when `log_dir` is None. `data_dir` is an alias of `log_dir`; `registry`
+    (broker.server.ApiRegistry) replaces the handler modules, for tests of the dispatch itself."""
     if log_dir is None:
         log_dir = data_dir
     from broker.server import Server
@@ -98,7 +99,7 @@ def run_broker(log_dir: str | os.PathLike[str] | None = None, port: int = 0,
         nonlocal stop_event
         stop_event = asyncio.Event()
         state = BrokerState(config, clock)
-        server = Server(state)
+        server = Server(state, registry)
         try:
             await server.start()
         except BaseException as exc:

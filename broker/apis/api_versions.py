@@ -16,24 +16,14 @@ MAX_VERSION = 4
 # Kafka's ApiVersionsRequest.isValid(): both software strings must match this (KIP-511).
 _SOFTWARE_PATTERN = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
-_cache: dict[int, list[tuple[int, int, int]]] = {}
-
-
 def advertised_ranges(ctx: RequestContext) -> list[tuple[int, int, int]]:
-    """(api_key, min, max) per registered module; min is ADVERTISED_MIN when a module sets it (Produce: 0,
-    KAFKA-18659) so old librdkafka keeps compression enabled."""
-    from broker.server import default_registry
+    """What the server answering `ctx` dispatches to (broker.server.ApiRegistry.advertised_ranges)."""
+    registry = ctx.broker.api_registry
+    if registry is None:
+        from broker.server import default_registry
 
-    registry = default_registry()
-    key = id(registry)
-    ranges = _cache.get(key)
-    if ranges is None:
-        ranges = sorted(
-            (k, int(getattr(m, "ADVERTISED_MIN", m.MIN_VERSION)), int(m.MAX_VERSION))
-            for k, m in registry.modules().items()
-        )
-        _cache[key] = ranges
-    return ranges
+        registry = default_registry()
+    return list(registry.advertised_ranges())
 
 
 def _entries(cls: Any, ranges: list[tuple[int, int, int]]) -> list[Any]:

@@ -11,6 +11,7 @@ import time
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from protocol.messages import request_class
 from tidelog.testing import BrokerHandle, BrokerProcess, KafkaWire, run_broker
@@ -153,3 +154,31 @@ def test_cli_help_lists_commands() -> None:
     out = subprocess.run([sys.executable, "-m", "tidelog", "--help"], capture_output=True, text=True,
                          timeout=120, env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert out.returncode == 0 and "serve" in out.stdout and "dump-log" in out.stdout
+
+
+def test_handler_exception_closes_only_that_connection(caplog: Any) -> None:
+    """A handler bug: one log line with the traceback, the connection closes, other APIs keep working."""
+    import types
+
+    from broker.server import ApiRegistry
+
+    boom = types.ModuleType("broker.apis.boom_for_test")
+    boom.API_KEY, boom.MIN_VERSION, boom.MAX_VERSION = 3, 0, 12  # type: ignore[attr-defined]
+
+    async def handle(ctx: Any, request: Any) -> Any:
+        raise RuntimeError("handler bug")
+
+    boom.handle = handle  # type: ignore[attr-defined]
+    sys.modules[boom.__name__] = boom
+    try:
+        with run_broker(registry=ApiRegistry(("boom_for_test", "api_versions", "not_landed_yet"))) as b:
+            with KafkaWire(b.bootstrap) as wire:
+                wire.sock.sendall(wire.frame(3, 1, request_class(3)[1](topics=None)))
+                assert wire.is_closed()
+            with KafkaWire(b.bootstrap) as wire:
+                response = wire.request(18, 0, request_class(18)[0]())
+            # ApiVersions advertises exactly this server's modules (the missing one is skipped).
+            assert sorted(k.api_key for k in response.api_keys) == [3, 18]
+    finally:
+        del sys.modules[boom.__name__]
+    assert any("handler bug" in r.getMessage() for r in caplog.records)
