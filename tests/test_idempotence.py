@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import socket
 import struct
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -135,18 +134,18 @@ def _produce(bootstrap: str, topic: str, batch: bytes) -> tuple[int, int]:
     return p.error_code, p.base_offset
 
 
-@pytest.fixture()
-def broker_dir(tmp_path: Path) -> Iterator[Path]:
-    yield tmp_path
+def test_raw_produce_replay_and_gap_across_restart(tmp_path: Path) -> None:
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KafkaTopicPartition
+    from kafka.admin import KafkaAdminClient, NewTopic
 
-
-def test_raw_produce_replay_and_gap_across_restart(broker_dir: Path) -> None:
-    testing = pytest.importorskip("tidelog.testing")
-    from tests.clients.conftest import create_topic
+    from tidelog.testing import run_broker
 
     pid = 4242
-    with testing.run_broker(data_dir=str(broker_dir)) as b:
-        create_topic(b.bootstrap, "idem", 1)
+    with run_broker(log_dir=tmp_path) as b:
+        admin = KafkaAdminClient(bootstrap_servers=b.bootstrap)
+        admin.create_topics([NewTopic("idem", 1, 1)])
+        admin.close()
         assert _produce(b.bootstrap, "idem", build_batch(pid, 0, 0, [b"r0", b"r1"])) == (0, 0)
         assert _produce(b.bootstrap, "idem", build_batch(pid, 0, 2, [b"r2"])) == (0, 2)
         # the same request again: acknowledged with the original offset, not appended
@@ -154,16 +153,46 @@ def test_raw_produce_replay_and_gap_across_restart(broker_dir: Path) -> None:
         err, _ = _produce(b.bootstrap, "idem", build_batch(pid, 0, 9, [b"gap"]))
         assert err == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
         assert _produce(b.bootstrap, "idem", build_batch(pid, 0, 3, [b"r3"])) == (0, 3)
-    with testing.run_broker(data_dir=str(broker_dir)) as b:
+    with run_broker(log_dir=tmp_path) as b:
         assert _produce(b.bootstrap, "idem", build_batch(pid, 0, 3, [b"r3"])) == (0, 3)
         err, _ = _produce(b.bootstrap, "idem", build_batch(pid, 0, 6, [b"gap"]))
         assert err == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
         assert _produce(b.bootstrap, "idem", build_batch(pid, 0, 4, [b"r4"])) == (0, 4)
-        from kafka import KafkaConsumer
-
         consumer = KafkaConsumer(bootstrap_servers=b.bootstrap, auto_offset_reset="earliest",
                                  consumer_timeout_ms=5000, enable_auto_commit=False)
-        consumer.assign([__import__("kafka").TopicPartition("idem", 0)])
+        consumer.assign([KafkaTopicPartition("idem", 0)])
         values = [m.value for m in consumer]
         consumer.close()
         assert values == [b"r0", b"r1", b"r2", b"r3", b"r4"]
+
+
+def test_init_producer_id_over_the_wire_is_unique_across_restart(tmp_path: Path) -> None:
+    from tidelog.testing import run_broker
+
+    def init(bootstrap: str, transactional_id: str | None = None, version: int = 4) -> tuple[int, int, int]:
+        from protocol.messages import request_class, response_class
+
+        body = request_class(22)[version](transactional_id=transactional_id, transaction_timeout_ms=60000,
+                                          producer_id=-1, producer_epoch=-1).encode(version=version)
+        # v2+ is flexible: request header v2 (client id, then an empty tagged-field section)
+        header = struct.pack(">hhih", 22, version, 7, 4) + b"test" + (b"\x00" if version >= 2 else b"")
+        payload = header + bytes(body)
+        host, port = bootstrap.rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=60) as sock:
+            sock.sendall(struct.pack(">i", len(payload)) + payload)
+            size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
+            data = sock.recv(size, socket.MSG_WAITALL)
+        skip = 5 if version >= 2 else 4  # correlation id (+ tagged fields in response header v1)
+        resp = response_class(22).decode(data[skip:], version=version)
+        return resp.error_code, resp.producer_id, resp.producer_epoch
+
+    with run_broker(log_dir=tmp_path) as b:
+        first = [init(b.bootstrap) for _ in range(3)]
+        assert all(err == 0 and epoch == 0 for err, _, epoch in first)
+        assert len({pid for _, pid, _ in first}) == 3
+        # transactions are not implemented yet: a clear, non-retriable error
+        assert init(b.bootstrap, "txn-1")[0] == 53  # TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        assert init(b.bootstrap, "")[0] == ErrorCode.INVALID_REQUEST
+    with run_broker(log_dir=tmp_path) as b:
+        again = [init(b.bootstrap, version=0) for _ in range(2)]
+    assert not {pid for _, pid, _ in again} & {pid for _, pid, _ in first}
