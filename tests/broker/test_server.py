@@ -182,3 +182,24 @@ def test_handler_exception_closes_only_that_connection(caplog: Any) -> None:
     finally:
         del sys.modules[boom.__name__]
     assert any("handler bug" in r.getMessage() for r in caplog.records)
+
+
+def test_startup_loads_no_kafka_python_or_prometheus(tmp_path: Path) -> None:
+    """Start-up stays fast: kafka-python and prometheus_client are loaded only after the listener is up."""
+    code = f"""
+import asyncio, sys
+from config.broker_config import BrokerConfig
+from broker.state import BrokerState
+from broker.server import Server
+cfg = BrokerConfig.load(None, {{}}, {{"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": {str(tmp_path)!r}}})
+async def main():
+    server = Server(BrokerState(cfg))
+    await server.start(warm_up=False)
+    print(sorted(m for m in sys.modules if m == "kafka" or m.startswith(("kafka.", "prometheus_client"))))
+    await server.stop()
+asyncio.run(main())
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
