@@ -439,8 +439,8 @@ class LogSegment:
         return os.pread(self._fd, size, position)
 
     def truncate_to(self, offset: int) -> int:
-        """Remove every batch whose last offset is >= `offset`... precisely: cut the `.log` at the batch
-        holding `offset` (Kafka's LogSegment.truncateTo). Returns bytes removed."""
+        """Cut the `.log` at the start of the batch holding `offset` (so offsets >= offset are gone) and
+        drop index entries from there (Kafka's LogSegment.truncateTo). Returns bytes removed."""
         mapping = self.translate_offset(offset)
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
