@@ -95,3 +95,46 @@ def test_consumer_offsets_is_compacted(broker: Any) -> None:
         assert checker.committed(tp) == 59
     finally:
         checker.close()
+
+
+def test_cleaner_metrics_on_the_prometheus_endpoint(broker: Any) -> None:
+    import urllib.request
+
+    compacted_topic(broker, "compacted-metrics", tombstones=False)
+    metrics = broker.state.metrics
+    deadline = time.monotonic() + 60
+    while metrics.registry is None and time.monotonic() < deadline:
+        time.sleep(0.1)  # the registry is created by the server's warm-up thread
+    if metrics.http_port is None:
+        broker.call(lambda: metrics.start(0))
+    body = urllib.request.urlopen(f"http://127.0.0.1:{metrics.http_port}/metrics", timeout=30).read().decode()
+    for name in ("kafka_log_logcleaner_max_buffer_utilization_percent", "kafka_log_logcleaner_cleaner_recopy_percent",
+                 "kafka_log_logcleaner_max_clean_time_secs", "kafka_log_logcleaner_max_compaction_delay_secs",
+                 "kafka_log_logcleaner_deadthreadcount", "kafka_log_logcleanermanager_max_dirty_percent",
+                 "kafka_log_logcleanermanager_uncleanable_partitions_count"):
+        assert name in body, name
+    recopy = metrics.sample("kafka_log_logcleaner_cleaner_recopy_percent")
+    assert recopy is not None and 0 < recopy < 100  # the last pass wrote less than it read
+    assert metrics.sample("kafka_log_logcleaner_deadthreadcount") == 0
+
+
+def test_describe_configs_reports_cleaner_settings(broker: Any) -> None:
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+    create_topic(broker.bootstrap, "described", COMPACT_TOPIC_CONFIG)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    topic_res = ConfigResource("topic", "described")
+    broker_res = ConfigResource("broker", str(broker.state.node_id))
+    futures = admin.describe_configs([topic_res, broker_res], request_timeout=60)
+    topic_configs = {name: entry.value for name, entry in futures[topic_res].result(timeout=90).items()}
+    broker_configs = {name: entry.value for name, entry in futures[broker_res].result(timeout=90).items()}
+    for key in ("cleanup.policy", "min.cleanable.dirty.ratio", "min.compaction.lag.ms", "max.compaction.lag.ms",
+                "delete.retention.ms", "segment.bytes", "retention.ms", "retention.bytes", "file.delete.delay.ms"):
+        assert key in topic_configs, key
+    assert topic_configs["cleanup.policy"] == "compact"
+    assert topic_configs["min.cleanable.dirty.ratio"] == "0.01"
+    for key in ("log.cleaner.enable", "log.cleaner.threads", "log.cleaner.dedupe.buffer.size",
+                "log.cleaner.io.buffer.load.factor", "log.cleaner.io.buffer.size", "log.cleaner.backoff.ms",
+                "log.cleaner.io.max.bytes.per.second", "log.retention.check.interval.ms"):
+        assert key in broker_configs, key
+    assert broker_configs["log.cleaner.backoff.ms"] == "100"
