@@ -10,10 +10,10 @@ from __future__ import annotations
 import glob
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
-from protocol.record_batch import iter_batches
+from protocol.record_batch import RecordBatchHeader, iter_batches
 
 COUNT = 20_000
 PARTITIONS = 3
@@ -80,14 +80,20 @@ def normalize_headers(hs: Iterable[tuple[str, bytes | None]] | None) -> Headers:
     return tuple((k, b"" if v is None else bytes(v)) for k, v in (hs or ()))
 
 
-def on_disk_codecs(log_dir: str, topic: str) -> dict[int, int]:
-    """Compression id -> record count over every batch stored for the topic."""
-    counts: dict[int, int] = {}
-    for path in glob.glob(os.path.join(log_dir, f"{glob.escape(topic)}-*", "*.log")):
+def stored_batches(log_dir: str, topic: str) -> Iterator[RecordBatchHeader]:
+    """Headers of every batch in the topic's segment files (read straight from disk)."""
+    for path in sorted(glob.glob(os.path.join(log_dir, f"{glob.escape(topic)}-*", "*.log"))):
         with open(path, "rb") as f:
             data = f.read()
         for _, h in iter_batches(data):
-            counts[h.compression] = counts.get(h.compression, 0) + h.records_count
+            yield h
+
+
+def on_disk_codecs(log_dir: str, topic: str) -> dict[int, int]:
+    """Compression id -> record count over every batch stored for the topic."""
+    counts: dict[int, int] = {}
+    for h in stored_batches(log_dir, topic):
+        counts[h.compression] = counts.get(h.compression, 0) + h.records_count
     return counts
 
 

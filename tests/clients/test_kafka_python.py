@@ -21,12 +21,13 @@ from .records import (
     headers,
     key,
     normalize_headers,
+    stored_batches,
     value,
 )
 
-# kafka-python 3 turns idempotence on by default, which needs InitProducerId; this suite checks plain
-# produce/fetch, so it runs the producer without idempotence (the idempotent path has its own tests).
-IDEMPOTENCE = False
+# kafka-python 3's default: idempotence on (InitProducerId, then sequenced batches), kept on purposely so this
+# suite covers the producer as users run it.
+IDEMPOTENCE = True
 
 
 def produce(bootstrap: str, topic: str, codec: str, base_ts: int, count: int = COUNT) -> None:
@@ -92,4 +93,6 @@ def test_round_trip(broker, codec: str) -> None:
     base_ts = base_timestamp()
     produce(broker.bootstrap, topic, codec, base_ts)
     assert_stored_with(broker.log_dir, topic, codec)
+    # Idempotent batches carry the producer id from InitProducerId and a sequence.
+    assert all(h.producer_id >= 0 for h in stored_batches(broker.log_dir, topic)) == IDEMPOTENCE
     assert_records(consume(broker.bootstrap, topic), expected(codec, base_ts))
