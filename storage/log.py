@@ -589,6 +589,28 @@ class Log:
                 stale.unlink()
         return LogSegment.open(self.dir, base_offset, self.config, self.clock, file_suffix=CLEANED_FILE_SUFFIX)
 
+    def last_records_of_active_producers(self) -> dict[int, tuple[int | None, int]]:
+        """producer id -> (last data offset or None, epoch), a consistent copy taken under the lock (the
+        cleaner keeps each active producer's last batch; Kafka's UnifiedLog.lastRecordsOfActiveProducers)."""
+        with self.lock:
+            return {
+                pid: (e.last_data_offset if e.last_data_offset >= 0 else None, e.producer_epoch)
+                for pid, e in self.producer_state_manager.producers.items()
+            }
+
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping [start, upper bound): `.txnindex` of the segment holding start
+        and later ones until an entry's LSO reaches the bound (Kafka's LocalLog.collectAbortedTransactions)."""
+        with self.lock:
+            segments = self.segments.values(start_offset)
+        found: list[AbortedTxn] = []
+        for segment in segments:
+            result = segment.txn_index.collect_aborted_txns(start_offset, upper_bound_offset)
+            found.extend(result.aborted_transactions)
+            if result.is_complete:
+                break
+        return found
+
     def remove_expired_producers(self) -> int:
         with self.lock:
             return self.producer_state_manager.remove_expired_producers(self.clock.milliseconds())

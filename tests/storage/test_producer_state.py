@@ -211,3 +211,18 @@ def test_producer_with_lagging_clock_survives_restart(tmp_path: Path, clock: Man
     clock.advance(86_400_000)
     assert lg2.remove_expired_producers() == 1
     m2.shutdown()
+
+
+def test_log_helpers_for_cleaner_and_fetch(tmp_path: Path, clock: ManualClock) -> None:
+    lg = open_log(tmp_path, clock, LogConfig(segment_bytes=400))
+    lg.append_as_leader(client_batch(2, producer=(PID, 3, 0), transactional=True))  # 0-1
+    lg.append_as_leader(control_batch(PID, 3, 0), from_client=False)  # ABORT at 2
+    for _ in range(6):
+        lg.append_as_leader(client_batch(1))
+    lg.append_as_leader(client_batch(1, producer=(2000, 0, 0), transactional=True))  # 9
+    lg.append_as_leader(control_batch(2000, 0, 0), from_client=False)  # ABORT at 10
+    assert len(lg.segments) > 1
+    assert lg.last_records_of_active_producers() == {PID: (1, 3), 2000: (9, 0)}
+    found = lg.collect_aborted_transactions(0, lg.high_watermark)
+    assert [(t.producer_id, t.first_offset, t.last_offset) for t in found] == [(PID, 0, 2), (2000, 9, 10)]
+    assert [t.producer_id for t in lg.collect_aborted_transactions(5, lg.high_watermark)] == [2000]
