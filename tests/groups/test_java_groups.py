@@ -16,7 +16,7 @@ import pytest
 
 from protocol.record_batch import iter_batches
 from storage import TopicPartition
-from tests.groups.conftest import GROUP_OVERRIDES, create_topic, produce, run_java
+from tests.groups.conftest import GROUP_OVERRIDES, Member, create_topic, java_cmd, produce, run_java
 from tidelog.testing import run_broker
 
 pytestmark = pytest.mark.java
@@ -108,3 +108,31 @@ def test_kcat_balanced_consumer_and_java_admin(group_broker: Any, java_classpath
     lines = run_java(java_classpath, "groups", bootstrap, group)
     assert group not in {e["listed"] for e in lines if "listed" in e}
     assert next(e for e in lines if "group" in e)["state"] == "Dead"
+
+
+def test_java_static_member_restart_keeps_assignment_without_rebalance(group_broker: Any, members: list[Member],
+                                                                       java_classpath: str) -> None:
+    bootstrap, topic, group = group_broker.bootstrap, "static-topic", "java-static"
+    create_topic(bootstrap, topic, 3)
+
+    def start() -> Member:
+        m = Member(java_cmd(java_classpath, "member", bootstrap, topic, group, "300", "group.instance.id=inst-1",
+                            "session.timeout.ms=60000"), "java-static")
+        members.append(m)
+        m.wait_for(lambda m: m.assignment == [0, 1, 2], "the static member's assignment")
+        return m
+
+    def state() -> tuple[str, int, list[str], dict[str, str]]:
+        g = group_broker.state.groups.groups[group]
+        return g.state.value, g.generation_id, list(g.members), dict(g.static_members)
+
+    first = start()
+    status, generation, member_ids, static = group_broker.call(state)
+    assert status == "Stable" and len(member_ids) == 1 and static == {"inst-1": member_ids[0]}
+    first.close()  # a static member does not send LeaveGroup: the group keeps it until its session times out
+    assert group_broker.call(state) == (status, generation, member_ids, static)
+    second = start()
+    status2, generation2, member_ids2, static2 = group_broker.call(state)
+    assert (status2, generation2) == ("Stable", generation), "rejoin of a known static member: no rebalance"
+    assert len(member_ids2) == 1 and member_ids2 != member_ids and static2 == {"inst-1": member_ids2[0]}
+    second.close()
