@@ -79,8 +79,9 @@ def parse_header_start(frame: memoryview) -> tuple[int, int, int, str | None, in
 
 class Connection:
     def __init__(self, state: BrokerState, registry: ApiRegistry, reader: asyncio.StreamReader,
-                 writer: asyncio.StreamWriter) -> None:
+                 writer: asyncio.StreamWriter, listener: str | None = None) -> None:
         self.state = state
+        self.listener = listener or state.listener_name
         self.registry = registry
         self.reader = reader
         self.writer = writer
@@ -154,7 +155,7 @@ class Connection:
         if module is None:
             raise ProtocolError(f"unknown api key {api_key} (correlation id {correlation_id})")
         ctx = RequestContext(self.state, api_key, api_version, correlation_id, client_id, self.client_host,
-                             self.state.listener_name)
+                             self.listener)
         name = module.__name__.rsplit(".", 1)[-1]
         if not module.MIN_VERSION <= api_version <= module.MAX_VERSION:
             if api_key != API_VERSIONS_KEY or api_version < module.MIN_VERSION:

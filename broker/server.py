@@ -11,10 +11,9 @@ import importlib
 import logging
 import socket
 import threading
+from collections.abc import Awaitable, Callable
 from types import ModuleType
 from typing import TYPE_CHECKING
-
-from config.broker_config import parse_listeners
 
 if TYPE_CHECKING:
     from broker.state import BrokerState
@@ -98,39 +97,47 @@ class Server:
         self.state = state
         self.registry = registry or default_registry()
         state.api_registry = self.registry  # ApiVersions advertises what this server dispatches to
-        self._server: asyncio.AbstractServer | None = None
+        self._servers: list[asyncio.AbstractServer] = []
+        self.ports: dict[str, int] = {}  # listener name -> bound port
         self._connections: set[asyncio.Task[None]] = set()
         self.host: str = ""
         self.port: int = 0
 
     async def start(self, warm_up: bool = True, sock: socket.socket | None = None) -> None:
-        """Load the logs, bind the listener (or serve on the already listening `sock`), then start metrics
-        and the handler warm-up."""
+        """Load the logs, bind every listener (the first may be the already listening `sock`), then start
+        metrics and the handler warm-up."""
         state = self.state
         state.startup()
-        _name, host, port = parse_listeners(state.config.listeners)[0]
         from broker.connection import Connection
 
-        async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            task = asyncio.current_task()
-            assert task is not None
-            self._connections.add(task)
-            try:
-                await Connection(state, self.registry, reader, writer).run()
-            except asyncio.CancelledError:
-                pass  # broker stopping; finishing normally keeps asyncio's stream callback quiet
-            finally:
-                self._connections.discard(task)
+        def on_connect_for(listener: str) -> Callable[[asyncio.StreamReader, asyncio.StreamWriter],
+                                                      Awaitable[None]]:
+            async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+                task = asyncio.current_task()
+                assert task is not None
+                self._connections.add(task)
+                try:
+                    await Connection(state, self.registry, reader, writer, listener).run()
+                except asyncio.CancelledError:
+                    pass  # broker stopping; finishing normally keeps asyncio's stream callback quiet
+                finally:
+                    self._connections.discard(task)
 
-        if sock is not None:
-            self._server = await asyncio.start_server(on_connect, sock=sock, limit=1 << 20)
-        else:
-            self._server = await asyncio.start_server(on_connect, host or None, port, limit=1 << 20,
-                                                      reuse_address=True)
-        sock = self._server.sockets[0]
-        self.host, self.port = sock.getsockname()[:2]
-        if state.advertised_port == 0:
-            state.advertised_port = self.port
+            return on_connect
+
+        for i, (name, host, port) in enumerate(state.listeners):
+            callback = on_connect_for(name)
+            if i == 0 and sock is not None:
+                server = await asyncio.start_server(callback, sock=sock, limit=1 << 20)
+            else:
+                server = await asyncio.start_server(callback, host or None, port, limit=1 << 20,
+                                                    reuse_address=True)
+            self._servers.append(server)
+            bound_host, bound_port = server.sockets[0].getsockname()[:2]
+            self.ports[name] = bound_port
+            state.listener_bound(name, bound_port)
+            if i == 0:
+                self.host, self.port = bound_host, bound_port
         if warm_up:
             threading.Thread(target=self._warm_up, name="tidelog-warm-up", daemon=True).start()
 
@@ -144,14 +151,15 @@ class Server:
 
     async def stop(self) -> None:
         """Stop accepting, close every connection, then shut the broker state down (flush, checkpoints)."""
-        if self._server is not None:
-            self._server.close()
-            for task in list(self._connections):
-                task.cancel()
-            if self._connections:
-                await asyncio.gather(*self._connections, return_exceptions=True)
-            await self._server.wait_closed()
-            self._server = None
+        servers, self._servers = self._servers, []
+        for server in servers:
+            server.close()
+        for task in list(self._connections):
+            task.cancel()
+        if self._connections:
+            await asyncio.gather(*self._connections, return_exceptions=True)
+        for server in servers:
+            await server.wait_closed()
         self.state.shutdown()
 
 

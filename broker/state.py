@@ -47,12 +47,18 @@ class BrokerState:
         self.config = config
         self.clock = clock or Clock()
         self.node_id: int = config.node_id
-        listeners = parse_listeners(config.advertised_listeners, "advertised.listeners")
-        name, host, port = listeners[0]
-        self.listener_name: str = name
-        # Kafka advertises the canonical host name when the listener host is empty (all interfaces).
-        self.advertised_host: str = host or socket.gethostname()
-        self.advertised_port: int = port  # 0 (ephemeral) is replaced by the bound port in Server.start()
+        self.listeners: list[tuple[str, str, int]] = parse_listeners(config.listeners)
+        advertised = {name: (host, port) for name, host, port in
+                      parse_listeners(config.advertised_listeners, "advertised.listeners")}
+        # Per listener, what Metadata tells clients that connected through it (Kafka: the endpoint of the
+        # request's listener). Kafka advertises the canonical host name when the host is empty (all
+        # interfaces); port 0 (ephemeral) is replaced by the bound port in Server.start().
+        self.advertised_endpoints: dict[str, tuple[str, int]] = {}
+        for name, host, port in self.listeners:
+            adv_host, adv_port = advertised.get(name, (host, port))
+            self.advertised_endpoints[name] = (adv_host or socket.gethostname(), adv_port)
+        self.listener_name: str = self.listeners[0][0]
+        self.advertised_host, self.advertised_port = self.advertised_endpoints[self.listener_name]
         self.log_manager: Any = self._create_log_manager()
         from broker.topics import TopicManager
 
@@ -73,6 +79,17 @@ class BrokerState:
             list(self.config.log_dirs), self.config.default_log_config(), self.clock,
             flush_on_append=self.config.log_flush_on_append))
         return lm if lm is not None else _NoStorage(self.config.log_dirs)
+
+    def advertised_endpoint(self, listener: str) -> tuple[str, int]:
+        return self.advertised_endpoints.get(listener, (self.advertised_host, self.advertised_port))
+
+    def listener_bound(self, listener: str, port: int) -> None:
+        """Record the port a listener got; an advertised port 0 becomes that port."""
+        host, adv_port = self.advertised_endpoints[listener]
+        if adv_port == 0:
+            self.advertised_endpoints[listener] = (host, port)
+        if listener == self.listener_name:
+            self.advertised_host, self.advertised_port = self.advertised_endpoints[listener]
 
     # --- lifecycle (called on the event loop thread: the group coordinator uses loop timers) ---
 

@@ -20,6 +20,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     cls = response_class(API_KEY)
     v = ctx.api_version
     broker = ctx.broker
+    host, port = broker.advertised_endpoint(ctx.listener)
     error, message = ErrorCode.NONE, None
     if v >= 1 and request.endpoint_type != BROKER_ENDPOINT:
         # Kafka: asking a broker listener for controller endpoints is MISMATCHED_ENDPOINT_TYPE (114).
@@ -31,7 +32,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         "cluster_id": broker.cluster_id,
         "controller_id": broker.node_id,
         "brokers": [] if error else [cls.DescribeClusterBroker(
-            broker_id=broker.node_id, host=broker.advertised_host, port=broker.advertised_port, rack=None)],
+            broker_id=broker.node_id, host=host, port=port, rack=None)],
         "authorized_operations": set(CLUSTER_OPERATIONS) if request.include_cluster_authorized_operations else None,
     }
     if v >= 1:

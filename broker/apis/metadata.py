@@ -106,9 +106,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     entries.append(topic_entry(ctx, cls, info, include_topic_ops))
                 continue
             entries.append(_named_topic(ctx, cls, name, allow_create, include_topic_ops))
+    host, port = broker.advertised_endpoint(ctx.listener)
     fields: dict[str, Any] = {"brokers": [cls.MetadataResponseBroker(
-        node_id=broker.node_id, host=broker.advertised_host, port=broker.advertised_port, rack=None)],
-        "topics": entries}
+        node_id=broker.node_id, host=host, port=port, rack=None)], "topics": entries}
     if v >= 1:
         fields["controller_id"] = broker.node_id
     if v >= 2:

@@ -254,3 +254,22 @@ def test_aiokafka_lists_topics(tidelog_broker: BrokerHandle) -> None:
             await admin.close()
 
     assert "aio" in asyncio.run(run())
+
+
+def test_each_listener_advertises_its_own_endpoint(tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
+    """Kafka answers Metadata with the advertised endpoint of the listener the request came in on (the
+    usual docker setup: INTERNAL for containers, EXTERNAL for the host)."""
+    broker = tidelog_broker_factory(overrides={
+        "listeners": "PLAINTEXT://127.0.0.1:0,EXTERNAL://127.0.0.1:0",
+        "advertised.listeners": "PLAINTEXT://127.0.0.1:0,EXTERNAL://broker.example:19092",
+    })
+    external_port = broker.server.ports["EXTERNAL"]
+    assert external_port not in (0, broker.port)
+    internal = metadata(broker, 1, None)
+    assert [(b.host, b.port) for b in internal.brokers] == [("127.0.0.1", broker.port)]
+    with KafkaWire(f"127.0.0.1:{external_port}") as wire:
+        external = wire.request(METADATA, 1, metadata_request(1, None))
+        cluster = wire.request(DESCRIBE_CLUSTER, 0, request_class(DESCRIBE_CLUSTER)[0](
+            include_cluster_authorized_operations=False))
+    assert [(b.host, b.port) for b in external.brokers] == [("broker.example", 19092)]
+    assert [(b.host, b.port) for b in cluster.brokers] == [("broker.example", 19092)]
