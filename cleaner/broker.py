@@ -33,7 +33,6 @@ def create_log_cleaner(state: Any) -> LogCleaner:
     cleaner.retention = RetentionTask(
         log_manager.all_logs, state.clock, config.log_retention_check_interval_ms,
         cleaner=cleaner if config.log_cleaner_enable else None,
-        tick=getattr(log_manager, "run_scheduled_deletions", None),
     )
     metrics.register(cleaner, state.metrics)
 

@@ -118,6 +118,9 @@ def last_records_of_active_producers(log: Log) -> dict[int, LastRecord]:
 def collect_aborted_transactions(log: Log, start_offset: int, upper_bound: int) -> list[AbortedTxn]:
     """Aborted transactions overlapping [start, upper_bound), from the segment holding start onwards until
     an entry's LSO reaches the bound (Kafka's UnifiedLog.collectAbortedTransactions)."""
+    fn = getattr(log, "collect_aborted_transactions", None)
+    if fn is not None:
+        return list(fn(start_offset, upper_bound))
     out: list[AbortedTxn] = []
     for segment in log.segments.values(start_offset):
         result = segment.txn_index.collect_aborted_txns(start_offset, upper_bound)
@@ -197,8 +200,10 @@ class Cleaner:
         end_offset = max(self.offset_map.latest_offset + 1, cleanable.first_dirty_offset)
         stats.index_done()
         txn_metadata = CleanedTransactionMetadata()
+        with log.lock:
+            to_clean = log.segments.values(0, end_offset)
         groups = group_segments_by_size(
-            log.segments.values(0, end_offset),
+            to_clean,
             log.config.segment_bytes,
             log.config.segment_index_bytes,
             upper_bound,
@@ -216,7 +221,8 @@ class Cleaner:
     ) -> None:
         """Map the latest offset of every key in [start, end); stops early when the map is full (§4.1)."""
         offset_map.clear()
-        dirty = log.segments.values(start, end)
+        with log.lock:
+            dirty = log.segments.values(start, end)
         txn = CleanedTransactionMetadata()
         txn.add_aborted_transactions(collect_aborted_transactions(log, start, end))
         for i, segment in enumerate(dirty):

@@ -101,6 +101,12 @@ def calculate_cleanable_bytes(log: Log, first_dirty_offset: int, uncleanable_off
 
 def make_log_to_clean(log: Log, tp: TopicPartition, last_clean_offset: int | None, now: int) -> tuple[LogToClean,
                                                                                                   bool]:
+    with log.lock:  # a consistent view of the segment list while appends roll new segments
+        return _make_log_to_clean(log, tp, last_clean_offset, now)
+
+
+def _make_log_to_clean(log: Log, tp: TopicPartition, last_clean_offset: int | None, now: int) -> tuple[LogToClean,
+                                                                                                   bool]:
     offsets = cleanable_offsets(log, last_clean_offset, now)
     delay = max_compaction_delay(log, offsets.first_dirty_offset, now)
     first_uncleanable, cleanable_bytes = calculate_cleanable_bytes(

@@ -113,7 +113,10 @@ def delete_records(log: Log, offset: int) -> int:
                              f"{log.high_watermark}")
         log.maybe_increment_log_start_offset(target, "client delete records request")
         start = log.log_start_offset
-    delete_log_start_offset_breached_segments(log)
+    if not log.config.compact:
+        # Compacted logs get their segment deletions from the cleaner threads only (Kafka), so that a
+        # deletion never races a cleaning pass over the same segments.
+        delete_log_start_offset_breached_segments(log)
     return start
 
 
