@@ -45,15 +45,19 @@ def produce_keyed(bootstrap: str, topic: str, records: list[tuple[bytes, bytes |
     return out
 
 
-def consume_all(bootstrap: str, topic: str, timeout_s: float = 90.0) -> list[tuple[int, bytes, bytes | None]]:
-    """(offset, key, value) of every record from offset 0 up to the current end."""
+def consume_all(bootstrap: str, topic: str, timeout_s: float = 90.0,
+                from_beginning: bool = False) -> list[tuple[int, bytes, bytes | None]]:
+    """(offset, key, value) of every record from offset 0 (or the log start) up to the current end."""
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, request_timeout_ms=60_000,
                              auto_offset_reset="earliest")
     tp = TopicPartition(topic, 0)
     try:
         consumer.assign([tp])
         end = consumer.end_offsets([tp])[tp]
-        consumer.seek(tp, 0)
+        if from_beginning:
+            consumer.seek_to_beginning(tp)
+        else:
+            consumer.seek(tp, 0)
         out = []
         deadline = time.monotonic() + timeout_s
         while consumer.position(tp) < end and time.monotonic() < deadline:

@@ -138,3 +138,32 @@ def test_describe_configs_reports_cleaner_settings(broker: Any) -> None:
                 "log.cleaner.io.max.bytes.per.second", "log.retention.check.interval.ms"):
         assert key in broker_configs, key
     assert broker_configs["log.cleaner.backoff.ms"] == "100"
+
+
+def test_delete_records_moves_earliest_offset(broker: Any) -> None:
+    from kafka import KafkaAdminClient
+    from kafka.errors import PolicyViolationError
+
+    create_topic(broker.bootstrap, "deletable", {"segment.bytes": "1024"})
+    produce_keyed(broker.bootstrap, "deletable", [(f"k{i}".encode(), b"v" * 50) for i in range(40)])
+    tp = TopicPartition("deletable", 0)
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=60_000)
+    try:
+        result = admin.delete_records({tp: 25})
+        low = result[tp]["low_watermark"] if isinstance(result[tp], dict) else result[tp]
+        assert low == 25
+        create_topic(broker.bootstrap, "compact-only", COMPACT_TOPIC_CONFIG)
+        produce_keyed(broker.bootstrap, "compact-only", [(b"a", b"1")])
+        with pytest.raises(PolicyViolationError):
+            admin.delete_records({TopicPartition("compact-only", 0): 1})
+    finally:
+        admin.close()
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, request_timeout_ms=60_000)
+    try:
+        assert consumer.beginning_offsets([tp])[tp] == 25  # ListOffsets earliest follows the log start
+    finally:
+        consumer.close()
+    log = broker.state.log_manager.get_log(tp)
+    assert log.segments.first_segment.base_offset <= 25 < (log.segments.values()[1].base_offset
+                                                           if len(log.segments) > 1 else log.log_end_offset + 1)
+    assert [r[0] for r in consume_all(broker.bootstrap, "deletable", from_beginning=True)][0] == 25
