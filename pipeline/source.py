@@ -40,7 +40,7 @@ from pipeline.options import (
     parse_sink_options,
     parse_source_options,
 )
-from pipeline.reading import OffsetRange, read_range, split_ranges
+from pipeline.reading import OffsetRange, read_arrow, read_rows, split_ranges
 from pipeline.sink import TidelogBatchWriter, TidelogStreamWriter
 
 log = logging.getLogger(__name__)
@@ -70,10 +70,19 @@ class TidelogDataSource(DataSource):
         return f"{KAFKA_SCHEMA}, {HEADERS_FIELD}" if include else KAFKA_SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return TidelogBatchReader(parse_source_options(self.options, streaming=False))
+        self._check_schema(schema)
+        return TidelogBatchReader(parse_source_options(self.options, streaming=False), schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return TidelogStreamReader(parse_source_options(self.options, streaming=True))
+        self._check_schema(schema)
+        return TidelogStreamReader(parse_source_options(self.options, streaming=True), schema)
+
+    def _check_schema(self, schema: StructType) -> None:
+        names = [part.split()[0] for part in KAFKA_SCHEMA.split(", ")]
+        if self.schema() != KAFKA_SCHEMA:
+            names.append("headers")
+        if [f.name for f in schema.fields] != names:
+            raise ValueError("Kafka source has a fixed schema and cannot be set with a custom one")
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         _check_save_mode(overwrite)
@@ -93,20 +102,27 @@ def _check_save_mode(overwrite: bool) -> None:
         )
 
 
-def _read(options: SourceOptions, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+def _read(options: SourceOptions, schema: StructType, partition: InputPartition) -> Iterator[Any]:
+    """Runs on an executor: Arrow batches when this PySpark can describe the schema in Arrow, else tuples."""
     assert isinstance(partition, KafkaInputPartition)
-    yield from read_range(
-        options.kafka_params,
-        partition.offset_range,
-        options.include_headers,
-        options.fail_on_data_loss,
-        options.poll_timeout_ms,
-    )
+    try:
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        arrow_schema = to_arrow_schema(schema, timezone="UTC")
+    except (ImportError, TypeError):  # pragma: no cover - older PySpark
+        arrow_schema = None
+    if arrow_schema is None:
+        yield from read_rows(options.kafka_params, partition.offset_range, options.include_headers,
+                             options.fail_on_data_loss, options.poll_timeout_ms)
+    else:
+        yield from read_arrow(options.kafka_params, partition.offset_range, arrow_schema,
+                              options.fail_on_data_loss, options.poll_timeout_ms)
 
 
 class TidelogBatchReader(DataSourceReader):
-    def __init__(self, options: SourceOptions) -> None:
+    def __init__(self, options: SourceOptions, schema: StructType) -> None:
         self.options = options
+        self.schema = schema
 
     def partitions(self) -> Sequence[InputPartition]:
         reader = OffsetReader(self.options)
@@ -129,14 +145,15 @@ class TidelogBatchReader(DataSourceReader):
         return [KafkaInputPartition(r) for r in split_ranges(ranges, self.options.min_partitions)]
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
-        return _read(self.options, partition)
+        return _read(self.options, self.schema, partition)
 
 
 class TidelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Offsets are {"topic": {"partition": next offset to read}} for every partition the query reads."""
 
-    def __init__(self, options: SourceOptions) -> None:
+    def __init__(self, options: SourceOptions, schema: StructType) -> None:
         self.options = options
+        self.schema = schema
         self._offsets = OffsetReader(options)
         self._last_end: dict[str, Any] | None = None  # for PySpark < 4.2, which calls latestOffset() bare
         self._available_now: dict[TopicPartition, int] | None = None
@@ -216,7 +233,7 @@ class TidelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return [KafkaInputPartition(r) for r in split_ranges(ranges, self.options.min_partitions)]
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
-        return _read(self.options, partition)
+        return _read(self.options, self.schema, partition)
 
     def commit(self, end: dict[str, Any]) -> None:
         # Progress lives in Spark's checkpoint; like the connector, nothing is committed to Kafka.
