@@ -300,7 +300,7 @@ class LogSegment:
                 self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far)
                 self.bytes_since_last_index_entry = 0
             self.bytes_since_last_index_entry += size
-        except OSError:
+        except Exception:  # OSError above all; anything else is rolled back just the same
             (
                 self.bytes_since_last_index_entry,
                 self.max_timestamp_so_far,
