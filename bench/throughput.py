@@ -90,7 +90,8 @@ def main() -> None:
         broker = BrokerProcess(log_dir=log_dir).start()
         try:
             topic = "bench"
-            futures = AdminClient({"bootstrap.servers": broker.bootstrap}).create_topics(
+            admin = AdminClient({"bootstrap.servers": broker.bootstrap})  # must outlive its futures
+            futures = admin.create_topics(
                 [NewTopic(topic, num_partitions=args.partitions, replication_factor=1)]
             )
             futures[topic].result(timeout=60)
