@@ -11,6 +11,7 @@ import struct
 from dataclasses import dataclass
 
 from cleaner.offset_map import SkimpyOffsetMap
+from cleaner.record_scan import scan_records
 from cleaner.stats import CleanerStats
 from cleaner.transactions import CleanedTransactionMetadata
 from protocol.record_batch import (
@@ -114,24 +115,26 @@ class BatchFilter:
         marker_for_empty_txn = can_discard and header.is_control
 
         self.stats.read_messages(header.records_count, header.size)
-        kept = []
+        kept_offsets: set[int] = set()
         all_kept = True
         contains_tombstones = False
         if discard_records:
             all_kept = header.records_count == 0
         else:
-            for record in iter_records(batch):
-                if header.is_control or self._should_retain_record(header, record):
-                    kept.append(record)
-                    if record.value is None:
+            # the lean scan decides; full records are decoded only if the batch must be rebuilt
+            for offset, key, value_is_null in scan_records(batch, 0, header):
+                if header.is_control or self._should_retain_record(header, offset, key, value_is_null):
+                    kept_offsets.add(offset)
+                    if value_is_null:
                         contains_tombstones = True
                 else:
                     all_kept = False
         need_horizon = (contains_tombstones or marker_for_empty_txn) and not header.has_delete_horizon
-        if kept:
+        if kept_offsets:
             if all_kept and not need_horizon:
-                self.stats.recopy_messages(len(kept), header.size)
-                return FilteredBatch(batch, header.max_timestamp, header.last_offset, len(kept))
+                self.stats.recopy_messages(len(kept_offsets), header.size)
+                return FilteredBatch(batch, header.max_timestamp, header.last_offset, len(kept_offsets))
+            kept = [r for r in iter_records(batch) if r.offset in kept_offsets]
             data = self._rebuild(header, kept, need_horizon)
             self.stats.recopy_messages(len(kept), len(data))
             max_ts = _HEADER.unpack_from(data, 0)[8]
@@ -142,16 +145,17 @@ class BatchFilter:
             return FilteredBatch(data, header.max_timestamp, header.last_offset, 0)
         return None
 
-    def _should_retain_record(self, header: RecordBatchHeader, record) -> bool:  # noqa: ANN001
-        if record.offset > self.map.latest_offset:
+    def _should_retain_record(self, header: RecordBatchHeader, offset: int, key: bytes | None,
+                              value_is_null: bool) -> bool:
+        if offset > self.map.latest_offset:
             return True
-        if record.key is None:
+        if key is None:
             # Keyless records cannot be compacted: Kafka drops them and counts them as invalid.
             self.stats.invalid_message()
             return False
-        if record.offset < self.map.get(record.key):
+        if offset < self.map.get(key):
             return False
-        if record.value is not None:
+        if not value_is_null:
             return True
         return not header.has_delete_horizon or self.now < header.delete_horizon_ms
 

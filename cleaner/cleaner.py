@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 from cleaner.batch_filter import BatchFilter, LastRecord
 from cleaner.offset_map import SkimpyOffsetMap
+from cleaner.record_scan import scan_records
 from cleaner.stats import CleanerStats, Throttler
 from cleaner.transactions import CleanedTransactionMetadata
 from protocol.record_batch import HEADER_SIZE, RecordBatchHeader, batch_size_at, iter_batches
-from protocol.records import iter_records
 from storage import TopicPartition
 from storage.log_file_utils import (
     CLEANED_FILE_SUFFIX,
@@ -256,10 +256,10 @@ class Cleaner:
                     stats.index_messages_read(header.records_count)  # aborted data: nothing to map
                 else:
                     if header.last_offset >= start_offset:
-                        for record in iter_records(chunk, rel):
-                            if record.key is not None and record.offset >= start_offset:
+                        for offset, key, _ in scan_records(chunk, rel, header):
+                            if key is not None and offset >= start_offset:
                                 if offset_map.size < max_entries:
-                                    offset_map.put(record.key, record.offset)
+                                    offset_map.put(key, offset)
                                 else:
                                     return True
                             stats.index_messages_read(1)

@@ -8,6 +8,7 @@ The size of the array is the whole memory cost, so `log.cleaner.dedupe.buffer.si
 from __future__ import annotations
 
 import hashlib
+import mmap
 import struct
 
 HASH_SIZE = 16  # MD5
@@ -36,7 +37,9 @@ class SkimpyOffsetMap:
             raise ValueError(f"offset map of {memory} bytes with load factor {load_factor} holds no entries")
         self.load_factor = load_factor
         self.max_entries = int(self.slots * load_factor)
-        self._bytes = bytearray(self.slots * SLOT_SIZE)
+        # An anonymous mapping: zero-filled by the kernel page by page as it is touched, so an idle or
+        # lightly used map costs little resident memory; clear() hands the pages back (MADV_DONTNEED).
+        self._bytes = mmap.mmap(-1, self.slots * SLOT_SIZE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
         self._entries = 0
         self.latest_offset = -1
         self.lookups = 0
@@ -104,7 +107,14 @@ class SkimpyOffsetMap:
 
     def clear(self) -> None:
         """Zero-fill before each cleaning (Kafka does the same rather than reallocating)."""
-        self._bytes[:] = bytes(len(self._bytes))
+        if self._entries or self.latest_offset >= 0:
+            try:
+                self._bytes.madvise(mmap.MADV_DONTNEED)  # private anonymous pages read back as zeros
+            except (AttributeError, OSError, ValueError):
+                chunk = bytes(1 << 20)
+                for start in range(0, len(self._bytes), len(chunk)):
+                    n = min(len(chunk), len(self._bytes) - start)
+                    self._bytes[start : start + n] = chunk[:n]
         self._entries = 0
         self.latest_offset = -1
         self.lookups = 0
