@@ -75,10 +75,10 @@ class BrokerState:
         self._started = False
 
     def _create_log_manager(self) -> Any:
-        lm = _optional("storage.log_manager", lambda m: m.LogManager(
-            list(self.config.log_dirs), self.config.default_log_config(), self.clock,
-            flush_on_append=self.config.log_flush_on_append))
-        return lm if lm is not None else _NoStorage(self.config.log_dirs)
+        from storage.log_manager import LogManager
+
+        return LogManager(list(self.config.log_dirs), self.config.default_log_config(), self.clock,
+                          flush_on_append=self.config.log_flush_on_append)
 
     def advertised_endpoint(self, listener: str) -> tuple[str, int]:
         return self.advertised_endpoints.get(listener, (self.advertised_host, self.advertised_port))
@@ -97,6 +97,7 @@ class BrokerState:
         for d in self.config.log_dirs:
             Path(d).mkdir(parents=True, exist_ok=True)
         self.log_manager.startup()
+        self._started = True  # from here on shutdown() must close the logs, even if a later step fails
         self.cluster_id = self.log_manager.meta_properties().get("cluster.id") or ""
         if not self.cluster_id:
             self.cluster_id = self.config.cluster_id or new_cluster_id()
@@ -104,7 +105,6 @@ class BrokerState:
         for part in (self.groups, self.cleaner):
             if part is not None and hasattr(part, "startup"):
                 part.startup()
-        self._started = True
 
     def shutdown(self) -> None:
         if not self._started:
@@ -125,40 +125,3 @@ class BrokerState:
             if size is None:
                 size = sum(f.stat().st_size for f in Path(lg.dir).glob("*.log"))
             yield tp.topic, tp.partition, int(size() if callable(size) else size)
-
-
-class _NoStorage:
-    """Stand-in until storage.log_manager lands: no logs, but a stable cluster id in meta.properties."""
-
-    def __init__(self, log_dirs: list[str]) -> None:
-        self._dir = Path(log_dirs[0])
-        self._meta: dict[str, str] = {}
-
-    def startup(self) -> None:
-        path = self._dir / "meta.properties"
-        if path.exists():
-            for line in path.read_text(encoding="utf-8").splitlines():
-                if "=" in line and not line.startswith("#"):
-                    k, v = line.split("=", 1)
-                    self._meta[k.strip()] = v.strip()
-
-    def shutdown(self) -> None:
-        pass
-
-    def meta_properties(self) -> dict[str, str]:
-        return dict(self._meta)
-
-    def get_log(self, tp: Any) -> None:
-        return None
-
-    def get_or_create_log(self, tp: Any, config: Any, topic_id: bytes) -> None:
-        return None
-
-    def delete_log(self, tp: Any) -> None:
-        pass
-
-    def all_logs(self) -> dict[Any, Any]:
-        return {}
-
-    def checkpoint(self) -> None:
-        pass

@@ -69,8 +69,9 @@ def test_log_size_metrics(tidelog_broker_factory: Callable[..., BrokerHandle]) -
     broker = tidelog_broker_factory()
     broker.call(lambda: broker.state.topics.create_topic("sized", 2, 1, {}))
     broker.state.metrics.start()  # registry without HTTP (idempotent if the warm-up already did it)
-    expected = 2 if broker.state.log_manager.all_logs() else 0  # 0 until storage has landed
-    assert broker.state.metrics.sample("tidelog_partition_count") == expected
+    assert broker.state.metrics.sample("tidelog_partition_count") == 2
+    size = broker.state.metrics.sample("tidelog_log_size_bytes", {"topic": "sized", "partition": "1"})
+    assert size is not None and size >= 0
 
 
 def test_serve_process_ready_line_and_clean_sigterm(tmp_path: Path) -> None:
