@@ -108,13 +108,14 @@ def run_serve(args: argparse.Namespace) -> int:
             loop.add_signal_handler(sig, stop.set)
         state = BrokerState(config)
         server = Server(state)
-        await server.start(sock=sock)
-        others = "".join(f", {name} port {port} (advertised {':'.join(map(str, state.advertised_endpoint(name)))})"
-                         for name, port in list(server.ports.items())[1:])
-        print(f"tidelog ready: listening on {server.host}:{server.port} "
-              f"(advertised {state.advertised_host}:{state.advertised_port}{others}, node.id {state.node_id}, "
-              f"cluster.id {state.cluster_id}, log.dirs {','.join(config.log_dirs)})", flush=True)
         try:
+            await server.start(sock=sock)
+            others = "".join(
+                f", {name} port {port} (advertised {':'.join(map(str, state.advertised_endpoint(name)))})"
+                for name, port in list(server.ports.items())[1:])
+            print(f"tidelog ready: listening on {server.host}:{server.port} "
+                  f"(advertised {state.advertised_host}:{state.advertised_port}{others}, node.id {state.node_id}, "
+                  f"cluster.id {state.cluster_id}, log.dirs {','.join(config.log_dirs)})", flush=True)
             await stop.wait()
             log.info("Shutting down")
         finally:
