@@ -29,7 +29,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             # v0 has no rebalance timeout: Kafka uses the session timeout for it
             rebalance_timeout_ms=request.rebalance_timeout_ms if version >= 1 else request.session_timeout_ms,
             protocol_type=request.protocol_type,
-            protocols=[(p.name, bytes(p.metadata)) for p in request.protocols or []],
+            protocols=[(p.name or "", bytes(p.metadata or b"")) for p in request.protocols or []],
             # KIP-394: v4+ dynamic members must first obtain a member id
             require_known_member_id=version >= 4 and not (version >= 5 and request.group_instance_id),
             supports_skip_assignment=version >= 9,

@@ -26,7 +26,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             group_instance_id=request.group_instance_id if version >= 3 else None,
             protocol_type=request.protocol_type if version >= 5 else None,
             protocol_name=request.protocol_name if version >= 5 else None,
-            assignments={a.member_id: bytes(a.assignment) for a in request.assignments or []},
+            assignments={a.member_id: bytes(a.assignment or b"") for a in request.assignments or []},
         )
     except KafkaError as e:
         result = SyncResult(e.code)
