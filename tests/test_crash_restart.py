@@ -72,7 +72,8 @@ def read_all(bootstrap: str, topic: str, partitions: int) -> dict[tuple[int, int
 
 def test_sigkill_keeps_every_acknowledged_record(broker_process: BrokerProcess) -> None:
     topic = "crash"
-    create_topic(broker_process.bootstrap, topic, PARTITIONS)
+    create_topic(broker_process.bootstrap, topic, PARTITIONS, {"retention.ms": "-1"})
+    before = describe(broker_process.bootstrap, [topic])
     acked: dict[tuple[int, int], bytes] = {}
     lock = threading.Lock()
     stop = threading.Event()
@@ -130,6 +131,7 @@ def test_sigkill_keeps_every_acknowledged_record(broker_process: BrokerProcess) 
     assert sent_at_kill > acked_at_kill, "the kill did not happen while records were in flight"
 
     broker_process.restart()
+    assert describe(broker_process.bootstrap, [topic]) == before  # topic id, partitions, overrides
     stored = read_all(broker_process.bootstrap, topic, PARTITIONS)
     missing = {pos: v for pos, v in snapshot.items() if stored.get(pos) != v}
     assert not missing, (
