@@ -196,3 +196,56 @@ def test_init_producer_id_over_the_wire_is_unique_across_restart(tmp_path: Path)
     with run_broker(log_dir=tmp_path) as b:
         again = [init(b.bootstrap, version=0) for _ in range(2)]
     assert not {pid for _, pid, _ in again} & {pid for _, pid, _ in first}
+
+
+def test_idempotent_producers_of_every_python_client(tmp_path: Path) -> None:
+    """librdkafka, kafka-python and aiokafka with idempotence on: InitProducerId, then sequenced batches, each
+    client with its own producer id."""
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer
+    from confluent_kafka import Producer
+    from kafka import KafkaProducer
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    from protocol.record_batch import iter_batches
+    from tidelog.testing import run_broker
+
+    with run_broker(log_dir=tmp_path) as b:
+        admin = KafkaAdminClient(bootstrap_servers=b.bootstrap)
+        admin.create_topics([NewTopic(name, 1, 1) for name in ("idem-rd", "idem-kp", "idem-aio")])
+        admin.close()
+        rd = Producer({"bootstrap.servers": b.bootstrap, "enable.idempotence": True})
+        for i in range(50):
+            rd.produce("idem-rd", value=b"%d" % i, partition=0)
+        assert rd.flush(60) == 0
+        kp = KafkaProducer(bootstrap_servers=b.bootstrap, enable_idempotence=True, acks="all")
+        for i in range(50):
+            kp.send("idem-kp", value=b"%d" % i, partition=0)
+        kp.flush(60)
+        kp.close()
+
+        async def aio() -> None:
+            p = AIOKafkaProducer(bootstrap_servers=b.bootstrap, enable_idempotence=True)
+            await p.start()
+            try:
+                for i in range(50):
+                    await p.send_and_wait("idem-aio", b"%d" % i, partition=0)
+            finally:
+                await p.stop()
+
+        asyncio.run(aio())
+
+        pids = {}
+        for topic in ("idem-rd", "idem-kp", "idem-aio"):
+            data = b.call(lambda t=topic: b.state.topics.log(TopicPartition(t, 0)).read(0, 1 << 20, 1 << 62, True))
+            headers = [h for _, h in iter_batches(data)]
+            assert sum(h.records_count for h in headers) == 50
+            assert len({h.producer_id for h in headers}) == 1 and headers[0].producer_id >= 0
+            # sequences are contiguous from 0
+            seq = 0
+            for h in headers:
+                assert h.base_sequence == seq
+                seq += h.last_offset_delta + 1
+            pids[topic] = headers[0].producer_id
+        assert len(set(pids.values())) == 3
