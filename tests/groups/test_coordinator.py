@@ -412,3 +412,43 @@ def test_partition_for_matches_java_hash(name: str) -> None:
     if name in expected:
         assert java_string_hash(name) == expected[name]
     assert 0 <= partition_for(name, 50) < 50
+
+
+def test_group_max_size() -> None:
+    async def body() -> None:
+        coord, _ = make(group_max_size=1)
+        await stable_single(coord)
+        extra = await join(coord, client_id="b")
+        assert extra.error == E.GROUP_MAX_SIZE_REACHED
+
+    run(body)
+
+
+def test_stable_consumer_group_expires_only_unsubscribed_topics() -> None:
+    async def body() -> None:
+        coord, clock = make(offsets_retention_minutes=1, offsets_retention_check_interval_ms=1000)
+        sub = b"\x00\x01" + b"\x00\x00\x00\x01" + b"\x00\x01t" + b"\xff\xff\xff\xff"
+        r = await coord.join_group("g", "", None, "c", "h", SESSION, REBALANCE, "consumer", [("range", sub)])
+        await coord.sync_group("g", r.generation_id, r.member_id, None, None, None, {})
+        now = clock.milliseconds()
+        coord.commit_offsets("g", r.member_id, None, r.generation_id, {
+            TopicPartition("t", 0): OffsetAndMetadata(1, -1, "", now),
+            TopicPartition("old", 0): OffsetAndMetadata(2, -1, "", now)})
+        clock.advance(61_000)
+        coord.heartbeat("g", r.member_id, None, r.generation_id)
+        coord.check_expirations()
+        assert list(coord.groups["g"].offsets) == [TopicPartition("t", 0)]
+
+    run(body)
+
+
+def test_shutdown_answers_parked_calls() -> None:
+    async def body() -> None:
+        coord, _ = make()
+        a = await stable_single(coord)
+        b_task = await new_member(coord, "b")
+        coord.shutdown()
+        assert (await b_task).error == E.COORDINATOR_NOT_AVAILABLE
+        assert a.error == E.NONE
+
+    run(body)

@@ -185,3 +185,19 @@ def test_join_group_v0_to_v9_single_member(conn: Conn, group_broker: Any) -> Non
             assert conn.call(13, leave_v, group_id=group, member_id=resp.member_id).error_code == 0
         listed = conn.call(16, 4, states_filter=["empty"])
         assert group in {g.group_id for g in listed.groups}
+
+
+def test_offset_delete(conn: Conn, group_broker: Any) -> None:
+    topic = "wire-offset-delete"
+    create_topic(group_broker.bootstrap, topic, 2)
+    _commit(conn, 8, "od-group", topic, {0: (5, ""), 1: (6, "")})
+    D = request_class(47)
+    T = D.OffsetDeleteRequestTopic
+    resp = conn.call(47, 0, group_id="od-group", topics=[
+        T(name=topic, partitions=[T.OffsetDeleteRequestPartition(partition_index=0)])])
+    assert resp.error_code == 0 and resp.topics[0].partitions[0].error_code == 0
+    got = conn.call(9, 7, group_id="od-group", topics=None, require_stable=False)
+    assert [(p.partition_index, p.committed_offset) for t in got.topics for p in t.partitions] == [(1, 6)]
+    missing = conn.call(47, 0, group_id="od-missing", topics=[
+        T(name=topic, partitions=[T.OffsetDeleteRequestPartition(partition_index=0)])])
+    assert missing.error_code == 69  # GROUP_ID_NOT_FOUND
