@@ -144,3 +144,31 @@ def test_cleaner_threads_clean_in_the_background(env: Env) -> None:
     finally:
         env.cleaner.shutdown()
     assert not any(t.is_alive() for t in env.cleaner.threads)
+
+
+def test_shutdown_interrupts_a_pass(env: Env) -> None:
+    from protocol.records import Record, build_batch
+
+    log = env.log("big")
+    ts = env.clock.milliseconds()
+    for start in range(0, 40_000, 100):
+        batch = build_batch([Record(i, ts, f"k{(start + i) % 5000}".encode(), b"v" * 100) for i in range(100)], 0)
+        log.append_as_leader(batch)
+    log.roll()
+    produce(log, "tail", "t")
+    tp = TopicPartition("big", 0)
+    env.cleaner.startup()
+    try:
+        for _ in range(5000):
+            if env.cleaner.manager.cleaning_state(tp) is not None:
+                break
+            threading.Event().wait(0.002)
+    finally:
+        env.cleaner.shutdown()  # returns once the thread noticed (abort check before every chunk)
+    assert env.cleaner.threads == []
+    assert not list(log.dir.glob("*.cleaned"))
+    summaries = env.cleaner.summaries
+    checkpoints = env.cleaner.manager.all_cleaner_checkpoints()
+    # either the pass was interrupted (no checkpoint) or it had already finished completely
+    assert (tp in checkpoints) == bool(summaries)
+    assert env.cleaner.manager.cleaning_state(tp) is None or env.cleaner.manager.cleaning_state(tp)[0] == PAUSED
