@@ -225,6 +225,10 @@ class LogCleaner:
             self.manager.cleaning_aborted(tp)
             return
         except Exception as e:
+            if tp not in self._logs():  # deleted under our feet: its files were closed; nothing to mark
+                logger.info("Cleaning of %s stopped: the partition was deleted", tp)
+                self.manager.cleaning_aborted(tp)
+                return
             # Kafka marks the partition uncleanable and keeps serving the others.
             self.manager.mark_uncleanable(log, tp, f"cleaning failed: {e!r}")
             logger.exception("Cleaning of %s failed", tp)
