@@ -172,3 +172,16 @@ def test_shutdown_interrupts_a_pass(env: Env) -> None:
     # either the pass was interrupted (no checkpoint) or it had already finished completely
     assert (tp in checkpoints) == bool(summaries)
     assert env.cleaner.manager.cleaning_state(tp) is None or env.cleaner.manager.cleaning_state(tp)[0] == PAUSED
+
+
+def test_invalid_checkpoint_is_reset_to_log_start(env: Env) -> None:
+    from storage.checkpoints import OffsetCheckpointFile
+
+    log = dup_log(env, "reset", 5)
+    checkpoint = OffsetCheckpointFile(env.path / "cleaner-offset-checkpoint")
+    checkpoint.write({TopicPartition("reset", 0): 10_000})  # beyond the log end
+    env.cleaner.manager.grab_filthiest_compacted_log()
+    assert checkpoint.read()[TopicPartition("reset", 0)] in (log.log_start_offset, 0)
+    env.cleaner.manager.done_cleaning(TopicPartition("reset", 0), env.path, 0)
+    assert env.cleaner.clean_once()
+    assert [r.offset for r in read_all(log)] == [4, 5, 6]
