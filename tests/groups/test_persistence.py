@@ -197,3 +197,32 @@ def test_empty_group_offsets_expire_with_tombstones_across_restart(tmp_path: Pat
         assert restarted.coordinator.fetch_offsets("young", [tp])[1][tp].offset == 6  # type: ignore[union-attr]
     finally:
         restarted.close()
+
+
+def test_committed_offsets_survive_broker_sigkill(tmp_path: Path) -> None:
+    """Unclean shutdown: a SIGKILLed broker recovers __consumer_offsets and serves the same commits."""
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as CTP
+
+    from tests.groups.conftest import create_topic
+    from tidelog.testing import BrokerProcess
+
+    broker = BrokerProcess(tmp_path / "data", overrides={"group.initial.rebalance.delay.ms": 0})
+    broker.start()
+    try:
+        create_topic(broker.bootstrap, "crashy", 3)
+
+        def consumer() -> Any:
+            return Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "crash-group",
+                             "enable.auto.commit": False})
+
+        c = consumer()
+        c.commit(offsets=[CTP("crashy", p, 100 + p) for p in range(3)], asynchronous=False)
+        c.close()
+        broker.restart(kill=True)
+        c = consumer()
+        got = c.committed([CTP("crashy", p) for p in range(3)], timeout=60)
+        c.close()
+        assert [(tp.partition, tp.offset) for tp in got] == [(0, 100), (1, 101), (2, 102)]
+    finally:
+        broker.kill()
