@@ -19,10 +19,15 @@ _counter = itertools.count()
 
 
 def start(kind: str, bootstrap: str, topic: str, group: str, request: pytest.FixtureRequest) -> Member:
-    if kind == "java":
+    if kind.startswith("java"):
         classpath = request.getfixturevalue("java_classpath")
+        extra = []
+        if kind == "java-cooperative":
+            # incremental (KIP-429) rebalancing: revocations happen in a follow-up rebalance
+            extra = ["partition.assignment.strategy="
+                     "org.apache.kafka.clients.consumer.CooperativeStickyAssignor"]
         cmd = java_cmd(classpath, "member", bootstrap, topic, group, "400", "session.timeout.ms=6000",
-                       "heartbeat.interval.ms=1000", "client.id=member-java")
+                       "heartbeat.interval.ms=1000", "client.id=member-java", *extra)
     else:
         cmd = python_member(kind, bootstrap, topic, group)
     return Member(cmd, f"{kind}-{group}")
@@ -36,7 +41,7 @@ def values(records: list[tuple[int, int, str]]) -> list[str]:
     ("kafka-python", "leave"), ("kafka-python", "kill"),
     ("confluent", "leave"), ("confluent", "kill"),
     ("aiokafka", "leave"), ("aiokafka", "kill"),
-    ("java", "leave"), ("java", "kill"),
+    ("java", "leave"), ("java", "kill"), ("java-cooperative", "leave"),
 ])
 def test_two_members_split_and_take_over(kind: str, departure: str, group_broker: Any, members: list[Member],
                                          request: pytest.FixtureRequest) -> None:
