@@ -28,8 +28,9 @@ def create_log_cleaner(state: Any) -> LogCleaner:
     the cleaner reads each log's current config every round)."""
     config = state.config
     log_manager = state.log_manager
+    store = log_manager if hasattr(log_manager, "update_cleaner_checkpoint") else None
     cleaner = LogCleaner(CleanerConfig.from_broker_config(config), config.log_dirs, log_manager.all_logs,
-                         state.clock)
+                         state.clock, checkpoint_store=store)
     cleaner.retention = RetentionTask(
         log_manager.all_logs, state.clock, config.log_retention_check_interval_ms,
         cleaner=cleaner if config.log_cleaner_enable else None,

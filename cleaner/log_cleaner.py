@@ -104,11 +104,12 @@ class LogCleaner:
         log_dirs: Iterable[str | Path],
         logs: Callable[[], dict[TopicPartition, Log]],
         clock: Clock,
+        checkpoint_store: Any = None,
     ) -> None:
         self.config = config
         self.clock = clock
         self._logs = logs
-        self.manager = LogCleanerManager(log_dirs, logs, clock)
+        self.manager = LogCleanerManager(log_dirs, logs, clock, checkpoint_store)
         self._stop_all = threading.Event()
         self.throttler = Throttler(config.max_io_bytes_per_second, clock, self._stop_all)
         self.threads: list[CleanerThread] = []

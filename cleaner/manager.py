@@ -124,9 +124,12 @@ class LogCleanerManager:
     """Shared by all cleaner threads; every method is thread-safe."""
 
     def __init__(self, log_dirs: Iterable[str | Path], logs: Callable[[], dict[TopicPartition, Log]],
-                 clock: Clock) -> None:
+                 clock: Clock, checkpoint_store: Any = None) -> None:
+        """`checkpoint_store` (the LogManager) owns the cleaner-offset-checkpoint files when given, so that
+        its own updates (partition deletion) and the cleaner's go through one lock."""
         self.log_dirs = [Path(d).resolve() for d in log_dirs]
         self._logs = logs
+        self.checkpoint_store = checkpoint_store
         self.clock = clock
         self._lock = threading.Condition(threading.RLock())
         self._states: dict[TopicPartition, tuple[str, int]] = {}
@@ -149,6 +152,8 @@ class LogCleanerManager:
 
     def all_cleaner_checkpoints(self) -> dict[TopicPartition, int]:
         out: dict[TopicPartition, int] = {}
+        if self.checkpoint_store is not None:
+            return dict(self.checkpoint_store.cleaner_checkpoints())
         with self._lock:
             for file in list(self.checkpoints.values()):
                 try:
@@ -160,6 +165,13 @@ class LogCleanerManager:
     def update_checkpoints(self, log_dir: Path, update: tuple[TopicPartition, int] | None = None,
                            remove: TopicPartition | None = None) -> None:
         """Rewrite the directory's checkpoint; entries of partitions not hosted any more are dropped (§7)."""
+        if self.checkpoint_store is not None:
+            # the store rewrites every dir's file with the partitions it hosts (others dropped)
+            if update is not None:
+                self.checkpoint_store.update_cleaner_checkpoint(update[0], update[1])
+            if remove is not None:
+                self.checkpoint_store.update_cleaner_checkpoint(remove, None)
+            return
         with self._lock:
             file = self._checkpoint_file(log_dir)
             try:
@@ -178,7 +190,7 @@ class LogCleanerManager:
 
     def alter_checkpoint_dir(self, tp: TopicPartition, source_dir: Path, dest_dir: Path) -> None:
         with self._lock:
-            offset = self._checkpoint_file(source_dir).read().get(tp)
+            offset = self.all_cleaner_checkpoints().get(tp)
             self.update_checkpoints(source_dir, remove=tp)
             if offset is not None:
                 self.update_checkpoints(dest_dir, update=(tp, offset))
@@ -189,7 +201,7 @@ class LogCleanerManager:
             log = self._logs().get(tp)
             if log is None or not log.config.compact:
                 return
-            current = self._checkpoint_file(log_dir).read().get(tp)
+            current = self.all_cleaner_checkpoints().get(tp)
             if current is not None and current > offset:
                 self.update_checkpoints(log_dir, update=(tp, offset))
 

@@ -30,7 +30,8 @@ class Env:
         self.manager = LogManager([str(self.path)], LogConfig(), self.clock)
         self.manager.startup()
         self.cleaner = LogCleaner(CleanerConfig(dedupe_buffer_size=self.memory, backoff_ms=50),
-                                  [str(self.path)], self.manager.all_logs, self.clock)
+                                  [str(self.path)], self.manager.all_logs, self.clock,
+                                  checkpoint_store=self.manager)
 
     def restart(self) -> None:
         self.cleaner.shutdown()
