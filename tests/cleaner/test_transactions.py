@@ -104,3 +104,16 @@ def test_last_batch_of_active_idempotent_producer_is_kept_empty(env: Env) -> Non
     [kept] = headers_at(log, 0)
     assert kept.records_count == 0 and kept.producer_id == PID and kept.base_sequence == 0
     assert [r.offset for r in read_all(log)] == [1, 2]
+
+
+def test_aborted_records_do_not_supersede_committed_ones(env: Env) -> None:
+    log = env.log()
+    produce(log, "a", "committed")  # 0
+    txn_data(log, ["a"])             # 1, aborted below
+    marker(log, abort=True)          # 2
+    log.roll()
+    produce(log, "z", "z")
+    assert env.cleaner.clean_once()
+    values = {r.key: r.value for r in read_all(log) if r.offset != 1}
+    assert values[b"a"] == b"committed"
+    assert [h.records_count for h in headers_at(log, 1)] == [0]  # aborted data gone (header kept: P active)
