@@ -154,7 +154,8 @@ class GroupMetadataManager:
             if expired and self.delete_offsets(group, expired) == ErrorCode.NONE:
                 removed += len(expired)
                 log.info("expired %d offset(s) of group %s", len(expired), group.group_id)
-            if group.is_(GroupState.EMPTY) and not group.offsets and not group.members:
+            if (group.is_(GroupState.EMPTY) and not group.offsets and not group.members
+                    and not group.pending_members):
                 self.delete_group(group)
         return removed
 
