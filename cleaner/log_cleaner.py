@@ -57,6 +57,14 @@ class CleanerConfig:
             enable_cleaner=config.log_cleaner_enable,
         )
 
+    def validate(self) -> None:
+        """Kafka's Cleaner refuses an offset map that cannot hold even one entry."""
+        slots = self.memory_per_thread // 24
+        if slots * self.dedupe_buffer_load_factor <= 1:
+            raise ValueError(
+                "offset map is too small to fit in even a single message, so log cleaning will never make "
+                "progress. You can increase log.cleaner.dedupe.buffer.size or decrease log.cleaner.threads")
+
     @property
     def memory_per_thread(self) -> int:
         return min(self.dedupe_buffer_size // max(self.num_threads, 1), INT32_MAX)
@@ -106,6 +114,7 @@ class LogCleaner:
         clock: Clock,
         checkpoint_store: Any = None,
     ) -> None:
+        config.validate()
         self.config = config
         self.clock = clock
         self._logs = logs
@@ -156,6 +165,7 @@ class LogCleaner:
         new = replace(self.config, **changes)
         if new == self.config:
             return
+        new.validate()
         if new.num_threads != self.config.num_threads:
             current = self.config.num_threads
             if new.num_threads < 1 or not current / 2 <= new.num_threads <= current * 2:

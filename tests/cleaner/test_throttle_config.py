@@ -51,3 +51,11 @@ def test_thread_count_changes_stay_within_half_and_double(tmp_path) -> None:  # 
     assert cleaner.config.num_threads == 4
     assert cleaner.config.memory_per_thread == 134_217_728 // 4
     assert cleaner.config.io_buffer_per_thread == 524_288 // 4 // 2
+
+
+def test_too_small_dedupe_buffer_is_refused(tmp_path) -> None:  # noqa: ANN001
+    with pytest.raises(ValueError):
+        LogCleaner(CleanerConfig(dedupe_buffer_size=24), [str(tmp_path)], dict, ManualClock())
+    cleaner = LogCleaner(CleanerConfig(num_threads=1), [str(tmp_path)], dict, ManualClock())
+    with pytest.raises(ValueError):
+        cleaner.reconfigure(dedupe_buffer_size=48)
