@@ -58,4 +58,4 @@ def test_too_small_dedupe_buffer_is_refused(tmp_path) -> None:  # noqa: ANN001
         LogCleaner(CleanerConfig(dedupe_buffer_size=24), [str(tmp_path)], dict, ManualClock())
     cleaner = LogCleaner(CleanerConfig(num_threads=1), [str(tmp_path)], dict, ManualClock())
     with pytest.raises(ValueError):
-        cleaner.reconfigure(dedupe_buffer_size=48)
+        cleaner.reconfigure(dedupe_buffer_size=24)
