@@ -117,3 +117,24 @@ def test_aborted_records_do_not_supersede_committed_ones(env: Env) -> None:
     values = {r.key: r.value for r in read_all(log) if r.offset != 1}
     assert values[b"a"] == b"committed"
     assert [h.records_count for h in headers_at(log, 1)] == [0]  # aborted data gone (header kept: P active)
+
+
+def test_open_transaction_holds_back_cleaning(env: Env) -> None:
+    log = env.log()
+    produce(log, "k", "1")  # 0
+    log.roll()
+    txn_data(log, ["x"])    # 1: open transaction, LSO = 1
+    produce(log, "k", "2")  # 2
+    log.roll()
+    produce(log, "tail", "t")
+    assert log.last_stable_offset == 1
+    chosen = env.cleaner.manager.grab_filthiest_compacted_log()
+    assert chosen is not None and chosen.first_uncleanable_offset == 1  # the LSO's segment base
+    env.cleaner.manager.done_cleaning(chosen.topic_partition, env.path, chosen.first_dirty_offset)
+    marker(log, abort=False)  # 4: commit; the LSO moves to the HW
+    log.roll()
+    produce(log, "tail2", "t")
+    assert env.cleaner.clean_once()
+    values = {r.key: (r.offset, r.value) for r in read_all(log)}
+    assert values[b"k"] == (2, b"2") and values[b"x"] == (1, b"txn")
+    assert 0 not in {r.offset for r in read_all(log)}
