@@ -249,3 +249,26 @@ def test_idempotent_producers_of_every_python_client(tmp_path: Path) -> None:
                 seq += h.last_offset_delta + 1
             pids[topic] = headers[0].producer_id
         assert len(set(pids.values())) == 3
+
+
+def test_sequence_rules_on_log(tmp_path: Path) -> None:
+    """Kafka 3.9 rules (protocol-compat.md §4.2): any of the last 5 batches is a duplicate; an unknown producer
+    may start at any sequence; sequences wrap after INT32_MAX."""
+    node = LogNode(tmp_path, ManualClock())
+    log = node.log()
+    firsts = [log.append_as_leader(build_batch(7, 0, i * 2, [b"x", b"y"])).first_offset for i in range(6)]
+    assert firsts == [0, 2, 4, 6, 8, 10]
+    # batches 1..5 are retained: replaying batch 2 answers its original offset
+    dup = log.append_as_leader(build_batch(7, 0, 4, [b"x", b"y"]))
+    assert (dup.first_offset, dup.last_offset) == (4, 5) and log.log_end_offset == 12
+    # batch 0 is no longer retained: replaying it is out of order, not a duplicate
+    with pytest.raises(KafkaError) as evicted:
+        log.append_as_leader(build_batch(7, 0, 0, [b"x", b"y"]))
+    assert evicted.value.code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    # an unknown producer id is accepted at any sequence (no UNKNOWN_PRODUCER_ID on Produce since Kafka 2.5)
+    assert log.append_as_leader(build_batch(8, 3, 1234, [b"z"])).first_offset == 12
+    assert log.append_as_leader(build_batch(8, 3, 1235, [b"z"])).first_offset == 13
+    # wrap-around: after INT32_MAX the next sequence is 0
+    assert log.append_as_leader(build_batch(9, 0, 2_147_483_646, [b"a", b"b"])).first_offset == 14
+    assert log.append_as_leader(build_batch(9, 0, 0, [b"c"])).first_offset == 16
+    node.manager.shutdown()
