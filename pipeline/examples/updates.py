@@ -61,7 +61,7 @@ def produce(bootstrap: str, topic: str, records: list[tuple[str, bytes | None]])
 
     # Keyed records go through the default (murmur2) partitioner, so every update of a key lands in the same
     # partition, in order: compaction and the snapshot job both rely on that.
-    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=20, batch_size=64 * 1024)
+    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=20)
     try:
         for key, value in records:
             producer.send(topic, key=key.encode(), value=value)
