@@ -211,6 +211,8 @@ class Cleaner:
         for group in groups:
             self.clean_segments(log, group, self.offset_map, now, stats, txn_metadata, upper_bound)
         stats.buffer_utilization = self.offset_map.utilization
+        stats.collision_rate = self.offset_map.collision_rate
+        self.offset_map.clear()  # hands the touched pages back: an idle cleaner holds no map memory
         stats.all_done()
         return end_offset, stats
 

@@ -246,8 +246,7 @@ class LogCleaner:
             self.manager.cleaning_aborted(tp)
             return
         thread.last_stats = stats
-        summary = stats.summary(f"{tp.topic}-{tp.partition}", cleanable.first_dirty_offset, end_offset,
-                                cleaner.offset_map.collision_rate)
+        summary = stats.summary(f"{tp.topic}-{tp.partition}", cleanable.first_dirty_offset, end_offset)
         logger.info(summary)
         self.summaries = (self.summaries + [summary])[-20:]
         from cleaner.cleaner import maybe_crash
@@ -278,12 +277,10 @@ class LogCleaner:
 
     def metrics(self) -> dict[str, float]:
         stats = [t.last_stats for t in self._stats_threads() if t.last_stats is not None]
-        cleaners = [t.cleaner for t in self._stats_threads() if t.cleaner is not None]
         read = sum(s.bytes_read for s in stats)
         written = sum(s.bytes_written for s in stats)
         return {
-            "max-buffer-utilization-percent": max(
-                (int(100 * c.offset_map.utilization) for c in cleaners), default=0),
+            "max-buffer-utilization-percent": max((int(100 * s.buffer_utilization) for s in stats), default=0),
             "cleaner-recopy-percent": int(100 * written / max(read, 1)),
             "max-clean-time-secs": max((int(s.elapsed_secs) for s in stats), default=0),
             "max-compaction-delay-secs": max(

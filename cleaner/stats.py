@@ -27,6 +27,7 @@ class CleanerStats:
     invalid_messages_read: int = 0
     messages_written: int = 0
     buffer_utilization: float = 0.0
+    collision_rate: float = 0.0
     # wall time too: ManualClock never advances while a pass runs, the summary line still wants real seconds
     _wall_start: float = field(default_factory=time.monotonic)
     _wall_map: float = 0.0
@@ -68,7 +69,7 @@ class CleanerStats:
     def elapsed_index_secs(self) -> float:
         return max(self._wall_map - self._wall_start, (self.map_complete_ms - self.start_ms) / 1000.0)
 
-    def summary(self, log_name: str, first_dirty: int, end_offset: int, collision_rate: float) -> str:
+    def summary(self, log_name: str, first_dirty: int, end_offset: int) -> str:
         """Kafka's LogCleaner.recordStats log message, on one line."""
 
         def mb(n: float) -> float:
@@ -85,7 +86,7 @@ class CleanerStats:
             f"Indexed {mb(self.map_bytes_read):.1f} MB in {index_secs:.1f} seconds "
             f"({mb(self.map_bytes_read) / index_secs:.1f} MB/sec, {100 * index_secs / elapsed:.1f}% of total time); "
             f"buffer utilization {100 * self.buffer_utilization:.1f}%; "
-            f"hash collision rate {100 * collision_rate:.1f}%. "
+            f"hash collision rate {100 * self.collision_rate:.1f}%. "
             f"Cleaned {mb(self.bytes_read):.1f} MB in {clean_secs:.1f} seconds "
             f"({mb(self.bytes_read) / clean_secs:.1f} MB/sec, {100 * clean_secs / elapsed:.1f}% of total time); "
             f"start size {mb(self.bytes_read):.1f} MB ({self.messages_read} messages), "
