@@ -92,7 +92,7 @@ def describe(label: str, lat: list[float]) -> None:
     if len(lat) < 2:
         print(f"{label:>22}: not enough samples")
         return
-    q = statistics.quantiles(lat, n=100)
+    q = statistics.quantiles(lat, n=100, method="inclusive")
     print(f"{label:>22}: {len(lat):>6} sends, p50 {q[49]:6.2f} ms, p99 {q[98]:6.2f} ms, max {max(lat):6.2f} ms")
 
 
@@ -128,7 +128,7 @@ def main() -> None:
     throughput(1024, args.mb)
     throughput(100, args.mb / 3)
     print("produce latency (kafka-python, acks=all, 100 B values):")
-    latency_while_cleaning(args.mb, args.max_seconds)
+    latency_while_cleaning(args.mb * 2, args.max_seconds)
 
 
 if __name__ == "__main__":
