@@ -53,7 +53,7 @@ class _Partition:
     request: Any
     log: Log | None = None
     error: ErrorCode = ErrorCode.NONE
-    records: bytes = b""
+    records: memoryview | bytes = b""  # a view of the segment mapping: copied only into the response
     high_watermark: int = -1
     last_stable_offset: int = -1
     log_start_offset: int = -1
@@ -100,7 +100,7 @@ def _upper_bound(log_obj: Log, params: _FetchParams) -> int:
     return log_obj.high_watermark
 
 
-def _aborted_transactions(log_obj: Log, fetch_offset: int, data: bytes) -> list[tuple[int, int]]:
+def _aborted_transactions(log_obj: Log, fetch_offset: int, data: memoryview | bytes) -> list[tuple[int, int]]:
     """(producer id, first offset) of aborted transactions overlapping the returned bytes (§9 .txnindex)."""
     # The bound is the offset after the last batch whose header was returned (a trailing partial batch
     # counts: the client may read into it).
@@ -175,7 +175,7 @@ def _read_partition(part: _Partition, log_obj: Log, params: _FetchParams, max_by
     except Exception:  # a storage bug answers this partition with an error instead of failing the request
         log.exception("fetch from %s-%d failed", part.name, part.request.partition)
         return ErrorCode.UNKNOWN_SERVER_ERROR
-    part.records = bytes(data)
+    part.records = data  # no bytes(): the encoder copies the view straight into the response frame
     if params.version < ZSTD_MIN_VERSION and _has_zstd(part.records):
         # Fetch v10 is the first that may carry zstd batches (KIP-110); older readers get an error.
         part.records = b""
@@ -185,7 +185,7 @@ def _read_partition(part: _Partition, log_obj: Log, params: _FetchParams, max_by
     return ErrorCode.NONE
 
 
-def _has_zstd(data: bytes) -> bool:
+def _has_zstd(data: memoryview | bytes) -> bool:
     pos = 0
     while pos + HEADER_SIZE <= len(data):
         header = read_header(data, pos)
