@@ -90,6 +90,10 @@ class _Producing:
                 if topic is None:
                     raise ValueError("null topic present in the data. Use the topic option for setting a topic.")
                 headers = row[cols["headers"]] if "headers" in cols else None
+                if headers and any(h["value"] is None for h in headers):
+                    # Kafka allows null header values, but kafka-python's producer only sends bytes; failing
+                    # beats silently turning null into empty bytes.
+                    raise ValueError("a header with a null value cannot be written by the tidelog sink")
                 futures.append(
                     producer.send(
                         topic,
