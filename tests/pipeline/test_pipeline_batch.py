@@ -125,3 +125,18 @@ def test_bad_options_fail_the_query(spark: Any, broker: Any, topic: str) -> None
         load(spark, broker, subscribe=topic, startingOffsets="latest").collect()
     with pytest.raises(Exception, match="must specify all TopicPartitions"):
         load(spark, broker, subscribe=topic, startingOffsets=json.dumps({topic: {"0": 1}})).collect()
+
+
+def test_timestamp_ranges_and_strategy(spark: Any, broker: Any, topic: str) -> None:
+    # Per-partition start by timestamp, global end by timestamp: records i in [300, 600) (ts = BASE_TS + i).
+    by_ts = {topic: {str(p): BASE_TS + 300 for p in range(PARTITIONS)}}
+    df = load(spark, broker, subscribe=topic, startingOffsetsByTimestamp=json.dumps(by_ts),
+              endingTimestamp=str(BASE_TS + 600))
+    got = sorted(r.partition + PARTITIONS * r.offset for r in df.select("partition", "offset").collect())
+    assert got == list(range(300, 600))
+    # A start timestamp after every record: "error" (the default) fails, "latest" reads nothing.
+    future = str(BASE_TS + 10 * COUNT)
+    with pytest.raises(Exception, match="No offset matched the timestamp"):
+        load(spark, broker, subscribe=topic, startingTimestamp=future).collect()
+    empty = load(spark, broker, subscribe=topic, startingTimestamp=future, startingOffsetsByTimestampStrategy="latest")
+    assert empty.count() == 0
