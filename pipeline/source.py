@@ -20,12 +20,26 @@ from pyspark.sql.datasource import (
     DataSourceWriter,
     InputPartition,
 )
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 from pyspark.sql.types import StructType
 
-try:  # PySpark >= 4.2; older versions simply do not offer Trigger.AvailableNow to Python sources.
-    from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
-except ImportError:  # pragma: no cover - depends on the installed PySpark
+try:  # PySpark >= 4.2: admission control (read limits) and Trigger.AvailableNow for Python sources.
+    from pyspark.sql.streaming.datasource import (
+        ReadAllAvailable,
+        ReadLimit,
+        ReadMaxRows,
+        SupportsTriggerAvailableNow,
+    )
+except ImportError:  # pragma: no cover - PySpark 4.0/4.1 call latestOffset() without arguments
+
+    class ReadLimit:  # type: ignore[no-redef]
+        pass
+
+    class ReadAllAvailable(ReadLimit):  # type: ignore[no-redef]
+        pass
+
+    class ReadMaxRows(ReadLimit):  # type: ignore[no-redef]
+        def __init__(self, max_rows: int) -> None:
+            self.max_rows = max_rows
 
     class SupportsTriggerAvailableNow:  # type: ignore[no-redef]
         pass
