@@ -10,6 +10,8 @@ import pytest
 from pipeline_testlib import create_topic, spark_or_skip
 
 spark_or_skip()
+# Spark starts slowly and shares 2 cores with the broker and other suites: generous per-test limits.
+pytestmark = pytest.mark.timeout(900)
 
 TOPIC = "batch-50k"
 PARTITIONS = 3

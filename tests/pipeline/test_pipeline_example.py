@@ -13,6 +13,8 @@ import pytest
 from pipeline_testlib import consume_all, spark_or_skip
 
 spark_or_skip()
+# Spark starts slowly and shares 2 cores with the broker and other suites: generous per-test limits.
+pytestmark = pytest.mark.timeout(900)
 
 from pipeline.examples import aggregates, snapshot  # noqa: E402 - after the pyspark check
 from pipeline.examples.updates import create_compacted_topic, generate, latest_per_key, produce  # noqa: E402
@@ -59,7 +61,7 @@ def run_aggregates(spark: Any, broker: Any, tmp_path: Path) -> None:
         available_now=True, max_offsets_per_trigger=2500,
     )
     query.awaitTermination(timeout=600)
-    assert query.exception() is None, query.exception()
+    assert not query.isActive and query.exception() is None, query.exception()
 
 
 def clean_until_done(broker: Any) -> int:

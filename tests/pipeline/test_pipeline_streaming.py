@@ -10,6 +10,8 @@ import pytest
 from pipeline_testlib import create_topic, spark_or_skip
 
 spark_or_skip()
+# Spark starts slowly and shares 2 cores with the broker and other suites: generous per-test limits.
+pytestmark = pytest.mark.timeout(900)
 
 
 def produce(bootstrap: str, topic: str, ids: range, partitions: int) -> None:
@@ -39,7 +41,8 @@ def run_to_end(df: Any, out: Path, checkpoint: Path, available_now: bool = False
     writer = df.writeStream.format("parquet").option("path", str(out)).option("checkpointLocation", str(checkpoint))
     if available_now:
         query = writer.trigger(availableNow=True).start()
-        query.awaitTermination(timeout=300)
+        query.awaitTermination(timeout=600)
+        assert not query.isActive, "the availableNow query did not finish"
     else:
         query = writer.start()
         query.processAllAvailable()

@@ -11,6 +11,8 @@ import pytest
 from pipeline_testlib import consume_all, create_topic, spark_or_skip
 
 spark_or_skip()
+# Spark starts slowly and shares 2 cores with the broker and other suites: generous per-test limits.
+pytestmark = pytest.mark.timeout(900)
 
 SCHEMA = "topic string, partition int, key string, value binary, headers array<struct<key: string, value: binary>>"
 
@@ -119,6 +121,6 @@ def test_streaming_sink_copies_a_topic(spark: Any, broker: Any, tmp_path: Path) 
         .trigger(availableNow=True)
         .start()
     )
-    query.awaitTermination(timeout=300)
-    assert query.exception() is None
+    query.awaitTermination(timeout=600)
+    assert not query.isActive and query.exception() is None
     assert consumed(broker, "copy-out") == consumed(broker, "copy-in")
