@@ -121,9 +121,25 @@ class BatchFilter:
         if discard_records:
             all_kept = header.records_count == 0
         else:
-            # the lean scan decides; full records are decoded only if the batch must be rebuilt
+            # The lean scan decides; full records are decoded only if the batch must be rebuilt. The
+            # per-record decision (Kafka's shouldRetainRecord) is inlined: this loop runs for every record
+            # while holding the GIL the broker's event loop needs.
+            is_control = header.is_control
+            latest_offset = self.map.latest_offset
+            get = self.map.get
+            tombstones_expired = header.has_delete_horizon and self.now >= header.delete_horizon_ms
             for offset, key, value_is_null in scan_records(batch, 0, header):
-                if header.is_control or self._should_retain_record(header, offset, key, value_is_null):
+                if is_control or offset > latest_offset:
+                    retain = True
+                elif key is None:
+                    # Keyless records cannot be compacted: Kafka drops them and counts them as invalid.
+                    self.stats.invalid_message()
+                    retain = False
+                elif offset < get(key):
+                    retain = False
+                else:
+                    retain = not (value_is_null and tombstones_expired)
+                if retain:
                     kept_offsets.add(offset)
                     if value_is_null:
                         contains_tombstones = True
@@ -144,20 +160,6 @@ class BatchFilter:
             self.stats.recopy_messages(0, len(data))
             return FilteredBatch(data, header.max_timestamp, header.last_offset, 0)
         return None
-
-    def _should_retain_record(self, header: RecordBatchHeader, offset: int, key: bytes | None,
-                              value_is_null: bool) -> bool:
-        if offset > self.map.latest_offset:
-            return True
-        if key is None:
-            # Keyless records cannot be compacted: Kafka drops them and counts them as invalid.
-            self.stats.invalid_message()
-            return False
-        if offset < self.map.get(key):
-            return False
-        if not value_is_null:
-            return True
-        return not header.has_delete_horizon or self.now < header.delete_horizon_ms
 
     def _rebuild(self, header: RecordBatchHeader, kept: list, need_horizon: bool) -> bytearray:
         if need_horizon:

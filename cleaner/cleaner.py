@@ -248,6 +248,7 @@ class Cleaner:
         """True when the map filled up inside this segment."""
         _, position = segment.offset_index.lookup(start_offset)
         max_entries = offset_map.max_entries
+        put = offset_map.put
         for chunk, chunk_pos, batches in self._chunks(log, segment, position, stats, for_map=True):
             for pos, header in batches:
                 rel = pos - chunk_pos
@@ -258,13 +259,17 @@ class Cleaner:
                     stats.index_messages_read(header.records_count)  # aborted data: nothing to map
                 else:
                     if header.last_offset >= start_offset:
+                        # Per-record work is kept to the scan and one put: this loop holds the GIL that
+                        # the broker's event loop needs for produce/fetch.
+                        read = 0
                         for offset, key, _ in scan_records(chunk, rel, header):
                             if key is not None and offset >= start_offset:
-                                if offset_map.size < max_entries:
-                                    offset_map.put(key, offset)
-                                else:
+                                if offset_map.size >= max_entries:
+                                    stats.index_messages_read(read)
                                     return True
-                            stats.index_messages_read(1)
+                                put(key, offset)
+                            read += 1
+                        stats.index_messages_read(read)
                     else:
                         stats.index_messages_read(header.records_count)
                 if header.last_offset >= start_offset:

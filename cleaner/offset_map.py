@@ -14,6 +14,8 @@ import struct
 HASH_SIZE = 16  # MD5
 SLOT_SIZE = HASH_SIZE + 8
 _OFFSET = struct.Struct(">q")
+_FIRST_PROBE = struct.Struct(">i")  # attempt 0 reads the int32 at hash bytes [0, 4)
+_md5 = hashlib.md5
 _EMPTY_SLOT = bytes(SLOT_SIZE)
 _INT32_MIN = -(2**31)
 
@@ -59,11 +61,11 @@ class SkimpyOffsetMap:
         value = 0 if value == _INT32_MIN else abs(value)
         return (value % self.slots) * SLOT_SIZE
 
-    def _find(self, digest: bytes) -> tuple[int, bool]:
+    def _find(self, digest: bytes, first_attempt: int = 0) -> tuple[int, bool]:
         """(byte position of the slot, whether it already holds `digest`); position -1 when the table is
         exhausted (only possible once entries == slots, which max_entries forbids)."""
         buf = self._bytes
-        for attempt in range(self.slots + HASH_SIZE - 4):
+        for attempt in range(first_attempt, self.slots + HASH_SIZE - 4):
             pos = self._position(digest, attempt)
             self.probes += 1
             stored = buf[pos : pos + HASH_SIZE]
@@ -73,16 +75,29 @@ class SkimpyOffsetMap:
                 return pos, False
         return -1, False
 
+    def _lookup(self, digest: bytes) -> tuple[int, bool]:
+        """_find with the first probe inlined: at the map's load factor most keys need only that one, and
+        the cleaner calls this for every record (it holds the GIL meanwhile, so every call counts)."""
+        self.lookups += 1
+        self.probes += 1
+        value = _FIRST_PROBE.unpack_from(digest)[0]
+        pos = ((0 if value == _INT32_MIN else abs(value)) % self.slots) * SLOT_SIZE
+        buf = self._bytes
+        if buf[pos : pos + HASH_SIZE] == digest:
+            return pos, True
+        if buf[pos : pos + SLOT_SIZE] == _EMPTY_SLOT:
+            return pos, False
+        return self._find(digest, 1)
+
     # --- the OffsetMap interface -------------------------------------------------------------------------
 
     def put(self, key: bytes | bytearray | memoryview, offset: int) -> None:
-        self.put_digest(self.hash_key(key), offset)
+        self.put_digest(_md5(key, usedforsecurity=False).digest(), offset)
 
     def put_digest(self, digest: bytes, offset: int) -> None:
         if self._entries >= self.slots:
             raise OverflowError("offset map is full")
-        self.lookups += 1
-        pos, found = self._find(digest)
+        pos, found = self._lookup(digest)
         if pos < 0:
             raise OverflowError("offset map is full")
         if not found:
@@ -92,11 +107,10 @@ class SkimpyOffsetMap:
         self.latest_offset = offset
 
     def get(self, key: bytes | bytearray | memoryview) -> int:
-        return self.get_digest(self.hash_key(key))
+        return self.get_digest(_md5(key, usedforsecurity=False).digest())
 
     def get_digest(self, digest: bytes) -> int:
-        self.lookups += 1
-        pos, found = self._find(digest)
+        pos, found = self._lookup(digest)
         if not found:
             return -1
         return _OFFSET.unpack_from(self._bytes, pos + HASH_SIZE)[0]
