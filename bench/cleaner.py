@@ -2,8 +2,8 @@
 
 1. Cleaner throughput (MB/s of log read: offset-map build + cleaning pass) on a large compacted log of
    1 KiB records and one of 100 B records, each with 25% distinct keys, built directly on disk.
-2. Produce latency (p50/p99, acks=all, one record per request) against an in-process broker while idle, and
-   while its cleaner thread compacts a large log.
+2. Produce latency (p50/p99, acks=all, one record per request) and event-loop lag against an in-process
+   broker while idle, and while its cleaner thread compacts a large log with cleaner.pacing off, then on.
 
     python bench/cleaner.py [--mb MEGABYTES] [--max-seconds S]
 
@@ -13,11 +13,14 @@ Bounded to roughly a minute in total with the defaults.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
+import re
 import shutil
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -88,35 +91,73 @@ def produce_latencies(bootstrap: str, topic: str, seconds: float, stop=None) -> 
     return out
 
 
-def describe(label: str, lat: list[float]) -> None:
+def describe(label: str, lat: list[float], unit: str = "sends") -> None:
     if len(lat) < 2:
-        print(f"{label:>22}: not enough samples")
+        print(f"{label:>32}: not enough samples")
         return
     q = statistics.quantiles(lat, n=100, method="inclusive")
-    print(f"{label:>22}: {len(lat):>6} sends, p50 {q[49]:6.2f} ms, p99 {q[98]:6.2f} ms, max {max(lat):6.2f} ms")
+    print(f"{label:>32}: {len(lat):>6} {unit}, p50 {q[49]:6.2f} ms, p99 {q[98]:6.2f} ms, max {max(lat):6.2f} ms")
+
+
+class LoopLag:
+    """How late 1 ms timers fire on the broker's event loop: the GIL wait the cleaner adds to every wake-up."""
+
+    def __init__(self, loop) -> None:  # noqa: ANN001
+        self.samples: list[float] = []
+        self._stop = threading.Event()
+        self._future = asyncio.run_coroutine_threadsafe(self._probe(), loop)
+
+    async def _probe(self) -> None:
+        while not self._stop.is_set():
+            t0 = time.perf_counter()  # not loop.time(): uvloop caches it per iteration
+            await asyncio.sleep(0.001)
+            self.samples.append((time.perf_counter() - t0) * 1000 - 1.0)
+
+    def stop(self) -> list[float]:
+        self._stop.set()
+        self._future.result(timeout=60)
+        return self.samples
+
+
+def measure(label: str, broker, seconds: float, stop=None) -> None:  # noqa: ANN001
+    lag = LoopLag(broker.loop)
+    lat = produce_latencies(broker.bootstrap, "latency", seconds, stop)
+    describe(label, lat)
+    describe(label + " (loop lag)", lag.stop(), unit="timers")
 
 
 def latency_while_cleaning(megabytes: float, seconds: float) -> None:
+    """Idle, then while the cleaner compacts one large log with cleaner.pacing off, then another (the same
+    size) with pacing on: the two cleaning phases run in the same broker, back to back."""
     from kafka import KafkaAdminClient
     from kafka.admin import NewTopic
 
+    from cleaner import pacing
     from tidelog.testing import run_broker
 
+    segment = str(8 * 1024 * 1024)
     with run_broker(overrides={"log.cleaner.backoff.ms": 200}) as broker:
         admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
-        admin.create_topics([NewTopic("latency", 1, 1), NewTopic("big", 1, 1, topic_configs={
-            "segment.bytes": str(8 * 1024 * 1024)})])
+        admin.create_topics([NewTopic("latency", 1, 1)] + [
+            NewTopic(name, 1, 1, topic_configs={"segment.bytes": segment}) for name in ("big-a", "big-b")])
         admin.close()
-        big = broker.state.log_manager.get_log(TopicPartition("big", 0))
-        fill(big, int(megabytes * 1024 * 1024), 1024, append=lambda b: broker.call(lambda: big.append_as_leader(b)))
-        broker.call(lambda: big.roll())
-        describe("idle", produce_latencies(broker.bootstrap, "latency", seconds))
-        before = len(broker.state.cleaner.summaries)
-        broker.call(lambda: broker.state.topics.set_overrides("big", {
-            "cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01", "segment.bytes": str(8 * 1024 * 1024)}))
-        lat = produce_latencies(broker.bootstrap, "latency", seconds * 3,
-                                stop=lambda: len(broker.state.cleaner.summaries) > before)
-        describe("during cleaning", lat)
+        for name in ("big-a", "big-b"):
+            big = broker.state.log_manager.get_log(TopicPartition(name, 0))
+            fill(big, int(megabytes * 1024 * 1024), 1024,
+                 append=lambda b, log=big: broker.call(lambda: log.append_as_leader(b)))
+            broker.call(lambda log=big: log.roll())
+        measure("idle", broker, seconds)
+        for name, paced in (("big-a", False), ("big-b", True)):
+            pacing.ENABLED = paced
+            before = len(broker.state.cleaner.summaries)
+            broker.call(lambda n=name: broker.state.topics.set_overrides(n, {
+                "cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01", "segment.bytes": segment}))
+            measure(f"cleaning, pacing {'on' if paced else 'off'}", broker, seconds * 3,
+                    stop=lambda b=before: len(broker.state.cleaner.summaries) > b)
+            rate = re.search(r"processed in ([0-9.]+) seconds \(([0-9.]+) MB/sec\)", broker.state.cleaner.summaries[-1])
+            if rate:
+                print(f"{'':>34}cleaner: {rate.group(2)} MB/s ({rate.group(1)} s)")
+        pacing.ENABLED = True
 
 
 def main() -> None:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from cleaner.batch_filter import BatchFilter, LastRecord
 from cleaner.offset_map import SkimpyOffsetMap
+from cleaner.pacing import Pacer
 from cleaner.record_scan import scan_records
 from cleaner.stats import CleanerStats, Throttler
 from cleaner.transactions import CleanedTransactionMetadata
@@ -249,8 +250,10 @@ class Cleaner:
         _, position = segment.offset_index.lookup(start_offset)
         max_entries = offset_map.max_entries
         put = offset_map.put
+        pace = Pacer().pace
         for chunk, chunk_pos, batches in self._chunks(log, segment, position, stats, for_map=True):
             for pos, header in batches:
+                pace()
                 rel = pos - chunk_pos
                 if header.is_control:
                     txn.on_control_batch_read(header, memoryview(chunk)[rel : rel + header.size])
@@ -367,12 +370,14 @@ class Cleaner:
     def _clean_into(
         self, log: Log, source: LogSegment, dest: LogSegment, batch_filter: BatchFilter, stats: CleanerStats
     ) -> None:
+        pace = Pacer().pace
         for chunk, chunk_pos, batches in self._chunks(log, source, 0, stats, for_map=False):
             out = bytearray()
             max_ts = -1
             offset_of_max_ts = -1
             last_offset = -1
             for pos, header in batches:
+                pace()
                 result = batch_filter.filter(chunk, pos - chunk_pos, header)
                 if result is None:
                     continue

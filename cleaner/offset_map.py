@@ -75,21 +75,9 @@ class SkimpyOffsetMap:
                 return pos, False
         return -1, False
 
-    def _lookup(self, digest: bytes) -> tuple[int, bool]:
-        """_find with the first probe inlined: at the map's load factor most keys need only that one, and
-        the cleaner calls this for every record (it holds the GIL meanwhile, so every call counts)."""
-        self.lookups += 1
-        self.probes += 1
-        value = _FIRST_PROBE.unpack_from(digest)[0]
-        pos = ((0 if value == _INT32_MIN else abs(value)) % self.slots) * SLOT_SIZE
-        buf = self._bytes
-        if buf[pos : pos + HASH_SIZE] == digest:
-            return pos, True
-        if buf[pos : pos + SLOT_SIZE] == _EMPTY_SLOT:
-            return pos, False
-        return self._find(digest, 1)
-
     # --- the OffsetMap interface -------------------------------------------------------------------------
+    # put/get inline hashing and the first probe (most keys need only that one at the map's load factor):
+    # the cleaner calls them for every record while holding the GIL the broker's event loop needs.
 
     def put(self, key: bytes | bytearray | memoryview, offset: int) -> None:
         self.put_digest(_md5(key, usedforsecurity=False).digest(), offset)
@@ -97,23 +85,40 @@ class SkimpyOffsetMap:
     def put_digest(self, digest: bytes, offset: int) -> None:
         if self._entries >= self.slots:
             raise OverflowError("offset map is full")
-        pos, found = self._lookup(digest)
-        if pos < 0:
-            raise OverflowError("offset map is full")
-        if not found:
-            self._bytes[pos : pos + HASH_SIZE] = digest
-            self._entries += 1
-        _OFFSET.pack_into(self._bytes, pos + HASH_SIZE, offset)
+        self.lookups += 1
+        self.probes += 1
+        value = _FIRST_PROBE.unpack_from(digest)[0]
+        pos = ((0 if value == _INT32_MIN else abs(value)) % self.slots) * SLOT_SIZE
+        buf = self._bytes
+        if buf[pos : pos + HASH_SIZE] != digest:
+            if buf[pos : pos + SLOT_SIZE] == _EMPTY_SLOT:
+                found = False
+            else:
+                pos, found = self._find(digest, 1)
+                if pos < 0:
+                    raise OverflowError("offset map is full")
+            if not found:
+                buf[pos : pos + HASH_SIZE] = digest
+                self._entries += 1
+        _OFFSET.pack_into(buf, pos + HASH_SIZE, offset)
         self.latest_offset = offset
 
     def get(self, key: bytes | bytearray | memoryview) -> int:
         return self.get_digest(_md5(key, usedforsecurity=False).digest())
 
     def get_digest(self, digest: bytes) -> int:
-        pos, found = self._lookup(digest)
-        if not found:
-            return -1
-        return _OFFSET.unpack_from(self._bytes, pos + HASH_SIZE)[0]
+        self.lookups += 1
+        self.probes += 1
+        value = _FIRST_PROBE.unpack_from(digest)[0]
+        pos = ((0 if value == _INT32_MIN else abs(value)) % self.slots) * SLOT_SIZE
+        buf = self._bytes
+        if buf[pos : pos + HASH_SIZE] != digest:
+            if buf[pos : pos + SLOT_SIZE] == _EMPTY_SLOT:
+                return -1
+            pos, found = self._find(digest, 1)
+            if not found:
+                return -1
+        return _OFFSET.unpack_from(buf, pos + HASH_SIZE)[0]
 
     def update_latest_offset(self, offset: int) -> None:
         """Raise the covered range without storing a key (gaps, control batches, a fully scanned segment)."""

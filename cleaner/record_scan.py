@@ -48,6 +48,9 @@ def scan_records(
             b = data[p]
             if b < 0x80:
                 length, p = (b >> 1) ^ -(b & 1), p + 1
+            elif data[p + 1] < 0x80:  # records of 64 B - 8 KiB: a two-byte length, inlined
+                v = (b & 0x7F) | (data[p + 1] << 7)
+                length, p = (v >> 1) ^ -(v & 1), p + 2
             else:
                 length, p = _varint(data, p)
             start = p
@@ -62,6 +65,9 @@ def scan_records(
             b = data[p]
             if b < 0x80:
                 offset_delta, p = (b >> 1) ^ -(b & 1), p + 1
+            elif data[p + 1] < 0x80:
+                v = (b & 0x7F) | (data[p + 1] << 7)
+                offset_delta, p = (v >> 1) ^ -(v & 1), p + 2
             else:
                 offset_delta, p = _varint(data, p)
             b = data[p]
