@@ -135,3 +135,26 @@ def test_records_lost_to_retention(spark: Any, broker: Any, tmp_path: Path, fail
     else:
         assert sum(run_to_end(stream(spark, broker, topic, **opts), out, checkpoint)) == 50
         assert sorted(o for _, _, o in output(spark, out)) == list(range(0, 100)) + list(range(150, 200))
+
+
+def test_pattern_picks_up_new_topics(spark: Any, broker: Any, tmp_path: Path) -> None:
+    create_topic(broker.bootstrap, "pattern-a", 1)
+    produce(broker.bootstrap, "pattern-a", range(0, 10), 1)
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+
+    def df() -> Any:
+        return (
+            spark.readStream.format("tidelog")
+            .option("kafka.bootstrap.servers", broker.bootstrap)
+            .option("subscribePattern", "pattern-.*")
+            .option("startingOffsets", "earliest")
+            .load()
+            .selectExpr("topic", "CAST(value AS STRING) AS value")
+        )
+
+    assert sum(run_to_end(df(), out, checkpoint)) == 10
+    create_topic(broker.bootstrap, "pattern-b", 2)
+    produce(broker.bootstrap, "pattern-b", range(10, 15), 2)
+    assert sum(run_to_end(df(), out, checkpoint)) == 5  # the new topic, from its beginning
+    got = sorted((r.topic, r.value) for r in spark.read.parquet(str(out)).collect())
+    assert got == sorted([("pattern-a", f"id-{i}") for i in range(10)] + [("pattern-b", f"id-{i}") for i in range(10, 15)])
