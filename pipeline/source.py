@@ -159,7 +159,7 @@ class TidelogBatchReader(DataSourceReader):
             ranges.append(OffsetRange(tp, starts[tp], ends[tp]))
         return [KafkaInputPartition(r) for r in split_ranges(ranges, self.options.min_partitions)]
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+    def read(self, partition: InputPartition) -> Iterator[Any]:
         return _read(self.options, self.schema, partition)
 
 
@@ -247,7 +247,7 @@ class TidelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             ranges.append(OffsetRange(tp, begin[tp], until[tp]))
         return [KafkaInputPartition(r) for r in split_ranges(ranges, self.options.min_partitions)]
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+    def read(self, partition: InputPartition) -> Iterator[Any]:
         return _read(self.options, self.schema, partition)
 
     def commit(self, end: dict[str, Any]) -> None:
