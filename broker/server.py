@@ -1,15 +1,22 @@
 """The asyncio (uvloop) listener: accepts connections and runs a Connection per client.
 
-Start-up is kept fast: handler modules (and kafka-python behind them) are imported lazily, by a warm-up
-thread started once the listener is up, or on the first request that needs them.
+Start-up is kept fast (protocol-compat §9 quirk 17: answer ApiVersions immediately). `Server.start` first
+binds the listeners with only what ApiVersions needs loaded (its handler, kafka-python's ApiVersions classes and
+the advertised ranges, read from the handler sources without importing them); other requests wait for `ready`.
+Then a worker thread builds the broker state and loads the logs and handler modules while ApiVersions is
+answered; the group coordinator and cleaner start on the loop; `ready` is set; and a warm-up thread imports the
+remaining kafka-python classes and starts the metrics endpoint.
 """
 
 from __future__ import annotations
 
 import asyncio
 import importlib
+import importlib.util
 import logging
+import re
 import socket
+import sys
 import threading
 from collections.abc import Awaitable, Callable
 from types import ModuleType
@@ -19,6 +26,41 @@ if TYPE_CHECKING:
     from broker.state import BrokerState
 
 log = logging.getLogger("broker.server")
+
+API_VERSIONS_KEY = 18
+# A module-level `NAME = <int literal>` (optionally `NAME: int = ...`) in a handler's source.
+_CONSTANT = re.compile(r"^(API_KEY|MIN_VERSION|MAX_VERSION|ADVERTISED_MIN)\s*(?::\s*int\s*)?=\s*(\d+)\s*(?:#.*)?$",
+                       re.MULTILINE)
+
+
+def _source_constants(name: str) -> dict[str, int] | None:
+    """API_KEY, MIN_VERSION, MAX_VERSION (and ADVERTISED_MIN) of handler module `name` without importing it:
+    {} if the module does not exist, None if they cannot be read as plain literals (import it instead)."""
+    full = f"broker.apis.{name}"
+    module = sys.modules.get(full)
+    if module is not None:
+        return {k: int(getattr(module, k)) for k in ("API_KEY", "MIN_VERSION", "MAX_VERSION", "ADVERTISED_MIN")
+                if hasattr(module, k)}
+    try:
+        spec = importlib.util.find_spec(full)
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return {}
+    if spec.origin is None or not spec.origin.endswith(".py"):
+        return None
+    try:
+        with open(spec.origin, encoding="utf-8") as f:
+            text = f.read()
+    except OSError:
+        return None
+    found: dict[str, int] = {}
+    for key, value in _CONSTANT.findall(text):
+        if found.setdefault(key, int(value)) != int(value):
+            return None  # assigned twice: only the import knows which value wins
+    if not {"API_KEY", "MIN_VERSION", "MAX_VERSION"} <= found.keys():
+        return None
+    return found
 
 
 class ApiRegistry:
@@ -32,6 +74,7 @@ class ApiRegistry:
         self._names = module_names
         self._by_key: dict[int, ModuleType] | None = None
         self._advertised: list[tuple[int, int, int]] | None = None
+        self._scanned: list[tuple[int, int, int]] | None = None
         self._lock = threading.Lock()
 
     def _load(self) -> dict[int, ModuleType]:
@@ -53,9 +96,34 @@ class ApiRegistry:
                 self._by_key = by_key
             return self._by_key
 
+    @property
+    def loaded(self) -> bool:
+        return self._by_key is not None
+
     def module(self, api_key: int) -> ModuleType | None:
         by_key = self._by_key if self._by_key is not None else self._load()
         return by_key.get(api_key)
+
+    def api_versions_module(self) -> ModuleType | None:
+        """The ApiVersions handler, importing only it while the other modules are not loaded yet."""
+        if self._by_key is None and "api_versions" in self._names:
+            try:
+                module = importlib.import_module("broker.apis.api_versions")
+            except Exception:  # noqa: BLE001 - the full load logs it and leaves ApiVersions unserved
+                module = None
+            if module is not None and getattr(module, "API_KEY", None) == API_VERSIONS_KEY:
+                return module
+        return self.module(API_VERSIONS_KEY)
+
+    def prepare_api_versions(self) -> None:
+        """Import what the first ApiVersions needs (its handler and kafka-python classes; the ranges are read
+        from the sources), so answering it on the loop never waits for other imports."""
+        module = self.api_versions_module()
+        if module is not None:
+            from protocol.messages import request_class
+
+            request_class(API_VERSIONS_KEY)
+        self.advertised_ranges()
 
     def modules(self) -> dict[int, ModuleType]:
         return dict(self._by_key if self._by_key is not None else self._load())
@@ -63,12 +131,32 @@ class ApiRegistry:
     def advertised_ranges(self) -> list[tuple[int, int, int]]:
         """(api_key, min, max) per module; min is ADVERTISED_MIN when a module sets it (Produce: 0,
         KAFKA-18659) so old librdkafka keeps compression enabled."""
-        if self._advertised is None:
-            self._advertised = sorted(
-                (k, int(getattr(m, "ADVERTISED_MIN", m.MIN_VERSION)), int(m.MAX_VERSION))
-                for k, m in self.modules().items()
-            )
+        if self._advertised is not None:
+            return self._advertised
+        if self._by_key is None:
+            # Before the modules are imported: the same constants read from their sources (a module that
+            # then fails to import stops being advertised once the load has logged it).
+            scanned = self._scanned_ranges()
+            if scanned is not None:
+                return scanned
+        self._advertised = sorted(
+            (k, int(getattr(m, "ADVERTISED_MIN", m.MIN_VERSION)), int(m.MAX_VERSION))
+            for k, m in self.modules().items()
+        )
         return self._advertised
+
+    def _scanned_ranges(self) -> list[tuple[int, int, int]] | None:
+        if self._scanned is None:
+            by_key: dict[int, tuple[int, int, int]] = {}
+            for name in self._names:
+                found = _source_constants(name)
+                if found is None:
+                    return None
+                if found:
+                    key = found["API_KEY"]
+                    by_key[key] = (key, found.get("ADVERTISED_MIN", found["MIN_VERSION"]), found["MAX_VERSION"])
+            self._scanned = sorted(by_key.values())
+        return self._scanned
 
     def warm_up(self) -> None:
         """Import every handler module and the kafka-python message classes they use."""
@@ -102,13 +190,25 @@ class Server:
         self._connections: set[asyncio.Task[None]] = set()
         self.host: str = ""
         self.port: int = 0
+        # Set once the logs are loaded and the services started; requests other than ApiVersions wait for it.
+        self.ready = asyncio.Event()
 
     async def start(self, warm_up: bool = True, sock: socket.socket | None = None) -> None:
-        """Load the logs, bind every listener (the first may be the already listening `sock`), then start
-        metrics and the handler warm-up."""
+        """Bind every listener (the first may be the already listening `sock`) and answer ApiVersions from
+        then on; load the logs; start the services, metrics and the handler warm-up. Returns when ready."""
+        await self.start_listening(sock)
+        try:
+            await self.finish_startup(warm_up)
+        except BaseException:
+            await self._close_listeners()
+            raise
+
+    async def start_listening(self, sock: socket.socket | None = None) -> None:
+        """Accept connections: ApiVersions is answered at once, other requests wait for `ready`."""
         state = self.state
-        state.startup()
         from broker.connection import Connection
+
+        self.registry.prepare_api_versions()
 
         def on_connect_for(listener: str) -> Callable[[asyncio.StreamReader, asyncio.StreamWriter],
                                                       Awaitable[None]]:
@@ -117,7 +217,7 @@ class Server:
                 assert task is not None
                 self._connections.add(task)
                 try:
-                    await Connection(state, self.registry, reader, writer, listener).run()
+                    await Connection(state, self.registry, reader, writer, listener, self.ready).run()
                 except asyncio.CancelledError:
                     pass  # broker stopping; finishing normally keeps asyncio's stream callback quiet
                 finally:
@@ -125,21 +225,47 @@ class Server:
 
             return on_connect
 
-        for i, (name, host, port) in enumerate(state.listeners):
-            callback = on_connect_for(name)
-            if i == 0 and sock is not None:
-                server = await asyncio.start_server(callback, sock=sock, limit=1 << 20)
-            else:
-                server = await asyncio.start_server(callback, host or None, port, limit=1 << 20,
-                                                    reuse_address=True)
-            self._servers.append(server)
-            bound_host, bound_port = server.sockets[0].getsockname()[:2]
-            self.ports[name] = bound_port
-            state.listener_bound(name, bound_port)
-            if i == 0:
-                self.host, self.port = bound_host, bound_port
+        try:
+            for i, (name, host, port) in enumerate(state.listeners):
+                callback = on_connect_for(name)
+                if i == 0 and sock is not None:
+                    server = await asyncio.start_server(callback, sock=sock, limit=1 << 20)
+                else:
+                    server = await asyncio.start_server(callback, host or None, port, limit=1 << 20,
+                                                        reuse_address=True)
+                self._servers.append(server)
+                bound_host, bound_port = server.sockets[0].getsockname()[:2]
+                self.ports[name] = bound_port
+                state.listener_bound(name, bound_port)
+                if i == 0:
+                    self.host, self.port = bound_host, bound_port
+        except BaseException:
+            await self._close_listeners()
+            raise
+
+    async def finish_startup(self, warm_up: bool = True) -> None:
+        """Load the logs and handler modules on a worker thread (the loop keeps answering ApiVersions), start
+        the group coordinator and cleaner on the loop, then let the waiting requests through."""
+        await asyncio.to_thread(self._load)
+        self.state.start_services()
+        self.ready.set()
         if warm_up:
             threading.Thread(target=self._warm_up, name="tidelog-warm-up", daemon=True).start()
+
+    def _load(self) -> None:
+        self.state.load_logs()
+        self.registry.modules()
+
+    async def _close_listeners(self) -> None:
+        servers, self._servers = self._servers, []
+        for server in servers:
+            server.close()
+        for task in list(self._connections):
+            task.cancel()
+        if self._connections:
+            await asyncio.gather(*self._connections, return_exceptions=True)
+        for server in servers:
+            await server.wait_closed()
 
     def _warm_up(self) -> None:
         try:
@@ -151,15 +277,7 @@ class Server:
 
     async def stop(self) -> None:
         """Stop accepting, close every connection, then shut the broker state down (flush, checkpoints)."""
-        servers, self._servers = self._servers, []
-        for server in servers:
-            server.close()
-        for task in list(self._connections):
-            task.cancel()
-        if self._connections:
-            await asyncio.gather(*self._connections, return_exceptions=True)
-        for server in servers:
-            await server.wait_closed()
+        await self._close_listeners()
         self.state.shutdown()
 
 

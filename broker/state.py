@@ -2,6 +2,11 @@
 
 Optional subsystems (group coordinator, producer ids, cleaner, purgatory) are created only when their module
 exists, through `_optional` below: one line per subsystem, so landing a new one is a one-line change.
+
+Construction is cheap: the subsystems (and storage, groups and cleaner behind them, the bulk of start-up's
+imports) are built by `load()`, which `Server.start` runs on a worker thread while the listener already answers
+ApiVersions (protocol-compat §9 quirk 17). Reading one of them before that builds them on the spot, so
+`state.topics` etc. are always usable.
 """
 
 from __future__ import annotations
@@ -9,6 +14,7 @@ from __future__ import annotations
 import base64
 import logging
 import socket
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -37,6 +43,9 @@ def _optional(module: str, build: Callable[[Any], Any]) -> Any:
     return build(mod)
 
 
+_SUBSYSTEMS = frozenset({"log_manager", "topics", "purgatory", "groups", "producer_ids", "cleaner"})
+
+
 def new_cluster_id() -> str:
     """Kafka's Uuid.randomUuid().toString(): 22 chars of URL-safe base64 without padding."""
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
@@ -59,20 +68,55 @@ class BrokerState:
             self.advertised_endpoints[name] = (adv_host or socket.gethostname(), adv_port)
         self.listener_name: str = self.listeners[0][0]
         self.advertised_host, self.advertised_port = self.advertised_endpoints[self.listener_name]
-        self.log_manager: Any = self._create_log_manager()
-        from broker.topics import TopicManager
-
-        self.topics: Any = TopicManager(config, self.log_manager)
         self.metrics = BrokerMetrics(self._log_sizes)
         self.cluster_id: str = ""
         self.api_registry: Any = None  # set by the Server that serves this state
-        # --- optional subsystems: one line each ---
-        self.purgatory: Any = _optional("broker.purgatory", lambda m: m.FetchPurgatory(self.clock))
-        # the coordinator persists to __consumer_offsets through self.topics (created above)
-        self.groups: Any = _optional("broker.groups", lambda m: m.create_group_coordinator(self))
-        self.producer_ids: Any = _optional("broker.producer_ids", lambda m: m.ProducerIdManager(config.log_dirs[0]))
-        self.cleaner: Any = _optional("cleaner.broker", lambda m: m.create_log_cleaner(self))
+        self._load_lock = threading.Lock()
+        self._loading: threading.Thread | None = None
+        self._loaded = False
         self._started = False
+
+    # The subsystems below are attributes once load() ran; __getattr__ runs it on first access before that.
+    log_manager: Any
+    topics: Any
+    purgatory: Any
+    groups: Any
+    producer_ids: Any
+    cleaner: Any
+
+    def __getattr__(self, name: str) -> Any:
+        # Only called for attributes not set yet: a subsystem read before load(), or (by a subsystem's
+        # constructor, inside load()) one built after it, which stays an AttributeError as it always was.
+        if name in _SUBSYSTEMS and self.__dict__.get("_loading") is not threading.current_thread():
+            self.load()
+            if name in self.__dict__:
+                return self.__dict__[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def load(self) -> None:
+        """Build the subsystems (idempotent, thread-safe; the logs are read by load_logs())."""
+        with self._load_lock:
+            if self._loaded:
+                return
+            self._loading = threading.current_thread()
+            try:
+                self._build_subsystems()
+            finally:
+                self._loading = None
+            self._loaded = True
+
+    def _build_subsystems(self) -> None:
+        config = self.config
+        self.log_manager = self._create_log_manager()
+        from broker.topics import TopicManager
+
+        self.topics = TopicManager(config, self.log_manager)
+        # --- optional subsystems: one line each ---
+        self.purgatory = _optional("broker.purgatory", lambda m: m.FetchPurgatory(self.clock))
+        # the coordinator persists to __consumer_offsets through self.topics (created above)
+        self.groups = _optional("broker.groups", lambda m: m.create_group_coordinator(self))
+        self.producer_ids = _optional("broker.producer_ids", lambda m: m.ProducerIdManager(config.log_dirs[0]))
+        self.cleaner = _optional("cleaner.broker", lambda m: m.create_log_cleaner(self))
 
     def _create_log_manager(self) -> Any:
         from storage.log_manager import LogManager
@@ -94,6 +138,14 @@ class BrokerState:
     # --- lifecycle (called on the event loop thread: the group coordinator uses loop timers) ---
 
     def startup(self) -> None:
+        """Everything at once, on the loop thread (Server.start splits it: load_logs() on a worker thread)."""
+        self.load_logs()
+        self.start_services()
+
+    def load_logs(self) -> None:
+        """Build the subsystems, load (recover) every log and reconcile the topics. Touches no event loop, so
+        Server.start runs it on a worker thread while connections are answered."""
+        self.load()
         for d in self.config.log_dirs:
             Path(d).mkdir(parents=True, exist_ok=True)
         self.log_manager.startup()
@@ -102,6 +154,10 @@ class BrokerState:
         if not self.cluster_id:
             self.cluster_id = self.config.cluster_id or new_cluster_id()
         self.topics.startup()
+
+    def start_services(self) -> None:
+        """Start the group coordinator (replays __consumer_offsets; arms loop timers, so on the loop thread)
+        and the cleaner threads, after load_logs()."""
         for part in (self.groups, self.cleaner):
             if part is not None and hasattr(part, "startup"):
                 part.startup()

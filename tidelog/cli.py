@@ -88,7 +88,8 @@ def run_serve(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"tidelog: cannot listen on {config.listeners}: {exc}", file=sys.stderr)
         return 1
-    # Everything below (structlog, asyncio/uvloop, storage) is imported after the socket is listening.
+    # Everything below is imported after the socket is listening; Server.start answers ApiVersions before
+    # it loads storage, groups and cleaner (on a worker thread); structlog loads with the first log line.
     from tidelog.logging import configure_logging
 
     configure_logging(args.log_format, args.log_level)

@@ -185,22 +185,107 @@ def test_handler_exception_closes_only_that_connection(caplog: Any) -> None:
     assert any("handler bug" in r.getMessage() for r in caplog.records)
 
 
-def test_startup_loads_no_kafka_python_or_prometheus(tmp_path: Path) -> None:
-    """Start-up stays fast: kafka-python and prometheus_client are loaded only after the listener is up."""
-    code = f"""
-import asyncio, sys
+STARTUP_PROBE = """
+import asyncio, logging, socket, struct, sys
 from config.broker_config import BrokerConfig
 from broker.state import BrokerState
 from broker.server import Server
-cfg = BrokerConfig.load(None, {{}}, {{"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": {str(tmp_path)!r}}})
+from tidelog.logging import configure_logging
+
+LAZY = ("storage", "cleaner", "broker.groups", "broker.topics", "broker.purgatory", "broker.producer_ids",
+        "prometheus_client", "structlog", "kafka.protocol.consumer", "kafka.protocol.producer",
+        "kafka.protocol.admin", "lz4", "zstandard", "cramjam", "snappy", "crc32c")
+
+def loaded(prefixes=LAZY):
+    found = [m for m in sys.modules if m.startswith(prefixes) and m.split(".")[0] in {p.split(".")[0] for p in prefixes}]
+    found += [m for m in sys.modules if m.startswith("broker.apis.") and m != "broker.apis.api_versions"]
+    return sorted(found)
+
+def frame(api_key, version, correlation_id, body):
+    payload = struct.pack(">hhih", api_key, version, correlation_id, 5) + b"probe" + body
+    return struct.pack(">i", len(payload)) + payload
+
+def read_frame(sock):
+    def exact(n):
+        buf = b""
+        while len(buf) < n:
+            chunk = sock.recv(n - len(buf))
+            assert chunk, "closed"
+            buf += chunk
+        return buf
+    return exact(struct.unpack(">i", exact(4))[0])
+
+configure_logging("console", "INFO")
+cfg = BrokerConfig.load(None, {}, {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": sys.argv[1]})
+
 async def main():
-    server = Server(BrokerState(cfg))
-    await server.start(warm_up=False)
-    print(sorted(m for m in sys.modules if m == "kafka" or m.startswith(("kafka.", "prometheus_client"))))
+    state = BrokerState(cfg)
+    print("after BrokerState():", loaded())
+    server = Server(state)
+    await server.start_listening()
+    addr = ("127.0.0.1", server.port)
+    first = socket.create_connection(addr, timeout=60)
+    first.sendall(frame(3, 1, 7, struct.pack(">i", -1)))  # Metadata v1, all topics: waits for the logs
+    second = socket.create_connection(addr, timeout=60)
+    second.sendall(frame(18, 0, 8, b""))
+    early = await asyncio.to_thread(read_frame, second)
+    print("ApiVersions answered while loading:", struct.unpack_from(">i", early)[0] == 8)
+    print("after ApiVersions:", loaded())
+    first.setblocking(False)
+    try:
+        print("Metadata answered before ready:", len(first.recv(1)) > 0)
+    except BlockingIOError:
+        print("Metadata answered before ready:", False)
+    first.setblocking(True)
+    await server.finish_startup(warm_up=False)
+    metadata = await asyncio.to_thread(read_frame, first)
+    print("Metadata answered after ready:", struct.unpack_from(">i", metadata)[0] == 7)
+    second.sendall(frame(18, 0, 9, b""))
+    late = await asyncio.to_thread(read_frame, second)
+    print("same ApiVersions after loading:", early[4:] == late[4:])
+    print("kafka client modules:", sorted(m for m in sys.modules if m.startswith(("kafka.admin", "kafka.producer",
+          "kafka.consumer", "kafka.protocol.consumer", "kafka.protocol.producer", "kafka.protocol.admin"))))
+    print("prometheus:", "prometheus_client" in sys.modules)
+    logging.getLogger("probe").warning("first line")
+    print("structlog after a log line:", "structlog" in sys.modules)
+    first.close(); second.close()
     await server.stop()
+
 asyncio.run(main())
 """
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                         env=dict(os.environ, PYTHONPATH=str(ROOT)))
+
+
+def test_startup_answers_api_versions_before_loading_anything_else(tmp_path: Path) -> None:
+    """Start-up stays fast (protocol-compat §9 quirk 17): the listener answers ApiVersions with nothing but its
+    handler and kafka-python's ApiVersions classes loaded; storage, groups, cleaner, the other handlers,
+    compression codecs, the rest of kafka-python, prometheus_client and structlog load later (or never, until
+    used), and other requests wait until the logs are loaded."""
+    out = subprocess.run([sys.executable, "-c", STARTUP_PROBE, str(tmp_path)], capture_output=True, text=True,
+                         timeout=120, env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "[]"
+    assert out.stdout.splitlines() == [
+        "after BrokerState(): []",
+        "ApiVersions answered while loading: True",
+        "after ApiVersions: []",
+        "Metadata answered before ready: False",
+        "Metadata answered after ready: True",
+        "same ApiVersions after loading: True",
+        "kafka client modules: []",
+        "prometheus: False",
+        "structlog after a log line: True",
+    ], out.stderr
+    assert "first line" in out.stderr and "[warning  ]" in out.stderr  # rendered by structlog's console renderer
+    assert "[info     ] loaded" in out.stderr  # the start-up lines logged while loading, through structlog too
+
+
+def test_advertised_ranges_read_from_sources_match_the_modules() -> None:
+    """The ranges ApiVersions advertises before the handler modules are imported (read from their sources)
+    are the ones the imported modules give."""
+    from broker.server import ApiRegistry
+
+    registry = ApiRegistry()
+    scanned = registry._scanned_ranges()
+    assert scanned is not None and len(scanned) > 20
+    assert scanned == ApiRegistry().advertised_ranges() == sorted(
+        (m.API_KEY, getattr(m, "ADVERTISED_MIN", m.MIN_VERSION), m.MAX_VERSION)
+        for m in ApiRegistry().modules().values())
