@@ -147,12 +147,16 @@ class Connection:
                 # Recorded before the write so a client that saw the response also sees it counted.
                 metrics.record_bytes(size + 4, len(response_frame))
                 metrics.record_request(api_name, error_code, time.perf_counter() - started)
+                if transport.is_closing():
+                    return  # the client went away (or was closed as idle) while its request was handled
                 self.writer.write(response_frame)
                 if transport.get_write_buffer_size() > high_water:
                     # The client is not taking our bytes as fast as we write them: wait (and watch it).
                     self._watch()
                 await self.writer.drain()
                 self._unwatch()
+                if transport.is_closing():
+                    return  # closed for idleness while the client did not read: drop its buffered requests
         except (ConnectionError, asyncio.CancelledError):
             pass
         except Exception:  # noqa: BLE001 - one connection's failure never takes the broker down

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from broker.context import RequestContext
+from broker.context import CloseConnection, RequestContext
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import response_class
 from protocol.record_batch import ATTRIBUTES_OFFSET, COMPRESSION_MASK, HEADER_SIZE, MAGIC_OFFSET
@@ -100,12 +100,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any | None:
         results.append((topic.name, partitions))
 
     if acks == 0:
-        # Kafka closes the connection when an acks=0 produce fails, the only signal such a client gets;
-        # here the failure is logged and the (absent) response stands.
-        for name, partitions in results:
-            for index, result in partitions:
-                if result.error != ErrorCode.NONE:
-                    log.info("acks=0 produce to %s-%d failed: %s", name, index, result.error.name)
+        # No response to carry an error, so Kafka (KafkaApis.handleProduceRequest) closes the connection when
+        # any partition failed: the client notices, reconnects and refreshes its metadata. Partitions that
+        # succeeded stay appended, as in Kafka.
+        failed = [f"{name}-{index}: {result.error.name}" for name, partitions in results
+                  for index, result in partitions if result.error != ErrorCode.NONE]
+        if failed:
+            raise CloseConnection(f"error during acks=0 produce request with correlation id {ctx.correlation_id}"
+                                  f" from client id {ctx.client_id!r} ({', '.join(failed)})")
         return None
 
     cls = response_class(API_KEY)[ctx.api_version]

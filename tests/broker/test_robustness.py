@@ -155,3 +155,151 @@ def test_idle_connection_is_closed(tidelog_broker_factory: Callable[..., BrokerH
         assert wire.request(18, 0, api_versions_v0()).error_code == 0
         assert wire.is_closed(timeout=60)  # closed by the broker once idle, long before the timeout
     assert_still_serving(broker)
+
+
+# --------------------------------------------------------------------------- acks=0 produce (CloseConnection)
+
+
+def produce_frame(wire: KafkaWire, topic: str, records: bytes, acks: int) -> bytes:
+    cls = request_class(0)[9]
+    data = cls.TopicProduceData
+    return wire.frame(0, 9, cls(transactional_id=None, acks=acks, timeout_ms=30_000, topic_data=[
+        data(name=topic, partition_data=[data.PartitionProduceData(index=0, records=records)])]))
+
+
+def a_batch(n: int) -> bytes:
+    from protocol.records import Record, build_batch
+
+    return bytes(build_batch([Record(i, 1_700_000_000_000 + i, b"k", b"v%d" % i) for i in range(n)], 0))
+
+
+def log_end_offset(broker: BrokerHandle, topic: str) -> int:
+    from storage import TopicPartition
+
+    return int(broker.call(lambda: broker.state.topics.log(TopicPartition(topic, 0)).log_end_offset))
+
+
+def test_failed_acks_zero_produce_closes_the_connection(tidelog_broker: BrokerHandle,
+                                                         caplog: pytest.LogCaptureFixture) -> None:
+    """Kafka closes the channel of an acks=0 Produce that failed (its only way to tell the client): one log
+    line without a traceback; nothing is appended; other clients are unaffected."""
+    broker = tidelog_broker
+    broker.call(lambda: broker.state.topics.create_topic("acks0-bad", 1, 1, {}))
+    corrupt = bytearray(a_batch(2))
+    corrupt[-1] ^= 0x55  # CRC mismatch: CORRUPT_MESSAGE
+    with caplog.at_level(logging.INFO, logger="broker.connection"), KafkaWire(broker.bootstrap) as wire:
+        wire.sock.sendall(produce_frame(wire, "acks0-bad", bytes(corrupt), acks=0))
+        assert wire.is_closed()
+    closing = [r for r in caplog.records if r.name == "broker.connection" and "acks=0" in r.getMessage()]
+    assert len(closing) == 1 and closing[0].exc_info is None
+    assert "acks0-bad-0: CORRUPT_MESSAGE" in closing[0].getMessage()
+    assert log_end_offset(broker, "acks0-bad") == 0
+    assert_still_serving(broker)
+
+
+def test_acks_zero_produce_to_unknown_topic_closes_the_connection(tidelog_broker_factory: Callable[
+        ..., BrokerHandle]) -> None:
+    broker = tidelog_broker_factory(overrides={"auto.create.topics.enable": "false"})
+    with KafkaWire(broker.bootstrap) as wire:
+        wire.sock.sendall(produce_frame(wire, "no-such-topic", a_batch(1), acks=0))
+        assert wire.is_closed()
+    assert_still_serving(broker)
+
+
+def test_successful_acks_zero_produce_keeps_the_connection(tidelog_broker: BrokerHandle) -> None:
+    broker = tidelog_broker
+    broker.call(lambda: broker.state.topics.create_topic("acks0-good", 1, 1, {}))
+    with KafkaWire(broker.bootstrap) as wire:
+        wire.sock.sendall(produce_frame(wire, "acks0-good", a_batch(3), acks=0))
+        wire.sock.sendall(produce_frame(wire, "acks0-good", a_batch(2), acks=0))
+        # Requests are handled in order: once this is answered, both produces were handled, without closing.
+        assert wire.request(18, 0, api_versions_v0()).error_code == 0
+        assert log_end_offset(broker, "acks0-good") == 5
+        assert wire.request(18, 0, api_versions_v0()).error_code == 0
+
+
+# ------------------------------------------------------------------------- stalled and slow-reading clients
+
+
+def test_size_prefix_then_stall_is_closed_when_idle(tidelog_broker_factory: Callable[..., BrokerHandle],
+                                                    caplog: pytest.LogCaptureFixture) -> None:
+    """A client that announces a large request and then sends only part of it does not hold its connection
+    (and the buffer) forever: no progress for connections.max.idle.ms closes it."""
+    broker = tidelog_broker_factory(overrides={"connections.max.idle.ms": "1000"})
+    with caplog.at_level(logging.INFO, logger="broker.connection"), raw(broker) as sock:
+        sock.sendall(struct.pack(">i", 50_000_000) + b"\x00\x03\x00\x01" + b"\x00" * 100)
+        assert_closed(sock)
+    assert any("connections.max.idle.ms" in r.getMessage() for r in caplog.records)
+    assert_still_serving(broker)
+
+
+def test_client_that_never_reads_is_throttled_then_closed(tidelog_broker_factory: Callable[..., BrokerHandle],
+                                                         caplog: pytest.LogCaptureFixture) -> None:
+    """Responses are written with backpressure: a client pipelining requests without reading the responses
+    stops being read (its sends block), other clients are served meanwhile, and once it makes no progress for
+    connections.max.idle.ms the connection is closed."""
+    broker = tidelog_broker_factory(overrides={"connections.max.idle.ms": "2000"})
+    caplog.set_level(logging.INFO, logger="broker.connection")
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    sock.settimeout(10)
+    sock.connect(("127.0.0.1", broker.port))
+    wire = KafkaWire.__new__(KafkaWire)
+    wire.sock, wire.client_id, wire.correlation_id = sock, "never-reads", 0
+    chunk = b"".join(wire.frame(18, 0, api_versions_v0(), correlation_id=i) for i in range(1000))
+    sent = 0
+    limit = 200 * 1024 * 1024  # far more than every socket and transport buffer on the way can hold
+    try:
+        with pytest.raises((TimeoutError, ConnectionResetError, BrokenPipeError)):
+            while sent < limit:
+                sock.sendall(chunk)
+                sent += len(chunk)
+        assert sent < limit
+        assert_still_serving(broker)
+        sock.settimeout(60)
+        with pytest.raises((EOFError, ConnectionResetError)):  # the responses it was sent, then the close
+            while True:
+                if not sock.recv(1 << 16):
+                    raise EOFError
+    finally:
+        sock.close()
+    assert_still_serving(broker)
+    closing = [r.getMessage() for r in caplog.records if r.name == "broker.connection"]
+    assert len(closing) == 1 and "connections.max.idle.ms" in closing[0], closing  # one line, no traceback
+
+
+# ---------------------------------------------------------------------------------- unencodable response
+
+
+def test_unencodable_response_closes_only_that_connection(caplog: pytest.LogCaptureFixture) -> None:
+    """A handler that returns a response kafka-python cannot encode: one error line with the traceback, the
+    connection closes, the broker keeps serving."""
+    import sys
+    import types
+    from typing import Any
+
+    from broker.server import ApiRegistry
+    from protocol.messages import response_class
+    from tidelog.testing import run_broker
+
+    bad = types.ModuleType("broker.apis.unencodable_for_test")
+    bad.API_KEY, bad.MIN_VERSION, bad.MAX_VERSION = 3, 0, 12  # type: ignore[attr-defined]
+
+    async def handle(ctx: Any, request: Any) -> Any:
+        return response_class(3)[ctx.api_version](brokers="not a list", controller_id=1, topics=[])
+
+    bad.handle = handle  # type: ignore[attr-defined]
+    sys.modules[bad.__name__] = bad
+    try:
+        with run_broker(registry=ApiRegistry(("unencodable_for_test", "api_versions"))) as b:
+            with caplog.at_level(logging.WARNING, logger="broker.connection"), KafkaWire(b.bootstrap) as wire:
+                wire.sock.sendall(wire.frame(3, 1, request_class(3)[1](topics=None)))
+                assert wire.is_closed()
+            with KafkaWire(b.bootstrap) as wire:
+                assert wire.request(18, 0, api_versions_v0()).error_code == 0
+    finally:
+        del sys.modules[bad.__name__]
+    records = [r for r in caplog.records if r.name == "broker.connection"]
+    assert len(records) == 1, [r.getMessage() for r in records]
+    assert "cannot encode" in records[0].getMessage() and records[0].exc_info is not None
