@@ -1,5 +1,5 @@
-"""Start-up time of `python -m tidelog serve`: process start -> listening socket accepts, and -> first
-ApiVersions answered. Not a unit test (timings on a shared machine vary); run by hand:
+"""Start-up time of `python -m tidelog serve`: process start -> listening socket accepts, -> first
+ApiVersions answered, and -> first Metadata answered (logs loaded). Not a unit test (timings on a shared machine vary); run by hand:
 
     python bench/startup.py [--runs 5]
 """
@@ -23,9 +23,27 @@ sys.path.insert(0, str(ROOT))
 from tidelog.testing import free_port  # noqa: E402
 
 API_VERSIONS_V0 = struct.pack(">hhih", 18, 0, 1, 5) + b"bench"
+METADATA_V1 = struct.pack(">hhih", 3, 1, 2, 5) + b"bench" + struct.pack(">i", -1)  # all topics
 
 
-def one_run() -> tuple[float, float]:
+def request(sock: socket.socket, frame: bytes) -> None:
+    sock.sendall(struct.pack(">i", len(frame)) + frame)
+    head = b""
+    while len(head) < 4:
+        chunk = sock.recv(4 - len(head))
+        if not chunk:
+            raise RuntimeError("broker closed the connection")
+        head += chunk
+    size = struct.unpack(">i", head)[0]
+    got = 0
+    while got < size:
+        chunk = sock.recv(size - got)
+        if not chunk:
+            raise RuntimeError("broker closed the connection")
+        got += len(chunk)
+
+
+def one_run() -> tuple[float, float, float]:
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="tidelog-bench-") as tmp:
         env = dict(os.environ, PYTHONPATH=str(ROOT))
@@ -52,27 +70,26 @@ def one_run() -> tuple[float, float]:
                     time.sleep(0.002)
             t_listen = time.perf_counter() - t0
             with sock:
-                sock.sendall(struct.pack(">i", len(API_VERSIONS_V0)) + API_VERSIONS_V0)
-                size = struct.unpack(">i", sock.recv(4))[0]
-                got = 0
-                while got < size:
-                    got += len(sock.recv(size - got))
-            t_first = time.perf_counter() - t0
+                request(sock, API_VERSIONS_V0)
+                t_first = time.perf_counter() - t0
+                request(sock, METADATA_V1)
+                t_metadata = time.perf_counter() - t0
         finally:
             proc.terminate()
             proc.wait(30)
-    return t_listen, t_first
+    return t_listen, t_first, t_metadata
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
-    listen, first = [], []
+    listen, first, metadata = [], [], []
     for _ in range(args.runs):
-        a, b = one_run()
+        a, b, c = one_run()
         listen.append(a)
         first.append(b)
+        metadata.append(c)
     print(
         f"listening after: median {statistics.median(listen) * 1000:.0f} ms "
         f"(min {min(listen) * 1000:.0f}, max {max(listen) * 1000:.0f})"
@@ -80,6 +97,10 @@ def main() -> None:
     print(
         f"first ApiVersions answered after: median {statistics.median(first) * 1000:.0f} ms "
         f"(min {min(first) * 1000:.0f}, max {max(first) * 1000:.0f})"
+    )
+    print(
+        f"first Metadata answered after: median {statistics.median(metadata) * 1000:.0f} ms "
+        f"(min {min(metadata) * 1000:.0f}, max {max(metadata) * 1000:.0f})"
     )
 
 

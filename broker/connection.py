@@ -183,6 +183,8 @@ class Connection:
             buf += chunk
         if len(buf) == size:
             return bytes(buf)
+        if self.writer.transport.is_closing():
+            return None  # closed by the idle watch, which logged it
         log.warning("Closing connection from %s: truncated request (%d of %d bytes)", self.peer, len(buf), size)
         return None
 

@@ -229,7 +229,8 @@ def test_size_prefix_then_stall_is_closed_when_idle(tidelog_broker_factory: Call
     with caplog.at_level(logging.INFO, logger="broker.connection"), raw(broker) as sock:
         sock.sendall(struct.pack(">i", 50_000_000) + b"\x00\x03\x00\x01" + b"\x00" * 100)
         assert_closed(sock)
-    assert any("connections.max.idle.ms" in r.getMessage() for r in caplog.records)
+    closing = [r.getMessage() for r in caplog.records if r.name == "broker.connection"]
+    assert len(closing) == 1 and "connections.max.idle.ms" in closing[0], closing
     assert_still_serving(broker)
 
 
