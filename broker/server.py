@@ -39,8 +39,9 @@ def _source_constants(name: str) -> dict[str, int] | None:
     full = f"broker.apis.{name}"
     module = sys.modules.get(full)
     if module is not None:
-        return {k: int(getattr(module, k)) for k in ("API_KEY", "MIN_VERSION", "MAX_VERSION", "ADVERTISED_MIN")
-                if hasattr(module, k)}
+        found = {k: int(getattr(module, k)) for k in ("API_KEY", "MIN_VERSION", "MAX_VERSION", "ADVERTISED_MIN")
+                 if hasattr(module, k)}
+        return found if {"API_KEY", "MIN_VERSION", "MAX_VERSION"} <= found.keys() else None
     try:
         spec = importlib.util.find_spec(full)
     except (ImportError, ValueError):

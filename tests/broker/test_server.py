@@ -279,13 +279,22 @@ def test_startup_answers_api_versions_before_loading_anything_else(tmp_path: Pat
 
 
 def test_advertised_ranges_read_from_sources_match_the_modules() -> None:
-    """The ranges ApiVersions advertises before the handler modules are imported (read from their sources)
-    are the ones the imported modules give."""
-    from broker.server import ApiRegistry
-
-    registry = ApiRegistry()
-    scanned = registry._scanned_ranges()
-    assert scanned is not None and len(scanned) > 20
-    assert scanned == ApiRegistry().advertised_ranges() == sorted(
-        (m.API_KEY, getattr(m, "ADVERTISED_MIN", m.MIN_VERSION), m.MAX_VERSION)
-        for m in ApiRegistry().modules().values())
+    """The ranges ApiVersions advertises before the handler modules are imported (read from their sources,
+    in a fresh process) are the ones the imported modules give."""
+    code = """
+import sys
+from broker.server import ApiRegistry
+registry = ApiRegistry()
+scanned = registry.advertised_ranges()
+print(any(m.startswith("broker.apis.") and m != "broker.apis.__init__" for m in sys.modules))
+print(scanned)
+print(ApiRegistry().advertised_ranges())
+print(sorted((m.API_KEY, getattr(m, "ADVERTISED_MIN", m.MIN_VERSION), m.MAX_VERSION)
+             for m in ApiRegistry().modules().values()))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert out.returncode == 0, out.stderr
+    imported_any, scanned, loaded, from_modules = out.stdout.splitlines()
+    assert imported_any == "False"  # no handler module was imported to answer
+    assert scanned == loaded == from_modules and scanned.count("(") > 20
