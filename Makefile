@@ -15,7 +15,7 @@ $(VENV)/.installed-base: pyproject.toml
 
 $(VENV)/.installed-test: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -e '.[test,spark]'
 	touch $@ $(VENV)/.installed-base
 
 install: $(VENV)/.installed-test
