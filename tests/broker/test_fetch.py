@@ -3,31 +3,16 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from test_produce import FETCH, TS, RawClient, batch, create_topic, produce, topic_id
+from broker_testlib import FETCH, TS, batch, create_topic, produce, topic_id
 
 from protocol.messages import request_class
 from protocol.record_batch import iter_batches
 from protocol.records import iter_records
 from storage import TopicPartition
-
-testing = pytest.importorskip("tidelog.testing")
-
-
-@pytest.fixture(scope="module")
-def broker() -> Iterator[Any]:
-    with testing.run_broker() as handle:
-        yield handle
-
-
-@pytest.fixture
-def client(broker: Any) -> Iterator[RawClient]:
-    c = RawClient(broker.bootstrap)
-    yield c
-    c.close()
+from tidelog.testing import KafkaWire
 
 
 def fetch_request(partitions: list[tuple[Any, int, int]], *, version: int = 12, max_wait_ms: int = 0,
@@ -52,8 +37,8 @@ def fetch_request(partitions: list[tuple[Any, int, int]], *, version: int = 12, 
                topics=fetch_topics, forgotten_topics_data=[], rack_id="")
 
 
-def fetch(client: RawClient, partitions: list[tuple[Any, int, int]], version: int = 12, **kw: Any) -> Any:
-    return client.call(FETCH, version, fetch_request(partitions, version=version, **kw))
+def fetch(client: KafkaWire, partitions: list[tuple[Any, int, int]], version: int = 12, **kw: Any) -> Any:
+    return client.request(FETCH, version, fetch_request(partitions, version=version, **kw))
 
 
 def partition_data(response: Any) -> list[Any]:
@@ -64,7 +49,7 @@ def offsets(records: bytes) -> list[int]:
     return [r.offset for _, h in iter_batches(records) for r in iter_records(records, _)]
 
 
-def test_round_trip_and_partition_fields(broker: Any, client: RawClient) -> None:
+def test_round_trip_and_partition_fields(broker: Any, client: KafkaWire) -> None:
     create_topic(broker.bootstrap, "rt")
     produce(client, "rt", batch(3))
     produce(client, "rt", batch(2, compression=3, start=3))
@@ -77,12 +62,12 @@ def test_round_trip_and_partition_fields(broker: Any, client: RawClient) -> None
     assert [r.value for _, h in iter_batches(p.records) for r in iter_records(p.records, _)][3] == b"v3"
 
 
-def test_long_poll_is_woken_by_a_produce(broker: Any, client: RawClient) -> None:
+def test_long_poll_is_woken_by_a_produce(broker: Any, client: KafkaWire) -> None:
     create_topic(broker.bootstrap, "lp")
     produce(client, "lp", batch(1))
     # Parked at the high watermark for up to two minutes; a produce from another connection wakes it.
     cid = client.send(FETCH, 12, fetch_request([("lp", 0, 1)], max_wait_ms=120_000, min_bytes=1))
-    producer = RawClient(broker.bootstrap, "other")
+    producer = KafkaWire(broker.bootstrap, "other")
     try:
         assert produce(producer, "lp", batch(1, value=b"wake")).base_offset == 1
     finally:
@@ -95,11 +80,11 @@ def test_long_poll_is_woken_by_a_produce(broker: Any, client: RawClient) -> None
 
 
 def test_long_poll_on_several_partitions_wakes_on_any_and_leaves_nothing_parked(broker: Any,
-                                                                               client: RawClient) -> None:
+                                                                               client: KafkaWire) -> None:
     create_topic(broker.bootstrap, "lp2", partitions=2)
     create_topic(broker.bootstrap, "lp2-other")
     cid = client.send(FETCH, 12, fetch_request([("lp2", 0, 0), ("lp2", 1, 0)], max_wait_ms=120_000))
-    other = RawClient(broker.bootstrap, "other")
+    other = KafkaWire(broker.bootstrap, "other")
     try:
         produce(other, "lp2-other", batch(1))  # an append elsewhere does not complete the fetch...
         produce(other, "lp2", batch(1, value=b"second"), partition=1)  # ...one to a fetched partition does
@@ -112,7 +97,7 @@ def test_long_poll_on_several_partitions_wakes_on_any_and_leaves_nothing_parked(
     assert broker.call(broker.state.purgatory.num_delayed) == 0
 
 
-def test_short_wait_with_min_bytes_unmet_returns_empty(broker: Any, client: RawClient) -> None:
+def test_short_wait_with_min_bytes_unmet_returns_empty(broker: Any, client: KafkaWire) -> None:
     create_topic(broker.bootstrap, "empty")
     [p] = partition_data(fetch(client, [("empty", 0, 0)], max_wait_ms=50, min_bytes=1))
     assert (p.error_code, p.records, p.high_watermark) == (0, b"", 0)
@@ -122,7 +107,7 @@ def test_short_wait_with_min_bytes_unmet_returns_empty(broker: Any, client: RawC
     assert offsets(p.records) == [0]
 
 
-def test_fetch_offset_inside_a_batch_returns_the_whole_batch(broker: Any, client: RawClient) -> None:
+def test_fetch_offset_inside_a_batch_returns_the_whole_batch(broker: Any, client: KafkaWire) -> None:
     create_topic(broker.bootstrap, "inside")
     produce(client, "inside", batch(5))
     produce(client, "inside", batch(5, start=5))
@@ -132,7 +117,7 @@ def test_fetch_offset_inside_a_batch_returns_the_whole_batch(broker: Any, client
     assert offsets(p.records) == [5, 6, 7, 8, 9]
 
 
-def test_kip74_first_partition_gets_one_whole_batch(broker: Any, client: RawClient) -> None:
+def test_kip74_first_partition_gets_one_whole_batch(broker: Any, client: KafkaWire) -> None:
     create_topic(broker.bootstrap, "kip74", partitions=3)
     for partition in range(3):
         produce(client, "kip74", batch(10, value=b"x" * 100), partition=partition)
@@ -157,7 +142,7 @@ def test_kip74_first_partition_gets_one_whole_batch(broker: Any, client: RawClie
     assert len(r.records) == size + 20 and offsets(r.records) == list(range(10))
 
 
-def test_offset_out_of_range(broker: Any, client: RawClient) -> None:
+def test_offset_out_of_range(broker: Any, client: KafkaWire) -> None:
     create_topic(broker.bootstrap, "oor")
     produce(client, "oor", batch(2))
     [p] = partition_data(fetch(client, [("oor", 0, 3)]))
@@ -168,7 +153,7 @@ def test_offset_out_of_range(broker: Any, client: RawClient) -> None:
     assert (p.error_code, p.records) == (0, b"")
 
 
-def test_unknown_topic_partition_and_errors_do_not_wait(broker: Any, client: RawClient) -> None:
+def test_unknown_topic_partition_and_errors_do_not_wait(broker: Any, client: KafkaWire) -> None:
     create_topic(broker.bootstrap, "known-f")
     response = fetch(client, [("known-f", 0, 0), ("known-f", 5, 0), ("missing-topic", 0, 0)],
                      max_wait_ms=120_000, min_bytes=1)  # errors answer at once despite the long wait
@@ -177,7 +162,7 @@ def test_unknown_topic_partition_and_errors_do_not_wait(broker: Any, client: Raw
     assert [t.topic for t in response.responses] == ["known-f", "missing-topic"]
 
 
-def test_leader_epoch_checks(broker: Any, client: RawClient) -> None:
+def test_leader_epoch_checks(broker: Any, client: KafkaWire) -> None:
     create_topic(broker.bootstrap, "epochs")
     produce(client, "epochs", batch(1))
     [p] = partition_data(fetch(client, [("epochs", 0, 0)], current_leader_epoch=0))
@@ -193,7 +178,7 @@ def test_leader_epoch_checks(broker: Any, client: RawClient) -> None:
         broker.call(lambda: setattr(log_obj, "leader_epoch", 0))
 
 
-def test_topic_ids_from_v13(broker: Any, client: RawClient) -> None:
+def test_topic_ids_from_v13(broker: Any, client: KafkaWire) -> None:
     create_topic(broker.bootstrap, "by-id")
     produce(client, "by-id", batch(2))
     tid = topic_id(client, "by-id")
@@ -206,7 +191,7 @@ def test_topic_ids_from_v13(broker: Any, client: RawClient) -> None:
         assert unknown.error_code == 100  # UNKNOWN_TOPIC_ID
 
 
-def test_sessions_are_not_created(broker: Any, client: RawClient) -> None:
+def test_sessions_are_not_created(broker: Any, client: KafkaWire) -> None:
     create_topic(broker.bootstrap, "sess")
     response = fetch(client, [("sess", 0, 0)], session_id=0, session_epoch=0)  # asks for a new session
     assert response.session_id == 0 and response.error_code == 0
@@ -214,7 +199,7 @@ def test_sessions_are_not_created(broker: Any, client: RawClient) -> None:
     assert response.error_code == 70  # FETCH_SESSION_ID_NOT_FOUND
 
 
-def test_read_committed_reports_lso_and_empty_aborted_list(broker: Any, client: RawClient) -> None:
+def test_read_committed_reports_lso_and_empty_aborted_list(broker: Any, client: KafkaWire) -> None:
     create_topic(broker.bootstrap, "rc")
     produce(client, "rc", batch(2))
     [p] = partition_data(fetch(client, [("rc", 0, 0)], isolation_level=1))
@@ -225,7 +210,7 @@ def test_read_committed_reports_lso_and_empty_aborted_list(broker: Any, client: 
 
 
 @pytest.mark.parametrize("version", [4, 7, 11, 12])
-def test_old_versions(broker: Any, client: RawClient, version: int) -> None:
+def test_old_versions(broker: Any, client: KafkaWire, version: int) -> None:
     name = f"old-{version}"
     create_topic(broker.bootstrap, name)
     produce(client, name, batch(3))
@@ -233,7 +218,7 @@ def test_old_versions(broker: Any, client: RawClient, version: int) -> None:
     assert p.error_code == 0 and p.high_watermark == 3 and offsets(p.records) == [0, 1, 2]
 
 
-def test_zstd_needs_fetch_v10(broker: Any, client: RawClient) -> None:
+def test_zstd_needs_fetch_v10(broker: Any, client: KafkaWire) -> None:
     create_topic(broker.bootstrap, "zstd-f")
     produce(client, "zstd-f", batch(2, compression=4))
     [p] = partition_data(fetch(client, [("zstd-f", 0, 0)], version=9))

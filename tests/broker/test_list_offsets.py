@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from test_produce import (
+from broker_testlib import (
     LIST_OFFSETS,
     OFFSET_FOR_LEADER_EPOCH,
     TS,
-    RawClient,
     batch,
     create_topic,
     produce,
@@ -18,24 +16,10 @@ from test_produce import (
 
 from protocol.messages import request_class
 from protocol.records import Record, build_batch
-
-testing = pytest.importorskip("tidelog.testing")
-
-
-@pytest.fixture(scope="module")
-def broker() -> Iterator[Any]:
-    with testing.run_broker() as handle:
-        yield handle
+from tidelog.testing import KafkaWire
 
 
-@pytest.fixture
-def client(broker: Any) -> Iterator[RawClient]:
-    c = RawClient(broker.bootstrap)
-    yield c
-    c.close()
-
-
-def list_offsets(client: RawClient, topic: str, queries: list[tuple[int, int]], version: int = 7,
+def list_offsets(client: KafkaWire, topic: str, queries: list[tuple[int, int]], version: int = 7,
                  isolation_level: int = 0, current_leader_epoch: int = -1, replica_id: int = -1) -> list[Any]:
     """queries: (partition, timestamp). Returns the partition responses."""
     cls = request_class(LIST_OFFSETS)[version]
@@ -43,11 +27,11 @@ def list_offsets(client: RawClient, topic: str, queries: list[tuple[int, int]], 
     request = cls(replica_id=replica_id, isolation_level=isolation_level, topics=[T(name=topic, partitions=[
         T.ListOffsetsPartition(partition_index=p, current_leader_epoch=current_leader_epoch, timestamp=ts)
         for p, ts in queries])])
-    response = client.call(LIST_OFFSETS, version, request)
+    response = client.request(LIST_OFFSETS, version, request)
     return [p for t in response.topics for p in t.partitions]
 
 
-def one(client: RawClient, topic: str, ts: int, **kw: Any) -> tuple[int, int, int]:
+def one(client: KafkaWire, topic: str, ts: int, **kw: Any) -> tuple[int, int, int]:
     [p] = list_offsets(client, topic, [(0, ts)], **kw)
     return p.error_code, p.timestamp, p.offset
 
@@ -55,7 +39,7 @@ def one(client: RawClient, topic: str, ts: int, **kw: Any) -> tuple[int, int, in
 @pytest.fixture(scope="module")
 def filled(broker: Any) -> str:
     """Offsets 0-2 at TS+0..2, 3-5 at TS+10..12 except offset 4 at TS+50 (the max), 6-7 at TS+20..21."""
-    client = RawClient(broker.bootstrap)
+    client = KafkaWire(broker.bootstrap)
     try:
         create_topic(broker.bootstrap, "lo")
         produce(client, "lo", batch(3, ts=TS))
@@ -67,14 +51,14 @@ def filled(broker: Any) -> str:
     return "lo"
 
 
-def test_latest_and_earliest(client: RawClient, filled: str) -> None:
+def test_latest_and_earliest(client: KafkaWire, filled: str) -> None:
     assert one(client, filled, -1) == (0, -1, 8)
     assert one(client, filled, -2) == (0, -1, 0)
     assert one(client, filled, -1, version=1) == (0, -1, 8)
     assert one(client, filled, -1, isolation_level=1) == (0, -1, 8)  # LSO == HW without open transactions
 
 
-def test_timestamp_lookup(client: RawClient, filled: str) -> None:
+def test_timestamp_lookup(client: KafkaWire, filled: str) -> None:
     assert one(client, filled, TS) == (0, TS, 0)
     assert one(client, filled, TS + 1) == (0, TS + 1, 1)
     assert one(client, filled, TS + 3) == (0, TS + 10, 3)  # first record with timestamp >= target
@@ -83,14 +67,14 @@ def test_timestamp_lookup(client: RawClient, filled: str) -> None:
     assert one(client, filled, TS + 51) == (0, -1, -1)  # nothing that late: (-1, -1) and no error
 
 
-def test_max_timestamp_needs_v7(client: RawClient, filled: str) -> None:
+def test_max_timestamp_needs_v7(client: KafkaWire, filled: str) -> None:
     assert one(client, filled, -3) == (0, TS + 50, 4)
     assert one(client, filled, -3, version=6)[0] == 35  # UNSUPPORTED_VERSION
     assert one(client, filled, -4)[0] == 35  # earliest-local needs v8
     assert one(client, filled, -7)[0] == 35
 
 
-def test_leader_epoch_in_v4_plus(client: RawClient, filled: str) -> None:
+def test_leader_epoch_in_v4_plus(client: KafkaWire, filled: str) -> None:
     [p] = list_offsets(client, filled, [(0, TS + 3)], version=4)
     assert (p.offset, p.leader_epoch) == (3, 0)
     [p] = list_offsets(client, filled, [(0, -1)], version=4, current_leader_epoch=0)
@@ -99,7 +83,7 @@ def test_leader_epoch_in_v4_plus(client: RawClient, filled: str) -> None:
     assert p.error_code == 75  # UNKNOWN_LEADER_EPOCH
 
 
-def test_empty_topic_unknown_partition_and_duplicates(broker: Any, client: RawClient) -> None:
+def test_empty_topic_unknown_partition_and_duplicates(broker: Any, client: KafkaWire) -> None:
     create_topic(broker.bootstrap, "lo-empty", partitions=2)
     assert one(client, "lo-empty", -1) == (0, -1, 0)
     assert one(client, "lo-empty", -2) == (0, -1, 0)
@@ -112,20 +96,20 @@ def test_empty_topic_unknown_partition_and_duplicates(broker: Any, client: RawCl
     assert (a.error_code, b.error_code, c.error_code) == (42, 42, 0)  # INVALID_REQUEST for the repeated one
 
 
-def offset_for_leader_epoch(client: RawClient, topic: str, partition: int, epoch: int, version: int = 4,
+def offset_for_leader_epoch(client: KafkaWire, topic: str, partition: int, epoch: int, version: int = 4,
                             current_leader_epoch: int = -1) -> Any:
     cls = request_class(OFFSET_FOR_LEADER_EPOCH)[version]
     T = cls.OffsetForLeaderTopic
     request = cls(replica_id=-1, topics=[T(topic=topic, partitions=[T.OffsetForLeaderPartition(
         partition=partition, current_leader_epoch=current_leader_epoch, leader_epoch=epoch)])])
-    response = client.call(OFFSET_FOR_LEADER_EPOCH, version, request)
+    response = client.request(OFFSET_FOR_LEADER_EPOCH, version, request)
     [t] = response.topics
     [p] = t.partitions
     return p
 
 
 @pytest.mark.parametrize("version", [2, 3, 4])
-def test_offset_for_leader_epoch(broker: Any, client: RawClient, filled: str, version: int) -> None:
+def test_offset_for_leader_epoch(broker: Any, client: KafkaWire, filled: str, version: int) -> None:
     p = offset_for_leader_epoch(client, filled, 0, 0, version)
     assert (p.error_code, p.leader_epoch, p.end_offset) == (0, 0, 8)
     p = offset_for_leader_epoch(client, filled, 0, 5, version)

@@ -5,126 +5,17 @@ Every validation error is seen on the wire, and the broker keeps serving other c
 
 from __future__ import annotations
 
-import socket
 import struct
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from broker_testlib import FIND_COORDINATOR, PRODUCE, TS, batch, create_topic, produce, produce_request
 
-from protocol.messages import _install_lazy_kafka_package, request_class, response_class
+from protocol.messages import request_class
 from protocol.record_batch import write_crc
 from protocol.records import Record, build_batch
-
-testing = pytest.importorskip("tidelog.testing")
-_install_lazy_kafka_package()
-
-TS = 1_700_000_000_000
-PRODUCE, FETCH, LIST_OFFSETS, METADATA, API_VERSIONS = 0, 1, 2, 3, 18
-FIND_COORDINATOR, OFFSET_FOR_LEADER_EPOCH = 10, 23
-
-
-class RawClient:
-    """One socket; requests encoded by kafka-python's schema classes, responses decoded the same way."""
-
-    def __init__(self, bootstrap: str, client_id: str = "raw-test") -> None:
-        host, port = bootstrap.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=120)
-        self.client_id = client_id
-        self.correlation_id = 0
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def send(self, api_key: int, version: int, request: Any) -> int:
-        cls = request_class(api_key)[version]
-        self.correlation_id += 1
-        cid = self.client_id.encode()
-        header = struct.pack(">hhih", api_key, version, self.correlation_id, len(cid)) + cid
-        if cls.flexible_version_q(version):
-            header += b"\x00"  # request header v2: empty tagged fields
-        body = header + request.encode(version=version)
-        self.sock.sendall(struct.pack(">i", len(body)) + body)
-        return self.correlation_id
-
-    def _recv_exact(self, n: int) -> bytes:
-        buf = bytearray()
-        while len(buf) < n:
-            chunk = self.sock.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionError("broker closed the connection")
-            buf += chunk
-        return bytes(buf)
-
-    def receive(self, api_key: int, version: int) -> tuple[int, Any]:
-        (size,) = struct.unpack(">i", self._recv_exact(4))
-        frame = self._recv_exact(size)
-        (cid,) = struct.unpack_from(">i", frame)
-        cls = response_class(api_key)[version]
-        pos = 5 if cls.flexible_version_q(version) and api_key != API_VERSIONS else 4
-        return cid, cls.decode(frame[pos:], version=version)
-
-    def call(self, api_key: int, version: int, request: Any) -> Any:
-        cid = self.send(api_key, version, request)
-        got, response = self.receive(api_key, version)
-        assert got == cid
-        return response
-
-
-def produce_request(topic: str, partition: int, records: bytes | None, acks: int = -1,
-                    version: int = 9) -> Any:
-    cls = request_class(PRODUCE)[version]
-    T = cls.TopicProduceData
-    return cls(transactional_id=None, acks=acks, timeout_ms=30_000,
-               topic_data=[T(name=topic, partition_data=[T.PartitionProduceData(index=partition, records=records)])])
-
-
-def produce(client: RawClient, topic: str, records: bytes | None, partition: int = 0, acks: int = -1,
-            version: int = 9) -> Any:
-    response = client.call(PRODUCE, version, produce_request(topic, partition, records, acks, version))
-    [topic_response] = response.responses
-    [partition_response] = topic_response.partition_responses
-    return partition_response
-
-
-def batch(n: int = 1, key: bytes | None = b"k", value: bytes = b"v", compression: int = 0, ts: int = TS,
-          start: int = 0) -> bytes:
-    return bytes(build_batch([Record(i, ts + i, key, value + b"%d" % (start + i)) for i in range(n)], 0,
-                             compression=compression))
-
-
-def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict[str, str] | None = None) -> None:
-    from kafka import KafkaAdminClient
-    from kafka.admin import NewTopic
-
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=60_000)
-    try:
-        admin.create_topics([NewTopic(name, partitions, 1, topic_configs=config or {})])
-    finally:
-        admin.close()
-
-
-def topic_id(client: RawClient, topic: str) -> uuid.UUID:
-    cls = request_class(METADATA)[12]
-    response = client.call(METADATA, 12, cls(topics=[cls.MetadataRequestTopic(topic_id=None, name=topic)],
-                                             allow_auto_topic_creation=False,
-                                             include_topic_authorized_operations=False))
-    [t] = response.topics
-    return t.topic_id
-
-
-@pytest.fixture(scope="module")
-def broker() -> Iterator[Any]:
-    with testing.run_broker() as handle:
-        yield handle
-
-
-@pytest.fixture
-def client(broker: Any) -> Iterator[RawClient]:
-    c = RawClient(broker.bootstrap)
-    yield c
-    c.close()
+from tidelog.testing import KafkaWire
 
 
 def assert_still_serving(bootstrap: str) -> None:
@@ -152,7 +43,7 @@ def assert_still_serving(bootstrap: str) -> None:
 
 
 @pytest.mark.parametrize("version", [3, 5, 7, 8, 9, 11])
-def test_raw_produce_assigns_offsets_per_version(broker: Any, client: RawClient, version: int) -> None:
+def test_raw_produce_assigns_offsets_per_version(broker: Any, client: KafkaWire, version: int) -> None:
     name = f"p-v{version}"
     create_topic(broker.bootstrap, name)
     first = produce(client, name, batch(3), version=version)
@@ -166,7 +57,7 @@ def test_raw_produce_assigns_offsets_per_version(broker: Any, client: RawClient,
         assert second.record_errors == [] and second.error_message is None
 
 
-def test_log_append_time_topic_reports_broker_time(broker: Any, client: RawClient) -> None:
+def test_log_append_time_topic_reports_broker_time(broker: Any, client: KafkaWire) -> None:
     create_topic(broker.bootstrap, "lat", config={"message.timestamp.type": "LogAppendTime"})
     r = produce(client, "lat", batch(2, ts=1000))
     assert r.error_code == 0 and r.log_append_time_ms > TS  # broker wall clock, not the client's 1000
@@ -194,7 +85,7 @@ def test_kafka_python_producer_round_trip(broker: Any) -> None:
     assert sorted(got) == sorted((b"key%d" % i, b"value%d" % i, [("h", b"%d" % i)]) for i in range(20))
 
 
-def test_acks_zero_sends_no_response(broker: Any, client: RawClient) -> None:
+def test_acks_zero_sends_no_response(broker: Any, client: KafkaWire) -> None:
     create_topic(broker.bootstrap, "acks0")
     client.send(PRODUCE, 9, produce_request("acks0", 0, batch(1), acks=0))
     # The next response on this connection answers the *next* request: acks=0 got none.
@@ -207,20 +98,20 @@ def test_acks_zero_sends_no_response(broker: Any, client: RawClient) -> None:
 # --------------------------------------------------------------------------------------------- errors
 
 
-def test_invalid_required_acks(broker: Any, client: RawClient) -> None:
+def test_invalid_required_acks(broker: Any, client: KafkaWire) -> None:
     create_topic(broker.bootstrap, "acks2")
     assert produce(client, "acks2", batch(), acks=2).error_code == 21  # INVALID_REQUIRED_ACKS
     assert produce(client, "acks2", batch(), acks=1).base_offset == 0  # nothing was written
 
 
-def test_unknown_topic_and_partition(broker: Any, client: RawClient) -> None:
+def test_unknown_topic_and_partition(broker: Any, client: KafkaWire) -> None:
     create_topic(broker.bootstrap, "known")
     assert produce(client, "no-such-topic", batch()).error_code == 3
     assert produce(client, "known", batch(), partition=1).error_code == 3
     assert produce(client, "known", batch(), partition=-1).error_code == 3
 
 
-def test_errors_are_per_partition(broker: Any, client: RawClient) -> None:
+def test_errors_are_per_partition(broker: Any, client: KafkaWire) -> None:
     create_topic(broker.bootstrap, "mixed", partitions=2)
     cls = request_class(PRODUCE)[9]
     T = cls.TopicProduceData
@@ -230,15 +121,15 @@ def test_errors_are_per_partition(broker: Any, client: RawClient) -> None:
     request = cls(transactional_id=None, acks=1, timeout_ms=30_000, topic_data=[
         T(name="mixed", partition_data=[P(index=0, records=bytes(bad)), P(index=1, records=batch(2))]),
         T(name="mixed-missing", partition_data=[P(index=0, records=batch(1))])])
-    response = client.call(PRODUCE, 9, request)
+    response = client.request(PRODUCE, 9, request)
     got = [(t.name, p.index, p.error_code, p.base_offset) for t in response.responses
            for p in t.partition_responses]
     assert got == [("mixed", 0, 2, -1), ("mixed", 1, 0, 0), ("mixed-missing", 0, 3, -1)]
 
 
-def test_internal_topic_rejects_client_writes(broker: Any, client: RawClient) -> None:
+def test_internal_topic_rejects_client_writes(broker: Any, client: KafkaWire) -> None:
     find = request_class(FIND_COORDINATOR)[0]
-    client.call(FIND_COORDINATOR, 0, find(key="g-internal"))  # makes the coordinator create __consumer_offsets
+    client.request(FIND_COORDINATOR, 0, find(key="g-internal"))  # makes the coordinator create __consumer_offsets
     r = produce(client, "__consumer_offsets", batch())
     assert r.error_code in (17, 3)  # INVALID_TOPIC_EXCEPTION once the topic exists
     if r.error_code == 3:
@@ -246,14 +137,14 @@ def test_internal_topic_rejects_client_writes(broker: Any, client: RawClient) ->
     assert r.error_code == 17
 
 
-def test_zstd_needs_produce_v7(broker: Any, client: RawClient) -> None:
+def test_zstd_needs_produce_v7(broker: Any, client: KafkaWire) -> None:
     create_topic(broker.bootstrap, "zstd")
     assert produce(client, "zstd", batch(2, compression=4), version=6).error_code == 76
     ok = produce(client, "zstd", batch(2, compression=4), version=7)
     assert (ok.error_code, ok.base_offset) == (0, 0)
 
 
-def test_corrupt_batch(broker: Any, client: RawClient) -> None:
+def test_corrupt_batch(broker: Any, client: KafkaWire) -> None:
     create_topic(broker.bootstrap, "corrupt")
     data = bytearray(batch(2))
     data[-1] ^= 0x55
@@ -263,7 +154,7 @@ def test_corrupt_batch(broker: Any, client: RawClient) -> None:
     assert_still_serving(broker.bootstrap)
 
 
-def test_size_limits(broker: Any, client: RawClient) -> None:
+def test_size_limits(broker: Any, client: KafkaWire) -> None:
     create_topic(broker.bootstrap, "small-msg", config={"max.message.bytes": "500"})
     create_topic(broker.bootstrap, "small-seg", config={"segment.bytes": "400"})
     big = batch(20, value=b"x" * 40)
@@ -272,7 +163,7 @@ def test_size_limits(broker: Any, client: RawClient) -> None:
     assert produce(client, "small-msg", batch(1)).error_code == 0
 
 
-def test_invalid_records(broker: Any, client: RawClient) -> None:
+def test_invalid_records(broker: Any, client: KafkaWire) -> None:
     create_topic(broker.bootstrap, "invalid")
     two = batch(1) + batch(1)
     assert produce(client, "invalid", two).error_code == 87  # more than one batch
@@ -285,7 +176,7 @@ def test_invalid_records(broker: Any, client: RawClient) -> None:
     assert produce(client, "invalid", batch(1)).base_offset == 0
 
 
-def test_null_key_on_compacted_topic_reports_record_errors(broker: Any, client: RawClient) -> None:
+def test_null_key_on_compacted_topic_reports_record_errors(broker: Any, client: KafkaWire) -> None:
     create_topic(broker.bootstrap, "compacted", config={"cleanup.policy": "compact"})
     recs = [Record(0, TS, b"a", b"1"), Record(1, TS, None, b"2"), Record(2, TS, b"c", b"3")]
     r = produce(client, "compacted", bytes(build_batch(recs, 0)), version=9)
@@ -297,7 +188,7 @@ def test_null_key_on_compacted_topic_reports_record_errors(broker: Any, client: 
     assert_still_serving(broker.bootstrap)
 
 
-def test_timestamp_out_of_range(broker: Any, client: RawClient) -> None:
+def test_timestamp_out_of_range(broker: Any, client: KafkaWire) -> None:
     create_topic(broker.bootstrap, "ts-bound", config={"message.timestamp.before.max.ms": "3600000"})
     r = produce(client, "ts-bound", batch(2, ts=1000))  # 1970
     assert r.error_code == 32  # INVALID_TIMESTAMP
@@ -307,7 +198,7 @@ def test_timestamp_out_of_range(broker: Any, client: RawClient) -> None:
     assert produce(client, "ts-bound", batch(1, ts=int(time.time() * 1000))).error_code == 0
 
 
-def test_min_insync_replicas_with_acks_all(broker: Any, client: RawClient) -> None:
+def test_min_insync_replicas_with_acks_all(broker: Any, client: KafkaWire) -> None:
     create_topic(broker.bootstrap, "minisr", config={"min.insync.replicas": "2"})
     assert produce(client, "minisr", batch(), acks=-1).error_code == 19  # NOT_ENOUGH_REPLICAS
     assert produce(client, "minisr", batch(), acks=1).error_code == 0
