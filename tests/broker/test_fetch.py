@@ -14,6 +14,9 @@ from protocol.records import iter_records
 from storage import TopicPartition
 from tidelog.testing import KafkaWire
 
+# Longer than the `client` fixture's socket timeout (120 s): only a wake-up can answer a long poll in time.
+LONG_POLL_MS = 600_000
+
 
 def fetch_request(partitions: list[tuple[Any, int, int]], *, version: int = 12, max_wait_ms: int = 0,
                   min_bytes: int = 1, max_bytes: int = 50 * 1024 * 1024, partition_max_bytes: int = 1 << 20,
@@ -65,8 +68,9 @@ def test_round_trip_and_partition_fields(broker: Any, client: KafkaWire) -> None
 def test_long_poll_is_woken_by_a_produce(broker: Any, client: KafkaWire) -> None:
     create_topic(broker.bootstrap, "lp")
     produce(client, "lp", batch(1))
-    # Parked at the high watermark for up to two minutes; a produce from another connection wakes it.
-    cid = client.send(FETCH, 12, fetch_request([("lp", 0, 1)], max_wait_ms=120_000, min_bytes=1))
+    # Parked at the high watermark; a produce from another connection wakes it. LONG_POLL_MS outlasts the
+    # client's 120 s socket timeout, so a fetch that only completes at its deadline fails the test.
+    cid = client.send(FETCH, 12, fetch_request([("lp", 0, 1)], max_wait_ms=LONG_POLL_MS, min_bytes=1))
     producer = KafkaWire(broker.bootstrap, "other")
     try:
         assert produce(producer, "lp", batch(1, value=b"wake")).base_offset == 1
@@ -83,7 +87,7 @@ def test_long_poll_on_several_partitions_wakes_on_any_and_leaves_nothing_parked(
                                                                                client: KafkaWire) -> None:
     create_topic(broker.bootstrap, "lp2", partitions=2)
     create_topic(broker.bootstrap, "lp2-other")
-    cid = client.send(FETCH, 12, fetch_request([("lp2", 0, 0), ("lp2", 1, 0)], max_wait_ms=120_000))
+    cid = client.send(FETCH, 12, fetch_request([("lp2", 0, 0), ("lp2", 1, 0)], max_wait_ms=LONG_POLL_MS))
     other = KafkaWire(broker.bootstrap, "other")
     try:
         produce(other, "lp2-other", batch(1))  # an append elsewhere does not complete the fetch...
@@ -156,7 +160,7 @@ def test_offset_out_of_range(broker: Any, client: KafkaWire) -> None:
 def test_unknown_topic_partition_and_errors_do_not_wait(broker: Any, client: KafkaWire) -> None:
     create_topic(broker.bootstrap, "known-f")
     response = fetch(client, [("known-f", 0, 0), ("known-f", 5, 0), ("missing-topic", 0, 0)],
-                     max_wait_ms=120_000, min_bytes=1)  # errors answer at once despite the long wait
+                     max_wait_ms=LONG_POLL_MS, min_bytes=1)  # errors answer at once despite the long wait
     codes = [(p.partition_index, p.error_code) for p in partition_data(response)]
     assert codes == [(0, 0), (5, 3), (0, 3)]
     assert [t.topic for t in response.responses] == ["known-f", "missing-topic"]
