@@ -271,8 +271,8 @@ class Server:
     def _warm_up(self) -> None:
         try:
             self.registry.warm_up()
-            port = int(self.state.config.metrics_port)
-            self.state.metrics.start(port)
+            config = self.state.config
+            self.state.metrics.start(int(config.metrics_port), config.metrics_host)
         except Exception:  # noqa: BLE001 - the first request will report the same error on its connection
             log.exception("Warm-up failed")
 

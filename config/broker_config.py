@@ -173,6 +173,7 @@ class BrokerConfig:
     replica_high_watermark_checkpoint_interval_ms: int
     log_flush_on_append: bool
     metrics_port: int
+    metrics_host: str
     cluster_id: str | None
     fetch_max_bytes: int
     connections_max_idle_ms: int

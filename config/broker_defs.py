@@ -185,6 +185,7 @@ _DEFS: list[ConfigDef] = [
     ConfigDef("log.flush.on.append", B, False, "tidelog: fsync every append before acknowledging it."),
     ConfigDef("metrics.port", I, -1, "tidelog: Prometheus metrics HTTP port (-1 = off, 0 = ephemeral).",
               between(-1, 65_535)),
+    ConfigDef("metrics.host", S, "127.0.0.1", "tidelog: address the Prometheus metrics HTTP server binds."),
     ConfigDef("cluster.id", S, None, "tidelog: cluster id written to meta.properties when a log dir is new."),
 ]
 
