@@ -195,6 +195,7 @@ class LogManager:
         recovery_points = OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT_FILE).read_or_empty()
         log_starts = OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT_FILE).read_or_empty()
         high_watermarks = OffsetCheckpointFile(log_dir / REPLICATION_OFFSET_CHECKPOINT_FILE).read_or_empty()
+        partitions = 0
         for name in sorted(os.listdir(log_dir)):
             path = log_dir / name
             if not path.is_dir():
@@ -210,6 +211,7 @@ class LogManager:
             if parsed is None:
                 continue
             tp = TopicPartition(*parsed)
+            partitions += 1
             if tp in self._logs:
                 log.error("duplicate log directories for %s: %s and %s", tp, self._log_dir_of[tp], log_dir)
                 continue
@@ -238,7 +240,10 @@ class LogManager:
                 log.exception("could not load %s; skipping it", path)
                 continue
             self._register(tp, lg, log_dir)
-        log.info("loaded %s (%s shutdown)", log_dir, "clean" if had_clean_shutdown else "unclean")
+        if partitions or had_clean_shutdown:
+            log.info("loaded %s (%s shutdown)", log_dir, "clean" if had_clean_shutdown else "unclean")
+        else:
+            log.info("loaded %s (new directory, no partitions)", log_dir)
 
     def _log_kwargs(self) -> dict[str, object]:
         return {
