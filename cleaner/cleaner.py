@@ -27,7 +27,6 @@ from storage.log_file_utils import (
     filename_prefix_from_offset,
 )
 from storage.log_segment import LogSegment
-from storage.transaction_index import AbortedTxn
 from tidelog.clock import Clock
 
 if TYPE_CHECKING:
@@ -103,32 +102,7 @@ def _install_swap_crash_hooks(cleaned: LogSegment, old_segments: list[LogSegment
 
 def last_records_of_active_producers(log: Log) -> dict[int, LastRecord]:
     """Kafka's UnifiedLog.lastRecordsOfActiveProducers: per non-expired producer, its last data offset."""
-    fn = getattr(log, "last_records_of_active_producers", None)
-    if fn is not None:
-        return {pid: LastRecord(*value) if isinstance(value, tuple) else value for pid, value in fn().items()}
-    psm = getattr(log, "producer_state_manager", None) or getattr(log, "producer_state", None)
-    if psm is None:
-        return {}
-    out = {}
-    for pid, entry in psm.producers.items():
-        offset = entry.last_data_offset
-        out[pid] = LastRecord(offset if offset >= 0 else None, entry.producer_epoch)
-    return out
-
-
-def collect_aborted_transactions(log: Log, start_offset: int, upper_bound: int) -> list[AbortedTxn]:
-    """Aborted transactions overlapping [start, upper_bound), from the segment holding start onwards until
-    an entry's LSO reaches the bound (Kafka's UnifiedLog.collectAbortedTransactions)."""
-    fn = getattr(log, "collect_aborted_transactions", None)
-    if fn is not None:
-        return list(fn(start_offset, upper_bound))
-    out: list[AbortedTxn] = []
-    for segment in log.segments.values(start_offset):
-        result = segment.txn_index.collect_aborted_txns(start_offset, upper_bound)
-        out.extend(result.aborted_transactions)
-        if result.is_complete:
-            break
-    return out
+    return {pid: LastRecord(*value) for pid, value in log.last_records_of_active_producers().items()}
 
 
 def group_segments_by_size(
@@ -227,7 +201,7 @@ class Cleaner:
         with log.lock:
             dirty = log.segments.values(start, end)
         txn = CleanedTransactionMetadata()
-        txn.add_aborted_transactions(collect_aborted_transactions(log, start, end))
+        txn.add_aborted_transactions(log.collect_aborted_transactions(start, end))
         for i, segment in enumerate(dirty):
             next_start = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
             self.check_done(log.topic_partition)
@@ -345,8 +319,7 @@ class Cleaner:
             )
             for i, segment in enumerate(segments):
                 upper = segments[i + 1].base_offset if i + 1 < len(segments) else segment.read_next_offset()
-                txn_metadata.add_aborted_transactions(
-                    collect_aborted_transactions(log, segment.base_offset, upper))
+                txn_metadata.add_aborted_transactions(log.collect_aborted_transactions(segment.base_offset, upper))
                 self._clean_into(log, segment, cleaned, batch_filter, stats)
             cleaned.on_became_inactive_segment()
             cleaned.flush()

@@ -191,11 +191,12 @@ class Log:
                 records, self.config, self._next_offset, leader_epoch, now, from_client=from_client
             )
             out = result.records
-            headers = [h for _, h in iter_batches(out)]
+            batches = list(iter_batches(out))  # headers as written: offsets and epoch already assigned
+            headers = [h for _, h in batches]
             for header in headers:
                 psm.check_append(header, from_client)
             control_bytes: dict[int, bytes] = {}
-            for pos, header in iter_batches(out):
+            for pos, header in batches:
                 if header.is_control and header.producer_id >= 0:
                     data = bytes(out[pos : pos + header.size])
                     control_bytes[header.base_offset] = data
