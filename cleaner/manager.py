@@ -188,23 +188,6 @@ class LogCleanerManager:
                 entries.pop(remove, None)
             file.write(entries)
 
-    def alter_checkpoint_dir(self, tp: TopicPartition, source_dir: Path, dest_dir: Path) -> None:
-        with self._lock:
-            offset = self.all_cleaner_checkpoints().get(tp)
-            self.update_checkpoints(source_dir, remove=tp)
-            if offset is not None:
-                self.update_checkpoints(dest_dir, update=(tp, offset))
-
-    def maybe_truncate_checkpoint(self, log_dir: Path, tp: TopicPartition, offset: int) -> None:
-        """After a truncation of a compacted log below its checkpoint (§7)."""
-        with self._lock:
-            log = self._logs().get(tp)
-            if log is None or not log.config.compact:
-                return
-            current = self.all_cleaner_checkpoints().get(tp)
-            if current is not None and current > offset:
-                self.update_checkpoints(log_dir, update=(tp, offset))
-
     # --- choosing a log (§3.5) ----------------------------------------------------------------------------
 
     def grab_filthiest_compacted_log(self, now: int | None = None) -> LogToClean | None:

@@ -49,10 +49,6 @@ class SkimpyOffsetMap:
 
     # --- hashing and probing ------------------------------------------------------------------------------
 
-    @staticmethod
-    def hash_key(key: bytes | bytearray | memoryview) -> bytes:
-        return hashlib.md5(key, usedforsecurity=False).digest()
-
     def _position(self, digest: bytes, attempt: int) -> int:
         if attempt < HASH_SIZE - 3:
             value = int.from_bytes(digest[attempt : attempt + 4], "big", signed=True)

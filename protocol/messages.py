@@ -98,7 +98,3 @@ def request_class(api_key: int) -> Any:
 def response_class(api_key: int) -> Any:
     """The kafka-python response class for `api_key`."""
     return _classes(api_key)[1]
-
-
-def known_api_keys() -> frozenset[int]:
-    return frozenset(_MESSAGES)

@@ -279,10 +279,6 @@ def scan_records(buf: bytes | bytearray | memoryview, pos: int = 0) -> list[Reco
     return out
 
 
-def decode_batch(buf: bytes | bytearray | memoryview, pos: int = 0) -> list[Record]:
-    return list(iter_records(buf, pos))
-
-
 # ---------------------------------------------------------------------------------------------- encode
 
 

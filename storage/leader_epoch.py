@@ -46,16 +46,6 @@ class LeaderEpochFileCache:
                 self._flush()
             return True
 
-    def epoch_for_offset(self, offset: int) -> int:
-        with self._lock:
-            found = UNDEFINED_EPOCH
-            for epoch, start in self.epochs:
-                if start <= offset:
-                    found = epoch
-                else:
-                    break
-            return found
-
     def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
         """(largest epoch <= requested, start offset of the next epoch) or LEO for the latest epoch;
         (-1, -1) when unknown (Kafka's LeaderEpochFileCache.endOffsetFor)."""

@@ -221,9 +221,6 @@ class LogSegment:
     def last_modified(self) -> int:
         return os.stat(self.log_path).st_mtime_ns // 1_000_000
 
-    def set_last_modified(self, ms: int) -> None:
-        os.utime(self.log_path, ns=(ms * 1_000_000, ms * 1_000_000))
-
     # --- reading the .log --------------------------------------------------------------------------------
 
     def read_bytes(self, position: int, size: int) -> bytes:
@@ -546,9 +543,6 @@ class LogSegment:
         self.offset_index.flush()
         self.time_index.flush()
         self.txn_index.flush()
-
-    def fdatasync_log(self) -> None:
-        os.fdatasync(self._fd)
 
     def close(self) -> None:
         """Clean close: final time-index entry, trimmed indexes and `.log`."""

@@ -50,9 +50,6 @@ class LogSegments:
     def is_empty(self) -> bool:
         return not self._bases
 
-    def base_offsets(self) -> list[int]:
-        return list(self._bases)
-
     @property
     def first_segment(self) -> LogSegment | None:
         return self._segments[self._bases[0]] if self._bases else None
@@ -78,10 +75,6 @@ class LogSegments:
         i = bisect.bisect_right(self._bases, offset)
         return self._segments[self._bases[i]] if i < len(self._bases) else None
 
-    def lower_segment(self, offset: int) -> LogSegment | None:
-        i = bisect.bisect_left(self._bases, offset)
-        return self._segments[self._bases[i - 1]] if i else None
-
     def values(self, from_offset: int | None = None, to_offset: int | None = None) -> list[LogSegment]:
         """Segments that may hold offsets in [from_offset, to_offset): the floor segment of from_offset
         onwards, stopping before the first segment whose base is >= to_offset."""
@@ -90,9 +83,6 @@ class LogSegments:
             start = max(0, bisect.bisect_right(self._bases, from_offset) - 1)
         end = len(self._bases) if to_offset is None else bisect.bisect_left(self._bases, to_offset)
         return [self._segments[b] for b in self._bases[start:end]]
-
-    def non_active(self) -> list[LogSegment]:
-        return [self._segments[b] for b in self._bases[:-1]]
 
     def size_in_bytes(self) -> int:
         return sum(s.size for s in self._segments.values())

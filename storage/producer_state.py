@@ -309,10 +309,6 @@ class ProducerStateManager:
                     offsets.append(offset)
         return sorted(offsets)
 
-    def latest_snapshot_offset(self) -> int | None:
-        offsets = self.snapshot_offsets()
-        return offsets[-1] if offsets else None
-
     def _delete_snapshot(self, offset: int) -> None:
         try:
             os.unlink(producer_snapshot_file(self.log_dir, offset))
@@ -414,8 +410,3 @@ class ProducerStateManager:
             self.map_end_offset = max(offset, log_start_offset)
             self.last_snap_offset = offset
             return
-
-    def delete_snapshots_after(self, offset: int) -> None:
-        for snap in self.snapshot_offsets():
-            if snap > offset:
-                self._delete_snapshot(snap)

@@ -46,17 +46,3 @@ class Scheduler:
             except Exception:  # a failed unlink must not stop the others
                 log.exception("scheduled task %s failed", name)
             ran += 1
-
-    def run_all(self) -> int:
-        """Run everything now (shutdown)."""
-        ran = 0
-        while True:
-            with self._lock:
-                if not self._tasks:
-                    return ran
-                _, _, name, fn = heapq.heappop(self._tasks)
-            try:
-                fn()
-            except Exception:
-                log.exception("scheduled task %s failed", name)
-            ran += 1
