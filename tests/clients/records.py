@@ -10,8 +10,8 @@ from __future__ import annotations
 import glob
 import os
 import time
-from collections.abc import Iterable, Iterator
-from typing import NamedTuple
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, NamedTuple
 
 from protocol.record_batch import RecordBatchHeader, iter_batches
 
@@ -106,3 +106,21 @@ def assert_stored_with(log_dir: str, topic: str, codec: str) -> None:
     want = CODEC_IDS[codec]
     assert set(counts) <= {0, want}, f"unexpected codecs on disk: {counts}"
     assert counts.get(want, 0) * 2 > sum(counts.values()), f"mostly not stored as {codec}: {counts}"
+
+
+def assert_round_trip(
+    broker: Any,
+    topic: str,
+    codec: str,
+    produce: Callable[[str, str, str, int], None],
+    consume: Callable[[str, str], list[Rec]],
+) -> None:
+    """The per-client codec test: create a PARTITIONS-partition topic, `produce(bootstrap, topic, codec,
+    base_ts)` the COUNT records, check the codec on disk, and `consume(bootstrap, topic)` them back exactly."""
+    from .conftest import create_topic
+
+    create_topic(broker.bootstrap, topic, PARTITIONS)
+    base_ts = base_timestamp()
+    produce(broker.bootstrap, topic, codec, base_ts)
+    assert_stored_with(broker.log_dir, topic, codec)
+    assert_records(consume(broker.bootstrap, topic), expected(codec, base_ts))

@@ -8,16 +8,12 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.structs import TopicPartition
 
-from .conftest import create_topic
 from .records import (
     CODECS,
     COUNT,
     PARTITIONS,
     Rec,
-    assert_records,
-    assert_stored_with,
-    base_timestamp,
-    expected,
+    assert_round_trip,
     headers,
     key,
     normalize_headers,
@@ -84,9 +80,10 @@ async def consume(bootstrap: str, topic: str, count: int = COUNT, partitions: in
 
 @pytest.mark.parametrize("codec", CODECS)
 def test_round_trip(broker, codec: str) -> None:
-    topic = f"aiokafka-{codec}"
-    create_topic(broker.bootstrap, topic, PARTITIONS)
-    base_ts = base_timestamp()
-    asyncio.run(produce(broker.bootstrap, topic, codec, base_ts))
-    assert_stored_with(broker.log_dir, topic, codec)
-    assert_records(asyncio.run(consume(broker.bootstrap, topic)), expected(codec, base_ts))
+    assert_round_trip(
+        broker,
+        f"aiokafka-{codec}",
+        codec,
+        lambda *args: asyncio.run(produce(*args)),
+        lambda *args: asyncio.run(consume(*args)),
+    )

@@ -8,16 +8,12 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, TIMESTAMP_CREATE_TIME, Consumer, KafkaException, Producer
 from confluent_kafka import TopicPartition as CkTopicPartition
 
-from .conftest import create_topic
 from .records import (
     CODECS,
     COUNT,
     PARTITIONS,
     Rec,
-    assert_records,
-    assert_stored_with,
-    base_timestamp,
-    expected,
+    assert_round_trip,
     headers,
     key,
     normalize_headers,
@@ -96,9 +92,4 @@ def consume(bootstrap: str, topic: str, count: int = COUNT, partitions: int = PA
 
 @pytest.mark.parametrize("codec", CODECS)
 def test_round_trip(broker, codec: str) -> None:
-    topic = f"confluent-{codec}"
-    create_topic(broker.bootstrap, topic, PARTITIONS)
-    base_ts = base_timestamp()
-    produce(broker.bootstrap, topic, codec, base_ts)
-    assert_stored_with(broker.log_dir, topic, codec)
-    assert_records(consume(broker.bootstrap, topic), expected(codec, base_ts))
+    assert_round_trip(broker, f"confluent-{codec}", codec, produce, consume)

@@ -4,18 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from .conftest import JavaClient, create_topic
-from .records import (
-    CODECS,
-    COUNT,
-    CREATE_TIME,
-    PARTITIONS,
-    Rec,
-    assert_records,
-    assert_stored_with,
-    base_timestamp,
-    expected,
-)
+from .conftest import JavaClient
+from .records import CODECS, COUNT, CREATE_TIME, PARTITIONS, Rec, assert_round_trip
 
 pytestmark = pytest.mark.java
 
@@ -33,12 +23,11 @@ def java_consume(java: JavaClient, bootstrap: str, topic: str, count: int = COUN
 
 @pytest.mark.parametrize("codec", CODECS)
 def test_round_trip(broker, java_client: JavaClient, codec: str) -> None:
-    topic = f"java-{codec}"
-    create_topic(broker.bootstrap, topic, PARTITIONS)
-    base_ts = base_timestamp()
-    out = java_client.run(
-        "produce", broker.bootstrap, topic, str(COUNT), str(PARTITIONS), codec, str(base_ts)
-    )
-    assert out[-1] == {"acked": COUNT, "misplaced": 0, "error": None}
-    assert_stored_with(broker.log_dir, topic, codec)
-    assert_records(java_consume(java_client, broker.bootstrap, topic), expected(codec, base_ts))
+    def produce(bootstrap: str, topic: str, codec: str, base_ts: int) -> None:
+        out = java_client.run("produce", bootstrap, topic, str(COUNT), str(PARTITIONS), codec, str(base_ts))
+        assert out[-1] == {"acked": COUNT, "misplaced": 0, "error": None}
+
+    def consume(bootstrap: str, topic: str) -> list[Rec]:
+        return java_consume(java_client, bootstrap, topic)
+
+    assert_round_trip(broker, f"java-{codec}", codec, produce, consume)

@@ -8,16 +8,12 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.structs import TopicPartition
 
-from .conftest import create_topic
 from .records import (
     CODECS,
     COUNT,
     PARTITIONS,
     Rec,
-    assert_records,
-    assert_stored_with,
-    base_timestamp,
-    expected,
+    assert_round_trip,
     headers,
     key,
     normalize_headers,
@@ -89,10 +85,6 @@ def consume(bootstrap: str, topic: str, count: int = COUNT, partitions: int = PA
 @pytest.mark.parametrize("codec", CODECS)
 def test_round_trip(broker, codec: str) -> None:
     topic = f"kafka-python-{codec}"
-    create_topic(broker.bootstrap, topic, PARTITIONS)
-    base_ts = base_timestamp()
-    produce(broker.bootstrap, topic, codec, base_ts)
-    assert_stored_with(broker.log_dir, topic, codec)
+    assert_round_trip(broker, topic, codec, produce, consume)
     # Idempotent batches carry the producer id from InitProducerId and a sequence.
     assert all(h.producer_id >= 0 for h in stored_batches(broker.log_dir, topic)) == IDEMPOTENCE
-    assert_records(consume(broker.bootstrap, topic), expected(codec, base_ts))
