@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from protocol.messages import request_class
+from protocol.records import Record, build_batch
+from storage import TopicPartition
 from tidelog.testing import BrokerHandle, BrokerProcess, KafkaWire, run_broker
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -70,8 +72,14 @@ def test_log_size_metrics(tidelog_broker_factory: Callable[..., BrokerHandle]) -
     broker.call(lambda: broker.state.topics.create_topic("sized", 2, 1, {}))
     broker.state.metrics.start()  # registry without HTTP (idempotent if the warm-up already did it)
     assert broker.state.metrics.sample("tidelog_partition_count") == 2
-    size = broker.state.metrics.sample("tidelog_log_size_bytes", {"topic": "sized", "partition": "1"})
-    assert size is not None and size >= 0
+    # One batch in partition 1: its size is exactly that batch's bytes, partition 0 stays empty.
+    data = bytes(build_batch([Record(0, 1_700_000_000_000, b"k", b"v")], 0))
+    log = broker.state.topics.log(TopicPartition("sized", 1))
+    assert log is not None
+    broker.call(lambda: log.append_as_leader(data))
+    sizes = [broker.state.metrics.sample("tidelog_log_size_bytes", {"topic": "sized", "partition": str(p)})
+             for p in (0, 1)]
+    assert sizes == [0, len(data)]
 
 
 def test_serve_process_ready_line_and_clean_sigterm(tmp_path: Path) -> None:
