@@ -22,9 +22,7 @@ from protocol.record_batch import HEADER_SIZE, RecordBatchHeader, batch_size_at,
 from storage import TopicPartition
 from storage.log_file_utils import (
     CLEANED_FILE_SUFFIX,
-    SEGMENT_SUFFIXES,
     SWAP_FILE_SUFFIX,
-    filename_prefix_from_offset,
 )
 from storage.log_segment import LogSegment
 from tidelog.clock import Clock
@@ -303,7 +301,7 @@ class Cleaner:
     ) -> None:
         """Copy the group into one `.cleaned` segment and swap it in."""
         base = segments[0].base_offset
-        cleaned = create_new_cleaned_segment(log, base, self.clock)
+        cleaned = log.new_cleaned_segment(base)  # step 0 of §6: leftovers of an earlier attempt go first
         txn_metadata.cleaned_index = cleaned.txn_index
         try:
             batch_filter = BatchFilter(
@@ -362,14 +360,3 @@ class Cleaner:
             if out:
                 dest.append(last_offset, max_ts, offset_of_max_ts, out)
                 self.throttler.maybe_throttle(len(out))
-
-
-def create_new_cleaned_segment(log: Log, base_offset: int, clock: Clock) -> LogSegment:
-    """Delete leftovers of an earlier attempt, then open `<base>.log.cleaned` and its indexes (step 0 of §6)."""
-    prefix = filename_prefix_from_offset(base_offset)
-    for suffix in SEGMENT_SUFFIXES:
-        try:
-            os.unlink(log.dir / f"{prefix}{suffix}{CLEANED_FILE_SUFFIX}")
-        except FileNotFoundError:
-            pass
-    return LogSegment.open(log.dir, base_offset, log.config, clock, file_suffix=CLEANED_FILE_SUFFIX)

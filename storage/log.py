@@ -22,7 +22,13 @@ from protocol.errors import ErrorCode, KafkaError
 from protocol.record_batch import HEADER_SIZE, iter_batches, read_header
 from storage import TopicPartition
 from storage.leader_epoch import LeaderEpochFileCache
-from storage.log_file_utils import CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX, fsync_dir
+from storage.log_file_utils import (
+    CLEANED_FILE_SUFFIX,
+    SEGMENT_SUFFIXES,
+    SWAP_FILE_SUFFIX,
+    filename_prefix_from_offset,
+    fsync_dir,
+)
 from storage.log_segment import LogSegment, RollParams, random_segment_jitter
 from storage.log_segments import LogSegments
 from storage.log_validator import validate_records
@@ -142,10 +148,6 @@ class Log:
         return self.segments.active_segment
 
     def size_in_bytes(self) -> int:
-        return self.segments.size_in_bytes()
-
-    @property
-    def size(self) -> int:
         """Bytes of all segments' `.log` data (Kafka's UnifiedLog.size)."""
         return self.segments.size_in_bytes()
 
@@ -296,14 +298,7 @@ class Log:
                 return active  # empty active segment at that offset already
             if active is not None and new_offset < active.base_offset:
                 raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"cannot roll back to {new_offset}")
-            from storage.log_file_utils import SEGMENT_SUFFIXES, filename_prefix_from_offset
-
-            prefix = filename_prefix_from_offset(new_offset)
-            for suffix in SEGMENT_SUFFIXES:  # stray files with the new name (Kafka deletes them first)
-                stray = self.dir / f"{prefix}{suffix}"
-                if stray.exists():
-                    log.warning("deleting stray %s before roll", stray)
-                    stray.unlink()
+            self._delete_stale_segment_files(new_offset, "")  # stray files with the new name (Kafka deletes them)
             if active is not None:
                 active.on_became_inactive_segment()
             segment = LogSegment.open(
@@ -322,6 +317,14 @@ class Log:
                 self._unsynced_files.append(snapshot)  # fsynced with the old segment (storage-format §10)
             self._schedule_flush(new_offset)
             return segment
+
+    def _delete_stale_segment_files(self, base_offset: int, file_suffix: str) -> None:
+        prefix = filename_prefix_from_offset(base_offset)
+        for suffix in SEGMENT_SUFFIXES:
+            stale = self.dir / f"{prefix}{suffix}{file_suffix}"
+            if stale.exists():
+                log.warning("deleting stale %s before creating segment %d", stale, base_offset)
+                stale.unlink()
 
     def _schedule_flush(self, offset: int) -> None:
         if self._flush_executor is None:
@@ -587,13 +590,7 @@ class Log:
 
     def new_cleaned_segment(self, base_offset: int) -> LogSegment:
         """A fresh `.cleaned` segment for the cleaner (stale `.cleaned` files of that base removed first)."""
-        from storage.log_file_utils import SEGMENT_SUFFIXES, filename_prefix_from_offset
-
-        prefix = filename_prefix_from_offset(base_offset)
-        for suffix in SEGMENT_SUFFIXES:
-            stale = self.dir / f"{prefix}{suffix}{CLEANED_FILE_SUFFIX}"
-            if stale.exists():
-                stale.unlink()
+        self._delete_stale_segment_files(base_offset, CLEANED_FILE_SUFFIX)
         return LogSegment.open(self.dir, base_offset, self.config, self.clock, file_suffix=CLEANED_FILE_SUFFIX)
 
     def last_records_of_active_producers(self) -> dict[int, tuple[int | None, int]]:
