@@ -4,54 +4,27 @@ internal __consumer_offsets topic in Metadata and closed to client writes."""
 
 from __future__ import annotations
 
-import socket
-import struct
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from protocol.messages import request_class, response_class
+from protocol.messages import request_class
 from tests.groups.conftest import create_topic
+from tidelog.testing import KafkaWire
 
 
-class Conn:
-    def __init__(self, bootstrap: str) -> None:
-        host, port = bootstrap.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=60)
-        self.correlation = 0
+class Conn(KafkaWire):
+    """tidelog.testing.KafkaWire, with the request given as its fields."""
 
     def call(self, api_key: int, version: int, **fields: Any) -> Any:
-        req_cls = request_class(api_key)
-        flexible = req_cls[version].flexible_version_q(version)
-        body = req_cls[version](**fields).encode(version=version)
-        self.correlation += 1
-        header = struct.pack(">hhih", api_key, version, self.correlation, 4) + b"test" + (b"\x00" if flexible else b"")
-        payload = header + bytes(body)
-        self.sock.sendall(struct.pack(">i", len(payload)) + payload)
-        size = struct.unpack(">i", self._recv(4))[0]
-        data = self._recv(size)
-        assert struct.unpack(">i", data[:4])[0] == self.correlation
-        resp_flexible = response_class(api_key)[version].flexible_version_q(version)
-        return response_class(api_key).decode(data[5 if resp_flexible else 4 :], version=version)
-
-    def _recv(self, n: int) -> bytes:
-        buf = b""
-        while len(buf) < n:
-            chunk = self.sock.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionError("closed by broker")
-            buf += chunk
-        return buf
-
-    def close(self) -> None:
-        self.sock.close()
+        return self.request(api_key, version, request_class(api_key)[version](**fields))
 
 
 @pytest.fixture
-def conn(group_broker: Any) -> Any:
-    c = Conn(group_broker.bootstrap)
-    yield c
-    c.close()
+def conn(group_broker: Any) -> Iterator[Conn]:
+    with Conn(group_broker.bootstrap, client_id="test") as c:
+        yield c
 
 
 @pytest.mark.parametrize("version", [0, 1, 2, 3, 4])
