@@ -33,8 +33,6 @@ class FetchPurgatory:
         self._watched: weakref.WeakValueDictionary[int, Log] = weakref.WeakValueDictionary()
         self._lock = threading.Lock()  # append listeners normally run on the loop thread; be safe anyway
         self._closed = False
-        self.completed_by_append = 0
-        self.expired = 0
 
     def watch(self, log_obj: Log) -> None:
         """Register the append listener on `log_obj` (idempotent)."""
@@ -44,18 +42,6 @@ class FetchPurgatory:
                 return
             self._watched[key] = log_obj
         log_obj.add_append_listener(self._on_append)
-
-    def unwatch(self, log_obj: Log) -> None:
-        """Forget a log that is going away (topic deleted); fetches parked on it are woken."""
-        key = id(log_obj)
-        with self._lock:
-            if self._watched.get(key) is not log_obj:
-                return
-            del self._watched[key]
-        remove = getattr(log_obj, "remove_append_listener", None)
-        if remove is not None:
-            remove(self._on_append)
-        self._wake(key)
 
     def num_delayed(self) -> int:
         with self._lock:
@@ -77,7 +63,6 @@ class FetchPurgatory:
         try:
             woken = await asyncio.wait_for(future, timeout_ms / 1000)
         except TimeoutError:
-            self.expired += 1
             return False
         finally:
             with self._lock:
@@ -87,7 +72,6 @@ class FetchPurgatory:
                         futures.discard(future)
                         if not futures:
                             del self._waiters[key]
-        self.completed_by_append += 1
         return woken
 
     def _on_append(self, log_obj: Log) -> None:

@@ -322,9 +322,6 @@ class BrokerConfig:
 
         return log_config({}, self)
 
-    def static_configs(self) -> dict[str, str]:
-        return dict(self._static_raw)
-
     # --- dynamic configs (AlterConfigs / IncrementalAlterConfigs on BROKER resources) ---
 
     def dynamic_configs(self, per_broker: bool) -> dict[str, str]:

@@ -194,14 +194,6 @@ def list_of(*allowed: str) -> Validator:
     return check
 
 
-def all_of(*validators: Validator) -> Validator:
-    def check(name: str, value: Any) -> None:
-        for validator in validators:
-            validator(name, value)
-
-    return check
-
-
 # --- DescribeConfigs entries ---
 
 

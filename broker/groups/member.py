@@ -53,10 +53,6 @@ class MemberMetadata:
     def is_awaiting_sync(self) -> bool:
         return self.sync_future is not None
 
-    @property
-    def is_static(self) -> bool:
-        return self.group_instance_id is not None
-
     def protocol_names(self) -> list[str]:
         return [name for name, _ in self.protocols]
 
