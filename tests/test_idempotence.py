@@ -4,8 +4,6 @@ including across a broker restart."""
 
 from __future__ import annotations
 
-import socket
-import struct
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +15,7 @@ from protocol.errors import ErrorCode, KafkaError
 from storage import TopicPartition
 from storage.log_manager import LogManager
 from tidelog.clock import ManualClock
+from tidelog.testing import KafkaWire
 
 
 def build_batch(producer_id: int, epoch: int, base_sequence: int, values: list[bytes],
@@ -94,42 +93,15 @@ def test_duplicate_and_out_of_order_on_log_across_restart(tmp_path: Path) -> Non
 
 
 # ----------------------------------------------------------------------------- raw Produce over a socket
-def _produce_request(correlation_id: int, topic: str, batch: bytes, version: int = 8) -> bytes:
+def _produce(bootstrap: str, topic: str, batch: bytes, version: int = 8) -> tuple[int, int]:
     from protocol.messages import request_class
 
     req_cls = request_class(0)[version]
     T = req_cls.TopicProduceData
     req = req_cls(transactional_id=None, acks=-1, timeout_ms=30000, topic_data=[
         T(name=topic, partition_data=[T.PartitionProduceData(index=0, records=batch)])])
-    body = req.encode(version=version)
-    client_id = b"idem-test"
-    header = struct.pack(">hhih", 0, version, correlation_id, len(client_id)) + client_id
-    payload = header + bytes(body)
-    return struct.pack(">i", len(payload)) + payload
-
-
-def _read_response(sock: socket.socket, version: int = 8) -> Any:
-    from protocol.messages import response_class
-
-    def recv_exact(n: int) -> bytes:
-        buf = b""
-        while len(buf) < n:
-            chunk = sock.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionError("closed")
-            buf += chunk
-        return buf
-
-    (size,) = struct.unpack(">i", recv_exact(4))
-    data = recv_exact(size)
-    return response_class(0).decode(data[4:], version=version)
-
-
-def _produce(bootstrap: str, topic: str, batch: bytes) -> tuple[int, int]:
-    host, port = bootstrap.rsplit(":", 1)
-    with socket.create_connection((host, int(port)), timeout=60) as sock:
-        sock.sendall(_produce_request(1, topic, batch))
-        resp = _read_response(sock)
+    with KafkaWire(bootstrap, client_id="idem-test") as wire:
+        resp = wire.request(0, version, req)
     p = resp.responses[0].partition_responses[0]
     return p.error_code, p.base_offset
 
@@ -170,20 +142,12 @@ def test_init_producer_id_over_the_wire_is_unique_across_restart(tmp_path: Path)
     from tidelog.testing import run_broker
 
     def init(bootstrap: str, transactional_id: str | None = None, version: int = 4) -> tuple[int, int, int]:
-        from protocol.messages import request_class, response_class
+        from protocol.messages import request_class
 
-        body = request_class(22)[version](transactional_id=transactional_id, transaction_timeout_ms=60000,
-                                          producer_id=-1, producer_epoch=-1).encode(version=version)
-        # v2+ is flexible: request header v2 (client id, then an empty tagged-field section)
-        header = struct.pack(">hhih", 22, version, 7, 4) + b"test" + (b"\x00" if version >= 2 else b"")
-        payload = header + bytes(body)
-        host, port = bootstrap.rsplit(":", 1)
-        with socket.create_connection((host, int(port)), timeout=60) as sock:
-            sock.sendall(struct.pack(">i", len(payload)) + payload)
-            size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
-            data = sock.recv(size, socket.MSG_WAITALL)
-        skip = 5 if version >= 2 else 4  # correlation id (+ tagged fields in response header v1)
-        resp = response_class(22).decode(data[skip:], version=version)
+        req = request_class(22)[version](transactional_id=transactional_id, transaction_timeout_ms=60000,
+                                         producer_id=-1, producer_epoch=-1)
+        with KafkaWire(bootstrap, client_id="test") as wire:
+            resp = wire.request(22, version, req)
         return resp.error_code, resp.producer_id, resp.producer_epoch
 
     with run_broker(log_dir=tmp_path) as b:
