@@ -67,7 +67,7 @@ def max_compaction_delay(log: Log, first_dirty_offset: int, now: int) -> int:
     segments = [s for s in log.segments.values(first_dirty_offset) if s is not log.active_segment]
     first_batch_timestamps = []
     for segment in segments:
-        ts = _first_batch_timestamp(segment)
+        ts = segment.first_batch_timestamp()
         if ts > 0:
             first_batch_timestamps.append(ts)
     if not first_batch_timestamps:
@@ -75,14 +75,6 @@ def max_compaction_delay(log: Log, first_dirty_offset: int, now: int) -> int:
     earliest = min(first_batch_timestamps)
     clean_until = now - max(log.config.max_compaction_lag_ms, 0)
     return clean_until - earliest if earliest < clean_until else 0
-
-
-def _first_batch_timestamp(segment: Any) -> int:
-    rolling = getattr(segment, "_rolling_based_timestamp", None)
-    if rolling is not None:
-        return rolling
-    first = segment.first_batch()
-    return first.max_timestamp if first is not None else -1
 
 
 def calculate_cleanable_bytes(log: Log, first_dirty_offset: int, uncleanable_offset: int) -> tuple[int, int]:

@@ -398,6 +398,11 @@ class LogSegment:
             if first is not None:
                 self._rolling_based_timestamp = first.max_timestamp
 
+    def first_batch_timestamp(self) -> int:
+        """The first batch's MaxTimestamp, -1 for an empty segment (Kafka's LogSegment.getFirstBatchTimestamp)."""
+        self._load_first_batch_timestamp()
+        return self._rolling_based_timestamp if self._rolling_based_timestamp is not None else NO_TIMESTAMP
+
     def time_waited_for_roll(self, now: int, message_timestamp: int) -> int:
         """Time since the first batch's MaxTimestamp (record time), else since creation (wall clock)."""
         self._load_first_batch_timestamp()
