@@ -85,12 +85,9 @@ class ApiRegistry:
                 for name in self._names:
                     try:
                         module = importlib.import_module(f"broker.apis.{name}")
-                    except ModuleNotFoundError as exc:
-                        if exc.name == f"broker.apis.{name}":
+                    except Exception as exc:  # noqa: BLE001 - one broken handler must not take down every API
+                        if isinstance(exc, ModuleNotFoundError) and exc.name == f"broker.apis.{name}":
                             continue  # registered but not landed yet: not advertised
-                        log.exception("Handler module broker.apis.%s cannot be imported; not serving it", name)
-                        continue
-                    except Exception:  # noqa: BLE001 - one broken handler must not take down every API
                         log.exception("Handler module broker.apis.%s cannot be imported; not serving it", name)
                         continue
                     by_key[module.API_KEY] = module
