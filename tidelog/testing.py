@@ -72,12 +72,10 @@ def _new_loop() -> asyncio.AbstractEventLoop:
 @contextlib.contextmanager
 def run_broker(log_dir: str | os.PathLike[str] | None = None, port: int = 0,
                overrides: Mapping[str, Any] | None = None, clock: Clock | None = None,
-               data_dir: str | os.PathLike[str] | None = None, registry: Any = None) -> Iterator[BrokerHandle]:
+               registry: Any = None) -> Iterator[BrokerHandle]:
     """Start a broker in a background thread; stop it (clean shutdown) on exit. A temporary log dir is
-    created (and removed afterwards) when `log_dir` is None. `data_dir` is an alias of `log_dir`; `registry`
-    (broker.server.ApiRegistry) replaces the handler modules, for tests of the dispatch itself."""
-    if log_dir is None:
-        log_dir = data_dir
+    created (and removed afterwards) when `log_dir` is None. `registry` (broker.server.ApiRegistry) replaces
+    the handler modules, for tests of the dispatch itself."""
     from broker.server import Server
     from broker.state import BrokerState
     from config.broker_config import BrokerConfig
