@@ -15,12 +15,6 @@ from tidelog.testing import BrokerHandle, run_broker
 TIMEOUT = 60
 
 
-@pytest.fixture(scope="module")
-def broker() -> Iterator[BrokerHandle]:
-    with run_broker() as handle:
-        yield handle
-
-
 @pytest.fixture
 def kp_admin(broker: BrokerHandle) -> Iterator[object]:
     from kafka.admin import KafkaAdminClient
