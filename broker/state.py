@@ -11,11 +11,9 @@ ApiVersions (protocol-compat §9 quirk 17). Reading one of them before that buil
 
 from __future__ import annotations
 
-import base64
 import logging
 import socket
 import threading
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -48,7 +46,9 @@ _SUBSYSTEMS = frozenset({"log_manager", "topics", "purgatory", "groups", "produc
 
 def new_cluster_id() -> str:
     """Kafka's Uuid.randomUuid().toString(): 22 chars of URL-safe base64 without padding."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+    from storage.checkpoints import random_kafka_uuid, uuid_to_base64
+
+    return uuid_to_base64(random_kafka_uuid())
 
 
 class BrokerState:

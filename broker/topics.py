@@ -7,13 +7,11 @@ Kafka keeps this in the KRaft metadata log; tidelog keeps it in `<first log dir>
 
 from __future__ import annotations
 
-import base64
 import json
 import logging
 import os
 import re
 import threading
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +22,10 @@ from config.definitions import ConfigError
 from config.log_config import LogConfig
 from protocol.errors import ErrorCode, KafkaError
 from storage import TopicPartition
+from storage.checkpoints import ZERO_UUID, write_atomic
+from storage.checkpoints import random_kafka_uuid as random_topic_id
+from storage.checkpoints import uuid_from_base64 as uuid_from_str
+from storage.checkpoints import uuid_to_base64 as uuid_to_str
 
 if TYPE_CHECKING:
     from config.broker_config import BrokerConfig
@@ -38,8 +40,6 @@ _LEGAL_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
 GROUP_METADATA_TOPIC_NAME = "__consumer_offsets"
 TRANSACTION_STATE_TOPIC_NAME = "__transaction_state"
 INTERNAL_TOPICS = frozenset({GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME})
-ZERO_UUID = bytes(16)
-METADATA_TOPIC_ID = (1).to_bytes(16, "big")  # Uuid.METADATA_TOPIC_ID (__cluster_metadata)
 _MAX_REMEMBERED_DELETES = 1000
 
 # fn(topic) after a topic's overrides changed; fn(None) after broker-wide (dynamic broker) configs changed.
@@ -57,26 +57,6 @@ class TopicInfo:
     @property
     def replication_factor(self) -> int:
         return 1
-
-
-def uuid_to_str(topic_id: bytes) -> str:
-    """Kafka's Uuid.toString: URL-safe base64 without padding."""
-    return base64.urlsafe_b64encode(topic_id).rstrip(b"=").decode("ascii")
-
-
-def uuid_from_str(text: str) -> bytes:
-    raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-    if len(raw) != 16:
-        raise ValueError(f"not a 16-byte uuid: {text!r}")
-    return raw
-
-
-def random_topic_id() -> bytes:
-    """Kafka's Uuid.randomUuid: a version-4 UUID that is neither reserved nor prints with a leading '-'."""
-    while True:
-        candidate = uuid.uuid4().bytes
-        if candidate not in (ZERO_UUID, METADATA_TOPIC_ID) and not uuid_to_str(candidate).startswith("-"):
-            return candidate
 
 
 def validate_topic_name(name: str | None) -> None:
@@ -311,17 +291,7 @@ class TopicManager:
         }
         try:
             self._path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self._path.with_name(self._path.name + ".tmp")
-            with open(tmp, "w", encoding="utf-8") as fh:
-                json.dump(data, fh, indent=1)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, self._path)
-            dir_fd = os.open(self._path.parent, os.O_RDONLY)
-            try:
-                os.fsync(dir_fd)
-            finally:
-                os.close(dir_fd)
+            write_atomic(self._path, json.dumps(data, indent=1).encode("utf-8"))
         except OSError as exc:
             # The change is live but not durable; the partition dirs still let startup adopt the topics.
             log.error("Cannot write %s: %s", self._path, exc)
