@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from protocol.record_batch import HEADER_SIZE, RecordBatchHeader
-from protocol.records import CorruptRecordError, decompress
+from protocol.record_batch import RecordBatchHeader
+from protocol.records import CorruptRecordError, records_payload
 
 
 def _varint(data: bytes | memoryview, p: int) -> tuple[int, int]:
@@ -26,18 +26,11 @@ def _varint(data: bytes | memoryview, p: int) -> tuple[int, int]:
             raise CorruptRecordError("varint too long")
 
 
-def payload(buf: bytes | bytearray | memoryview, pos: int, header: RecordBatchHeader) -> bytes | memoryview:
-    body = memoryview(buf)[pos + HEADER_SIZE : pos + header.size]
-    if header.compression == 0:
-        return body
-    return decompress(header.compression, body)
-
-
 def scan_records(
     buf: bytes | bytearray | memoryview, pos: int, header: RecordBatchHeader
 ) -> Iterator[tuple[int, bytes | None, bool]]:
     """Yield (offset, key or None, value is null) for each record of the batch at buf[pos]."""
-    data = payload(buf, pos, header)
+    data = records_payload(buf, pos, header)
     if isinstance(data, memoryview):
         data = data.tobytes()  # indexing bytes is much faster than indexing a memoryview
     base = header.base_offset

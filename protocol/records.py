@@ -42,6 +42,7 @@ from protocol.record_batch import (
     NO_TIMESTAMP,
     TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_FLAG,
+    RecordBatchHeader,
     compute_crc,
     read_header,
 )
@@ -173,9 +174,12 @@ def decompress(codec: int, data: bytes | bytearray | memoryview) -> bytes:
 # ---------------------------------------------------------------------------------------------- decode
 
 
-def records_payload(buf: bytes | bytearray | memoryview, pos: int = 0) -> bytes | memoryview:
-    """The uncompressed records bytes of the batch at `pos`."""
-    header = read_header(buf, pos)
+def records_payload(
+    buf: bytes | bytearray | memoryview, pos: int = 0, header: RecordBatchHeader | None = None
+) -> bytes | memoryview:
+    """The uncompressed records bytes of the batch at `pos` (`header`: its already-parsed header)."""
+    if header is None:
+        header = read_header(buf, pos)
     body = memoryview(buf)[pos + HEADER_SIZE : pos + header.size]
     if header.compression == NONE:
         return body
@@ -185,7 +189,7 @@ def records_payload(buf: bytes | bytearray | memoryview, pos: int = 0) -> bytes 
 def iter_records(buf: bytes | bytearray | memoryview, pos: int = 0) -> Iterator[Record]:
     """Decode the records of the batch at `buf[pos]`. Raises CorruptRecordError on malformed records."""
     header = read_header(buf, pos)
-    data = records_payload(buf, pos)
+    data = records_payload(buf, pos, header)
     base_offset = header.base_offset
     base_ts = header.base_timestamp
     log_append = header.is_log_append_time
@@ -244,7 +248,7 @@ def scan_records(buf: bytes | bytearray | memoryview, pos: int = 0) -> list[Reco
     """What the LogValidator needs of each record (offset delta, timestamp, null key?) without decoding
     keys, values or headers: each record is skipped by its Length. About 3x cheaper than iter_records."""
     header = read_header(buf, pos)
-    payload = records_payload(buf, pos)
+    payload = records_payload(buf, pos, header)
     data = payload if isinstance(payload, bytes) else bytes(payload)
     base_ts = header.base_timestamp
     log_append = header.is_log_append_time
