@@ -15,6 +15,7 @@ import json
 import sys
 import threading
 import time
+from collections.abc import Iterable
 from typing import Any
 
 SESSION_MS = 6000
@@ -24,6 +25,15 @@ HEARTBEAT_MS = 1000
 def emit(obj: dict[str, Any]) -> None:
     sys.stdout.write(json.dumps(obj) + "\n")
     sys.stdout.flush()
+
+
+def emit_records(records: Iterable[tuple[int, int, bytes]]) -> int:
+    """One {"p", "o", "v"} line per (partition, offset, value); returns how many."""
+    n = 0
+    for partition, offset, value in records:
+        emit({"p": partition, "o": offset, "v": value.decode()})
+        n += 1
+    return n
 
 
 def watch_stdin(flag: threading.Event) -> None:
@@ -53,11 +63,7 @@ def run_kafka_python(bootstrap: str, topic: str, group: str, deadline: float, cl
     consumer.subscribe([topic], listener=Listener())
     while not closing.is_set() and time.time() < deadline:
         batches = consumer.poll(timeout_ms=200)
-        n = 0
-        for records in batches.values():
-            for r in records:
-                emit({"p": r.partition, "o": r.offset, "v": r.value.decode()})
-                n += 1
+        n = emit_records((r.partition, r.offset, r.value) for records in batches.values() for r in records)
         if n:
             consumer.commit()
             emit({"commit": n})
@@ -78,12 +84,7 @@ def run_confluent(bootstrap: str, topic: str, group: str, deadline: float, closi
     consumer.subscribe([topic], on_assign=on_assign)
     while not closing.is_set() and time.time() < deadline:
         msgs = consumer.consume(num_messages=500, timeout=0.2)
-        n = 0
-        for m in msgs:
-            if m.error():
-                continue
-            emit({"p": m.partition(), "o": m.offset(), "v": m.value().decode()})
-            n += 1
+        n = emit_records((m.partition(), m.offset(), m.value()) for m in msgs if not m.error())
         if n:
             consumer.commit(asynchronous=False)
             emit({"commit": n})
@@ -111,11 +112,7 @@ def run_aiokafka(bootstrap: str, topic: str, group: str, deadline: float, closin
         try:
             while not closing.is_set() and time.time() < deadline:
                 batches = await consumer.getmany(timeout_ms=200)
-                n = 0
-                for records in batches.values():
-                    for r in records:
-                        emit({"p": r.partition, "o": r.offset, "v": r.value.decode()})
-                        n += 1
+                n = emit_records((r.partition, r.offset, r.value) for recs in batches.values() for r in recs)
                 if n:
                     await consumer.commit()
                     emit({"commit": n})
