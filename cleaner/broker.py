@@ -28,9 +28,8 @@ def create_log_cleaner(state: Any) -> LogCleaner:
     the cleaner reads each log's current config every round)."""
     config = state.config
     log_manager = state.log_manager
-    store = log_manager if hasattr(log_manager, "update_cleaner_checkpoint") else None
     cleaner = LogCleaner(CleanerConfig.from_broker_config(config), config.log_dirs, log_manager.all_logs,
-                         state.clock, checkpoint_store=store)
+                         state.clock, checkpoint_store=log_manager)
     cleaner.retention = RetentionTask(
         log_manager.all_logs, state.clock, config.log_retention_check_interval_ms,
         cleaner=cleaner if config.log_cleaner_enable else None,
@@ -51,7 +50,5 @@ def create_log_cleaner(state: Any) -> LogCleaner:
         except ValueError as e:
             logger.error("Ignoring cleaner reconfiguration: %s", e)
 
-    topics = getattr(state, "topics", None)
-    if topics is not None and hasattr(topics, "add_config_listener"):
-        topics.add_config_listener(on_config_change)
+    state.topics.add_config_listener(on_config_change)
     return cleaner
