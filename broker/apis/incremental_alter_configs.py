@@ -14,6 +14,7 @@ from broker.apis.describe_configs import (
     ROOT_LOGGER,
     TOPIC,
     check_broker_name,
+    topic_info,
 )
 from broker.context import RequestContext
 from config.broker_defs import BROKER_CONFIG_DEFS
@@ -72,11 +73,7 @@ def apply_ops(
 
 def _alter_topic(ctx: RequestContext, resource: Any, validate_only: bool) -> None:
     name = resource.resource_name
-    info = ctx.broker.topics.get(name)
-    if info is None:
-        from broker.apis.describe_configs import topic_info
-
-        topic_info(ctx, name)  # raises INVALID_TOPIC_EXCEPTION or UNKNOWN_TOPIC_OR_PARTITION
+    info = topic_info(ctx, name)  # raises INVALID_TOPIC_EXCEPTION or UNKNOWN_TOPIC_OR_PARTITION
 
     def base_value(config_name: str) -> str | None:
         definition = TOPIC_CONFIG_DEFS[config_name]
