@@ -125,19 +125,19 @@ class LogLoader:
         self._load_segments()
         if not self.had_clean_shutdown:
             self._recover_unflushed()
-        active = lg.segments.last_segment
-        if active is not None and active.read_next_offset() < self.log_start_offset_checkpoint:
+        last = lg.segments.last_segment
+        leo = last.read_next_offset() if last is not None else 0
+        if last is not None and leo < self.log_start_offset_checkpoint:
             log.warning("%s: every segment is below the log start checkpoint; deleting them", lg.topic_partition)
             for segment in list(lg.segments):
                 lg.segments.remove(segment.base_offset)
                 segment.delete_if_exists()
         if lg.segments.is_empty:
-            base = max(0, self.log_start_offset_checkpoint)
-            lg.segments.add(LogSegment.open(directory, base, lg.config, lg.clock, preallocate=lg.config.preallocate))
+            leo = max(0, self.log_start_offset_checkpoint)  # a new empty segment: LEO is its base
+            lg.segments.add(LogSegment.open(directory, leo, lg.config, lg.clock, preallocate=lg.config.preallocate))
         active = lg.segments.active_segment
         first = lg.segments.first_segment
         assert first is not None
-        leo = active.read_next_offset()
         lg._next_offset = leo
         lg.log_start_offset = max(self.log_start_offset_checkpoint, first.base_offset)
         if self.had_clean_shutdown:
