@@ -12,6 +12,9 @@ from typing import Any, Protocol
 
 from broker.groups.config import GroupCoordinatorConfig
 from protocol.errors import ErrorCode, KafkaError
+from protocol.record_batch import iter_batches
+from protocol.records import Record, iter_records
+from protocol.records import build_batch as records_build_batch
 from storage import TopicPartition
 from tidelog.clock import Clock
 
@@ -46,13 +49,8 @@ class OffsetsStore(Protocol):
 
 def build_batch(records: list[tuple[bytes, bytes | None]], timestamp_ms: int) -> bytes:
     """One uncompressed RecordBatch v2 (offsets from 0; the log assigns the real ones)."""
-    from kafka.record.default_records import DefaultRecordBatchBuilder
-
-    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
-                                        producer_epoch=-1, base_sequence=-1, batch_size=1 << 30)
-    for i, (key, value) in enumerate(records):
-        builder.append(i, timestamp=timestamp_ms, key=key, value=value, headers=[])
-    return bytes(builder.build())
+    return bytes(records_build_batch([Record(i, timestamp_ms, key, value) for i, (key, value) in enumerate(records)],
+                                     0))
 
 
 class TopicOffsetsStore:
@@ -111,30 +109,17 @@ class TopicOffsetsStore:
             while offset < end:
                 data = bytes(log_.read(offset, _READ_CHUNK, end, True))
                 next_offset = offset
-                for batch_end, record_offset, key, value in _iter_batches_records(data):
-                    next_offset = max(next_offset, batch_end)
-                    if record_offset is None or record_offset < offset or key is None:
-                        continue  # control batch, before the fetch offset, or keyless (Kafka never writes it)
-                    yield partition, key, value
+                for pos, header in iter_batches(data):
+                    next_offset = max(next_offset, header.next_offset)
+                    if header.is_control:
+                        continue
+                    for record in iter_records(data, pos):
+                        if record.offset < offset or record.key is None:
+                            continue  # before the fetch offset, or keyless (Kafka never writes it)
+                        yield partition, record.key, record.value
                 if next_offset <= offset:
                     log.warning("cannot make progress loading %s-%d at %d", GROUP_METADATA_TOPIC_NAME,
                                 partition, offset)
                     break
                 offset = next_offset
 
-
-def _iter_batches_records(data: bytes) -> Iterator[tuple[int, int | None, bytes | None, bytes | None]]:
-    """(batch next offset, offset, key, value) per record; control batches yield once with offset None."""
-    from kafka.record.memory_records import MemoryRecords
-
-    records = MemoryRecords(data)
-    while records.has_next():
-        batch = records.next_batch()
-        if batch is None:
-            break
-        if getattr(batch, "is_control_batch", False):
-            yield batch.next_offset, None, None, None
-            continue
-        for record in batch:
-            yield batch.next_offset, record.offset, record.key, record.value
-        yield batch.next_offset, None, None, None
