@@ -13,8 +13,6 @@ class GroupCoordinatorConfig:
     group_initial_rebalance_delay_ms: int = 3_000
     group_max_size: int = 2_147_483_647
     offsets_topic_num_partitions: int = 50
-    offsets_topic_replication_factor: int = 1          # Kafka's default 3 cannot work on one node
-    offsets_topic_segment_bytes: int = 104_857_600
     offsets_retention_minutes: int = 10_080
     offsets_retention_check_interval_ms: int = 600_000
     offset_metadata_max_bytes: int = 4_096

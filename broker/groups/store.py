@@ -64,26 +64,12 @@ class TopicOffsetsStore:
 
     def ensure_topic(self) -> None:
         info = self._topics.get(GROUP_METADATA_TOPIC_NAME)
-        if info is not None:
-            # An existing topic decides the partition count (Kafka reads it from metadata too).
-            self.num_partitions = info.partitions
-            return
-        ensure = getattr(self._topics, "ensure_internal_topic", None)
-        if ensure is not None:
-            self.num_partitions = ensure(GROUP_METADATA_TOPIC_NAME, self._config.offsets_topic_num_partitions).partitions
-            return
-        overrides = {
-            "cleanup.policy": "compact",
-            "segment.bytes": str(self._config.offsets_topic_segment_bytes),
-            "compression.type": "producer",
-        }
-        try:
-            self._topics.create_topic(GROUP_METADATA_TOPIC_NAME, self._config.offsets_topic_num_partitions,
-                                      self._config.offsets_topic_replication_factor, overrides)
-        except KafkaError as e:
-            if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
-                raise
-        self.num_partitions = self._config.offsets_topic_num_partitions
+        if info is None:
+            # TopicManager gives it the configs Kafka's coordinator uses (compacted, offsets.topic.segment.bytes).
+            info = self._topics.ensure_internal_topic(GROUP_METADATA_TOPIC_NAME,
+                                                      self._config.offsets_topic_num_partitions)
+        # An existing topic decides the partition count (Kafka reads it from metadata too).
+        self.num_partitions = info.partitions
 
     def exists(self) -> bool:
         return self._topics.get(GROUP_METADATA_TOPIC_NAME) is not None
