@@ -14,6 +14,7 @@ from typing import Any
 from broker.context import RequestContext
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import response_class
+from storage import TopicPartition
 
 API_KEY = 3
 MIN_VERSION = 0
@@ -42,20 +43,14 @@ def topic_entry(ctx: RequestContext, cls: Any, info: Any, include_ops: bool) -> 
     node = broker.node_id
     partitions = []
     for p in range(info.partitions):
-        lg = broker.log_manager.get_log(_tp(info.name, p))
-        epoch = getattr(lg, "leader_epoch", 0) if lg is not None else 0
+        lg = broker.log_manager.get_log(TopicPartition(info.name, p))
+        epoch = lg.leader_epoch if lg is not None else 0
         partitions.append(cls.MetadataResponseTopic.MetadataResponsePartition(
             error_code=ErrorCode.NONE, partition_index=p, leader_id=node, leader_epoch=epoch,
             replica_nodes=[node], isr_nodes=[node], offline_replicas=[]))
     return cls.MetadataResponseTopic(
         error_code=ErrorCode.NONE, name=info.name, topic_id=_uuid(info.topic_id), is_internal=bool(info.internal),
         partitions=partitions, authorized_operations=set(TOPIC_OPERATIONS) if include_ops else INT32_MIN_OMITTED)
-
-
-def _tp(topic: str, partition: int) -> Any:
-    from storage import TopicPartition
-
-    return TopicPartition(topic, partition)
 
 
 def error_entry(cls: Any, code: int, name: str | None, topic_id: uuid.UUID = ZERO_UUID) -> Any:
