@@ -404,8 +404,9 @@ class GroupCoordinator:
             return E.ILLEGAL_GENERATION
         if group.is_(GroupState.EMPTY):
             return E.UNKNOWN_MEMBER_ID
+        # No re-arm (an O(all members) scan): a heartbeat only moves a deadline later, so the armed timer is
+        # at worst early, and check_expirations re-arms it then (OffsetCommit refreshes the same way).
         member.last_heartbeat_ms = self._now()
-        self._schedule()
         if group.is_(GroupState.PREPARING_REBALANCE):
             return E.REBALANCE_IN_PROGRESS
         return E.NONE
