@@ -134,6 +134,7 @@ class TopicManager:
         self._listeners: list[ConfigListener] = []
         self._lock = threading.RLock()
         self._path = Path(config.log_dirs[0]) / TOPICS_FILE
+        self._loading_configs: dict[str, LogConfig] = {}  # per topic while LogManager.startup() loads
         self._load_stored()
         # Logs found on disk at LogManager.startup() get their topic's config right away (recovery and the
         # cleaner read it), instead of the broker default until startup() reconciles.
@@ -141,8 +142,13 @@ class TopicManager:
             log_manager.config_provider = self._config_for_partition
 
     def _config_for_partition(self, tp: TopicPartition) -> LogConfig:
-        info = self._topics.get(tp.topic)
-        return topic_config.log_config(info.overrides if info else {}, self.config)
+        # Resolved once per topic, not per partition (LogConfig is frozen; nothing changes before startup()).
+        config = self._loading_configs.get(tp.topic)
+        if config is None:
+            info = self._topics.get(tp.topic)
+            config = topic_config.log_config(info.overrides if info else {}, self.config)
+            self._loading_configs[tp.topic] = config
+        return config
 
     # --- lookups ---
 
@@ -208,6 +214,7 @@ class TopicManager:
     def startup(self) -> None:
         """Reconcile the stored topics with the logs LogManager found (call after LogManager.startup())."""
         with self._lock:
+            self._loading_configs.clear()
             changed = self._reconcile_logs()
             if changed or not self._path.exists():
                 self._persist()
