@@ -7,6 +7,7 @@ Only the Spark-backed tests skip, and only when pyspark is not importable (`pip 
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -52,6 +53,7 @@ def spark() -> Iterator[Any]:
         yield session
     finally:
         session.stop()
+        shutil.rmtree(local_dir, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
