@@ -26,12 +26,12 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from cleaner.log_cleaner import CleanerConfig, LogCleaner  # noqa: E402
-from config.log_config import LogConfig  # noqa: E402
-from protocol.records import Record, build_batch  # noqa: E402
-from storage import TopicPartition  # noqa: E402
-from storage.log_manager import LogManager  # noqa: E402
+from tidelog.cleaner.log_cleaner import CleanerConfig, LogCleaner  # noqa: E402
 from tidelog.clock import Clock  # noqa: E402
+from tidelog.config.log_config import LogConfig  # noqa: E402
+from tidelog.protocol.records import Record, build_batch  # noqa: E402
+from tidelog.storage import TopicPartition  # noqa: E402
+from tidelog.storage.log_manager import LogManager  # noqa: E402
 
 RECORDS_PER_BATCH = 50
 COMPACT = LogConfig(cleanup_policy=("compact",), min_cleanable_dirty_ratio=0.01, segment_bytes=8 * 1024 * 1024)
@@ -132,7 +132,7 @@ def latency_while_cleaning(megabytes: float, seconds: float) -> None:
     from kafka import KafkaAdminClient
     from kafka.admin import NewTopic
 
-    from cleaner import pacing
+    from tidelog.cleaner import pacing
     from tidelog.testing import run_broker
 
     segment = str(8 * 1024 * 1024)

@@ -16,9 +16,9 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from protocol.records import Record, build_batch  # noqa: E402
-from storage import TopicPartition as TP  # noqa: E402
-from storage import log_segment  # noqa: E402
+from tidelog.protocol.records import Record, build_batch  # noqa: E402
+from tidelog.storage import TopicPartition as TP  # noqa: E402
+from tidelog.storage import log_segment  # noqa: E402
 from tidelog.testing import run_broker  # noqa: E402
 
 TOPIC = "fetch-bench"
@@ -66,7 +66,7 @@ def storage_read_all(broker, count: int) -> float:  # noqa: ANN001
 
 
 def _next_offset(data: memoryview | bytes) -> int:
-    from protocol.record_batch import iter_batches
+    from tidelog.protocol.record_batch import iter_batches
 
     last = None
     for _, header in iter_batches(data):

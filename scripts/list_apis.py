@@ -12,14 +12,14 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from broker.apis import API_MODULES  # noqa: E402 - runnable from a checkout
+from tidelog.broker.apis import API_MODULES  # noqa: E402 - runnable from a checkout
 
 
 def main() -> None:
     rows = []
     for name in API_MODULES:
         try:
-            mod = importlib.import_module(f"broker.apis.{name}")
+            mod = importlib.import_module(f"tidelog.broker.apis.{name}")
         except ImportError as exc:
             print(f"<!-- broker.apis.{name}: not importable ({exc}) -->")
             continue

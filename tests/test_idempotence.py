@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from broker.producer_ids import ProducerIdManager
-from config.broker_config import BrokerConfig
-from protocol.errors import ErrorCode, KafkaError
-from storage import TopicPartition
-from storage.log_manager import LogManager
+from tidelog.broker.producer_ids import ProducerIdManager
 from tidelog.clock import ManualClock
+from tidelog.config.broker_config import BrokerConfig
+from tidelog.protocol.errors import ErrorCode, KafkaError
+from tidelog.storage import TopicPartition
+from tidelog.storage.log_manager import LogManager
 from tidelog.testing import KafkaWire
 
 
@@ -94,7 +94,7 @@ def test_duplicate_and_out_of_order_on_log_across_restart(tmp_path: Path) -> Non
 
 # ----------------------------------------------------------------------------- raw Produce over a socket
 def _produce(bootstrap: str, topic: str, batch: bytes, version: int = 8) -> tuple[int, int]:
-    from protocol.messages import request_class
+    from tidelog.protocol.messages import request_class
 
     req_cls = request_class(0)[version]
     T = req_cls.TopicProduceData
@@ -142,7 +142,7 @@ def test_init_producer_id_over_the_wire_is_unique_across_restart(tmp_path: Path)
     from tidelog.testing import run_broker
 
     def init(bootstrap: str, transactional_id: str | None = None, version: int = 4) -> tuple[int, int, int]:
-        from protocol.messages import request_class
+        from tidelog.protocol.messages import request_class
 
         req = request_class(22)[version](transactional_id=transactional_id, transaction_timeout_ms=60000,
                                          producer_id=-1, producer_epoch=-1)
@@ -172,7 +172,7 @@ def test_idempotent_producers_of_every_python_client(tmp_path: Path) -> None:
     from kafka import KafkaProducer
     from kafka.admin import KafkaAdminClient, NewTopic
 
-    from protocol.record_batch import iter_batches
+    from tidelog.protocol.record_batch import iter_batches
     from tidelog.testing import run_broker
 
     with run_broker(log_dir=tmp_path) as b:

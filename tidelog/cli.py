@@ -66,7 +66,7 @@ def serve_overrides(args: argparse.Namespace) -> dict[str, str]:
 def bind_listener(listeners: str) -> socket.socket:
     """Bind and listen on the first listener right away: the port accepts connections (queued in the
     backlog) while the logs load; requests are read once the broker has started."""
-    from config.broker_config import parse_listeners
+    from tidelog.config.broker_config import parse_listeners
 
     _name, host, port = parse_listeners(listeners)[0]
     if not host and socket.has_dualstack_ipv6():
@@ -75,8 +75,8 @@ def bind_listener(listeners: str) -> socket.socket:
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    from config.broker_config import BrokerConfig
-    from config.definitions import ConfigError
+    from tidelog.config.broker_config import BrokerConfig
+    from tidelog.config.definitions import ConfigError
 
     try:
         config = BrokerConfig.load(args.config, os.environ, serve_overrides(args))
@@ -99,8 +99,8 @@ def run_serve(args: argparse.Namespace) -> int:
     import asyncio
     import signal
 
-    from broker.server import Server
-    from broker.state import BrokerState
+    from tidelog.broker.server import Server
+    from tidelog.broker.state import BrokerState
 
     async def main() -> None:
         stop = asyncio.Event()
@@ -134,9 +134,9 @@ def run_serve(args: argparse.Namespace) -> int:
 
 def run_dump_log(rest: Sequence[str]) -> int:
     try:
-        from storage import dump_log
+        from tidelog.storage import dump_log
     except ModuleNotFoundError as exc:
-        if exc.name != "storage.dump_log":
+        if exc.name != "tidelog.storage.dump_log":
             raise
         print("tidelog dump-log is not available in this build", file=sys.stderr)
         return 2

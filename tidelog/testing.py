@@ -76,9 +76,9 @@ def run_broker(log_dir: str | os.PathLike[str] | None = None, port: int = 0,
     """Start a broker in a background thread; stop it (clean shutdown) on exit. A temporary log dir is
     created (and removed afterwards) when `log_dir` is None. `registry` (broker.server.ApiRegistry) replaces
     the handler modules, for tests of the dispatch itself."""
-    from broker.server import Server
-    from broker.state import BrokerState
-    from config.broker_config import BrokerConfig
+    from tidelog.broker.server import Server
+    from tidelog.broker.state import BrokerState
+    from tidelog.config.broker_config import BrokerConfig
 
     tmp = None
     if log_dir is None:
@@ -265,7 +265,7 @@ class KafkaWire:
         """The complete size-prefixed request frame (header v1 or v2 by the version's flexibility)."""
         import struct
 
-        from protocol.messages import request_class
+        from tidelog.protocol.messages import request_class
 
         if correlation_id is None:
             self.correlation_id += 1
@@ -310,7 +310,7 @@ class KafkaWire:
         """(correlation id, decoded response); the header is v0 for ApiVersions, else by flexibility."""
         import struct
 
-        from protocol.messages import response_class
+        from tidelog.protocol.messages import response_class
 
         data = self.read_frame()
         (correlation_id,) = struct.unpack_from(">i", data, 0)

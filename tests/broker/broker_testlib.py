@@ -6,8 +6,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from protocol.messages import _install_lazy_kafka_package, request_class
-from protocol.records import Record, build_batch
+from tidelog.protocol.messages import _install_lazy_kafka_package, request_class
+from tidelog.protocol.records import Record, build_batch
 from tidelog.testing import KafkaWire
 
 _install_lazy_kafka_package()

@@ -228,7 +228,7 @@ def test_topic_ids_and_configs_survive_restart(tmp_path: Path) -> None:
             assert configs["topic"]["durable"]["cleanup.policy"]["value"] == "compact"
             assert "doomed" not in admin.list_topics()
             log_config = b.call(lambda: b.state.topics.log(
-                __import__("storage").TopicPartition("durable", 2)).config)
+                __import__("tidelog.storage").storage.TopicPartition("durable", 2)).config)
             assert log_config.compact
         finally:
             admin.close()

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from broker.topics import TOPICS_FILE, TopicManager, uuid_to_str
-from config.broker_config import BrokerConfig
-from protocol.errors import ErrorCode, KafkaError
-from storage import TopicPartition
-from storage.log_manager import LogManager
+from tidelog.broker.topics import TOPICS_FILE, TopicManager, uuid_to_str
 from tidelog.clock import ManualClock
+from tidelog.config.broker_config import BrokerConfig
+from tidelog.protocol.errors import ErrorCode, KafkaError
+from tidelog.storage import TopicPartition
+from tidelog.storage.log_manager import LogManager
 
 
 class Node:

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from protocol.errors import ErrorCode
-from protocol.messages import request_class
+from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.messages import request_class
 from tidelog.testing import BrokerHandle, KafkaWire, run_broker
 
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
@@ -331,14 +331,14 @@ def test_broker_dynamic_configs(broker: BrokerHandle, wire: KafkaWire) -> None:
 
 def test_broker_logger_levels(broker: BrokerHandle, wire: KafkaWire) -> None:
     node = str(broker.state.node_id)
-    assert incremental(wire, 1, BROKER_LOGGER, node, [("broker.topics", SET, "DEBUG")]).error_code == 0
-    levels = {c.name: c.value for c in describe(wire, 4, BROKER_LOGGER, node, keys=["broker.topics"]).configs}
-    assert levels == {"broker.topics": "DEBUG"}
-    assert incremental(wire, 1, BROKER_LOGGER, node, [("broker.topics", SET, "LOUD")]).error_code == (
+    assert incremental(wire, 1, BROKER_LOGGER, node, [("tidelog.broker.topics", SET, "DEBUG")]).error_code == 0
+    levels = {c.name: c.value for c in describe(wire, 4, BROKER_LOGGER, node, keys=["tidelog.broker.topics"]).configs}
+    assert levels == {"tidelog.broker.topics": "DEBUG"}
+    assert incremental(wire, 1, BROKER_LOGGER, node, [("tidelog.broker.topics", SET, "LOUD")]).error_code == (
         ErrorCode.INVALID_CONFIG
     )
-    assert incremental(wire, 1, BROKER_LOGGER, node, [("broker.topics", DELETE, None)]).error_code == 0
-    assert alter(wire, 2, BROKER_LOGGER, node, {"broker.topics": "INFO"}).error_code == ErrorCode.INVALID_REQUEST
+    assert incremental(wire, 1, BROKER_LOGGER, node, [("tidelog.broker.topics", DELETE, None)]).error_code == 0
+    assert alter(wire, 2, BROKER_LOGGER, node, {"tidelog.broker.topics": "INFO"}).error_code == ErrorCode.INVALID_REQUEST
 
 
 def test_duplicate_resources_are_refused(broker: BrokerHandle, wire: KafkaWire) -> None:

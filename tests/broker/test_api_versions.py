@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from protocol.errors import ErrorCode
-from protocol.messages import request_class
+from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.messages import request_class
 from tidelog.testing import BrokerHandle, KafkaWire
 
 API_VERSIONS = 18
@@ -52,7 +52,7 @@ def test_each_client_first_version_is_answered(tidelog_broker: BrokerHandle, ver
 
 
 def test_advertised_ranges_follow_registered_modules(tidelog_broker: BrokerHandle) -> None:
-    from broker.server import default_registry
+    from tidelog.broker.server import default_registry
 
     with KafkaWire(tidelog_broker.bootstrap) as wire:
         response = wire.request(API_VERSIONS, 4, api_versions(4, "apache-kafka-java", "3.9.0"))

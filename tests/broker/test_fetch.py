@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 from broker_testlib import FETCH, TS, batch, create_topic, produce, topic_id
 
-from protocol.messages import request_class
-from protocol.record_batch import iter_batches
-from protocol.records import iter_records
-from storage import TopicPartition
+from tidelog.protocol.messages import request_class
+from tidelog.protocol.record_batch import iter_batches
+from tidelog.protocol.records import iter_records
+from tidelog.storage import TopicPartition
 from tidelog.testing import KafkaWire
 
 # Longer than the `client` fixture's socket timeout (120 s): only a wake-up can answer a long poll in time.

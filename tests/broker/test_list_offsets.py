@@ -14,8 +14,8 @@ from broker_testlib import (
     produce,
 )
 
-from protocol.messages import request_class
-from protocol.records import Record, build_batch
+from tidelog.protocol.messages import request_class
+from tidelog.protocol.records import Record, build_batch
 from tidelog.testing import KafkaWire
 
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from protocol.errors import ErrorCode
-from protocol.messages import request_class
+from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.messages import request_class
 from tidelog.testing import BrokerHandle, KafkaWire
 
 METADATA = 3

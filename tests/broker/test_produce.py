@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from broker_testlib import FIND_COORDINATOR, PRODUCE, TS, batch, create_topic, produce, produce_request
 
-from protocol.messages import request_class
-from protocol.record_batch import write_crc
-from protocol.records import Record, build_batch
+from tidelog.protocol.messages import request_class
+from tidelog.protocol.record_batch import write_crc
+from tidelog.protocol.records import Record, build_batch
 from tidelog.testing import KafkaWire
 
 

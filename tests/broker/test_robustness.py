@@ -9,8 +9,8 @@ from collections.abc import Callable
 
 import pytest
 
-from protocol.errors import ErrorCode
-from protocol.messages import request_class
+from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.messages import request_class
 from tidelog.testing import BrokerHandle, KafkaWire
 
 
@@ -42,7 +42,7 @@ def assert_closed(sock: socket.socket) -> None:
 def test_frame_larger_than_socket_request_max_bytes(tidelog_broker_factory: Callable[..., BrokerHandle],
                                                      caplog: pytest.LogCaptureFixture) -> None:
     broker = tidelog_broker_factory(overrides={"socket.request.max.bytes": "1000"})
-    with caplog.at_level(logging.WARNING, logger="broker.connection"), raw(broker) as sock:
+    with caplog.at_level(logging.WARNING, logger="tidelog.broker.connection"), raw(broker) as sock:
         sock.sendall(struct.pack(">i", 1001) + b"\x00" * 64)
         assert_closed(sock)
     assert any("socket.request.max.bytes" in r.getMessage() for r in caplog.records)
@@ -73,7 +73,7 @@ def test_garbage_header(tidelog_broker: BrokerHandle, payload: bytes) -> None:
 
 
 def test_unknown_api_key(tidelog_broker: BrokerHandle, caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger="broker.connection"), KafkaWire(tidelog_broker.bootstrap) as wire:
+    with caplog.at_level(logging.WARNING, logger="tidelog.broker.connection"), KafkaWire(tidelog_broker.bootstrap) as wire:
         wire.sock.sendall(wire.frame(999, 0, b""))
         assert wire.is_closed()
     assert any("unknown api key 999" in r.getMessage() for r in caplog.records)
@@ -89,7 +89,7 @@ def test_unsupported_version(tidelog_broker: BrokerHandle) -> None:
 
 
 def test_produce_v0_is_advertised_but_not_served(tidelog_broker: BrokerHandle) -> None:
-    from broker.server import default_registry
+    from tidelog.broker.server import default_registry
 
     produce = default_registry().module(0)
     if produce is None or produce.MIN_VERSION == 0:
@@ -168,13 +168,13 @@ def produce_frame(wire: KafkaWire, topic: str, records: bytes, acks: int) -> byt
 
 
 def a_batch(n: int) -> bytes:
-    from protocol.records import Record, build_batch
+    from tidelog.protocol.records import Record, build_batch
 
     return bytes(build_batch([Record(i, 1_700_000_000_000 + i, b"k", b"v%d" % i) for i in range(n)], 0))
 
 
 def log_end_offset(broker: BrokerHandle, topic: str) -> int:
-    from storage import TopicPartition
+    from tidelog.storage import TopicPartition
 
     return int(broker.call(lambda: broker.state.topics.log(TopicPartition(topic, 0)).log_end_offset))
 
@@ -187,10 +187,10 @@ def test_failed_acks_zero_produce_closes_the_connection(tidelog_broker: BrokerHa
     broker.call(lambda: broker.state.topics.create_topic("acks0-bad", 1, 1, {}))
     corrupt = bytearray(a_batch(2))
     corrupt[-1] ^= 0x55  # CRC mismatch: CORRUPT_MESSAGE
-    with caplog.at_level(logging.INFO, logger="broker.connection"), KafkaWire(broker.bootstrap) as wire:
+    with caplog.at_level(logging.INFO, logger="tidelog.broker.connection"), KafkaWire(broker.bootstrap) as wire:
         wire.sock.sendall(produce_frame(wire, "acks0-bad", bytes(corrupt), acks=0))
         assert wire.is_closed()
-    closing = [r for r in caplog.records if r.name == "broker.connection" and "acks=0" in r.getMessage()]
+    closing = [r for r in caplog.records if r.name == "tidelog.broker.connection" and "acks=0" in r.getMessage()]
     assert len(closing) == 1 and closing[0].exc_info is None
     assert "acks0-bad-0: CORRUPT_MESSAGE" in closing[0].getMessage()
     assert log_end_offset(broker, "acks0-bad") == 0
@@ -226,10 +226,10 @@ def test_size_prefix_then_stall_is_closed_when_idle(tidelog_broker_factory: Call
     """A client that announces a large request and then sends only part of it does not hold its connection
     (and the buffer) forever: no progress for connections.max.idle.ms closes it."""
     broker = tidelog_broker_factory(overrides={"connections.max.idle.ms": "1000"})
-    with caplog.at_level(logging.INFO, logger="broker.connection"), raw(broker) as sock:
+    with caplog.at_level(logging.INFO, logger="tidelog.broker.connection"), raw(broker) as sock:
         sock.sendall(struct.pack(">i", 50_000_000) + b"\x00\x03\x00\x01" + b"\x00" * 100)
         assert_closed(sock)
-    closing = [r.getMessage() for r in caplog.records if r.name == "broker.connection"]
+    closing = [r.getMessage() for r in caplog.records if r.name == "tidelog.broker.connection"]
     assert len(closing) == 1 and "connections.max.idle.ms" in closing[0], closing
     assert_still_serving(broker)
 
@@ -240,7 +240,7 @@ def test_client_that_never_reads_is_throttled_then_closed(tidelog_broker_factory
     stops being read (its sends block), other clients are served meanwhile, and once it makes no progress for
     connections.max.idle.ms the connection is closed."""
     broker = tidelog_broker_factory(overrides={"connections.max.idle.ms": "2000"})
-    caplog.set_level(logging.INFO, logger="broker.connection")
+    caplog.set_level(logging.INFO, logger="tidelog.broker.connection")
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
@@ -266,7 +266,7 @@ def test_client_that_never_reads_is_throttled_then_closed(tidelog_broker_factory
     finally:
         sock.close()
     assert_still_serving(broker)
-    closing = [r.getMessage() for r in caplog.records if r.name == "broker.connection"]
+    closing = [r.getMessage() for r in caplog.records if r.name == "tidelog.broker.connection"]
     assert len(closing) == 1 and "connections.max.idle.ms" in closing[0], closing  # one line, no traceback
 
 
@@ -280,11 +280,11 @@ def test_unencodable_response_closes_only_that_connection(caplog: pytest.LogCapt
     import types
     from typing import Any
 
-    from broker.server import ApiRegistry
-    from protocol.messages import response_class
+    from tidelog.broker.server import ApiRegistry
+    from tidelog.protocol.messages import response_class
     from tidelog.testing import run_broker
 
-    bad = types.ModuleType("broker.apis.unencodable_for_test")
+    bad = types.ModuleType("tidelog.broker.apis.unencodable_for_test")
     bad.API_KEY, bad.MIN_VERSION, bad.MAX_VERSION = 3, 0, 12  # type: ignore[attr-defined]
 
     async def handle(ctx: Any, request: Any) -> Any:
@@ -294,13 +294,13 @@ def test_unencodable_response_closes_only_that_connection(caplog: pytest.LogCapt
     sys.modules[bad.__name__] = bad
     try:
         with run_broker(registry=ApiRegistry(("unencodable_for_test", "api_versions"))) as b:
-            with caplog.at_level(logging.WARNING, logger="broker.connection"), KafkaWire(b.bootstrap) as wire:
+            with caplog.at_level(logging.WARNING, logger="tidelog.broker.connection"), KafkaWire(b.bootstrap) as wire:
                 wire.sock.sendall(wire.frame(3, 1, request_class(3)[1](topics=None)))
                 assert wire.is_closed()
             with KafkaWire(b.bootstrap) as wire:
                 assert wire.request(18, 0, api_versions_v0()).error_code == 0
     finally:
         del sys.modules[bad.__name__]
-    records = [r for r in caplog.records if r.name == "broker.connection"]
+    records = [r for r in caplog.records if r.name == "tidelog.broker.connection"]
     assert len(records) == 1, [r.getMessage() for r in records]
     assert "cannot encode" in records[0].getMessage() and records[0].exc_info is not None

@@ -13,9 +13,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from protocol.messages import request_class
-from protocol.records import Record, build_batch
-from storage import TopicPartition
+from tidelog.protocol.messages import request_class
+from tidelog.protocol.records import Record, build_batch
+from tidelog.storage import TopicPartition
 from tidelog.testing import BrokerHandle, BrokerProcess, KafkaWire, run_broker
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -95,7 +95,7 @@ def test_serve_process_ready_line_and_clean_sigterm(tmp_path: Path) -> None:
         code = proc.stop()
     assert code == 0, proc.output()
     assert "Shut down cleanly" in proc.output()
-    if (ROOT / "storage" / "log_manager.py").exists():
+    if (ROOT / "tidelog" / "storage" / "log_manager.py").exists():
         assert (tmp_path / "data" / ".kafka_cleanshutdown").exists()
 
 
@@ -169,9 +169,9 @@ def test_handler_exception_closes_only_that_connection(caplog: Any) -> None:
     """A handler bug: one log line with the traceback, the connection closes, other APIs keep working."""
     import types
 
-    from broker.server import ApiRegistry
+    from tidelog.broker.server import ApiRegistry
 
-    boom = types.ModuleType("broker.apis.boom_for_test")
+    boom = types.ModuleType("tidelog.broker.apis.boom_for_test")
     boom.API_KEY, boom.MIN_VERSION, boom.MAX_VERSION = 3, 0, 12  # type: ignore[attr-defined]
 
     async def handle(ctx: Any, request: Any) -> Any:
@@ -195,18 +195,18 @@ def test_handler_exception_closes_only_that_connection(caplog: Any) -> None:
 
 STARTUP_PROBE = """
 import asyncio, logging, socket, struct, sys
-from config.broker_config import BrokerConfig
-from broker.state import BrokerState
-from broker.server import Server
+from tidelog.config.broker_config import BrokerConfig
+from tidelog.broker.state import BrokerState
+from tidelog.broker.server import Server
 from tidelog.logging import configure_logging
 
-LAZY = ("storage", "cleaner", "broker.groups", "broker.topics", "broker.purgatory", "broker.producer_ids",
+LAZY = ("tidelog.storage", "tidelog.cleaner", "tidelog.broker.groups", "tidelog.broker.topics", "tidelog.broker.purgatory", "tidelog.broker.producer_ids",
         "prometheus_client", "structlog", "kafka.protocol.consumer", "kafka.protocol.producer",
         "kafka.protocol.admin", "lz4", "zstandard", "cramjam", "snappy", "crc32c")
 
 def loaded(prefixes=LAZY):
     found = [m for m in sys.modules if m.startswith(prefixes) and m.split(".")[0] in {p.split(".")[0] for p in prefixes}]
-    found += [m for m in sys.modules if m.startswith("broker.apis.") and m != "broker.apis.api_versions"]
+    found += [m for m in sys.modules if m.startswith("tidelog.broker.apis.") and m != "tidelog.broker.apis.api_versions"]
     return sorted(found)
 
 def frame(api_key, version, correlation_id, body):
@@ -291,10 +291,10 @@ def test_advertised_ranges_read_from_sources_match_the_modules() -> None:
     in a fresh process) are the ones the imported modules give."""
     code = """
 import sys
-from broker.server import ApiRegistry
+from tidelog.broker.server import ApiRegistry
 registry = ApiRegistry()
 scanned = registry.advertised_ranges()
-print(any(m.startswith("broker.apis.") and m != "broker.apis.__init__" for m in sys.modules))
+print(any(m.startswith("tidelog.broker.apis.") and m != "tidelog.broker.apis.__init__" for m in sys.modules))
 print(scanned)
 print(ApiRegistry().advertised_ranges())
 print(sorted((m.API_KEY, getattr(m, "ADVERTISED_MIN", m.MIN_VERSION), m.MAX_VERSION)

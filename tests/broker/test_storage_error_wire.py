@@ -13,9 +13,9 @@ from pathlib import Path
 from broker_testlib import METADATA, batch, produce
 from test_fetch import fetch, partition_data
 
-from protocol.errors import ErrorCode
-from protocol.messages import request_class
-from protocol.record_batch import crc_is_valid, iter_batches
+from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.messages import request_class
+from tidelog.protocol.record_batch import crc_is_valid, iter_batches
 from tidelog.testing import BrokerProcess, KafkaWire
 
 FILE_SIZE_LIMIT = 256 * 1024

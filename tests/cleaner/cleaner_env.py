@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cleaner.log_cleaner import CleanerConfig, LogCleaner
-from config.log_config import LogConfig
-from protocol.record_batch import iter_batches
-from protocol.records import Record, build_batch, iter_records
-from storage import TopicPartition
-from storage.log_manager import LogManager
+from tidelog.cleaner.log_cleaner import CleanerConfig, LogCleaner
 from tidelog.clock import ManualClock
+from tidelog.config.log_config import LogConfig
+from tidelog.protocol.record_batch import iter_batches
+from tidelog.protocol.records import Record, build_batch, iter_records
+from tidelog.storage import TopicPartition
+from tidelog.storage.log_manager import LogManager
 
 TOPIC_ID = bytes(range(1, 17))
 COMPACT = LogConfig(cleanup_policy=("compact",), min_cleanable_dirty_ratio=0.01, delete_retention_ms=1000,

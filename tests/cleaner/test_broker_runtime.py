@@ -11,7 +11,7 @@ import pytest
 from kafka import KafkaProducer
 from kafka_helpers import create_topic
 
-from storage import TopicPartition
+from tidelog.storage import TopicPartition
 from tidelog.testing import run_broker
 
 HOUR = 3_600_000

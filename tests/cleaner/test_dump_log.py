@@ -9,7 +9,7 @@ from pathlib import Path
 
 from cleaner_env import Env, produce
 
-from storage import dump_log
+from tidelog.storage import dump_log
 
 ROOT = Path(__file__).resolve().parents[2]
 

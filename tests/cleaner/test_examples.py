@@ -6,9 +6,9 @@ from pathlib import Path
 
 from cleaner_env import COMPACT, Env, batch_headers, produce, read_all
 
-from protocol.records import GZIP, LZ4, SNAPPY, ZSTD, iter_records
-from storage import TopicPartition
-from storage.checkpoints import OffsetCheckpointFile
+from tidelog.protocol.records import GZIP, LZ4, SNAPPY, ZSTD, iter_records
+from tidelog.storage import TopicPartition
+from tidelog.storage.checkpoints import OffsetCheckpointFile
 
 
 def latest(records) -> dict[bytes, tuple[int, bytes | None]]:  # noqa: ANN001
@@ -124,7 +124,7 @@ def test_compressed_batches_keep_their_codec(env: Env) -> None:
 
 
 def test_null_keys_written_before_compaction_are_dropped(env: Env) -> None:
-    from config.log_config import LogConfig
+    from tidelog.config.log_config import LogConfig
 
     log = env.log(config=LogConfig(min_cleanable_dirty_ratio=0.01))  # delete policy accepts null keys
     produce(log, None, "anon")

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cleaner.offset_map import SLOT_SIZE, SkimpyOffsetMap
+from tidelog.cleaner.offset_map import SLOT_SIZE, SkimpyOffsetMap
 
 
 def test_put_get_and_overwrite() -> None:

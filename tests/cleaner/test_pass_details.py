@@ -8,8 +8,8 @@ from pathlib import Path
 
 from cleaner_env import COMPACT, Env, batch_headers, produce, produce_many, read_all
 
-from cleaner.cleaner import group_segments_by_size
-from cleaner.log_cleaner import CleanerConfig, LogCleaner
+from tidelog.cleaner.cleaner import group_segments_by_size
+from tidelog.cleaner.log_cleaner import CleanerConfig, LogCleaner
 
 
 def test_groups_respect_segment_bytes(env: Env) -> None:

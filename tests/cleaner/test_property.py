@@ -11,9 +11,9 @@ from cleaner_env import COMPACT, Env, produce, read_all
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from storage import TopicPartition
-from storage.checkpoints import OffsetCheckpointFile
 from tidelog.clock import ManualClock
+from tidelog.storage import TopicPartition
+from tidelog.storage.checkpoints import OffsetCheckpointFile
 
 RETENTION = 1000
 KEYS = ["a", "b", "c"]

@@ -7,9 +7,9 @@ import threading
 import pytest
 from cleaner_env import COMPACT, Env, produce, read_all
 
-from cleaner.cleaner import LogCleaningAbortedError
-from cleaner.manager import PAUSED, cleanable_offsets
-from storage import TopicPartition
+from tidelog.cleaner.cleaner import LogCleaningAbortedError
+from tidelog.cleaner.manager import PAUSED, cleanable_offsets
+from tidelog.storage import TopicPartition
 
 
 def dup_log(env: Env, name: str, dups: int, uniques: int = 1, config=COMPACT):  # noqa: ANN001, ANN201
@@ -147,7 +147,7 @@ def test_cleaner_threads_clean_in_the_background(env: Env) -> None:
 
 
 def test_shutdown_interrupts_a_pass(env: Env) -> None:
-    from protocol.records import Record, build_batch
+    from tidelog.protocol.records import Record, build_batch
 
     log = env.log("big")
     ts = env.clock.milliseconds()
@@ -175,7 +175,7 @@ def test_shutdown_interrupts_a_pass(env: Env) -> None:
 
 
 def test_invalid_checkpoint_is_reset_to_log_start(env: Env) -> None:
-    from storage.checkpoints import OffsetCheckpointFile
+    from tidelog.storage.checkpoints import OffsetCheckpointFile
 
     log = dup_log(env, "reset", 5)
     checkpoint = OffsetCheckpointFile(env.path / "cleaner-offset-checkpoint")

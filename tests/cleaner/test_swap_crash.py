@@ -19,9 +19,9 @@ from kafka_helpers import (
     produce_keyed,
 )
 
-from cleaner.cleaner import CRASH_ENV
-from storage import TopicPartition
-from storage.checkpoints import OffsetCheckpointFile
+from tidelog.cleaner.cleaner import CRASH_ENV
+from tidelog.storage import TopicPartition
+from tidelog.storage.checkpoints import OffsetCheckpointFile
 from tidelog.testing import BrokerProcess
 
 STEPS = ["cleaned", "swap", "deleted-first", "deleted", "live", "before-checkpoint"]

@@ -6,8 +6,8 @@ import threading
 
 import pytest
 
-from cleaner.log_cleaner import CleanerConfig, LogCleaner
-from cleaner.stats import Throttler
+from tidelog.cleaner.log_cleaner import CleanerConfig, LogCleaner
+from tidelog.cleaner.stats import Throttler
 from tidelog.clock import ManualClock
 
 

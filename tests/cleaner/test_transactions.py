@@ -6,7 +6,7 @@ import struct
 
 from cleaner_env import Env, batch_headers, produce, read_all
 
-from protocol.records import Record, build_batch
+from tidelog.protocol.records import Record, build_batch
 
 PID = 1000
 DAY = 86_400_000

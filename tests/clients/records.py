@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NamedTuple
 
-from protocol.record_batch import RecordBatchHeader, iter_batches
+from tidelog.protocol.record_batch import RecordBatchHeader, iter_batches
 
 COUNT = 20_000
 PARTITIONS = 3

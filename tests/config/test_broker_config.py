@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from config.broker_config import (
+from tidelog.config.broker_config import (
     BrokerConfig,
     ReadOnlyConfigError,
     UnknownConfigError,
     env_name,
     read_properties,
 )
-from config.definitions import ConfigError, ConfigSource, ConfigType
+from tidelog.config.definitions import ConfigError, ConfigSource, ConfigType
 
 
 def test_defaults_match_kafka_names() -> None:

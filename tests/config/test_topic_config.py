@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from config.broker_config import BrokerConfig
-from config.definitions import ConfigError, ConfigSource, ConfigType
-from config.topic_config import (
+from tidelog.config.broker_config import BrokerConfig
+from tidelog.config.definitions import ConfigError, ConfigSource, ConfigType
+from tidelog.config.topic_config import (
     TOPIC_CONFIG_DEFS,
     UnknownTopicConfigError,
     describe,
@@ -16,14 +16,14 @@ from config.topic_config import (
 
 
 def test_every_log_config_field_has_a_topic_config() -> None:
-    from config.log_config import LogConfig
+    from tidelog.config.log_config import LogConfig
 
     names = {n.replace(".", "_") for n in TOPIC_CONFIG_DEFS}
     assert set(LogConfig.field_names()) <= names
 
 
 def test_defaults_give_the_default_log_config() -> None:
-    from config.log_config import LogConfig
+    from tidelog.config.log_config import LogConfig
 
     assert log_config({}, BrokerConfig.load()) == LogConfig()
     assert log_config({}, None) == LogConfig()

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from protocol.messages import request_class
 from tests.groups.conftest import create_topic
+from tidelog.protocol.messages import request_class
 from tidelog.testing import KafkaWire
 
 

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from protocol.record_batch import iter_batches
-from storage import TopicPartition
 from tests.groups.conftest import GROUP_OVERRIDES, Member, create_topic, java_cmd, produce, run_java
+from tidelog.protocol.record_batch import iter_batches
+from tidelog.storage import TopicPartition
 from tidelog.testing import run_broker
 
 pytestmark = pytest.mark.java

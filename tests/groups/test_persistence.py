@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from broker.groups import (
+from tidelog.broker.groups import (
     GROUP_METADATA_TOPIC_NAME,
     GroupCoordinator,
     GroupCoordinatorConfig,
@@ -17,12 +17,12 @@ from broker.groups import (
     OffsetAndMetadata,
     TopicOffsetsStore,
 )
-from broker.groups.store import partition_for
-from broker.topics import TopicManager
-from config.broker_config import BrokerConfig
-from storage import TopicPartition
-from storage.log_manager import LogManager
+from tidelog.broker.groups.store import partition_for
+from tidelog.broker.topics import TopicManager
 from tidelog.clock import ManualClock
+from tidelog.config.broker_config import BrokerConfig
+from tidelog.storage import TopicPartition
+from tidelog.storage.log_manager import LogManager
 
 PARTITIONS = 3
 

@@ -7,7 +7,7 @@ import struct
 
 import pytest
 
-from broker.groups import records as rec
+from tidelog.broker.groups import records as rec
 
 
 def _str(data: bytes, pos: int) -> tuple[str | None, int]:

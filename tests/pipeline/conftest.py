@@ -25,7 +25,7 @@ def spark() -> Iterator[Any]:
     spark_or_skip()
     from pyspark.sql import SparkSession
 
-    from pipeline import register
+    from tidelog.pipeline import register
 
     # Executors' Python workers must import `pipeline` even when the project is not pip-installed, and must be
     # this interpreter (the venv with kafka-python).

@@ -16,9 +16,9 @@ spark_or_skip()
 # Spark starts slowly and shares 2 cores with the broker and other suites: generous per-test limits.
 pytestmark = pytest.mark.timeout(900)
 
-from pipeline.examples import aggregates, snapshot  # noqa: E402 - after the pyspark check
-from pipeline.examples.updates import create_compacted_topic, generate, latest_per_key, produce  # noqa: E402
-from storage import TopicPartition  # noqa: E402
+from tidelog.pipeline.examples import aggregates, snapshot  # noqa: E402 - after the pyspark check
+from tidelog.pipeline.examples.updates import create_compacted_topic, generate, latest_per_key, produce  # noqa: E402
+from tidelog.storage import TopicPartition  # noqa: E402
 
 TOPIC = "customer-balances"
 PARTITIONS = 3

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.client import consumer_config, producer_config
-from pipeline.options import (
+from tidelog.pipeline.client import consumer_config, producer_config
+from tidelog.pipeline.options import (
     EARLIEST,
     LATEST,
     OptionError,
@@ -15,7 +15,7 @@ from pipeline.options import (
     parse_sink_options,
     parse_source_options,
 )
-from pipeline.reading import OffsetRange, split_ranges
+from tidelog.pipeline.reading import OffsetRange, split_ranges
 
 BOOT = {"kafka.bootstrap.servers": "127.0.0.1:9092"}
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from config.log_config import LogConfig
-from protocol.record_batch import iter_batches
-from protocol.records import NONE, Record, build_batch
-from storage import TopicPartition
-from storage.log import Log
-from storage.log_manager import LogManager
 from tidelog.clock import Clock
+from tidelog.config.log_config import LogConfig
+from tidelog.protocol.record_batch import iter_batches
+from tidelog.protocol.records import NONE, Record, build_batch
+from tidelog.storage import TopicPartition
+from tidelog.storage.log import Log
+from tidelog.storage.log_manager import LogManager
 
 TS = 1_700_000_000_000
 TOPIC_ID = bytes(range(1, 17))

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from storage_testlib import TOPIC_ID
 
-from storage import TopicPartition
-from storage.checkpoints import (
+from tidelog.storage import TopicPartition
+from tidelog.storage.checkpoints import (
     CheckpointError,
     LeaderEpochCheckpointFile,
     OffsetCheckpointFile,
@@ -20,7 +20,7 @@ from storage.checkpoints import (
     uuid_from_base64,
     uuid_to_base64,
 )
-from storage.leader_epoch import LeaderEpochFileCache
+from tidelog.storage.leader_epoch import LeaderEpochFileCache
 
 
 def test_offset_checkpoint_text_and_round_trip(tmp_path: Path) -> None:

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from storage.abstract_index import IndexError_
-from storage.offset_index import OffsetIndex
-from storage.time_index import TimeIndex
-from storage.transaction_index import AbortedTxn, TransactionIndex
+from tidelog.storage.abstract_index import IndexError_
+from tidelog.storage.offset_index import OffsetIndex
+from tidelog.storage.time_index import TimeIndex
+from tidelog.storage.transaction_index import AbortedTxn, TransactionIndex
 
 
 def test_offset_index_preallocated_then_trimmed(tmp_path: Path) -> None:

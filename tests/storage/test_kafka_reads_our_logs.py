@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from storage_testlib import TOPIC_ID, TP, TS, client_batch
 
-from config.log_config import LogConfig
-from protocol.records import GZIP
-from storage.log_manager import LogManager
 from tidelog.clock import ManualClock
+from tidelog.config.log_config import LogConfig
+from tidelog.protocol.records import GZIP
+from tidelog.storage.log_manager import LogManager
 
 ROOT = Path(__file__).resolve().parents[2]
 JAR_DIR = Path(os.environ.get("TIDELOG_CACHE_DIR", ROOT / ".cache")) / "java"

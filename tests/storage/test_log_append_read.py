@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from storage_testlib import TS, batch_offsets, client_batch, open_log, segment_files
 
-from config.log_config import LogConfig
-from protocol.errors import ErrorCode, KafkaError
-from protocol.record_batch import iter_batches, read_header
-from storage.log_segment import RollParams
 from tidelog.clock import ManualClock
+from tidelog.config.log_config import LogConfig
+from tidelog.protocol.errors import ErrorCode, KafkaError
+from tidelog.protocol.record_batch import iter_batches, read_header
+from tidelog.storage.log_segment import RollParams
 
 
 def test_first_append_layout_and_offsets(tmp_path: Path, clock: ManualClock) -> None:
@@ -256,7 +256,7 @@ def test_timestamp_lookup(tmp_path: Path, clock: ManualClock) -> None:
 def test_max_timestamp_is_first_record_holding_it(tmp_path: Path, clock: ManualClock) -> None:
     lg = open_log(tmp_path, clock)
     lg.append_as_leader(client_batch(3, ts=TS, ts_step=10))
-    from protocol.records import Record, build_batch
+    from tidelog.protocol.records import Record, build_batch
 
     # out-of-order timestamps: the max (TS+500) is at offset delta 1 of the second batch
     lg.append_as_leader(build_batch([Record(0, TS + 5, b"k", b"v"), Record(1, TS + 500, b"k", b"v"),

@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 from storage_testlib import TOPIC_ID, TP, batch_offsets, client_batch, crash
 
-from config.log_config import LogConfig
-from protocol.errors import ErrorCode, KafkaError
-from storage import TopicPartition
-from storage.checkpoints import read_properties
-from storage.log import Log
-from storage.log_manager import LogDirLockedError, LogManager
 from tidelog.clock import ManualClock
+from tidelog.config.log_config import LogConfig
+from tidelog.protocol.errors import ErrorCode, KafkaError
+from tidelog.storage import TopicPartition
+from tidelog.storage.checkpoints import read_properties
+from tidelog.storage.log import Log
+from tidelog.storage.log_manager import LogDirLockedError, LogManager
 
 SMALL = LogConfig(segment_bytes=len(client_batch(2, value=b"value-0")) * 4, index_interval_bytes=100)
 

@@ -10,8 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from storage_testlib import TS, batch_offsets, client_batch, open_log
 
-from config.log_config import LogConfig
 from tidelog.clock import ManualClock
+from tidelog.config.log_config import LogConfig
 
 appends = st.lists(
     st.tuples(st.integers(1, 5), st.integers(0, 150), st.integers(-50, 500)),  # records, value size, ts step

@@ -8,12 +8,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from config.log_config import LogConfig
-from protocol.errors import ErrorCode, KafkaError
-from protocol.messages import _install_lazy_kafka_package
-from protocol.record_batch import crc_is_valid, iter_batches, read_header, write_crc
-from protocol.records import GZIP, LZ4, NONE, SNAPPY, ZSTD, Record, build_batch, iter_records
-from storage.log_validator import validate_records
+from tidelog.config.log_config import LogConfig
+from tidelog.protocol.errors import ErrorCode, KafkaError
+from tidelog.protocol.messages import _install_lazy_kafka_package
+from tidelog.protocol.record_batch import crc_is_valid, iter_batches, read_header, write_crc
+from tidelog.protocol.records import GZIP, LZ4, NONE, SNAPPY, ZSTD, Record, build_batch, iter_records
+from tidelog.storage.log_validator import validate_records
 
 _install_lazy_kafka_package()
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder  # noqa: E402

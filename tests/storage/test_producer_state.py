@@ -9,11 +9,11 @@ import crc32c
 import pytest
 from storage_testlib import TOPIC_ID, TP, TS, client_batch, control_batch, crash, open_log
 
-from config.log_config import LogConfig
-from protocol.errors import ErrorCode, KafkaError
-from storage.log_manager import LogManager
-from storage.producer_state import ProducerStateManager
 from tidelog.clock import ManualClock
+from tidelog.config.log_config import LogConfig
+from tidelog.protocol.errors import ErrorCode, KafkaError
+from tidelog.storage.log_manager import LogManager
+from tidelog.storage.producer_state import ProducerStateManager
 
 PID = 1000
 

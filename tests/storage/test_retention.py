@@ -11,10 +11,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "cleaner"))
 
 from cleaner_env import Env, produce  # noqa: E402
 
-from config.log_config import LogConfig  # noqa: E402
-from protocol.errors import ErrorCode, KafkaError  # noqa: E402
-from storage.retention import RetentionTask, delete_old_segments, delete_records  # noqa: E402
 from tidelog.clock import ManualClock  # noqa: E402
+from tidelog.config.log_config import LogConfig  # noqa: E402
+from tidelog.protocol.errors import ErrorCode, KafkaError  # noqa: E402
+from tidelog.storage.retention import RetentionTask, delete_old_segments, delete_records  # noqa: E402
 
 DELETE = LogConfig(retention_ms=10_000, segment_bytes=1024 * 1024, file_delete_delay_ms=1000)
 

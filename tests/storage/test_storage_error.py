@@ -11,10 +11,10 @@ from pathlib import Path
 
 from storage_testlib import batch_offsets, client_batch, open_log
 
-from config.log_config import LogConfig
-from protocol.errors import ErrorCode, KafkaError
-from protocol.record_batch import crc_is_valid, iter_batches
 from tidelog.clock import ManualClock
+from tidelog.config.log_config import LogConfig
+from tidelog.protocol.errors import ErrorCode, KafkaError
+from tidelog.protocol.record_batch import crc_is_valid, iter_batches
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -53,8 +53,8 @@ CHILD = textwrap.dedent(
     sys.path.insert(0, sys.argv[2])
     sys.path.insert(0, os.path.join(sys.argv[2], "tests", "storage"))
     from pathlib import Path
-    from config.log_config import LogConfig
-    from protocol.errors import KafkaError
+    from tidelog.config.log_config import LogConfig
+    from tidelog.protocol.errors import KafkaError
     from storage_testlib import client_batch, open_log
     from tidelog.clock import ManualClock
 

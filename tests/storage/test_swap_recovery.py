@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from storage_testlib import TOPIC_ID, TP, client_batch
 
-from config.log_config import LogConfig
-from protocol.record_batch import iter_batches
-from storage.log import Log
-from storage.log_manager import LogManager
-from storage.log_segment import LogSegment
 from tidelog.clock import ManualClock
+from tidelog.config.log_config import LogConfig
+from tidelog.protocol.record_batch import iter_batches
+from tidelog.storage.log import Log
+from tidelog.storage.log_manager import LogManager
+from tidelog.storage.log_segment import LogSegment
 
 CONFIG = LogConfig(segment_bytes=len(client_batch(1)) * 5)
 KEEP = (1, 3, 7)  # offsets the "cleaner" keeps from segments 0 and 5

@@ -1,0 +1,57 @@
+"""CreatePartitions (key 37), v0-3: grow a topic's partition count."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from tidelog.broker.apis.create_topics import MAX_PARTITIONS_PER_BATCH
+from tidelog.broker.context import RequestContext
+from tidelog.protocol.errors import ErrorCode, KafkaError
+from tidelog.protocol.messages import response_class
+
+API_KEY = 37
+MIN_VERSION = 0
+MAX_VERSION = 3
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    version = ctx.api_version
+    response_cls = response_class(API_KEY)
+    result_cls = response_cls.CreatePartitionsTopicResult
+    topics = ctx.broker.topics
+    validate_only = bool(request.validate_only)
+    counts = Counter(t.name for t in request.topics)
+    results: list[Any] = []
+    seen: set[str] = set()
+    for topic in request.topics:
+        if topic.name in seen:
+            continue
+        seen.add(topic.name)
+        result = result_cls(name=topic.name, error_code=0, error_message=None)
+        try:
+            if counts[topic.name] > 1:
+                raise KafkaError(ErrorCode.INVALID_REQUEST, "Duplicate topic in request.")
+            info = topics.check_create_partitions(topic.name, topic.count)
+            if topic.count - info.partitions > MAX_PARTITIONS_PER_BATCH:
+                raise KafkaError(ErrorCode.POLICY_VIOLATION, "Excessively large number of partitions per request.")
+            if topic.assignments is not None:
+                added = topic.count - info.partitions
+                if len(topic.assignments) != added:
+                    raise KafkaError(
+                        ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                        f"Attempted to add {added} additional partition(s), but only "
+                        f"{len(topic.assignments)} assignment(s) were specified.",
+                    )
+                for assignment in topic.assignments:
+                    if list(assignment.broker_ids or []) != [ctx.broker.node_id]:
+                        raise KafkaError(
+                            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                            f"The manual partition assignment {list(assignment.broker_ids or [])} names brokers "
+                            f"other than the only registered broker {ctx.broker.node_id}.",
+                        )
+            topics.create_partitions(topic.name, topic.count, validate_only=validate_only)
+        except KafkaError as exc:
+            result.error_code, result.error_message = int(exc.code), exc.message
+        results.append(result)
+    return response_cls[version](throttle_time_ms=0, results=results)

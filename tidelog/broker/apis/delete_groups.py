@@ -1,0 +1,25 @@
+"""DeleteGroups (key 42): only Empty groups; tombstones for their offsets and metadata (§3.8)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tidelog.broker.apis._groups import coordinator
+from tidelog.broker.context import RequestContext
+from tidelog.protocol.errors import KafkaError
+from tidelog.protocol.messages import response_class
+
+API_KEY = 42
+MIN_VERSION = 0
+MAX_VERSION = 2
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    cls = response_class(API_KEY)[ctx.api_version]
+    names = list(request.groups_names or [])
+    try:
+        result = coordinator(ctx).delete_groups(names)
+    except KafkaError as e:
+        result = dict.fromkeys(names, e.code)
+    return cls(throttle_time_ms=0, results=[cls.DeletableGroupResult(group_id=n, error_code=result[n])
+                                            for n in names])

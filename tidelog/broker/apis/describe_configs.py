@@ -1,0 +1,115 @@
+"""DescribeConfigs (key 32), v1-4: TOPIC, BROKER and BROKER_LOGGER resources (Kafka's ConfigHelper)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from tidelog.broker.context import RequestContext
+from tidelog.broker.topics import validate_topic_name
+from tidelog.config import topic_config
+from tidelog.config.definitions import ConfigEntry, ConfigSource, ConfigType
+from tidelog.protocol.errors import ErrorCode, KafkaError
+from tidelog.protocol.messages import response_class
+
+API_KEY = 32
+MIN_VERSION = 1
+MAX_VERSION = 4
+
+TOPIC = 2
+BROKER = 4
+BROKER_LOGGER = 8
+
+# Python logging levels under Kafka's (log4j) names, for BROKER_LOGGER resources.
+LOG_LEVELS = {"TRACE": 5, "DEBUG": logging.DEBUG, "INFO": logging.INFO, "WARN": logging.WARNING,
+              "ERROR": logging.ERROR, "FATAL": logging.CRITICAL, "OFF": logging.CRITICAL + 10}
+_LEVEL_NAMES = {v: k for k, v in LOG_LEVELS.items()}
+ROOT_LOGGER = "root"
+
+
+def check_broker_name(ctx: RequestContext, name: str | None, allow_default: bool = True) -> bool:
+    """True for this broker's own id, False for "" (cluster default); INVALID_REQUEST for anything else."""
+    if name == "" and allow_default:
+        return False
+    if name is not None and name.strip().lstrip("-").isdigit() and int(name) == ctx.broker.node_id:
+        return True
+    expected = f"{ctx.broker.node_id} or empty string" if allow_default else str(ctx.broker.node_id)
+    raise KafkaError(
+        ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {expected}, but received {name}"
+    )
+
+
+def topic_info(ctx: RequestContext, name: str) -> Any:
+    validate_topic_name(name)
+    info = ctx.broker.topics.get(name)
+    if info is None:
+        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist.")
+    return info
+
+
+def _logger_entries(names: list[str] | None) -> list[ConfigEntry]:
+    loggers = {ROOT_LOGGER: logging.getLogger()}
+    for logger_name, logger in logging.root.manager.loggerDict.items():
+        if isinstance(logger, logging.Logger):
+            loggers[logger_name] = logger
+    entries = []
+    for logger_name in sorted(loggers):
+        if names and logger_name not in names:
+            continue
+        level = loggers[logger_name].getEffectiveLevel()
+        entries.append(
+            ConfigEntry(logger_name, _LEVEL_NAMES.get(level, logging.getLevelName(level)),
+                        ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG, type=ConfigType.STRING)
+        )
+    return entries
+
+
+def _entries(ctx: RequestContext, resource: Any, include_synonyms: bool, include_doc: bool) -> list[ConfigEntry]:
+    keys = list(resource.configuration_keys) if resource.configuration_keys else None
+    if resource.resource_type == TOPIC:
+        info = topic_info(ctx, resource.resource_name)
+        return topic_config.describe(info.overrides, ctx.broker.config, include_synonyms, keys, include_doc)
+    if resource.resource_type == BROKER:
+        per_broker = check_broker_name(ctx, resource.resource_name)
+        return ctx.broker.config.describe(per_broker, keys, include_synonyms, include_doc)
+    if resource.resource_type == BROKER_LOGGER:
+        check_broker_name(ctx, resource.resource_name, allow_default=False)
+        return _logger_entries(keys)
+    raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type: {resource.resource_type}")
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    version = ctx.api_version
+    response_cls = response_class(API_KEY)
+    result_cls = response_cls.DescribeConfigsResult
+    entry_cls = result_cls.DescribeConfigsResourceResult
+    synonym_cls = entry_cls.DescribeConfigsSynonym
+    include_synonyms = bool(request.include_synonyms)
+    include_doc = version >= 3 and bool(request.include_documentation)
+    results: list[Any] = []
+    for resource in request.resources:
+        result = result_cls(
+            error_code=0, error_message=None, resource_type=resource.resource_type,
+            resource_name=resource.resource_name, configs=[],
+        )
+        try:
+            entries = _entries(ctx, resource, include_synonyms, include_doc)
+        except KafkaError as exc:
+            result.error_code, result.error_message = int(exc.code), exc.message
+            results.append(result)
+            continue
+        for entry in entries:
+            fields: dict[str, Any] = dict(
+                name=entry.name,
+                value=entry.value,
+                read_only=entry.read_only,
+                config_source=int(entry.source),
+                is_sensitive=entry.sensitive,
+                synonyms=[synonym_cls(name=s.name, value=s.value, source=int(s.source)) for s in entry.synonyms],
+            )
+            if version >= 3:
+                fields["config_type"] = int(entry.type)
+                fields["documentation"] = entry.documentation
+            result.configs.append(entry_cls(**fields))
+        results.append(result)
+    return response_cls[version](throttle_time_ms=0, results=results)

@@ -1,0 +1,50 @@
+"""DescribeGroups (key 15) (protocol-compat.md §3.8). Metadata and assignments are shown only when Stable."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tidelog.broker.apis._groups import coordinator
+from tidelog.broker.context import RequestContext
+from tidelog.broker.groups import GroupState
+from tidelog.protocol.errors import ErrorCode, KafkaError
+from tidelog.protocol.messages import response_class
+
+API_KEY = 15
+MIN_VERSION = 0
+MAX_VERSION = 5
+
+# kafka-python encodes the bitfield from a set of AclOperation codes; None is INT32_MIN ("not requested").
+AUTHORIZED_OPERATIONS_OMITTED = None
+GROUP_OPERATIONS = frozenset({3, 6, 8})  # READ, DELETE, DESCRIBE (= 328): all a group allows without an authorizer
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    version = ctx.api_version
+    cls = response_class(API_KEY)[version]
+    D = cls.DescribedGroup
+    ops = set(GROUP_OPERATIONS) if version >= 3 and request.include_authorized_operations \
+        else AUTHORIZED_OPERATIONS_OMITTED
+    described = []
+    for group_id in request.groups or []:
+        try:
+            group = coordinator(ctx).describe_group(group_id)
+        except KafkaError as e:
+            described.append(D(error_code=e.code, group_id=group_id, group_state="", protocol_type="",
+                               protocol_data="", members=[], authorized_operations=ops))
+            continue
+        if group is None:
+            # Kafka (v0-5) describes an unknown group as Dead with no error
+            described.append(D(error_code=ErrorCode.NONE, group_id=group_id, group_state=GroupState.DEAD.value,
+                               protocol_type="", protocol_data="", members=[], authorized_operations=ops))
+            continue
+        stable = group.is_(GroupState.STABLE)
+        protocol = group.protocol_name if stable and group.protocol_name else ""
+        members = [D.DescribedGroupMember(
+            member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
+            client_host=m.client_host, member_metadata=m.metadata(protocol) if stable else b"",
+            member_assignment=m.assignment if stable else b"") for m in group.members.values()]
+        described.append(D(error_code=ErrorCode.NONE, group_id=group_id, group_state=group.state.value,
+                           protocol_type=group.protocol_type or "", protocol_data=protocol, members=members,
+                           authorized_operations=ops))
+    return cls(throttle_time_ms=0, groups=described)

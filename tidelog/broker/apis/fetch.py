@@ -1,0 +1,261 @@
+"""Fetch (key 1): raw log slices with long polling (storage-format.md §12, protocol-compat.md §2.4).
+
+* Versions 4-16. v13+ names topics by id (looked up with TopicManager.by_id); Java and librdkafka switch to it
+  as soon as Metadata returns real topic ids.
+* No fetch sessions (KIP-227): every response says session_id 0, so Java/kafka-python send full fetches; an
+  incremental request (session_id != 0) gets FETCH_SESSION_ID_NOT_FOUND and the client starts over.
+* KIP-74: request max_bytes and partition_max_bytes are soft limits for the first partition that has data,
+  which always gets at least one whole batch; later partitions get only what fits.
+* Long poll: with fewer than min_bytes available the request parks in the FetchPurgatory until an append to
+  one of its partitions or max_wait_ms, then the partitions are read again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from tidelog.broker.apis.offset_for_leader_epoch import check_leader_epoch
+from tidelog.broker.context import RequestContext
+from tidelog.protocol.errors import ErrorCode, KafkaError
+from tidelog.protocol.messages import response_class
+from tidelog.protocol.record_batch import HEADER_SIZE, read_header
+from tidelog.protocol.records import ZSTD
+from tidelog.storage import TopicPartition
+
+if TYPE_CHECKING:
+    from tidelog.storage.log import Log
+
+log = logging.getLogger(__name__)
+
+API_KEY = 1
+MIN_VERSION = 4
+MAX_VERSION = 16
+
+TOPIC_ID_MIN_VERSION = 13
+ZSTD_MIN_VERSION = 10
+READ_COMMITTED = 1
+CONSUMER_REPLICA_ID = -1
+INVALID_SESSION_ID = 0
+INITIAL_EPOCH = 0
+FINAL_EPOCH = -1
+INT32_MAX = 2**31 - 1
+
+
+@dataclass(slots=True)
+class _Partition:
+    """One requested partition and what the last read found for it."""
+    topic_key: Any  # the topic name (v4-12) or uuid.UUID (v13+), echoed in the response
+    name: str | None
+    request: Any
+    log: Log | None = None
+    error: ErrorCode = ErrorCode.NONE
+    records: memoryview | bytes = b""  # a view of the segment mapping: copied only into the response
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    aborted: list[tuple[int, int]] | None = None
+
+
+@dataclass(slots=True)
+class _FetchParams:
+    version: int
+    max_bytes: int
+    min_bytes: int
+    isolation_level: int
+    replica_id: int
+
+
+def _resolve(ctx: RequestContext, request: Any) -> list[_Partition]:
+    topics = ctx.broker.topics
+    by_id = ctx.api_version >= TOPIC_ID_MIN_VERSION
+    parts = []
+    for topic in request.topics or []:
+        if by_id:
+            key = topic.topic_id
+            raw = key.bytes if isinstance(key, uuid.UUID) else bytes(key or b"")
+            info = topics.by_id(raw) if any(raw) else None
+            name = info.name if info is not None else None
+            unknown = ErrorCode.UNKNOWN_TOPIC_ID
+        else:
+            key = topic.topic
+            name = key
+            unknown = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        for p in topic.partitions or []:
+            part = _Partition(key, name, p)
+            if name is None:
+                part.error = unknown
+            parts.append(part)
+    return parts
+
+
+def _upper_bound(log_obj: Log, params: _FetchParams) -> int:
+    if params.replica_id >= 0:
+        return log_obj.log_end_offset  # a follower reads to LEO (no followers exist on one node)
+    if params.isolation_level == READ_COMMITTED:
+        return log_obj.last_stable_offset
+    return log_obj.high_watermark
+
+
+def _aborted_transactions(log_obj: Log, fetch_offset: int, data: memoryview | bytes) -> list[tuple[int, int]]:
+    """(producer id, first offset) of aborted transactions overlapping the returned bytes (§9 .txnindex)."""
+    # The bound is the offset after the last batch whose header was returned (a trailing partial batch
+    # counts: the client may read into it).
+    upper = fetch_offset
+    pos = 0
+    while pos + HEADER_SIZE <= len(data):
+        header = read_header(data, pos)
+        upper = max(upper, header.next_offset)
+        pos += header.size
+    if upper <= fetch_offset:
+        return []
+    with log_obj.lock:
+        segments = log_obj.segments.values(fetch_offset)
+    found: list[tuple[int, int]] = []
+    for segment in segments:
+        if segment.base_offset >= upper:
+            break
+        result = segment.txn_index.collect_aborted_txns(fetch_offset, upper)
+        found.extend((t.producer_id, t.first_offset) for t in result.aborted_transactions)
+        if result.is_complete:
+            break
+    return found
+
+
+def _read_all(ctx: RequestContext, parts: list[_Partition], params: _FetchParams) -> tuple[int, bool]:
+    """Read every partition (KIP-74 limits). Returns (bytes read, whether any partition has an error)."""
+    remaining = params.max_bytes
+    min_one_batch = True  # until some partition returns data
+    total = 0
+    has_error = False
+    topics = ctx.broker.topics
+    for part in parts:
+        part.records = b""
+        part.aborted = None
+        if part.name is None:
+            has_error = True
+            continue
+        log_obj = topics.log(TopicPartition(part.name, part.request.partition))
+        part.log = log_obj
+        if log_obj is None:
+            part.error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            has_error = True
+            continue
+        part.error = check_leader_epoch(log_obj, getattr(part.request, "current_leader_epoch", -1))
+        if part.error == ErrorCode.NONE:
+            part.error = _read_partition(part, log_obj, params, min(part.request.partition_max_bytes, remaining),
+                                         min_one_batch)
+        if part.error != ErrorCode.NONE:
+            part.high_watermark = part.last_stable_offset = part.log_start_offset = -1
+            has_error = True
+            continue
+        size = len(part.records)
+        if size:
+            min_one_batch = False
+            remaining = max(0, remaining - size)
+            total += size
+    return total, has_error
+
+
+def _read_partition(part: _Partition, log_obj: Log, params: _FetchParams, max_bytes: int,
+                    min_one_batch: bool) -> ErrorCode:
+    # Offsets are taken before the read so the slice never runs past the HW the response reports.
+    hw = log_obj.high_watermark
+    lso = log_obj.last_stable_offset
+    part.log_start_offset = log_obj.log_start_offset
+    part.high_watermark, part.last_stable_offset = hw, lso
+    fetch_offset = part.request.fetch_offset
+    try:
+        data = log_obj.read(fetch_offset, max(0, max_bytes), _upper_bound(log_obj, params), min_one_batch)
+    except KafkaError as e:
+        return e.code
+    except Exception:  # a storage bug answers this partition with an error instead of failing the request
+        log.exception("fetch from %s-%d failed", part.name, part.request.partition)
+        return ErrorCode.UNKNOWN_SERVER_ERROR
+    part.records = data  # no bytes(): the encoder copies the view straight into the response frame
+    if params.version < ZSTD_MIN_VERSION and _has_zstd(part.records):
+        # Fetch v10 is the first that may carry zstd batches (KIP-110); older readers get an error.
+        part.records = b""
+        return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+    if params.isolation_level == READ_COMMITTED:
+        part.aborted = _aborted_transactions(log_obj, fetch_offset, part.records) if part.records else []
+    return ErrorCode.NONE
+
+
+def _has_zstd(data: memoryview | bytes) -> bool:
+    pos = 0
+    while pos + HEADER_SIZE <= len(data):
+        header = read_header(data, pos)
+        if header.compression == ZSTD:
+            return True
+        pos += header.size
+    return False
+
+
+def _response(ctx: RequestContext, parts: list[_Partition], error: ErrorCode = ErrorCode.NONE) -> Any:
+    cls = response_class(API_KEY)[ctx.api_version]
+    T = cls.FetchableTopicResponse
+    P = T.PartitionData
+    A = P.AbortedTransaction
+    by_id = ctx.api_version >= TOPIC_ID_MIN_VERSION
+    topics: list[Any] = []
+    last_key: Any = object()
+    for part in parts:
+        if part.topic_key != last_key or not topics:
+            # consecutive partitions of one topic share a topic entry, as in the request
+            topic = T(topic_id=part.topic_key, partitions=[]) if by_id else T(topic=part.topic_key, partitions=[])
+            topics.append(topic)
+            last_key = part.topic_key
+        topics[-1].partitions.append(P(
+            partition_index=part.request.partition, error_code=part.error,
+            high_watermark=part.high_watermark, last_stable_offset=part.last_stable_offset,
+            log_start_offset=part.log_start_offset, diverging_epoch=None, current_leader=None,
+            snapshot_id=None,
+            aborted_transactions=None if part.aborted is None else
+            [A(producer_id=pid, first_offset=first) for pid, first in part.aborted],
+            preferred_read_replica=-1, records=part.records))
+    return cls(throttle_time_ms=0, error_code=error, session_id=INVALID_SESSION_ID, responses=topics,
+               node_endpoints=[])
+
+
+def _replica_id(request: Any) -> int:
+    state = getattr(request, "replica_state", None)
+    if state is not None and getattr(state, "replica_id", -1) >= 0:
+        return int(state.replica_id)
+    replica_id = getattr(request, "replica_id", CONSUMER_REPLICA_ID)
+    return CONSUMER_REPLICA_ID if replica_id is None else int(replica_id)
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    version = ctx.api_version
+    if version >= 7:
+        session_id = getattr(request, "session_id", INVALID_SESSION_ID)
+        epoch = getattr(request, "session_epoch", FINAL_EPOCH)
+        if session_id != INVALID_SESSION_ID:
+            # This broker never creates sessions, so any session id is unknown (FetchSessionCache miss).
+            return _response(ctx, [], ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
+        if epoch not in (INITIAL_EPOCH, FINAL_EPOCH):
+            return _response(ctx, [], ErrorCode.INVALID_FETCH_SESSION_EPOCH)
+    max_bytes = getattr(request, "max_bytes", INT32_MAX)
+    params = _FetchParams(version, INT32_MAX if max_bytes is None else max_bytes, request.min_bytes,
+                          getattr(request, "isolation_level", 0) or 0, _replica_id(request))
+    parts = _resolve(ctx, request)
+    total, has_error = _read_all(ctx, parts, params)
+    purgatory = getattr(ctx.broker, "purgatory", None)
+    loop = asyncio.get_running_loop()
+    # The wait is an asyncio timer (loop time), not the injectable Clock: a ManualClock must not stall it.
+    deadline = loop.time() + max(0, request.max_wait_ms) / 1000
+    # Kafka answers at once on any partition error, on enough data, with nothing to wait for, or max_wait 0.
+    while not has_error and total < params.min_bytes and parts and purgatory is not None:
+        remaining = int((deadline - loop.time()) * 1000)
+        if remaining <= 0:
+            break
+        logs = [p.log for p in parts if p.log is not None]
+        woken = await purgatory.wait_for_append(logs, remaining)
+        total, has_error = _read_all(ctx, parts, params)
+        if not woken:
+            break
+    return _response(ctx, parts)

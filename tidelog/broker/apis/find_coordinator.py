@@ -1,0 +1,69 @@
+"""FindCoordinator (key 10): this single node coordinates every group and transactional id.
+
+v0-3 carry one key and answer one node; v4+ batch `coordinator_keys` and answer one entry per key
+(protocol-compat.md §2.4). A group lookup creates `__consumer_offsets` first, as Kafka does.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from tidelog.broker.context import RequestContext
+from tidelog.protocol.errors import ErrorCode, KafkaError
+from tidelog.protocol.messages import response_class
+
+log = logging.getLogger(__name__)
+
+API_KEY = 10
+MIN_VERSION = 0
+MAX_VERSION = 4
+
+KEY_TYPE_GROUP = 0
+KEY_TYPE_TRANSACTION = 1
+
+
+def _lookup(ctx: RequestContext, key: str | None, key_type: int) -> tuple[ErrorCode, str | None]:
+    if key is None:
+        return ErrorCode.INVALID_REQUEST, "coordinator key must not be null"
+    if key_type == KEY_TYPE_GROUP:
+        groups = ctx.broker.groups
+        if groups is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group coordinator is not running"
+        store = getattr(groups.manager, "store", None)
+        ensure = getattr(store, "ensure_topic", None)
+        if ensure is not None:
+            try:
+                ensure()
+            except KafkaError as e:
+                log.warning("cannot create __consumer_offsets: %s", e)
+                return ErrorCode.COORDINATOR_NOT_AVAILABLE, str(e)
+        return ErrorCode.NONE, None
+    if key_type == KEY_TYPE_TRANSACTION:
+        return ErrorCode.NONE, None
+    return ErrorCode.INVALID_REQUEST, f"unsupported key type {key_type}"
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    version = ctx.api_version
+    cls = response_class(API_KEY)[version]
+    broker = ctx.broker
+    key_type = getattr(request, "key_type", KEY_TYPE_GROUP) if version >= 1 else KEY_TYPE_GROUP
+    if version >= 4:
+        coordinators = []
+        for key in request.coordinator_keys or []:
+            error, message = _lookup(ctx, key, key_type)
+            ok = error == ErrorCode.NONE
+            coordinators.append(cls.Coordinator(
+                key=key, node_id=broker.node_id if ok else -1, host=broker.advertised_host if ok else "",
+                port=broker.advertised_port if ok else -1, error_code=error, error_message=message))
+        return cls(throttle_time_ms=0, coordinators=coordinators)
+    error, message = _lookup(ctx, request.key, key_type)
+    ok = error == ErrorCode.NONE
+    fields: dict[str, Any] = {
+        "error_code": error, "node_id": broker.node_id if ok else -1,
+        "host": broker.advertised_host if ok else "", "port": broker.advertised_port if ok else -1,
+    }
+    if version >= 1:
+        fields.update(throttle_time_ms=0, error_message=message)
+    return cls(**fields)

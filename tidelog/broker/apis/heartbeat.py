@@ -1,0 +1,24 @@
+"""Heartbeat (key 12) (protocol-compat.md §3.4)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tidelog.broker.apis._groups import coordinator
+from tidelog.broker.context import RequestContext
+from tidelog.protocol.errors import KafkaError
+from tidelog.protocol.messages import response_class
+
+API_KEY = 12
+MIN_VERSION = 0
+MAX_VERSION = 4
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    try:
+        error = coordinator(ctx).heartbeat(
+            request.group_id, request.member_id,
+            request.group_instance_id if ctx.api_version >= 3 else None, request.generation_id)
+    except KafkaError as e:
+        error = e.code
+    return response_class(API_KEY)[ctx.api_version](throttle_time_ms=0, error_code=error)

@@ -1,0 +1,60 @@
+"""JoinGroup (key 11): parked until the rebalance completes (protocol-compat.md §3.2)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tidelog.broker.apis._groups import coordinator
+from tidelog.broker.context import RequestContext
+from tidelog.broker.groups.member import JoinResult
+from tidelog.protocol.errors import ErrorCode, KafkaError
+from tidelog.protocol.messages import response_class
+
+API_KEY = 11
+MIN_VERSION = 0
+MAX_VERSION = 9
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    version = ctx.api_version
+    try:
+        groups = coordinator(ctx)
+        result = await groups.join_group(
+            group_id=request.group_id,
+            member_id=request.member_id or "",
+            group_instance_id=request.group_instance_id if version >= 5 else None,
+            client_id=ctx.client_id or "",
+            client_host=ctx.client_host,
+            session_timeout_ms=request.session_timeout_ms,
+            # v0 has no rebalance timeout: Kafka uses the session timeout for it
+            rebalance_timeout_ms=request.rebalance_timeout_ms if version >= 1 else request.session_timeout_ms,
+            protocol_type=request.protocol_type,
+            protocols=[(p.name or "", bytes(p.metadata or b"")) for p in request.protocols or []],
+            # KIP-394: v4+ dynamic members must first obtain a member id
+            require_known_member_id=version >= 4 and not (version >= 5 and request.group_instance_id),
+            supports_skip_assignment=version >= 9,
+        )
+    except KafkaError as e:
+        result = JoinResult(e.code, request.member_id or "")
+    return build_response(version, result)
+
+
+def build_response(version: int, result: JoinResult) -> Any:
+    cls = response_class(API_KEY)[version]
+    ok = result.error == ErrorCode.NONE
+    protocol_name = result.protocol_name if ok else None
+    if version < 7 and protocol_name is None:
+        protocol_name = ""  # non-nullable before v7
+    members = [cls.JoinGroupResponseMember(member_id=mid, group_instance_id=iid, metadata=meta)
+               for mid, iid, meta in result.members]
+    return cls(
+        throttle_time_ms=0,
+        error_code=result.error,
+        generation_id=result.generation_id if ok else -1,
+        protocol_type=result.protocol_type if ok else None,
+        protocol_name=protocol_name,
+        leader=result.leader_id if ok else "",
+        skip_assignment=result.skip_assignment,
+        member_id=result.member_id,
+        members=members,
+    )

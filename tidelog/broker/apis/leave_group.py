@@ -1,0 +1,35 @@
+"""LeaveGroup (key 13): one member (v0-2) or a batch with per-member errors (v3+) (protocol-compat.md §3.5)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tidelog.broker.apis._groups import coordinator
+from tidelog.broker.context import RequestContext
+from tidelog.broker.groups import LeaveMember
+from tidelog.protocol.errors import ErrorCode, KafkaError
+from tidelog.protocol.messages import response_class
+
+API_KEY = 13
+MIN_VERSION = 0
+MAX_VERSION = 5
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    version = ctx.api_version
+    cls = response_class(API_KEY)[version]
+    if version >= 3:
+        leaving = [LeaveMember(m.member_id or "", m.group_instance_id) for m in request.members or []]
+    else:
+        leaving = [LeaveMember(request.member_id or "")]
+    try:
+        top, errors = coordinator(ctx).leave_group(request.group_id, leaving)
+    except KafkaError as e:
+        top, errors = e.code, [ErrorCode.NONE] * len(leaving)
+    if version < 3:
+        # a single member: its error is the response's error (Kafka's LeaveGroupResponse for v0-2)
+        error = top if top != ErrorCode.NONE else (errors[0] if errors else ErrorCode.NONE)
+        return cls(throttle_time_ms=0, error_code=error)
+    members = [cls.MemberResponse(member_id=m.member_id, group_instance_id=m.group_instance_id, error_code=err)
+               for m, err in zip(leaving, errors, strict=True)]
+    return cls(throttle_time_ms=0, error_code=top, members=members)

@@ -1,0 +1,36 @@
+"""ListGroups (key 16), with the v4 state filter and v5 type filter (protocol-compat.md §3.8)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tidelog.broker.apis._groups import coordinator
+from tidelog.broker.context import RequestContext
+from tidelog.protocol.errors import ErrorCode, KafkaError
+from tidelog.protocol.messages import response_class
+
+API_KEY = 16
+MIN_VERSION = 0
+MAX_VERSION = 5
+
+GROUP_TYPE_CLASSIC = "classic"
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    version = ctx.api_version
+    cls = response_class(API_KEY)[version]
+    try:
+        groups = coordinator(ctx).list_groups()
+    except KafkaError as e:
+        return cls(throttle_time_ms=0, error_code=e.code, groups=[])
+    states = {s.lower() for s in (request.states_filter or [])} if version >= 4 else set()
+    types = {t.lower() for t in (request.types_filter or [])} if version >= 5 else set()
+    listed = []
+    for g in groups:
+        if states and g.state.value.lower() not in states:
+            continue
+        if types and GROUP_TYPE_CLASSIC not in types:
+            continue
+        listed.append(cls.ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type or "",
+                                      group_state=g.state.value, group_type=GROUP_TYPE_CLASSIC))
+    return cls(throttle_time_ms=0, error_code=ErrorCode.NONE, groups=listed)

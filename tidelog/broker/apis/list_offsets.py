@@ -1,0 +1,95 @@
+"""ListOffsets (key 2): offsets by timestamp, earliest, latest and max timestamp (storage-format.md §13,
+protocol-compat.md §2.4). Versions 1-7: -4/-5 (tiered storage) need v8/v9 and are refused below them.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from tidelog.broker.apis.offset_for_leader_epoch import check_leader_epoch
+from tidelog.broker.context import RequestContext
+from tidelog.protocol.errors import ErrorCode, KafkaError
+from tidelog.protocol.messages import response_class
+from tidelog.storage import TopicPartition
+
+log = logging.getLogger(__name__)
+
+API_KEY = 2
+MIN_VERSION = 1
+MAX_VERSION = 7
+
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
+# The first ListOffsets version that may carry each special timestamp (Kafka's ListOffsetsRequest).
+_MIN_VERSION_FOR = {LATEST_TIMESTAMP: 0, EARLIEST_TIMESTAMP: 0, MAX_TIMESTAMP: 7,
+                    EARLIEST_LOCAL_TIMESTAMP: 8, LATEST_TIERED_TIMESTAMP: 9}
+CONSUMER_REPLICA_ID = -1
+READ_COMMITTED = 1
+
+
+def _lookup(ctx: RequestContext, tp: TopicPartition, p: Any, request: Any) -> tuple[ErrorCode, int, int, int]:
+    """(error, timestamp, offset, leader epoch) for one partition."""
+    log_obj = ctx.broker.topics.log(tp)
+    if log_obj is None:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1, -1
+    error = check_leader_epoch(log_obj, getattr(p, "current_leader_epoch", -1))
+    if error != ErrorCode.NONE:
+        return error, -1, -1, -1
+    ts = p.timestamp
+    if ts < 0 and ctx.api_version < _MIN_VERSION_FOR.get(ts, 1 << 30):
+        return ErrorCode.UNSUPPORTED_VERSION, -1, -1, -1
+    # Kafka's Partition.fetchOffsetForTimestamp: clients are bounded by HW (or LSO for read_committed);
+    # replicas and debugging tools (replica_id != -1) see up to LEO.
+    if request.replica_id != CONSUMER_REPLICA_ID:
+        bound = log_obj.log_end_offset
+    elif getattr(request, "isolation_level", 0) == READ_COMMITTED:
+        bound = log_obj.last_stable_offset
+    else:
+        bound = log_obj.high_watermark
+    if ts == LATEST_TIMESTAMP:
+        return ErrorCode.NONE, -1, bound, log_obj.leader_epoch
+    found = log_obj.fetch_offset_for_timestamp(ts)
+    if found is None:
+        return ErrorCode.NONE, -1, -1, -1
+    found_ts, offset, epoch = found
+    earliest = ts in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP)
+    if request.replica_id == CONSUMER_REPLICA_ID and not earliest and offset >= bound:
+        # An offset clients may not read yet is reported as "not found" (also for -3, KIP-734).
+        return ErrorCode.NONE, -1, -1, -1
+    return ErrorCode.NONE, found_ts, offset, epoch
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    cls = response_class(API_KEY)[ctx.api_version]
+    T = cls.ListOffsetsTopicResponse
+    P = T.ListOffsetsPartitionResponse
+    seen: set[TopicPartition] = set()
+    duplicates: set[TopicPartition] = set()
+    for t in request.topics or []:
+        for p in t.partitions or []:
+            tp = TopicPartition(t.name, p.partition_index)
+            (duplicates if tp in seen else seen).add(tp)
+    topics = []
+    for topic in request.topics or []:
+        partitions = []
+        for p in topic.partitions or []:
+            tp = TopicPartition(topic.name, p.partition_index)
+            if tp in duplicates:
+                # Kafka answers every copy of a partition listed twice with INVALID_REQUEST.
+                error, ts, offset, epoch = ErrorCode.INVALID_REQUEST, -1, -1, -1
+            else:
+                try:
+                    error, ts, offset, epoch = _lookup(ctx, tp, p, request)
+                except KafkaError as e:
+                    error, ts, offset, epoch = e.code, -1, -1, -1
+                except Exception:
+                    log.exception("ListOffsets for %s failed", tp)
+                    error, ts, offset, epoch = ErrorCode.UNKNOWN_SERVER_ERROR, -1, -1, -1
+            partitions.append(P(partition_index=p.partition_index, error_code=error, old_style_offsets=[],
+                                timestamp=ts, offset=offset, leader_epoch=epoch))
+        topics.append(T(name=topic.name, partitions=partitions))
+    return cls(throttle_time_ms=0, topics=topics)

@@ -1,0 +1,141 @@
+"""Metadata (key 3): this broker as the only broker and controller, every partition led by it.
+
+Auto-creation follows protocol-compat §6.1: only explicitly named topics, only when the request allows it
+(v4+ flag; always for v0-3) and auto.create.topics.enable is on. Kafka (KRaft) answers the first request with
+UNKNOWN_TOPIC_OR_PARTITION while the creation is forwarded; a single node creates synchronously and returns
+the topic with NONE, which every client accepts.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from tidelog.broker.context import RequestContext
+from tidelog.protocol.errors import ErrorCode, KafkaError
+from tidelog.protocol.messages import response_class
+from tidelog.storage import TopicPartition
+
+API_KEY = 3
+MIN_VERSION = 0
+MAX_VERSION = 12
+
+INT32_MIN_OMITTED = None  # kafka-python encodes a None bitfield as INT32_MIN ("not requested", KIP-430)
+# AclOperation codes with no authorizer: every operation that applies (Kafka's authorizedOperations).
+# Topic 3576: READ 3, WRITE 4, CREATE 5, DELETE 6, ALTER 7, DESCRIBE 8, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11.
+TOPIC_OPERATIONS = frozenset({3, 4, 5, 6, 7, 8, 10, 11})
+# Cluster 8096: CREATE 5, ALTER 7, DESCRIBE 8, CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11,
+# IDEMPOTENT_WRITE 12.
+CLUSTER_OPERATIONS = frozenset({5, 7, 8, 9, 10, 11, 12})
+ZERO_UUID = uuid.UUID(int=0)
+
+
+def _uuid(raw: Any) -> uuid.UUID:
+    if raw is None:
+        return ZERO_UUID
+    if isinstance(raw, uuid.UUID):
+        return raw
+    return uuid.UUID(bytes=bytes(raw))
+
+
+def topic_entry(ctx: RequestContext, cls: Any, info: Any, include_ops: bool) -> Any:
+    broker = ctx.broker
+    node = broker.node_id
+    partitions = []
+    for p in range(info.partitions):
+        lg = broker.log_manager.get_log(TopicPartition(info.name, p))
+        epoch = lg.leader_epoch if lg is not None else 0
+        partitions.append(cls.MetadataResponseTopic.MetadataResponsePartition(
+            error_code=ErrorCode.NONE, partition_index=p, leader_id=node, leader_epoch=epoch,
+            replica_nodes=[node], isr_nodes=[node], offline_replicas=[]))
+    return cls.MetadataResponseTopic(
+        error_code=ErrorCode.NONE, name=info.name, topic_id=_uuid(info.topic_id), is_internal=bool(info.internal),
+        partitions=partitions, authorized_operations=set(TOPIC_OPERATIONS) if include_ops else INT32_MIN_OMITTED)
+
+
+def error_entry(cls: Any, code: int, name: str | None, topic_id: uuid.UUID = ZERO_UUID) -> Any:
+    return cls.MetadataResponseTopic(error_code=code, name=name, topic_id=topic_id, is_internal=False,
+                                     partitions=[], authorized_operations=INT32_MIN_OMITTED)
+
+
+def _auto_create(ctx: RequestContext, name: str) -> Any:
+    """Create `name` as Kafka's AutoTopicCreationManager would; raises KafkaError."""
+    broker = ctx.broker
+    topics = broker.topics
+    config = broker.config
+    from tidelog.broker.topics import GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME
+
+    # Internal topics get their coordinator's settings, not num.partitions (Kafka: AutoTopicCreationManager).
+    if name == GROUP_METADATA_TOPIC_NAME:
+        return topics.ensure_internal_topic(name, config.offsets_topic_num_partitions)
+    if name == TRANSACTION_STATE_TOPIC_NAME:
+        return topics.ensure_internal_topic(name, config.transaction_state_log_num_partitions)
+    return topics.create_topic(name, config.num_partitions, config.default_replication_factor, {})
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    cls = response_class(API_KEY)
+    v = ctx.api_version
+    broker = ctx.broker
+    topics = broker.topics
+    include_topic_ops = v >= 8 and bool(request.include_topic_authorized_operations)
+    requested = request.topics
+    entries: list[Any] = []
+    if requested is None or (v == 0 and not requested):
+        entries = [topic_entry(ctx, cls, info, include_topic_ops) for info in topics.topics()]
+    else:
+        allow_create = v < 4 or bool(request.allow_auto_topic_creation)
+        seen: set[Any] = set()
+        for item in requested:
+            name = item.name
+            topic_id = _uuid(getattr(item, "topic_id", None)) if v >= 10 else ZERO_UUID
+            key = name if name is not None else topic_id
+            if key in seen:
+                continue  # Kafka collects requested topics into a set
+            seen.add(key)
+            if name is None:
+                info = topics.by_id(topic_id.bytes) if topic_id != ZERO_UUID else None
+                if info is None:
+                    entries.append(error_entry(cls, ErrorCode.UNKNOWN_TOPIC_ID, None, topic_id))
+                else:
+                    entries.append(topic_entry(ctx, cls, info, include_topic_ops))
+                continue
+            entries.append(_named_topic(ctx, cls, name, allow_create, include_topic_ops))
+    host, port = broker.advertised_endpoint(ctx.listener)
+    fields: dict[str, Any] = {"brokers": [cls.MetadataResponseBroker(
+        node_id=broker.node_id, host=host, port=port, rack=None)], "topics": entries}
+    if v >= 1:
+        fields["controller_id"] = broker.node_id
+    if v >= 2:
+        fields["cluster_id"] = broker.cluster_id
+    if v >= 3:
+        fields["throttle_time_ms"] = 0
+    if 8 <= v <= 10:
+        include_cluster = bool(request.include_cluster_authorized_operations)
+        fields["authorized_operations"] = set(CLUSTER_OPERATIONS) if include_cluster else INT32_MIN_OMITTED
+    return cls[v](**fields)
+
+
+def _named_topic(ctx: RequestContext, cls: Any, name: str, allow_create: bool, include_ops: bool) -> Any:
+    from tidelog.broker.topics import validate_topic_name
+
+    topics = ctx.broker.topics
+    info = topics.get(name)
+    if info is not None:
+        return topic_entry(ctx, cls, info, include_ops)
+    try:
+        validate_topic_name(name)
+    except KafkaError as exc:
+        return error_entry(cls, int(exc.code), name)
+    if not (allow_create and ctx.broker.config.auto_create_topics_enable):
+        return error_entry(cls, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name)
+    try:
+        info = _auto_create(ctx, name)
+    except KafkaError as exc:
+        if exc.code == ErrorCode.TOPIC_ALREADY_EXISTS:
+            info = topics.get(name)
+            if info is not None:
+                return topic_entry(ctx, cls, info, include_ops)
+        # e.g. a name colliding with an existing one: Kafka reports it on the topic entry.
+        return error_entry(cls, int(exc.code), name)
+    return topic_entry(ctx, cls, info, include_ops)

@@ -1,0 +1,62 @@
+"""OffsetCommit (key 8) (protocol-compat.md §3.7). Served from v2 (Kafka 4.0 removed v0-1)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tidelog.broker.apis._groups import coordinator
+from tidelog.broker.context import RequestContext
+from tidelog.broker.groups import OffsetAndMetadata
+from tidelog.protocol.errors import ErrorCode, KafkaError
+from tidelog.protocol.messages import response_class
+from tidelog.storage import TopicPartition
+
+API_KEY = 8
+MIN_VERSION = 2
+MAX_VERSION = 9
+
+
+def _partition_exists(ctx: RequestContext, tp: TopicPartition) -> bool:
+    topics = getattr(ctx.broker, "topics", None)
+    if topics is None:
+        return True
+    info = topics.get(tp.topic)
+    return info is not None and 0 <= tp.partition < info.partitions
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    version = ctx.api_version
+    cls = response_class(API_KEY)[version]
+    now = ctx.broker.clock.milliseconds()
+    retention = request.retention_time_ms if 2 <= version <= 4 else -1
+    expire = now + retention if retention is not None and retention >= 0 else -1
+    order: list[tuple[str, list[int]]] = []
+    errors: dict[TopicPartition, int] = {}
+    offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+    for topic in request.topics or []:
+        order.append((topic.name, [p.partition_index for p in topic.partitions or []]))
+        for p in topic.partitions or []:
+            tp = TopicPartition(topic.name, p.partition_index)
+            if not _partition_exists(ctx, tp):
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            epoch = p.committed_leader_epoch if version >= 6 else -1
+            offsets[tp] = OffsetAndMetadata(p.committed_offset, -1 if epoch is None else epoch,
+                                            p.committed_metadata or "", now, expire)
+    if offsets:
+        try:
+            errors.update(coordinator(ctx).commit_offsets(
+                request.group_id, request.member_id or "",
+                request.group_instance_id if version >= 7 else None,
+                request.generation_id_or_member_epoch, offsets,
+                unknown_group_error=ErrorCode.GROUP_ID_NOT_FOUND if version >= 9 else ErrorCode.ILLEGAL_GENERATION,
+            ))
+        except KafkaError as e:
+            errors.update(dict.fromkeys(offsets, e.code))
+    topics = []
+    for name, partitions in order:
+        topics.append(cls.OffsetCommitResponseTopic(name=name, partitions=[
+            cls.OffsetCommitResponseTopic.OffsetCommitResponsePartition(
+                partition_index=i, error_code=errors.get(TopicPartition(name, i), ErrorCode.NONE))
+            for i in partitions]))
+    return cls(throttle_time_ms=0, topics=topics)

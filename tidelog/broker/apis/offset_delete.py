@@ -1,0 +1,32 @@
+"""OffsetDelete (key 47): drop committed offsets of topics the group no longer subscribes to (§3.8)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tidelog.broker.apis._groups import coordinator
+from tidelog.broker.context import RequestContext
+from tidelog.protocol.errors import ErrorCode, KafkaError
+from tidelog.protocol.messages import response_class
+from tidelog.storage import TopicPartition
+
+API_KEY = 47
+MIN_VERSION = 0
+MAX_VERSION = 0
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    cls = response_class(API_KEY)[ctx.api_version]
+    T = cls.OffsetDeleteResponseTopic
+    requested = [(t.name, [p.partition_index for p in t.partitions or []]) for t in request.topics or []]
+    partitions = [TopicPartition(name, i) for name, idx in requested for i in idx]
+    try:
+        error, errors = coordinator(ctx).delete_offsets(request.group_id, partitions)
+    except KafkaError as e:
+        error, errors = e.code, {}
+    if error != ErrorCode.NONE:
+        return cls(throttle_time_ms=0, error_code=error, topics=[])
+    return cls(throttle_time_ms=0, error_code=ErrorCode.NONE, topics=[
+        T(name=name, partitions=[T.OffsetDeleteResponsePartition(
+            partition_index=i, error_code=errors.get(TopicPartition(name, i), ErrorCode.NONE)) for i in idx])
+        for name, idx in requested])

@@ -1,0 +1,124 @@
+"""Produce (key 0): append one record batch per partition (protocol-compat.md §1.6, storage-format.md §8).
+
+Served 3-11, advertised from 0 (KAFKA-18659: librdkafka < 2.11.1 only compresses when Produce v0 is in the
+broker's range; nobody actually sends v0-2 because clients pick the highest common version). v12 needs
+KIP-890 part 2 and v13 topic ids in Produce, neither implemented.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from tidelog.broker.context import CloseConnection, RequestContext
+from tidelog.protocol.errors import ErrorCode, KafkaError
+from tidelog.protocol.messages import response_class
+from tidelog.protocol.record_batch import ATTRIBUTES_OFFSET, COMPRESSION_MASK, HEADER_SIZE, MAGIC_OFFSET
+from tidelog.protocol.records import ZSTD
+from tidelog.storage import TopicPartition
+
+log = logging.getLogger(__name__)
+
+API_KEY = 0
+MIN_VERSION = 3
+MAX_VERSION = 11
+ADVERTISED_MIN = 0
+
+ADMIN_CLIENT_ID = "__admin_client"  # Kafka lets only this client id write to internal topics
+ZSTD_MIN_VERSION = 7  # KIP-110
+
+
+class _PartitionResult:
+    __slots__ = ("error", "base_offset", "log_append_time", "log_start_offset", "record_errors", "message")
+
+    def __init__(self, error: ErrorCode = ErrorCode.NONE, base_offset: int = -1, log_append_time: int = -1,
+                 log_start_offset: int = -1, record_errors: list[tuple[int, str]] | None = None,
+                 message: str | None = None) -> None:
+        self.error = error
+        self.base_offset = base_offset
+        self.log_append_time = log_append_time
+        self.log_start_offset = log_start_offset
+        self.record_errors = record_errors or []
+        self.message = message
+
+
+def _precheck_records(records: bytes | None, version: int) -> ErrorCode:
+    """ProduceRequest-level checks Kafka makes before the log sees the data (ProduceRequest.validateRecords)."""
+    if records is None:
+        return ErrorCode.INVALID_RECORD
+    if len(records) >= HEADER_SIZE and records[MAGIC_OFFSET] == 2:
+        codec = records[ATTRIBUTES_OFFSET + 1] & COMPRESSION_MASK
+        if codec == ZSTD and version < ZSTD_MIN_VERSION:
+            return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+    return ErrorCode.NONE
+
+
+def _append(ctx: RequestContext, tp: TopicPartition, records: bytes | None, acks: int) -> _PartitionResult:
+    topics = ctx.broker.topics
+    info = topics.get(tp.topic)
+    if info is None or not 0 <= tp.partition < info.partitions:
+        return _PartitionResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    if info.internal and ctx.client_id != ADMIN_CLIENT_ID:
+        return _PartitionResult(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                                message=f"Cannot append to internal topic {tp.topic}")
+    error = _precheck_records(records, ctx.api_version)
+    if error != ErrorCode.NONE:
+        return _PartitionResult(error)
+    log_obj = topics.log(tp)
+    if log_obj is None:
+        return _PartitionResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    if acks == -1 and log_obj.config.min_insync_replicas > 1:
+        # One replica is the whole ISR (Kafka's Partition.appendRecordsToLeader).
+        return _PartitionResult(ErrorCode.NOT_ENOUGH_REPLICAS,
+                                message=f"ISR size 1 is below min.insync.replicas "
+                                        f"{log_obj.config.min_insync_replicas}")
+    assert records is not None
+    try:
+        appended = log_obj.append_as_leader(records, log_obj.leader_epoch)
+    except KafkaError as e:
+        return _PartitionResult(e.code, record_errors=getattr(e, "record_errors", None), message=e.message)
+    return _PartitionResult(ErrorCode.NONE, appended.first_offset, appended.log_append_time,
+                            appended.log_start_offset)
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any | None:
+    acks = request.acks
+    results: list[tuple[str, list[tuple[int, _PartitionResult]]]] = []
+    for topic in request.topic_data or []:
+        partitions = []
+        for p in topic.partition_data or []:
+            tp = TopicPartition(topic.name, p.index)
+            if acks not in (-1, 0, 1):
+                result = _PartitionResult(ErrorCode.INVALID_REQUIRED_ACKS)
+            else:
+                try:
+                    result = _append(ctx, tp, p.records, acks)
+                except Exception as e:  # never let one partition take the broker down
+                    log.exception("produce to %s failed", tp)
+                    result = _PartitionResult(ErrorCode.UNKNOWN_SERVER_ERROR, message=str(e))
+            partitions.append((p.index, result))
+        results.append((topic.name, partitions))
+
+    if acks == 0:
+        # No response to carry an error, so Kafka (KafkaApis.handleProduceRequest) closes the connection when
+        # any partition failed: the client notices, reconnects and refreshes its metadata. Partitions that
+        # succeeded stay appended, as in Kafka.
+        failed = [f"{name}-{index}: {result.error.name}" for name, partitions in results
+                  for index, result in partitions if result.error != ErrorCode.NONE]
+        if failed:
+            raise CloseConnection(f"error during acks=0 produce request with correlation id {ctx.correlation_id}"
+                                  f" from client id {ctx.client_id!r} ({', '.join(failed)})")
+        return None
+
+    cls = response_class(API_KEY)[ctx.api_version]
+    T = cls.TopicProduceResponse
+    P = T.PartitionProduceResponse
+    E = P.BatchIndexAndErrorMessage
+    return cls(throttle_time_ms=0, node_endpoints=[], responses=[
+        T(name=name, partition_responses=[
+            P(index=index, error_code=r.error, base_offset=r.base_offset, log_append_time_ms=r.log_append_time,
+              log_start_offset=r.log_start_offset,
+              record_errors=[E(batch_index=i, batch_index_error_message=m) for i, m in r.record_errors],
+              error_message=r.message if r.error != ErrorCode.NONE else None, current_leader=None)
+            for index, r in partitions])
+        for name, partitions in results])

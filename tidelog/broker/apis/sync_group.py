@@ -1,0 +1,38 @@
+"""SyncGroup (key 14): followers wait for the leader's assignment (protocol-compat.md §3.3)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tidelog.broker.apis._groups import coordinator
+from tidelog.broker.context import RequestContext
+from tidelog.broker.groups.member import SyncResult
+from tidelog.protocol.errors import ErrorCode, KafkaError
+from tidelog.protocol.messages import response_class
+
+API_KEY = 14
+MIN_VERSION = 0
+MAX_VERSION = 5
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    version = ctx.api_version
+    try:
+        groups = coordinator(ctx)
+        result = await groups.sync_group(
+            group_id=request.group_id,
+            generation_id=request.generation_id,
+            member_id=request.member_id,
+            group_instance_id=request.group_instance_id if version >= 3 else None,
+            protocol_type=request.protocol_type if version >= 5 else None,
+            protocol_name=request.protocol_name if version >= 5 else None,
+            assignments={a.member_id: bytes(a.assignment or b"") for a in request.assignments or []},
+        )
+    except KafkaError as e:
+        result = SyncResult(e.code)
+    cls = response_class(API_KEY)[version]
+    ok = result.error == ErrorCode.NONE
+    return cls(throttle_time_ms=0, error_code=result.error,
+               protocol_type=result.protocol_type if ok else None,
+               protocol_name=result.protocol_name if ok else None,
+               assignment=result.assignment if ok else b"")

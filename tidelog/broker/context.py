@@ -1,0 +1,30 @@
+"""What a handler knows about the request it is answering."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tidelog.broker.state import BrokerState
+
+
+@dataclass(slots=True)
+class RequestContext:
+    broker: BrokerState
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    client_host: str
+    listener: str = "PLAINTEXT"
+
+
+class CloseConnection(Exception):
+    """Raised by a handler to close its client's connection without a response; the connection logs
+    `reason` as one line (no traceback). Kafka's RequestChannel.closeConnection, e.g. for a failed acks=0
+    Produce, whose client gets no response and notices the error only by the closed connection."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason

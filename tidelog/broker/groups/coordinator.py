@@ -1,0 +1,629 @@
+"""The classic group coordinator (Kafka's `GroupCoordinator` for `group.protocol=classic`).
+
+State machine (protocol-compat.md §3.6): Empty -> PreparingRebalance -> CompletingRebalance -> Stable, and Dead.
+JoinGroup and SyncGroup calls that must wait are parked as asyncio futures on the member. Deadlines (sessions,
+pending members, rebalance/initial delay, sync, offset retention) are decided against the injected Clock by
+`check_expirations()`; one `loop.call_later` timer armed for the earliest deadline calls it. Tests using a
+ManualClock advance the clock and call `check_expirations()` themselves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from dataclasses import dataclass
+
+from tidelog.broker.groups.config import GroupCoordinatorConfig
+from tidelog.broker.groups.group import GroupMetadata, GroupState, OffsetAndMetadata
+from tidelog.broker.groups.member import JoinResult, MemberMetadata, SyncResult
+from tidelog.broker.groups.metadata_manager import GroupMetadataManager
+from tidelog.broker.groups.store import OffsetsStore
+from tidelog.clock import Clock
+from tidelog.protocol.errors import ErrorCode
+from tidelog.storage import TopicPartition
+
+log = logging.getLogger(__name__)
+
+E = ErrorCode
+_MIN_TIMER_S = 0.01
+
+
+@dataclass(slots=True)
+class LeaveMember:
+    member_id: str
+    group_instance_id: str | None = None
+
+
+class GroupCoordinator:
+    def __init__(self, clock: Clock, config: GroupCoordinatorConfig | None = None,
+                 store: OffsetsStore | None = None) -> None:
+        self.clock = clock
+        self.config = config or GroupCoordinatorConfig()
+        self.manager = GroupMetadataManager(clock, self.config, store)
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_due = -1
+        self._next_retention_check = -1
+        self._active = False
+
+    # ---------------------------------------------------------------------------------------- lifecycle
+    def startup(self) -> None:
+        self.manager.load()
+        self._active = True
+        self._next_retention_check = self.clock.monotonic_ms() + self.config.offsets_retention_check_interval_ms
+        self._schedule()
+
+    def shutdown(self) -> None:
+        self._active = False
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        for group in self.manager.groups.values():
+            for m in group.members.values():
+                m.complete_join(JoinResult(E.COORDINATOR_NOT_AVAILABLE, m.member_id))
+                m.complete_sync(SyncResult(E.COORDINATOR_NOT_AVAILABLE))
+
+    @property
+    def groups(self) -> dict[str, GroupMetadata]:
+        return self.manager.groups
+
+    def partition_for(self, group_id: str) -> int:
+        return self.manager.partition_for(group_id)
+
+    def _now(self) -> int:
+        return self.clock.monotonic_ms()
+
+    def _wall(self) -> int:
+        return self.clock.milliseconds()
+
+    # ----------------------------------------------------------------------------------------- JoinGroup
+    async def join_group(self, group_id: str, member_id: str, group_instance_id: str | None, client_id: str,
+                         client_host: str, session_timeout_ms: int, rebalance_timeout_ms: int,
+                         protocol_type: str, protocols: list[tuple[str, bytes]],
+                         require_known_member_id: bool = False,
+                         supports_skip_assignment: bool = False) -> JoinResult:
+        outcome = self._join(group_id, member_id, group_instance_id, client_id, client_host, session_timeout_ms,
+                             rebalance_timeout_ms, protocol_type, protocols, require_known_member_id,
+                             supports_skip_assignment)
+        if isinstance(outcome, JoinResult):
+            return outcome
+        return await asyncio.shield(outcome)
+
+    def _join(self, group_id: str, member_id: str, instance_id: str | None, client_id: str, client_host: str,
+              session_timeout_ms: int, rebalance_timeout_ms: int, protocol_type: str,
+              protocols: list[tuple[str, bytes]], require_known_member_id: bool,
+              supports_skip_assignment: bool) -> JoinResult | asyncio.Future[JoinResult]:
+        if not group_id:
+            return JoinResult(E.INVALID_GROUP_ID, member_id)
+        if not (self.config.group_min_session_timeout_ms <= session_timeout_ms
+                <= self.config.group_max_session_timeout_ms):
+            return JoinResult(E.INVALID_SESSION_TIMEOUT, member_id)
+        is_unknown = member_id == ""
+        group = self.manager.get_group(group_id)
+        if group is None:
+            if not is_unknown:
+                return JoinResult(E.UNKNOWN_MEMBER_ID, member_id)
+            group = self.manager.add_group(GroupMetadata(group_id, state_timestamp_ms=self._wall()))
+        if group.is_(GroupState.DEAD):
+            # the group was just removed; the client rediscovers the coordinator and retries
+            return JoinResult(E.COORDINATOR_NOT_AVAILABLE, member_id)
+        if not group.supports_protocols(protocol_type, [name for name, _ in protocols]):
+            return JoinResult(E.INCONSISTENT_GROUP_PROTOCOL, member_id)
+        if is_unknown and len(group.members) + len(group.pending_members) >= self.config.group_max_size:
+            return JoinResult(E.GROUP_MAX_SIZE_REACHED, member_id)
+        args = (client_id, client_host, session_timeout_ms, rebalance_timeout_ms, protocol_type, protocols)
+        try:
+            if is_unknown:
+                return self._new_member_join(group, instance_id, require_known_member_id,
+                                             supports_skip_assignment, *args)
+            return self._current_member_join(group, member_id, instance_id, *args)
+        finally:
+            self._schedule()
+
+    def _new_member_join(self, group: GroupMetadata, instance_id: str | None, require_known_member_id: bool,
+                         supports_skip_assignment: bool, client_id: str, client_host: str,
+                         session_timeout_ms: int, rebalance_timeout_ms: int, protocol_type: str,
+                         protocols: list[tuple[str, bytes]]) -> JoinResult | asyncio.Future[JoinResult]:
+        if instance_id is not None:
+            new_id = f"{instance_id}-{uuid.uuid4()}"
+            old_id = group.static_member_id(instance_id)
+            if old_id is not None and group.has_member(old_id):
+                return self._replace_static_member(group, old_id, new_id, supports_skip_assignment,
+                                                   client_id, client_host, session_timeout_ms,
+                                                   rebalance_timeout_ms, protocols)
+            return self._add_member_and_rebalance(group, new_id, instance_id, client_id, client_host,
+                                                  session_timeout_ms, rebalance_timeout_ms, protocol_type,
+                                                  protocols)
+        new_id = f"{client_id}-{uuid.uuid4()}"
+        if require_known_member_id:
+            # KIP-394: hand out the id first; the member counts as pending until it rejoins with it
+            group.pending_members[new_id] = self._now() + session_timeout_ms
+            return JoinResult(E.MEMBER_ID_REQUIRED, new_id)
+        return self._add_member_and_rebalance(group, new_id, None, client_id, client_host, session_timeout_ms,
+                                              rebalance_timeout_ms, protocol_type, protocols)
+
+    def _current_member_join(self, group: GroupMetadata, member_id: str, instance_id: str | None,
+                             client_id: str, client_host: str, session_timeout_ms: int,
+                             rebalance_timeout_ms: int, protocol_type: str,
+                             protocols: list[tuple[str, bytes]]) -> JoinResult | asyncio.Future[JoinResult]:
+        if group.is_pending(member_id):
+            if instance_id is not None:
+                return JoinResult(E.FENCED_INSTANCE_ID, member_id)
+            return self._add_member_and_rebalance(group, member_id, None, client_id, client_host,
+                                                  session_timeout_ms, rebalance_timeout_ms, protocol_type,
+                                                  protocols)
+        if group.is_fenced(member_id, instance_id):
+            return JoinResult(E.FENCED_INSTANCE_ID, member_id)
+        member = group.members.get(member_id)
+        if member is None:
+            return JoinResult(E.UNKNOWN_MEMBER_ID, member_id)
+        state = group.state
+        if state is GroupState.PREPARING_REBALANCE:
+            return self._update_member_and_rebalance(group, member, protocols, rebalance_timeout_ms,
+                                                     session_timeout_ms)
+        if state is GroupState.COMPLETING_REBALANCE:
+            if member.matches(protocols):
+                # the join response was probably lost: answer again with the current generation
+                member.last_heartbeat_ms = self._now()
+                return self._current_join_result(group, member.member_id)
+            return self._update_member_and_rebalance(group, member, protocols, rebalance_timeout_ms,
+                                                     session_timeout_ms)
+        if state is GroupState.STABLE:
+            if group.is_leader(member_id) or not member.matches(protocols):
+                # the leader rejoining, or changed metadata (e.g. a new subscription), forces a rebalance
+                return self._update_member_and_rebalance(group, member, protocols, rebalance_timeout_ms,
+                                                         session_timeout_ms)
+            member.last_heartbeat_ms = self._now()
+            return self._current_join_result(group, member.member_id, with_members=False)
+        return JoinResult(E.UNKNOWN_MEMBER_ID, member_id)
+
+    def _current_join_result(self, group: GroupMetadata, member_id: str, with_members: bool = True,
+                             skip_assignment: bool = False) -> JoinResult:
+        members = []
+        if with_members and group.is_leader(member_id) and group.protocol_name is not None:
+            members = [(m.member_id, m.group_instance_id, m.metadata(group.protocol_name))
+                       for m in group.members.values()]
+        return JoinResult(E.NONE, member_id, group.generation_id, group.protocol_type, group.protocol_name,
+                          group.leader_id or "", skip_assignment, members)
+
+    def _add_member_and_rebalance(self, group: GroupMetadata, member_id: str, instance_id: str | None,
+                                  client_id: str, client_host: str, session_timeout_ms: int,
+                                  rebalance_timeout_ms: int, protocol_type: str,
+                                  protocols: list[tuple[str, bytes]]) -> asyncio.Future[JoinResult]:
+        member = MemberMetadata(member_id, instance_id, client_id, client_host, rebalance_timeout_ms,
+                                session_timeout_ms, protocol_type, list(protocols),
+                                last_heartbeat_ms=self._now(), is_new=True)
+        fut: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
+        member.join_future = fut
+        group.add(member)
+        if group.is_(GroupState.PREPARING_REBALANCE) and group.initial_delay_deadline_ms >= 0:
+            group.new_member_added = True
+        self._maybe_prepare_rebalance(group, f"adding member {member_id}")
+        self._try_complete_join(group)
+        return fut
+
+    def _update_member_and_rebalance(self, group: GroupMetadata, member: MemberMetadata,
+                                     protocols: list[tuple[str, bytes]], rebalance_timeout_ms: int,
+                                     session_timeout_ms: int) -> asyncio.Future[JoinResult]:
+        member.protocols = list(protocols)
+        member.rebalance_timeout_ms = rebalance_timeout_ms
+        member.session_timeout_ms = session_timeout_ms
+        member.last_heartbeat_ms = self._now()
+        # a second join from the same member supersedes the first (Kafka answers the old one with the new one)
+        old = member.join_future
+        fut: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
+        member.join_future = fut
+        if old is not None and not old.done():
+            fut.add_done_callback(lambda f: old.done() or f.cancelled() or old.set_result(f.result()))
+        self._maybe_prepare_rebalance(group, f"updating metadata of member {member.member_id}")
+        self._try_complete_join(group)
+        return fut
+
+    def _replace_static_member(self, group: GroupMetadata, old_id: str, new_id: str,
+                               supports_skip_assignment: bool, client_id: str, client_host: str,
+                               session_timeout_ms: int, rebalance_timeout_ms: int,
+                               protocols: list[tuple[str, bytes]]) -> JoinResult | asyncio.Future[JoinResult]:
+        old = group.members[old_id]
+        old_protocols = old.protocols
+        # the previous incarnation is fenced: its parked calls fail, later ones get FENCED_INSTANCE_ID
+        old.complete_join(JoinResult(E.FENCED_INSTANCE_ID, old_id))
+        old.complete_sync(SyncResult(E.FENCED_INSTANCE_ID))
+        was_leader = group.is_leader(old_id)
+        del group.members[old_id]
+        old.member_id = new_id
+        old.client_id, old.client_host = client_id, client_host
+        old.session_timeout_ms, old.rebalance_timeout_ms = session_timeout_ms, rebalance_timeout_ms
+        old.last_heartbeat_ms = self._now()
+        group.members[new_id] = old
+        assert old.group_instance_id is not None
+        group.static_members[old.group_instance_id] = new_id
+        if was_leader:
+            group.leader_id = new_id
+        if group.is_(GroupState.STABLE):
+            selected = group.protocol_name
+            same = selected is not None and dict(protocols).get(selected) == dict(old_protocols).get(selected)
+            if same and (not was_leader or supports_skip_assignment):
+                old.protocols = list(protocols)
+                error = self.manager.store_group(group)
+                if error != E.NONE:
+                    return JoinResult(error, new_id)
+                # KIP-345: a restarted static member gets its old assignment without a rebalance
+                return self._current_join_result(group, new_id, with_members=was_leader,
+                                                 skip_assignment=was_leader)
+        return self._update_member_and_rebalance(group, old, protocols, rebalance_timeout_ms,
+                                                 session_timeout_ms)
+
+    # ------------------------------------------------------------------------------------- rebalancing
+    def _maybe_prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
+        if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE, GroupState.EMPTY):
+            self._prepare_rebalance(group, reason)
+
+    def _prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
+        now = self._now()
+        if group.is_(GroupState.COMPLETING_REBALANCE):
+            # members waiting for their assignment must rejoin (Kafka resetAndPropagateAssignmentError)
+            for m in group.members.values():
+                m.assignment = b""
+                m.complete_sync(SyncResult(E.REBALANCE_IN_PROGRESS))
+        group.sync_deadline_ms = -1
+        timeout = group.max_rebalance_timeout_ms()
+        delay = self.config.group_initial_rebalance_delay_ms
+        if group.is_(GroupState.EMPTY) and delay > 0:
+            # InitialDelayedJoin: wait for more members; extended while they keep arriving, capped by timeout
+            group.initial_delay_deadline_ms = now + min(delay, timeout)
+            group.initial_delay_max_ms = now + timeout
+            group.new_member_added = False
+        else:
+            group.initial_delay_deadline_ms = -1
+        group.join_deadline_ms = now + timeout
+        group.transition_to(GroupState.PREPARING_REBALANCE, self._wall())
+        log.info("group %s: preparing to rebalance (generation %d): %s", group.group_id, group.generation_id,
+                 reason)
+
+    def _try_complete_join(self, group: GroupMetadata) -> None:
+        if (group.is_(GroupState.PREPARING_REBALANCE) and group.initial_delay_deadline_ms < 0
+                and group.all_members_joined()):
+            self._complete_join(group)
+
+    def _complete_join(self, group: GroupMetadata) -> None:
+        """Kafka's onCompleteJoin: drop members that did not rejoin, start the next generation, answer joins."""
+        if not group.is_(GroupState.PREPARING_REBALANCE):
+            return
+        for m in [m for m in group.members.values() if not m.is_awaiting_join]:
+            log.info("group %s: removing member %s that did not rejoin", group.group_id, m.member_id)
+            group.remove(m.member_id)
+        group.join_deadline_ms = group.initial_delay_deadline_ms = group.initial_delay_max_ms = -1
+        group.new_member_added = False
+        group.generation_id += 1
+        now = self._now()
+        if not group.members:
+            group.protocol_name = None
+            group.leader_id = None
+            group.transition_to(GroupState.EMPTY, self._wall())
+            self.manager.store_group(group)
+            log.info("group %s: generation %d is empty", group.group_id, group.generation_id)
+            return
+        group.protocol_name = group.select_protocol()
+        if group.leader_id not in group.members:
+            group.leader_id = next(iter(group.members))
+        group.transition_to(GroupState.COMPLETING_REBALANCE, self._wall())
+        group.sync_deadline_ms = now + group.max_rebalance_timeout_ms()
+        log.info("group %s: generation %d with %d member(s), protocol %s", group.group_id, group.generation_id,
+                 len(group.members), group.protocol_name)
+        for m in group.members.values():
+            m.last_heartbeat_ms = now
+            m.is_new = False
+            m.complete_join(self._current_join_result(group, m.member_id))
+
+    def _remove_member_and_update(self, group: GroupMetadata, member: MemberMetadata, reason: str) -> None:
+        # a parked join of a removed member is answered UNKNOWN_MEMBER_ID (Kafka removeMemberAndUpdateGroup)
+        member.complete_join(JoinResult(E.UNKNOWN_MEMBER_ID, member.member_id))
+        member.complete_sync(SyncResult(E.UNKNOWN_MEMBER_ID))
+        group.remove(member.member_id)
+        log.info("group %s: member %s removed: %s", group.group_id, member.member_id, reason)
+        if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+            self._maybe_prepare_rebalance(group, reason)
+        if group.is_(GroupState.PREPARING_REBALANCE):
+            self._try_complete_join(group)
+
+    # ----------------------------------------------------------------------------------------- SyncGroup
+    async def sync_group(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None,
+                         protocol_type: str | None, protocol_name: str | None,
+                         assignments: dict[str, bytes]) -> SyncResult:
+        outcome = self._sync(group_id, generation_id, member_id, group_instance_id, protocol_type, protocol_name,
+                             assignments)
+        self._schedule()
+        if isinstance(outcome, SyncResult):
+            return outcome
+        return await asyncio.shield(outcome)
+
+    def _sync(self, group_id: str, generation_id: int, member_id: str, instance_id: str | None,
+              protocol_type: str | None, protocol_name: str | None,
+              assignments: dict[str, bytes]) -> SyncResult | asyncio.Future[SyncResult]:
+        group = self.manager.get_group(group_id)
+        if group is None:
+            return SyncResult(E.UNKNOWN_MEMBER_ID)
+        if group.is_(GroupState.DEAD):
+            return SyncResult(E.COORDINATOR_NOT_AVAILABLE)
+        if group.is_fenced(member_id, instance_id):
+            return SyncResult(E.FENCED_INSTANCE_ID)
+        member = group.members.get(member_id)
+        if member is None:
+            return SyncResult(E.UNKNOWN_MEMBER_ID)
+        if generation_id != group.generation_id:
+            return SyncResult(E.ILLEGAL_GENERATION)
+        if ((protocol_type is not None and protocol_type != group.protocol_type)
+                or (protocol_name is not None and protocol_name != group.protocol_name)):
+            return SyncResult(E.INCONSISTENT_GROUP_PROTOCOL)
+        if group.is_(GroupState.EMPTY):
+            return SyncResult(E.UNKNOWN_MEMBER_ID)
+        if group.is_(GroupState.PREPARING_REBALANCE):
+            return SyncResult(E.REBALANCE_IN_PROGRESS)
+        member.last_heartbeat_ms = self._now()
+        if group.is_(GroupState.STABLE):
+            return SyncResult(E.NONE, group.protocol_type, group.protocol_name, member.assignment)
+        # CompletingRebalance: park until the leader's assignment arrives
+        fut: asyncio.Future[SyncResult] = asyncio.get_running_loop().create_future()
+        old = member.sync_future
+        member.sync_future = fut
+        if old is not None and not old.done():
+            old.set_result(SyncResult(E.REBALANCE_IN_PROGRESS))
+        if group.is_leader(member_id):
+            full = {mid: assignments.get(mid, b"") for mid in group.members}  # omitted members get b""
+            error = self.manager.store_group(group, full)
+            if not group.is_(GroupState.COMPLETING_REBALANCE) or group.generation_id != generation_id:
+                return fut
+            if error != E.NONE:
+                for m in group.members.values():
+                    m.assignment = b""
+                    m.complete_sync(SyncResult(error))
+                self._prepare_rebalance(group, f"storing the assignment failed: {error.name}")
+                return fut
+            for mid, m in group.members.items():
+                m.assignment = full[mid]
+            group.sync_deadline_ms = -1
+            group.transition_to(GroupState.STABLE, self._wall())
+            log.info("group %s: stable at generation %d", group.group_id, group.generation_id)
+            for m in group.members.values():
+                m.complete_sync(SyncResult(E.NONE, group.protocol_type, group.protocol_name, m.assignment))
+        return fut
+
+    # ----------------------------------------------------------------------------------------- Heartbeat
+    def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int) -> int:
+        group = self.manager.get_group(group_id)
+        if group is None:
+            return E.UNKNOWN_MEMBER_ID
+        if group.is_(GroupState.DEAD):
+            return E.COORDINATOR_NOT_AVAILABLE
+        if group.is_fenced(member_id, group_instance_id):
+            return E.FENCED_INSTANCE_ID
+        member = group.members.get(member_id)
+        if member is None:
+            return E.UNKNOWN_MEMBER_ID
+        if generation_id != group.generation_id:
+            return E.ILLEGAL_GENERATION
+        if group.is_(GroupState.EMPTY):
+            return E.UNKNOWN_MEMBER_ID
+        # No re-arm (an O(all members) scan): a heartbeat only moves a deadline later, so the armed timer is
+        # at worst early, and check_expirations re-arms it then (OffsetCommit refreshes the same way).
+        member.last_heartbeat_ms = self._now()
+        if group.is_(GroupState.PREPARING_REBALANCE):
+            return E.REBALANCE_IN_PROGRESS
+        return E.NONE
+
+    # ---------------------------------------------------------------------------------------- LeaveGroup
+    def leave_group(self, group_id: str, members: list[LeaveMember]) -> tuple[int, list[int]]:
+        """(top-level error, per-member errors) as LeaveGroup v3+ reports them."""
+        group = self.manager.get_group(group_id)
+        if group is None:
+            return E.NONE, [E.UNKNOWN_MEMBER_ID] * len(members)
+        if group.is_(GroupState.DEAD):
+            return E.COORDINATOR_NOT_AVAILABLE, [E.NONE] * len(members)
+        errors: list[int] = []
+        for leaving in members:
+            member_id = leaving.member_id
+            if not member_id and leaving.group_instance_id is not None:
+                # admin removal by instance id (KIP-345): look the member up
+                member_id = group.static_member_id(leaving.group_instance_id) or ""
+                if not member_id:
+                    errors.append(E.UNKNOWN_MEMBER_ID)
+                    continue
+            if group.is_fenced(member_id, leaving.group_instance_id):
+                errors.append(E.FENCED_INSTANCE_ID)
+            elif group.is_pending(member_id):
+                del group.pending_members[member_id]
+                self._try_complete_join(group)
+                errors.append(E.NONE)
+            elif (member := group.members.get(member_id)) is None:
+                errors.append(E.UNKNOWN_MEMBER_ID)
+            else:
+                self._remove_member_and_update(group, member, "member left the group")
+                errors.append(E.NONE)
+        self._schedule()
+        return E.NONE, errors
+
+    # -------------------------------------------------------------------------------------- OffsetCommit
+    def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int,
+                       offsets: dict[TopicPartition, OffsetAndMetadata],
+                       unknown_group_error: int = E.ILLEGAL_GENERATION) -> dict[TopicPartition, int]:
+        """Per-partition errors. `offsets` carry the commit timestamp; too-long metadata is rejected here."""
+        error = self._validate_commit(group_id, member_id, group_instance_id, generation_id,
+                                      unknown_group_error)
+        if error != E.NONE:
+            return dict.fromkeys(offsets, error)
+        group = self.manager.get_group(group_id)
+        assert group is not None
+        result: dict[TopicPartition, int] = {}
+        valid: dict[TopicPartition, OffsetAndMetadata] = {}
+        for tp, om in offsets.items():
+            if len(om.metadata.encode()) > self.config.offset_metadata_max_bytes:
+                result[tp] = E.OFFSET_METADATA_TOO_LARGE
+            else:
+                valid[tp] = om
+        if valid:
+            store_error = self.manager.store_offsets(group, valid)
+            result.update(dict.fromkeys(valid, store_error))
+        return result
+
+    def _validate_commit(self, group_id: str, member_id: str, instance_id: str | None,
+                         generation_id: int, unknown_group_error: int) -> int:
+        if not group_id:
+            return E.INVALID_GROUP_ID
+        group = self.manager.get_group(group_id)
+        if group is None:
+            if generation_id < 0:
+                # commits from a client that does not use group management ("simple" group)
+                self.manager.add_group(GroupMetadata(group_id, state_timestamp_ms=self._wall()))
+                return E.NONE
+            return unknown_group_error
+        if group.is_(GroupState.DEAD):
+            return E.COORDINATOR_NOT_AVAILABLE
+        if generation_id >= 0 or member_id or instance_id is not None:
+            if group.is_fenced(member_id, instance_id):
+                return E.FENCED_INSTANCE_ID
+            member = group.members.get(member_id)
+            if member is None:
+                return E.UNKNOWN_MEMBER_ID
+            if generation_id != group.generation_id:
+                return E.ILLEGAL_GENERATION
+            member.last_heartbeat_ms = self._now()
+        elif not group.is_(GroupState.EMPTY):
+            return E.UNKNOWN_MEMBER_ID
+        if group.is_(GroupState.COMPLETING_REBALANCE):
+            return E.REBALANCE_IN_PROGRESS
+        return E.NONE
+
+    # --------------------------------------------------------------------------------------- OffsetFetch
+    def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None
+                      ) -> tuple[int, dict[TopicPartition, OffsetAndMetadata | None]]:
+        """(group error, offsets); None = no committed offset. `partitions=None` means every committed one."""
+        group = self.manager.get_group(group_id)
+        if group is None or group.is_(GroupState.DEAD):
+            return E.NONE, ({} if partitions is None else dict.fromkeys(partitions))
+        if partitions is None:
+            return E.NONE, dict(group.offsets)
+        return E.NONE, {tp: group.offsets.get(tp) for tp in partitions}
+
+    # -------------------------------------------------------------------------------- admin operations
+    def list_groups(self) -> list[GroupMetadata]:
+        return [g for g in self.manager.groups.values() if not g.is_(GroupState.DEAD)]
+
+    def describe_group(self, group_id: str) -> GroupMetadata | None:
+        group = self.manager.get_group(group_id)
+        return None if group is None or group.is_(GroupState.DEAD) else group
+
+    def delete_groups(self, group_ids: list[str]) -> dict[str, int]:
+        result: dict[str, int] = {}
+        for group_id in group_ids:
+            group = self.manager.get_group(group_id)
+            if group is None or group.is_(GroupState.DEAD):
+                result[group_id] = E.GROUP_ID_NOT_FOUND
+            elif not group.is_(GroupState.EMPTY):
+                result[group_id] = E.NON_EMPTY_GROUP
+            else:
+                result[group_id] = self.manager.delete_group(group)
+        return result
+
+    def delete_offsets(self, group_id: str, partitions: list[TopicPartition]
+                       ) -> tuple[int, dict[TopicPartition, int]]:
+        group = self.manager.get_group(group_id)
+        if group is None or group.is_(GroupState.DEAD):
+            return E.GROUP_ID_NOT_FOUND, {}
+        if group.protocol_type == "consumer" and group.members:
+            subscribed = group.subscribed_topics() or set()
+        elif not group.protocol_type or not group.members:
+            subscribed = set()
+        else:
+            return E.NON_EMPTY_GROUP, {}
+        errors = {tp: int(E.GROUP_SUBSCRIBED_TO_TOPIC) for tp in partitions if tp.topic in subscribed}
+        deletable = [tp for tp in partitions if tp not in errors]
+        error = self.manager.delete_offsets(group, deletable)
+        errors.update(dict.fromkeys(deletable, int(error)))
+        return E.NONE, errors
+
+    # ------------------------------------------------------------------------------------------ timers
+    def check_expirations(self) -> None:
+        """Apply every deadline that has passed on the injected clock."""
+        now = self._now()
+        for group in list(self.manager.groups.values()):
+            self._expire_group(group, now)
+        if self._next_retention_check >= 0 and now >= self._next_retention_check:
+            self._next_retention_check = now + self.config.offsets_retention_check_interval_ms
+            self.manager.cleanup_expired_offsets()
+        self._schedule()
+
+    def _expire_group(self, group: GroupMetadata, now: int) -> None:
+        for member_id, expiry in list(group.pending_members.items()):
+            if now >= expiry:
+                del group.pending_members[member_id]
+                log.info("group %s: pending member %s expired", group.group_id, member_id)
+                self._try_complete_join(group)
+        if group.is_(GroupState.PREPARING_REBALANCE):
+            if group.initial_delay_deadline_ms >= 0:
+                if now >= group.initial_delay_deadline_ms:
+                    if group.new_member_added and group.initial_delay_deadline_ms < group.initial_delay_max_ms:
+                        group.new_member_added = False
+                        group.initial_delay_deadline_ms = min(
+                            now + self.config.group_initial_rebalance_delay_ms, group.initial_delay_max_ms)
+                    else:
+                        self._complete_join(group)
+            elif group.join_deadline_ms >= 0 and now >= group.join_deadline_ms:
+                self._complete_join(group)
+        if (group.is_(GroupState.COMPLETING_REBALANCE) and group.sync_deadline_ms >= 0
+                and now >= group.sync_deadline_ms):
+            group.sync_deadline_ms = -1
+            missing = [m for m in group.members.values() if not m.is_awaiting_sync]
+            for m in missing:
+                # KIP-732-like pending-sync timeout: whoever never sent SyncGroup is dropped
+                self._remove_member_and_update(group, m, "did not send SyncGroup within the rebalance timeout")
+            if missing and group.is_(GroupState.COMPLETING_REBALANCE):
+                self._prepare_rebalance(group, "members missing at sync")
+        for m in list(group.members.values()):
+            if m.is_awaiting_join or m.is_awaiting_sync:
+                continue  # parked calls keep a member alive (Kafka's shouldKeepAlive)
+            if now >= m.last_heartbeat_ms + m.session_timeout_ms and group.has_member(m.member_id):
+                self._remove_member_and_update(group, m, "session timeout expired")
+
+    def _next_deadline(self) -> int:
+        deadlines: list[int] = []
+        if self._next_retention_check >= 0:
+            deadlines.append(self._next_retention_check)
+        for group in self.manager.groups.values():
+            deadlines.extend(group.pending_members.values())
+            if group.is_(GroupState.PREPARING_REBALANCE):
+                deadlines.append(group.initial_delay_deadline_ms if group.initial_delay_deadline_ms >= 0
+                                 else group.join_deadline_ms)
+            if group.is_(GroupState.COMPLETING_REBALANCE) and group.sync_deadline_ms >= 0:
+                deadlines.append(group.sync_deadline_ms)
+            for m in group.members.values():
+                if not (m.is_awaiting_join or m.is_awaiting_sync):
+                    deadlines.append(m.last_heartbeat_ms + m.session_timeout_ms)
+        deadlines = [d for d in deadlines if d >= 0]
+        return min(deadlines) if deadlines else -1
+
+    def _schedule(self) -> None:
+        """Arm one timer for the earliest deadline (re-armed after every state change)."""
+        if not self._active:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        due = self._next_deadline()
+        if due < 0:
+            return
+        if self._timer is not None:
+            if self._timer_due == due:
+                return
+            self._timer.cancel()
+        delay = max(_MIN_TIMER_S, (due - self._now()) / 1000.0)
+        self._timer_due = due
+        self._timer = loop.call_later(delay, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._timer_due = -1
+        try:
+            self.check_expirations()
+        except Exception:  # noqa: BLE001 - a timer must never take the loop down
+            log.exception("group coordinator timer failed")

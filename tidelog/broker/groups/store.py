@@ -1,0 +1,111 @@
+"""Reads and writes `__consumer_offsets` (Kafka's `GroupMetadataManager` storage side).
+
+Writes are small, uncompressed, non-idempotent RecordBatch v2 batches appended through `Log.append_as_leader`
+on the event loop; loading reads every partition from its log start and replays the records in offset order.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from typing import Any, Protocol
+
+from tidelog.broker.groups.config import GroupCoordinatorConfig
+from tidelog.clock import Clock
+from tidelog.protocol.errors import ErrorCode, KafkaError
+from tidelog.protocol.record_batch import iter_batches
+from tidelog.protocol.records import Record, iter_records
+from tidelog.protocol.records import build_batch as records_build_batch
+from tidelog.storage import TopicPartition
+
+log = logging.getLogger(__name__)
+
+GROUP_METADATA_TOPIC_NAME = "__consumer_offsets"
+_READ_CHUNK = 1 << 20
+
+
+def java_string_hash(s: str) -> int:
+    """Java's String.hashCode (over UTF-16 code units), as a signed 32-bit int."""
+    h = 0
+    data = s.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def partition_for(group_id: str, num_partitions: int) -> int:
+    """Kafka's `Utils.abs(groupId.hashCode) % offsets.topic.num.partitions` (abs(MIN_VALUE) is 0 there)."""
+    h = java_string_hash(group_id)
+    return (0 if h == -(1 << 31) else abs(h)) % num_partitions
+
+
+class OffsetsStore(Protocol):
+    num_partitions: int
+
+    def append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None: ...
+
+    def load(self) -> Iterator[tuple[int, bytes, bytes | None]]: ...
+
+
+def build_batch(records: list[tuple[bytes, bytes | None]], timestamp_ms: int) -> bytes:
+    """One uncompressed RecordBatch v2 (offsets from 0; the log assigns the real ones)."""
+    return bytes(records_build_batch([Record(i, timestamp_ms, key, value) for i, (key, value) in enumerate(records)],
+                                     0))
+
+
+class TopicOffsetsStore:
+    """`__consumer_offsets` on the broker's own logs, created on first use (protocol-compat.md §6.2)."""
+
+    def __init__(self, topics: Any, config: GroupCoordinatorConfig, clock: Clock) -> None:
+        self._topics = topics
+        self._config = config
+        self._clock = clock
+        self.num_partitions = config.offsets_topic_num_partitions
+
+    def ensure_topic(self) -> None:
+        info = self._topics.get(GROUP_METADATA_TOPIC_NAME)
+        if info is None:
+            # TopicManager gives it the configs Kafka's coordinator uses (compacted, offsets.topic.segment.bytes).
+            info = self._topics.ensure_internal_topic(GROUP_METADATA_TOPIC_NAME,
+                                                      self._config.offsets_topic_num_partitions)
+        # An existing topic decides the partition count (Kafka reads it from metadata too).
+        self.num_partitions = info.partitions
+
+    def exists(self) -> bool:
+        return self._topics.get(GROUP_METADATA_TOPIC_NAME) is not None
+
+    def append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
+        self.ensure_topic()
+        log_ = self._topics.log(TopicPartition(GROUP_METADATA_TOPIC_NAME, partition))
+        if log_ is None:
+            raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "offsets topic partition missing")
+        # from_client=False: the coordinator's own write (Kafka's AppendOrigin.COORDINATOR)
+        log_.append_as_leader(build_batch(records, self._clock.milliseconds()), from_client=False)
+
+    def load(self) -> Iterator[tuple[int, bytes, bytes | None]]:
+        info = self._topics.get(GROUP_METADATA_TOPIC_NAME)
+        if info is None:
+            return
+        self.num_partitions = info.partitions
+        for partition in range(info.partitions):
+            log_ = self._topics.log(TopicPartition(GROUP_METADATA_TOPIC_NAME, partition))
+            if log_ is None:
+                continue
+            offset, end = log_.log_start_offset, log_.high_watermark
+            while offset < end:
+                data = bytes(log_.read(offset, _READ_CHUNK, end, True))
+                next_offset = offset
+                for pos, header in iter_batches(data):
+                    next_offset = max(next_offset, header.next_offset)
+                    if header.is_control:
+                        continue
+                    for record in iter_records(data, pos):
+                        if record.offset < offset or record.key is None:
+                            continue  # before the fetch offset, or keyless (Kafka never writes it)
+                        yield partition, record.key, record.value
+                if next_offset <= offset:
+                    log.warning("cannot make progress loading %s-%d at %d", GROUP_METADATA_TOPIC_NAME,
+                                partition, offset)
+                    break
+                offset = next_offset
+

@@ -1,0 +1,191 @@
+"""Decide, batch by batch, what a cleaning pass keeps (Kafka's LogCleaner filter + MemoryRecords.filterTo),
+log-cleaner.md §5.2-§5.5.
+
+Headers decide first; records are decoded only for batches that survive the batch-level decision.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from dataclasses import dataclass
+
+from tidelog.cleaner.offset_map import SkimpyOffsetMap
+from tidelog.cleaner.record_scan import scan_records
+from tidelog.cleaner.stats import CleanerStats
+from tidelog.cleaner.transactions import CleanedTransactionMetadata
+from tidelog.protocol.record_batch import (
+    CRC_OFFSET,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    NO_TIMESTAMP,
+    TIMESTAMP_TYPE_MASK,
+    RecordBatchHeader,
+    compute_crc,
+)
+from tidelog.protocol.records import CREATE_TIME, LOG_APPEND_TIME, build_batch, iter_records
+
+log = logging.getLogger(__name__)
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+# The attribute bits an empty header keeps from the original: timestamp type, transactional, control.
+_EMPTY_KEPT_ATTRIBUTES = TIMESTAMP_TYPE_MASK | 0x10 | 0x20
+
+
+@dataclass(slots=True, frozen=True)
+class LastRecord:
+    """Kafka's LastRecord: an active producer's last data offset (None if it has none) and epoch."""
+
+    last_data_offset: int | None
+    producer_epoch: int
+
+
+@dataclass(slots=True, frozen=True)
+class FilteredBatch:
+    data: bytes | bytearray  # what to write (empty: nothing)
+    max_timestamp: int
+    last_offset: int
+    records_kept: int
+
+
+def empty_header(header: RecordBatchHeader) -> bytearray:
+    """A 61-byte batch with no records that keeps the original's offsets and producer fields (§5.4)."""
+    attributes = header.attributes & _EMPTY_KEPT_ATTRIBUTES
+    out = bytearray(HEADER_SIZE)
+    _HEADER.pack_into(out, 0, header.base_offset, HEADER_SIZE - LOG_OVERHEAD, header.partition_leader_epoch, 2, 0,
+                      attributes, header.last_offset_delta, NO_TIMESTAMP, header.max_timestamp,
+                      header.producer_id, header.producer_epoch, header.base_sequence, 0)
+    struct.pack_into(">I", out, CRC_OFFSET, compute_crc(out, 0, HEADER_SIZE))
+    return out
+
+
+class BatchFilter:
+    """The filter of one cleaning round; `filter` is called for every batch of every source segment."""
+
+    def __init__(
+        self,
+        offset_map: SkimpyOffsetMap,
+        txn_metadata: CleanedTransactionMetadata,
+        last_records_of_active_producers: dict[int, LastRecord],
+        upper_bound_offset: int,
+        delete_retention_ms: int,
+        max_message_bytes: int,
+        now: int,
+        stats: CleanerStats,
+        log_name: str = "",
+    ) -> None:
+        self.map = offset_map
+        self.txn = txn_metadata
+        self.active_producers = last_records_of_active_producers
+        self.upper_bound_offset = upper_bound_offset
+        self.delete_retention_ms = delete_retention_ms
+        self.max_message_bytes = max_message_bytes
+        self.now = now
+        self.stats = stats
+        self.log_name = log_name
+
+    def _is_last_batch_of_active_producer(self, header: RecordBatchHeader) -> bool:
+        last = self.active_producers.get(header.producer_id)
+        if last is None:
+            return False
+        if last.last_data_offset is not None:
+            return header.last_offset == last.last_data_offset
+        return header.is_control and header.producer_epoch == last.producer_epoch
+
+    def filter(self, buf: bytes | bytearray | memoryview, pos: int, header: RecordBatchHeader) -> FilteredBatch | None:
+        """What replaces the batch at buf[pos]: None to drop it entirely."""
+        batch = memoryview(buf)[pos : pos + header.size]
+        if header.is_control:
+            can_discard = self.txn.on_control_batch_read(header, batch)
+            # Markers piggy-back on the tombstone horizon: discarded only once it has passed (§5.5).
+            discard_records = can_discard and header.has_delete_horizon and header.delete_horizon_ms <= self.now
+        else:
+            can_discard = self.txn.on_batch_read(header)
+            discard_records = can_discard
+        if header.has_producer_id and self._is_last_batch_of_active_producer(header):
+            retain_empty = True
+        elif header.next_offset == self.upper_bound_offset:
+            # KAFKA-17076 (Kafka >= 4.0): keep the round's last batch so the log end offset is not lost.
+            retain_empty = True
+        elif discard_records:
+            self.stats.read_messages(header.records_count, header.size)
+            return None
+        else:
+            retain_empty = False
+        marker_for_empty_txn = can_discard and header.is_control
+
+        self.stats.read_messages(header.records_count, header.size)
+        kept_offsets: set[int] = set()
+        all_kept = True
+        contains_tombstones = False
+        if discard_records:
+            all_kept = header.records_count == 0
+        else:
+            # The lean scan decides; full records are decoded only if the batch must be rebuilt. The
+            # per-record decision (Kafka's shouldRetainRecord) is inlined: this loop runs for every record
+            # while holding the GIL the broker's event loop needs.
+            is_control = header.is_control
+            latest_offset = self.map.latest_offset
+            get = self.map.get
+            tombstones_expired = header.has_delete_horizon and self.now >= header.delete_horizon_ms
+            for offset, key, value_is_null in scan_records(batch, 0, header):
+                if is_control or offset > latest_offset:
+                    retain = True
+                elif key is None:
+                    # Keyless records cannot be compacted: Kafka drops them and counts them as invalid.
+                    self.stats.invalid_message()
+                    retain = False
+                elif offset < get(key):
+                    retain = False
+                else:
+                    retain = not (value_is_null and tombstones_expired)
+                if retain:
+                    kept_offsets.add(offset)
+                    if value_is_null:
+                        contains_tombstones = True
+                else:
+                    all_kept = False
+        need_horizon = (contains_tombstones or marker_for_empty_txn) and not header.has_delete_horizon
+        if kept_offsets:
+            if all_kept and not need_horizon:
+                self.stats.recopy_messages(len(kept_offsets), header.size)
+                return FilteredBatch(batch, header.max_timestamp, header.last_offset, len(kept_offsets))
+            kept = [r for r in iter_records(batch) if r.offset in kept_offsets]
+            data = self._rebuild(header, kept, need_horizon)
+            self.stats.recopy_messages(len(kept), len(data))
+            max_ts = _HEADER.unpack_from(data, 0)[8]
+            return FilteredBatch(data, max_ts, header.last_offset, len(kept))
+        if retain_empty:
+            data = empty_header(header)
+            self.stats.recopy_messages(0, len(data))
+            return FilteredBatch(data, header.max_timestamp, header.last_offset, 0)
+        return None
+
+    def _rebuild(self, header: RecordBatchHeader, kept: list, need_horizon: bool) -> bytearray:
+        if need_horizon:
+            horizon = self.now + self.delete_retention_ms
+        elif header.has_delete_horizon:
+            horizon = header.delete_horizon_ms  # once set, every later rebuild keeps it
+        else:
+            horizon = NO_TIMESTAMP
+        data = build_batch(
+            kept,
+            header.base_offset,
+            compression=header.compression,
+            compression_level=None,  # the codec's default level, not the topic's (MemoryRecords.filterTo)
+            producer_id=header.producer_id,
+            producer_epoch=header.producer_epoch,
+            base_sequence=header.base_sequence,
+            is_transactional=header.is_transactional,
+            is_control=header.is_control,
+            partition_leader_epoch=header.partition_leader_epoch,
+            timestamp_type=LOG_APPEND_TIME if header.is_log_append_time else CREATE_TIME,
+            log_append_time=header.max_timestamp if header.is_log_append_time else NO_TIMESTAMP,
+            delete_horizon_ms=horizon,
+            last_offset_delta=header.last_offset_delta,
+        )
+        if len(data) > self.max_message_bytes:
+            log.warning("Record batch %d of %s is %d bytes after cleaning, above max.message.bytes %d",
+                        header.base_offset, self.log_name, len(data), self.max_message_bytes)
+        return data
+

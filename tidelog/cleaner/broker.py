@@ -1,0 +1,54 @@
+"""Wiring of the cleaner and the retention task into a BrokerState (one call from broker/state.py)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from tidelog.cleaner import metrics
+from tidelog.cleaner.log_cleaner import CleanerConfig, LogCleaner
+from tidelog.storage.retention import RetentionTask
+
+logger = logging.getLogger(__name__)
+
+_RECONFIGURABLE = {
+    "log.cleaner.threads": "num_threads",
+    "log.cleaner.dedupe.buffer.size": "dedupe_buffer_size",
+    "log.cleaner.io.buffer.load.factor": "dedupe_buffer_load_factor",
+    "log.cleaner.io.buffer.size": "io_buffer_size",
+    "log.cleaner.io.max.bytes.per.second": "max_io_bytes_per_second",
+    "log.cleaner.backoff.ms": "backoff_ms",
+    "message.max.bytes": "max_message_size",
+}
+
+
+def create_log_cleaner(state: Any) -> LogCleaner:
+    """A LogCleaner over the broker's LogManager, with the retention task attached, its metrics registered
+    and a config listener that applies dynamic log.cleaner.* changes (topic policy changes need nothing:
+    the cleaner reads each log's current config every round)."""
+    config = state.config
+    log_manager = state.log_manager
+    cleaner = LogCleaner(CleanerConfig.from_broker_config(config), config.log_dirs, log_manager.all_logs,
+                         state.clock, checkpoint_store=log_manager)
+    cleaner.retention = RetentionTask(
+        log_manager.all_logs, state.clock, config.log_retention_check_interval_ms,
+        cleaner=cleaner if config.log_cleaner_enable else None,
+    )
+    metrics.register(cleaner, state.metrics)
+
+    def on_config_change(topic: str | None) -> None:
+        if topic is not None:
+            return
+        changes = {}
+        for name, field in _RECONFIGURABLE.items():
+            try:
+                changes[field] = config.get(name)
+            except Exception:  # noqa: BLE001 - an unknown name in this config version
+                continue
+        try:
+            cleaner.reconfigure(**changes)
+        except ValueError as e:
+            logger.error("Ignoring cleaner reconfiguration: %s", e)
+
+    state.topics.add_config_listener(on_config_change)
+    return cleaner

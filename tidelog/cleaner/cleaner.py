@@ -1,0 +1,362 @@
+"""One cleaning pass over one log (Kafka's Cleaner), log-cleaner.md §4-§6.
+
+build the offset map over the dirty section -> group [0, endOffset) into size-bounded groups -> copy each group
+through the batch filter into a `.cleaned` segment -> Log.replace_segments swaps it in.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from tidelog.cleaner.batch_filter import BatchFilter, LastRecord
+from tidelog.cleaner.offset_map import SkimpyOffsetMap
+from tidelog.cleaner.pacing import Pacer
+from tidelog.cleaner.record_scan import scan_records
+from tidelog.cleaner.stats import CleanerStats, Throttler
+from tidelog.cleaner.transactions import CleanedTransactionMetadata
+from tidelog.clock import Clock
+from tidelog.protocol.record_batch import HEADER_SIZE, RecordBatchHeader, batch_size_at, iter_batches
+from tidelog.storage import TopicPartition
+from tidelog.storage.log_file_utils import (
+    CLEANED_FILE_SUFFIX,
+    SWAP_FILE_SUFFIX,
+)
+from tidelog.storage.log_segment import LogSegment
+
+if TYPE_CHECKING:
+    from tidelog.storage.log import Log
+
+logger = logging.getLogger(__name__)
+INT32_MAX = 0x7FFFFFFF
+CRASH_ENV = "TIDELOG_CLEANER_CRASH_AT"
+
+
+class LogCleaningAbortedError(Exception):
+    """The partition's cleaning was aborted (truncation, deletion); the pass is abandoned (Kafka's
+    LogCleaningAbortedException)."""
+
+
+class SegmentCorruptError(Exception):
+    """A batch that cannot be read even with the largest buffer: the partition becomes uncleanable."""
+
+
+@dataclass(slots=True)
+class LogToClean:
+    """A log chosen for cleaning with its cleanable range (Kafka's LogToClean), log-cleaner.md §3.2-§3.3."""
+
+    topic_partition: TopicPartition
+    log: Any
+    first_dirty_offset: int
+    first_uncleanable_offset: int
+    clean_bytes: int
+    cleanable_bytes: int
+    needs_compaction_now: bool = False
+    compaction_delay_ms: int = 0
+
+    @property
+    def total_bytes(self) -> int:
+        return self.clean_bytes + self.cleanable_bytes
+
+    @property
+    def cleanable_ratio(self) -> float:
+        return self.cleanable_bytes / self.total_bytes if self.total_bytes else 0.0
+
+
+def maybe_crash(step: str) -> None:
+    """Test hook: `TIDELOG_CLEANER_CRASH_AT=<step>` makes the process exit abruptly at that swap step."""
+    if os.environ.get(CRASH_ENV) == step:
+        os._exit(137)
+
+
+def _install_swap_crash_hooks(cleaned: LogSegment, old_segments: list[LogSegment]) -> None:
+    """Test hook for the steps inside Log.replace_segments (log-cleaner.md §6): exit right after
+    `swap` (.cleaned -> .swap), `deleted-first` / `deleted` (first / last old segment renamed .deleted) or
+    `live` (.swap -> final name). Wraps methods of these segment objects only."""
+    step = os.environ.get(CRASH_ENV)
+    if step in ("swap", "live"):
+        rename = cleaned.change_file_suffixes
+        trigger = SWAP_FILE_SUFFIX if step == "swap" else ""
+
+        def hooked(old_suffix: str, new_suffix: str) -> None:
+            rename(old_suffix, new_suffix)
+            if new_suffix == trigger:
+                os._exit(137)
+
+        cleaned.change_file_suffixes = hooked  # type: ignore[method-assign]
+    elif step in ("deleted-first", "deleted"):
+        target = old_segments[0] if step == "deleted-first" else old_segments[-1]
+        to_deleted = target.rename_to_deleted
+
+        def hooked_delete() -> None:
+            to_deleted()
+            os._exit(137)
+
+        target.rename_to_deleted = hooked_delete  # type: ignore[method-assign]
+
+
+def last_records_of_active_producers(log: Log) -> dict[int, LastRecord]:
+    """Kafka's UnifiedLog.lastRecordsOfActiveProducers: per non-expired producer, its last data offset."""
+    return {pid: LastRecord(*value) for pid, value in log.last_records_of_active_producers().items()}
+
+
+def group_segments_by_size(
+    segments: list[LogSegment], max_size: int, max_index_size: int, first_uncleanable_offset: int
+) -> list[list[LogSegment]]:
+    """Greedy oldest-first grouping so each output segment stays within segment.bytes, segment.index.bytes and
+    the int32 relative-offset range (log-cleaner.md §5.1)."""
+    groups: list[list[LogSegment]] = []
+    segs = list(segments)
+    i = 0
+    while i < len(segs):
+        group = [segs[i]]
+        log_size = segs[i].size
+        index_size = segs[i].offset_index.size_in_bytes
+        time_index_size = segs[i].time_index.size_in_bytes
+        i += 1
+        while i < len(segs):
+            nxt = segs[i]
+            estimated_last = segs[i + 1].base_offset - 1 if i + 1 < len(segs) else first_uncleanable_offset - 1
+            if (
+                log_size + nxt.size <= max_size
+                and index_size + nxt.offset_index.size_in_bytes <= max_index_size
+                and time_index_size + nxt.time_index.size_in_bytes <= max_index_size
+                and (nxt.size == 0 or estimated_last - group[0].base_offset <= INT32_MAX)
+            ):
+                group.append(nxt)
+                log_size += nxt.size
+                index_size += nxt.offset_index.size_in_bytes
+                time_index_size += nxt.time_index.size_in_bytes
+                i += 1
+            else:
+                break
+        groups.append(group)
+    return groups
+
+
+class Cleaner:
+    """The worker of one cleaner thread. `check_done(tp)` raises LogCleaningAbortedError when the
+    partition's cleaning was aborted; it is called before every chunk read."""
+
+    def __init__(
+        self,
+        cleaner_id: int,
+        offset_map: SkimpyOffsetMap,
+        io_buffer_size: int,
+        max_io_buffer_size: int,
+        throttler: Throttler,
+        clock: Clock,
+        check_done: Callable[[TopicPartition], None],
+    ) -> None:
+        self.id = cleaner_id
+        self.offset_map = offset_map
+        self.io_buffer_size = max(io_buffer_size, HEADER_SIZE)
+        self.max_io_buffer_size = max_io_buffer_size
+        self.throttler = throttler
+        self.clock = clock
+        self.check_done = check_done
+
+    # --- the pass ---------------------------------------------------------------------------------------
+
+    def clean(self, cleanable: LogToClean) -> tuple[int, CleanerStats]:
+        return self.do_clean(cleanable, self.clock.milliseconds())
+
+    def do_clean(self, cleanable: LogToClean, now: int) -> tuple[int, CleanerStats]:
+        """Clean the log; returns (endOffset = the new first dirty offset, stats)."""
+        log = cleanable.log
+        stats = CleanerStats(self.clock)
+        upper_bound = cleanable.first_uncleanable_offset
+        self.build_offset_map(log, cleanable.first_dirty_offset, upper_bound, self.offset_map, stats)
+        end_offset = max(self.offset_map.latest_offset + 1, cleanable.first_dirty_offset)
+        stats.index_done()
+        txn_metadata = CleanedTransactionMetadata()
+        with log.lock:
+            to_clean = log.segments.values(0, end_offset)
+        groups = group_segments_by_size(
+            to_clean,
+            log.config.segment_bytes,
+            log.config.segment_index_bytes,
+            upper_bound,
+        )
+        for group in groups:
+            self.clean_segments(log, group, self.offset_map, now, stats, txn_metadata, upper_bound)
+        stats.buffer_utilization = self.offset_map.utilization
+        stats.collision_rate = self.offset_map.collision_rate
+        self.offset_map.clear()  # hands the touched pages back: an idle cleaner holds no map memory
+        stats.all_done()
+        return end_offset, stats
+
+    # --- the offset map ---------------------------------------------------------------------------------
+
+    def build_offset_map(
+        self, log: Log, start: int, end: int, offset_map: SkimpyOffsetMap, stats: CleanerStats
+    ) -> None:
+        """Map the latest offset of every key in [start, end); stops early when the map is full (§4.1)."""
+        offset_map.clear()
+        with log.lock:
+            dirty = log.segments.values(start, end)
+        txn = CleanedTransactionMetadata()
+        txn.add_aborted_transactions(log.collect_aborted_transactions(start, end))
+        for i, segment in enumerate(dirty):
+            next_start = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
+            self.check_done(log.topic_partition)
+            if self._build_offset_map_for_segment(log, segment, offset_map, start, next_start, txn, stats):
+                logger.debug("Offset map for log %s is full; cleaning up to %d", log.topic_partition,
+                             offset_map.latest_offset + 1)
+                return
+
+    def _build_offset_map_for_segment(
+        self,
+        log: Log,
+        segment: LogSegment,
+        offset_map: SkimpyOffsetMap,
+        start_offset: int,
+        next_segment_start: int,
+        txn: CleanedTransactionMetadata,
+        stats: CleanerStats,
+    ) -> bool:
+        """True when the map filled up inside this segment."""
+        _, position = segment.offset_index.lookup(start_offset)
+        max_entries = offset_map.max_entries
+        put = offset_map.put
+        pace = Pacer().pace
+        for chunk, chunk_pos, batches in self._chunks(log, segment, position, stats, for_map=True):
+            for pos, header in batches:
+                pace()
+                rel = pos - chunk_pos
+                if header.is_control:
+                    txn.on_control_batch_read(header, memoryview(chunk)[rel : rel + header.size])
+                    stats.index_messages_read(1)
+                elif txn.on_batch_read(header):
+                    stats.index_messages_read(header.records_count)  # aborted data: nothing to map
+                else:
+                    if header.last_offset >= start_offset:
+                        # Per-record work is kept to the scan and one put: this loop holds the GIL that
+                        # the broker's event loop needs for produce/fetch.
+                        read = 0
+                        for offset, key, _ in scan_records(chunk, rel, header):
+                            if key is not None and offset >= start_offset:
+                                if offset_map.size >= max_entries:
+                                    stats.index_messages_read(read)
+                                    return True
+                                put(key, offset)
+                            read += 1
+                        stats.index_messages_read(read)
+                    else:
+                        stats.index_messages_read(header.records_count)
+                if header.last_offset >= start_offset:
+                    offset_map.update_latest_offset(header.last_offset)
+        offset_map.update_latest_offset(next_segment_start - 1)
+        return False
+
+    # --- reading a segment in chunks ----------------------------------------------------------------------
+
+    def _chunks(
+        self, log: Log, segment: LogSegment, position: int, stats: CleanerStats, for_map: bool
+    ) -> Iterator[tuple[bytes, int, list[tuple[int, RecordBatchHeader]]]]:
+        """Yield (chunk bytes, chunk file position, [(absolute position, header)]) of whole batches, reading
+        `io_buffer_size` bytes at a time and growing the buffer for a batch that does not fit (§3.7)."""
+        buffer_size = self.io_buffer_size
+        max_buffer = max(self.max_io_buffer_size, log.config.max_message_bytes)
+        size = segment.size
+        while position < size:
+            self.check_done(log.topic_partition)
+            chunk = segment.read_bytes(position, buffer_size)
+            self.throttler.maybe_throttle(len(chunk))
+            batches = [(position + p, h) for p, h in iter_batches(chunk)]
+            if not batches:
+                needed = batch_size_at(chunk, 0)
+                if needed is None or needed < HEADER_SIZE or position + needed > size:
+                    raise SegmentCorruptError(
+                        f"batch at position {position} of {segment.log_path} is truncated or corrupt")
+                if buffer_size >= max_buffer and needed > buffer_size:
+                    # Kafka lets the buffer reach the batch's own size once it is at the topic limit, as long
+                    # as the batch fits in the rest of the file.
+                    max_buffer = needed
+                if buffer_size >= max_buffer:
+                    raise SegmentCorruptError(
+                        f"batch of {needed} bytes at {position} of {segment.log_path} exceeds the buffer limit")
+                buffer_size = min(max(buffer_size * 2, needed), max_buffer)
+                continue
+            consumed = batches[-1][0] + batches[-1][1].size - position
+            if for_map:
+                stats.index_bytes_read(consumed)
+            yield chunk, position, batches
+            position += consumed
+
+    # --- cleaning one group -------------------------------------------------------------------------------
+
+    def clean_segments(
+        self,
+        log: Log,
+        segments: list[LogSegment],
+        offset_map: SkimpyOffsetMap,
+        now: int,
+        stats: CleanerStats,
+        txn_metadata: CleanedTransactionMetadata,
+        upper_bound_offset: int,
+    ) -> None:
+        """Copy the group into one `.cleaned` segment and swap it in."""
+        base = segments[0].base_offset
+        cleaned = log.new_cleaned_segment(base)  # step 0 of §6: leftovers of an earlier attempt go first
+        txn_metadata.cleaned_index = cleaned.txn_index
+        try:
+            batch_filter = BatchFilter(
+                offset_map,
+                txn_metadata,
+                last_records_of_active_producers(log),
+                upper_bound_offset,
+                log.config.delete_retention_ms,
+                log.config.max_message_bytes,
+                now,
+                stats,
+                str(log.topic_partition),
+            )
+            for i, segment in enumerate(segments):
+                upper = segments[i + 1].base_offset if i + 1 < len(segments) else segment.read_next_offset()
+                txn_metadata.add_aborted_transactions(log.collect_aborted_transactions(segment.base_offset, upper))
+                self._clean_into(log, segment, cleaned, batch_filter, stats)
+            cleaned.on_became_inactive_segment()
+            cleaned.flush()
+            # Keep the last source segment's mtime: time retention of compact,delete logs reads it (§5.7).
+            modified_ns = os.stat(segments[-1].log_path).st_mtime_ns
+            for path in (cleaned.log_path, cleaned.offset_index.path, cleaned.time_index.path):
+                os.utime(path, ns=(modified_ns, modified_ns))
+            maybe_crash("cleaned")
+            _install_swap_crash_hooks(cleaned, segments)
+            logger.info("Swapping in cleaned segment %s for segment(s) %s in log %s", cleaned, segments,
+                        log.topic_partition)
+            log.replace_segments([cleaned], segments)
+        except BaseException:
+            try:
+                if not cleaned.is_closed and cleaned.has_suffix(CLEANED_FILE_SUFFIX):
+                    cleaned.delete_if_exists()
+            except OSError:
+                logger.warning("could not delete the cleaned segment %s", cleaned)
+            raise
+
+    def _clean_into(
+        self, log: Log, source: LogSegment, dest: LogSegment, batch_filter: BatchFilter, stats: CleanerStats
+    ) -> None:
+        pace = Pacer().pace
+        for chunk, chunk_pos, batches in self._chunks(log, source, 0, stats, for_map=False):
+            out = bytearray()
+            max_ts = -1
+            offset_of_max_ts = -1
+            last_offset = -1
+            for pos, header in batches:
+                pace()
+                result = batch_filter.filter(chunk, pos - chunk_pos, header)
+                if result is None:
+                    continue
+                out += result.data
+                last_offset = result.last_offset
+                if result.max_timestamp > max_ts:
+                    max_ts = result.max_timestamp
+                    offset_of_max_ts = result.last_offset
+            if out:
+                dest.append(last_offset, max_ts, offset_of_max_ts, out)
+                self.throttler.maybe_throttle(len(out))

@@ -1,0 +1,75 @@
+"""Kafka's cleaner metrics on the broker's Prometheus registry (log-cleaner.md §8).
+
+Names follow the JMX exporter convention for `kafka.log:type=LogCleaner,name=...` and
+`kafka.log:type=LogCleanerManager,name=...`: lower-cased, non-alphanumerics as `_`.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tidelog.cleaner.log_cleaner import LogCleaner
+
+logger = logging.getLogger(__name__)
+
+_CLEANER_METRICS = {
+    "max-buffer-utilization-percent": "LogCleaner",
+    "cleaner-recopy-percent": "LogCleaner",
+    "max-clean-time-secs": "LogCleaner",
+    "max-compaction-delay-secs": "LogCleaner",
+    "DeadThreadCount": "LogCleaner",
+    "max-dirty-percent": "LogCleanerManager",
+    "time-since-last-run-ms": "LogCleanerManager",
+}
+
+
+def metric_name(mbean_type: str, name: str) -> str:
+    return re.sub(r"[^a-zA-Z0-9]", "_", f"kafka_log_{mbean_type}_{name}").lower()
+
+
+class LogCleanerCollector:
+    """Read at scrape time from the LogCleaner; never raises into the scrape."""
+
+    def __init__(self, cleaner: LogCleaner) -> None:
+        self.cleaner = cleaner
+
+    def describe(self) -> list[Any]:
+        return []
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import GaugeMetricFamily
+
+        try:
+            values = self.cleaner.metrics()
+            uncleanable = self.cleaner.uncleanable_metrics()
+        except Exception:  # noqa: BLE001 - a scrape must never take the broker down
+            logger.exception("Collecting cleaner metrics failed")
+            return
+        for name, mbean_type in _CLEANER_METRICS.items():
+            gauge = GaugeMetricFamily(metric_name(mbean_type, name), f"kafka.log:type={mbean_type},name={name}")
+            gauge.add_metric([], values.get(name, 0))
+            yield gauge
+        count = GaugeMetricFamily(metric_name("LogCleanerManager", "uncleanable-partitions-count"),
+                                  "kafka.log:type=LogCleanerManager,name=uncleanable-partitions-count",
+                                  labels=["logDirectory"])
+        size = GaugeMetricFamily(metric_name("LogCleanerManager", "uncleanable-bytes"),
+                                 "kafka.log:type=LogCleanerManager,name=uncleanable-bytes", labels=["logDirectory"])
+        for log_dir, (n, nbytes) in uncleanable.items():
+            count.add_metric([log_dir], n)
+            size.add_metric([log_dir], nbytes)
+        yield count
+        yield size
+
+
+def register(cleaner: LogCleaner, broker_metrics: Any) -> None:
+    """Add the collector to a BrokerMetrics registry now, or when it is created (BrokerMetrics.collectors)."""
+    collector = LogCleanerCollector(cleaner)
+    registry = getattr(broker_metrics, "registry", None)
+    if registry is not None:
+        registry.register(collector)
+    elif hasattr(broker_metrics, "collectors"):
+        broker_metrics.collectors.append(collector)

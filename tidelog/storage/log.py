@@ -1,0 +1,695 @@
+"""A partition's log (Kafka's UnifiedLog + LocalLog): segments, offsets, appends, reads, roll, flush,
+and the primitives retention and the cleaner build on.
+
+Locking: `lock` (an RLock) is held for appends, for changes to the segment list (roll, swap, delete)
+and while a read picks its segments. Appends and reads run on the event-loop thread; the cleaner and
+retention call in from worker threads.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import os
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tidelog.clock import Clock
+from tidelog.config.log_config import LogConfig
+from tidelog.protocol.errors import ErrorCode, KafkaError
+from tidelog.protocol.record_batch import HEADER_SIZE, iter_batches, read_header
+from tidelog.storage import TopicPartition
+from tidelog.storage.leader_epoch import LeaderEpochFileCache
+from tidelog.storage.log_file_utils import (
+    CLEANED_FILE_SUFFIX,
+    SEGMENT_SUFFIXES,
+    SWAP_FILE_SUFFIX,
+    filename_prefix_from_offset,
+    fsync_dir,
+)
+from tidelog.storage.log_segment import LogSegment, RollParams, random_segment_jitter
+from tidelog.storage.log_segments import LogSegments
+from tidelog.storage.log_validator import validate_records
+from tidelog.storage.producer_state import ProducerStateManager, read_control_record
+from tidelog.storage.scheduler import Scheduler
+from tidelog.storage.transaction_index import AbortedTxn
+
+if TYPE_CHECKING:
+    from tidelog.storage.log_segment import RecordBatchHeader
+
+log = logging.getLogger(__name__)
+
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
+
+
+@dataclass
+class LogAppendInfo:
+    first_offset: int
+    last_offset: int
+    log_append_time: int  # -1 unless LogAppendTime
+    log_start_offset: int
+    duplicate: bool = False
+
+
+def _storage_error(e: BaseException) -> KafkaError:
+    return KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"I/O error in log storage: {e}")
+
+
+class Log:
+    def __init__(
+        self,
+        directory: Path,
+        topic_partition: TopicPartition,
+        config: LogConfig,
+        clock: Clock,
+        topic_id: bytes,
+        scheduler: Scheduler | None = None,
+        producer_id_expiration_ms: int = 86_400_000,
+        flush_on_append: bool = False,
+        flush_executor: concurrent.futures.Executor | None = None,
+    ) -> None:
+        """Use `Log.load()` (or LogManager) to open a log; this only sets up empty state."""
+        self.dir = Path(directory)
+        self.topic_partition = topic_partition
+        self.config = config
+        self.clock = clock
+        self.topic_id = topic_id
+        self.scheduler = scheduler or Scheduler(clock)
+        self.flush_on_append = flush_on_append
+        self._flush_executor = flush_executor
+        self.lock = threading.RLock()
+        self.segments = LogSegments()
+        self.leader_epoch_cache = LeaderEpochFileCache(self.dir)
+        self.producer_state_manager = ProducerStateManager(self.dir, producer_id_expiration_ms)
+        self.log_start_offset = 0
+        self.recovery_point = 0
+        self.high_watermark = 0
+        self.leader_epoch = 0
+        self._next_offset = 0
+        self._unflushed_messages = 0
+        self._last_flush_ms = clock.milliseconds()
+        self._listeners: list[Callable[[Log], None]] = []
+        self._unsynced_files: list[Path] = []
+        self.on_log_start_offset_changed: Callable[[Log], None] | None = None
+        self.closed = False
+
+    # --- loading ---------------------------------------------------------------------------------------
+
+    @classmethod
+    def load(
+        cls,
+        directory: Path,
+        topic_partition: TopicPartition,
+        config: LogConfig,
+        clock: Clock,
+        topic_id: bytes,
+        had_clean_shutdown: bool = True,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        high_watermark: int | None = None,
+        **kwargs: object,
+    ) -> Log:
+        """Open a partition directory (creating it if needed), recovering after an unclean shutdown
+        (storage-format.md §11). `recovery_point`/`log_start_offset`/`high_watermark` come from the
+        log-dir checkpoints."""
+        from tidelog.storage.log_loader import LogLoader
+
+        Path(directory).mkdir(parents=True, exist_ok=True)
+        log_obj = cls(Path(directory), topic_partition, config, clock, topic_id, **kwargs)  # type: ignore[arg-type]
+        LogLoader(log_obj, had_clean_shutdown, recovery_point, log_start_offset).load()
+        # HW from replication-offset-checkpoint is clamped to [log start, LEO]; with a single replica the
+        # leader then raises it to LEO at once (storage-format.md §11), so the checkpoint value is moot.
+        del high_watermark
+        log_obj.high_watermark = log_obj._next_offset
+        return log_obj
+
+    # --- offsets ---------------------------------------------------------------------------------------
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._next_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        first_unstable = self.producer_state_manager.first_unstable_offset()
+        if first_unstable is None:
+            return self.high_watermark
+        return min(first_unstable, self.high_watermark)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self.segments.active_segment
+
+    def size_in_bytes(self) -> int:
+        """Bytes of all segments' `.log` data (Kafka's UnifiedLog.size)."""
+        return self.segments.size_in_bytes()
+
+    def update_config(self, config: LogConfig) -> None:
+        with self.lock:
+            self.config = config
+
+    def add_append_listener(self, fn: Callable[[Log], None]) -> None:
+        self._listeners.append(fn)
+
+    def remove_append_listener(self, fn: Callable[[Log], None]) -> None:
+        try:
+            self._listeners.remove(fn)
+        except ValueError:
+            pass
+
+    # --- append ----------------------------------------------------------------------------------------
+
+    def append_as_leader(
+        self, records: bytes | bytearray | memoryview, leader_epoch: int = 0, from_client: bool = True
+    ) -> LogAppendInfo:
+        """Validate, assign offsets, check producer state, roll if needed, write, index, flush policy.
+
+        `from_client=False` is for the broker's own writes (transaction markers, coordinator records).
+        Raises KafkaError; on failure nothing becomes visible and no offset is consumed."""
+        with self.lock:
+            if self.closed:
+                raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"log {self.topic_partition} is closed")
+            psm = self.producer_state_manager
+            # Duplicates are answered before any offset is assigned (Kafka: analyzeAndValidateProducerState).
+            if from_client and len(records) >= HEADER_SIZE and records[16] == 2:
+                incoming = read_header(records)
+                duplicate = psm.find_duplicate_batch(incoming)
+                if duplicate is not None:
+                    # Kafka reports the original batch's timestamp as append time; only meaningful with
+                    # LogAppendTime, so CreateTime topics keep -1 as clients expect.
+                    append_time = duplicate.timestamp if self.config.log_append_time else -1
+                    return LogAppendInfo(
+                        duplicate.first_offset, duplicate.last_offset, append_time, self.log_start_offset, True
+                    )
+            now = self.clock.milliseconds()
+            result = validate_records(
+                records, self.config, self._next_offset, leader_epoch, now, from_client=from_client
+            )
+            out = result.records
+            batches = list(iter_batches(out))  # headers as written: offsets and epoch already assigned
+            headers = [h for _, h in batches]
+            for header in headers:
+                psm.check_append(header, from_client)
+            control_bytes: dict[int, bytes] = {}
+            for pos, header in batches:
+                if header.is_control and header.producer_id >= 0:
+                    data = bytes(out[pos : pos + header.size])
+                    control_bytes[header.base_offset] = data
+                    try:
+                        _, coordinator_epoch = read_control_record(data)
+                    except (ValueError, IndexError):
+                        coordinator_epoch = -1
+                    psm.check_marker(header, coordinator_epoch)
+            shallow_offset_of_max_ts = result.last_offset
+            for header in headers:
+                if header.base_offset <= result.offset_of_max_timestamp <= header.last_offset:
+                    shallow_offset_of_max_ts = header.last_offset
+                    break
+            try:
+                segment = self._maybe_roll(len(out), result.max_timestamp, result.first_offset, result.last_offset)
+                segment.append(
+                    result.last_offset,
+                    result.max_timestamp,
+                    shallow_offset_of_max_ts,
+                    out,
+                    sync=self.flush_on_append,
+                )
+            except OSError as e:
+                log.error("append to %s failed: %s", self.topic_partition, e)
+                raise _storage_error(e) from e
+            self._after_write(segment, headers, control_bytes, now)
+            self._next_offset = result.last_offset + 1
+            self.high_watermark = self._next_offset
+            self._unflushed_messages += result.record_count
+            self._maybe_flush(now)
+            info = LogAppendInfo(result.first_offset, result.last_offset, result.log_append_time, self.log_start_offset)
+        for listener in list(self._listeners):
+            try:
+                listener(self)
+            except Exception:
+                log.exception("append listener failed")
+        return info
+
+    def _after_write(
+        self, segment: LogSegment, headers: list[RecordBatchHeader], control_bytes: dict[int, bytes], now: int
+    ) -> None:
+        """Leader epochs, producer state and `.txnindex` for batches that are now in the log."""
+        psm = self.producer_state_manager
+        for header in headers:
+            if header.partition_leader_epoch >= 0:
+                try:
+                    self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
+                except OSError as e:
+                    # In memory it is updated; the next successful write (or recovery) persists it.
+                    log.error("could not write leader-epoch-checkpoint of %s: %s", self.topic_partition, e)
+            completed = psm.update(header, control_bytes.get(header.base_offset), now)
+            if completed is not None and completed.is_aborted:
+                try:
+                    segment.txn_index.append(
+                        AbortedTxn(
+                            completed.producer_id,
+                            completed.first_offset,
+                            completed.last_offset,
+                            psm.last_stable_offset(completed),
+                        )
+                    )
+                except (OSError, ValueError) as e:
+                    # The marker is in the log; recovery rebuilds .txnindex from it if this entry is lost.
+                    log.error("could not write aborted txn to %s: %s", segment.txn_index.path, e)
+
+    def _max_segment_ms(self) -> int:
+        if self.config.compact:
+            return min(self.config.segment_ms, self.config.max_compaction_lag_ms)
+        return self.config.segment_ms
+
+    def _maybe_roll(self, size: int, max_timestamp: int, first_offset: int, last_offset: int) -> LogSegment:
+        segment = self.segments.active_segment
+        params = RollParams(
+            max_segment_ms=self._max_segment_ms(),
+            max_segment_bytes=self.config.segment_bytes,
+            max_timestamp_in_messages=max_timestamp,
+            max_offset_in_messages=last_offset,
+            messages_size=size,
+            now=self.clock.milliseconds(),
+        )
+        if segment.should_roll(params):
+            return self.roll(max(first_offset, self._next_offset))
+        return segment
+
+    # --- roll / flush ----------------------------------------------------------------------------------
+
+    def roll(self, expected_next_offset: int | None = None) -> LogSegment:
+        """Start a new active segment at max(expected_next_offset, LEO) (storage-format.md §10).
+
+        The old segment gets its final time-index entry and trimmed files; a producer snapshot is
+        written under the new base offset; the old segment is fsynced in the background, after which
+        the recovery point moves to the new base. Rolling an empty active segment is a no-op."""
+        with self.lock:
+            new_offset = max(expected_next_offset or 0, self._next_offset)
+            active = self.segments.last_segment
+            if active is not None and active.base_offset == new_offset:
+                return active  # empty active segment at that offset already
+            if active is not None and new_offset < active.base_offset:
+                raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"cannot roll back to {new_offset}")
+            self._delete_stale_segment_files(new_offset, "")  # stray files with the new name (Kafka deletes them)
+            if active is not None:
+                active.on_became_inactive_segment()
+            segment = LogSegment.open(
+                self.dir,
+                new_offset,
+                self.config,
+                self.clock,
+                preallocate=self.config.preallocate,
+                roll_jitter_ms=random_segment_jitter(self.config),
+            )
+            self.segments.add(segment)
+            psm = self.producer_state_manager
+            psm.map_end_offset = max(psm.map_end_offset, new_offset)
+            snapshot = psm.take_snapshot(sync=False)
+            if snapshot is not None:
+                self._unsynced_files.append(snapshot)  # fsynced with the old segment (storage-format §10)
+            self._schedule_flush(new_offset)
+            return segment
+
+    def _delete_stale_segment_files(self, base_offset: int, file_suffix: str) -> None:
+        prefix = filename_prefix_from_offset(base_offset)
+        for suffix in SEGMENT_SUFFIXES:
+            stale = self.dir / f"{prefix}{suffix}{file_suffix}"
+            if stale.exists():
+                log.warning("deleting stale %s before creating segment %d", stale, base_offset)
+                stale.unlink()
+
+    def _schedule_flush(self, offset: int) -> None:
+        if self._flush_executor is None:
+            self.flush(offset)
+            return
+        try:
+            self._flush_executor.submit(self._background_flush, offset)
+        except RuntimeError:  # executor shut down
+            self.flush(offset)
+
+    def _background_flush(self, offset: int) -> None:
+        try:
+            self.flush(offset)
+        except (OSError, ValueError) as e:
+            log.error("background flush of %s failed: %s", self.topic_partition, e)
+
+    def flush(self, offset: int | None = None) -> None:
+        """fsync every segment holding offsets below `offset` (default LEO) from the recovery point on,
+        plus the producer snapshots and the directory; then recovery point = offset."""
+        with self.lock:
+            target = self._next_offset if offset is None else offset
+            if target <= self.recovery_point:
+                return
+            segments = self.segments.values(self.recovery_point, target)
+            unsynced, self._unsynced_files = self._unsynced_files, []
+        for segment in segments:
+            if not segment.is_closed:
+                segment.flush()
+        for path in unsynced:
+            _fsync_file(path)
+        fsync_dir(self.dir)
+        with self.lock:
+            if target > self.recovery_point:
+                self.recovery_point = target
+            if offset is None or target >= self._next_offset:
+                self._unflushed_messages = 0
+            self._last_flush_ms = self.clock.milliseconds()
+
+    def _maybe_flush(self, now: int) -> None:
+        if self._unflushed_messages >= self.config.flush_messages or (
+            self.config.flush_ms < 2**62 and now - self._last_flush_ms >= self.config.flush_ms
+        ):
+            try:
+                self.flush()
+            except OSError as e:
+                log.error("flush of %s failed: %s", self.topic_partition, e)
+
+    def flush_if_due(self) -> None:
+        """Periodic flush.ms check (Kafka's log flusher)."""
+        with self.lock:
+            due = self._next_offset > self.recovery_point and (
+                self.config.flush_ms < 2**62 and self.clock.milliseconds() - self._last_flush_ms >= self.config.flush_ms
+            )
+        if due:
+            self.flush()
+
+    # --- read ------------------------------------------------------------------------------------------
+
+    def read(
+        self, fetch_offset: int, max_bytes: int, upper_bound: int, min_one_batch: bool
+    ) -> memoryview | bytes:
+        """Raw `.log` bytes from the start of the batch holding `fetch_offset` (storage-format.md §12).
+
+        The result is a zero-copy view of one segment's mapping (LogSegment.read_view); it stays
+        readable after a roll, later appends or deletion of the segment. Callers that keep it long
+        convert it with bytes().
+
+        `upper_bound` is an offset (HW, LSO or LEO) on a batch boundary; nothing at or after it is
+        returned. A segment without a batch reaching fetch_offset (compaction gap) moves on to the next.
+        Raises KafkaError(OFFSET_OUT_OF_RANGE) below the log start offset or above LEO."""
+        with self.lock:
+            leo = self._next_offset
+            if fetch_offset < self.log_start_offset or fetch_offset > leo:
+                raise KafkaError(
+                    ErrorCode.OFFSET_OUT_OF_RANGE,
+                    f"offset {fetch_offset} outside [{self.log_start_offset}, {leo}] of {self.topic_partition}",
+                )
+            upper_bound = min(upper_bound, leo)
+            if fetch_offset >= upper_bound:
+                return b""
+            segment = self.segments.floor_segment(fetch_offset)
+            bound_segment = self.segments.floor_segment(upper_bound) if upper_bound < leo else None
+            bound_position = None
+            if bound_segment is not None:
+                mapping = bound_segment.translate_offset(upper_bound)
+                bound_position = mapping.position if mapping is not None else bound_segment.size
+        while segment is not None:
+            max_position = bound_position if segment is bound_segment else None
+            data = segment.read(fetch_offset, max_bytes, max_position, min_one_batch)
+            if data is not None:
+                return data
+            if segment is bound_segment:
+                break
+            with self.lock:  # compaction gap: go on with the next segment, if it starts below the bound
+                segment = self.segments.higher_segment(segment.base_offset)
+            if segment is not None and segment.base_offset >= upper_bound:
+                break
+        return b""
+
+    def batches_from(self, offset: int) -> Iterable[tuple[LogSegment, int, RecordBatchHeader]]:
+        """(segment, position, header) of every batch holding offsets >= `offset`, in order."""
+        with self.lock:
+            segments = self.segments.values(offset)
+        for segment in segments:
+            mapping = segment.translate_offset(offset)
+            if mapping is None:
+                continue
+            for pos, header in segment.batches(mapping.position):
+                yield segment, pos, header
+
+    # --- timestamps / epochs ---------------------------------------------------------------------------
+
+    def fetch_offset_for_timestamp(self, timestamp: int) -> tuple[int, int, int] | None:
+        """(timestamp, offset, leader epoch or -1) per storage-format.md §13, or None if nothing matches.
+
+        Handles -1 (LEO; callers bound it to HW/LSO), -2/-4 (log start), -3 (max timestamp), -5
+        (None: no tiered storage) and timestamps >= 0."""
+        with self.lock:
+            if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+                first = self.leader_epoch_cache.earliest_entry()
+                epoch = first[0] if first is not None and first[1] <= self.log_start_offset else -1
+                return -1, self.log_start_offset, epoch
+            if timestamp == LATEST_TIMESTAMP:
+                return -1, self._next_offset, self.leader_epoch_cache.latest_epoch
+            if timestamp == MAX_TIMESTAMP:
+                return self.max_timestamp_offset()
+            if timestamp < 0:
+                return None
+            segments = list(self.segments)
+            log_start = self.log_start_offset
+        for segment in segments:
+            if segment.largest_timestamp >= timestamp:
+                found = _find_offset_by_timestamp(segment, timestamp, log_start)
+                if found is not None:
+                    return found
+        return None
+
+    def max_timestamp_offset(self) -> tuple[int, int, int] | None:
+        """ListOffsets -3 (KIP-734): the first record carrying the log's largest timestamp."""
+        with self.lock:
+            segments = list(self.segments)
+        if not segments:
+            return None
+        best = max(segments, key=lambda s: s.max_timestamp_so_far)
+        ts, off = best.max_timestamp_so_far, best.offset_of_max_timestamp_so_far
+        _, position = best.offset_index.lookup(off)
+        for pos, header in best.batches(position):
+            if header.max_timestamp == ts:
+                epoch = header.partition_leader_epoch if header.partition_leader_epoch >= 0 else -1
+                if header.is_log_append_time:
+                    return ts, header.base_offset, epoch
+                for rec_offset, rec_ts in _record_timestamps(best.read_bytes(pos, header.size)):
+                    if rec_ts == ts:
+                        return ts, rec_offset, epoch
+                return ts, header.base_offset, epoch
+        return None
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """(epoch, end offset) per Kafka's LeaderEpochFileCache.endOffsetFor, or (-1, -1)."""
+        with self.lock:
+            return self.leader_epoch_cache.end_offset_for(epoch, self._next_offset)
+
+    # --- primitives for retention and the cleaner ------------------------------------------------------
+
+    def maybe_increment_log_start_offset(self, new_log_start_offset: int, reason: str = "") -> bool:
+        """Raise the log start offset (DeleteRecords, retention): trims leader epochs and producer state,
+        writes the log-start checkpoint via the LogManager hook. Raises OFFSET_OUT_OF_RANGE above HW."""
+        with self.lock:
+            if new_log_start_offset > self.high_watermark:
+                raise KafkaError(
+                    ErrorCode.OFFSET_OUT_OF_RANGE,
+                    f"cannot increment log start to {new_log_start_offset} above HW {self.high_watermark}",
+                )
+            if new_log_start_offset <= self.log_start_offset:
+                return False
+            log.info("%s: log start offset %d -> %d (%s)", self.topic_partition, self.log_start_offset,
+                     new_log_start_offset, reason)
+            self.log_start_offset = new_log_start_offset
+            self.recovery_point = max(self.recovery_point, new_log_start_offset)
+            self.leader_epoch_cache.truncate_from_start(new_log_start_offset)
+            self.producer_state_manager.on_log_start_offset_incremented(new_log_start_offset)
+            callback = self.on_log_start_offset_changed
+        if callback is not None:
+            callback(self)
+        return True
+
+    def delete_segments(self, segments: Iterable[LogSegment], reason: str = "") -> int:
+        """Remove whole segments (retention): out of the list, files renamed `.deleted` and unlinked after
+        file.delete.delay.ms by the scheduler, producer snapshots named by them too; the log start
+        offset moves to the new first segment. Deleting the active segment rolls first (the log always
+        keeps one). Returns how many segments were deleted."""
+        with self.lock:
+            doomed = [s for s in segments if s in self.segments]
+            if not doomed:
+                return 0
+            active = self.segments.active_segment
+            if active in doomed:
+                if active.size == 0 and len(self.segments) == len(doomed):
+                    doomed.remove(active)
+                else:
+                    self.roll()
+            for segment in doomed:
+                self.segments.remove(segment.base_offset)
+            self._async_delete(doomed, delete_snapshots=True)
+            first = self.segments.first_segment
+            assert first is not None
+            if first.base_offset > self.log_start_offset:
+                self.maybe_increment_log_start_offset(first.base_offset, reason or "segment deletion")
+            log.info("%s: deleted %d segment(s) (%s)", self.topic_partition, len(doomed), reason)
+            return len(doomed)
+
+    def _async_delete(self, segments: list[LogSegment], delete_snapshots: bool) -> None:
+        delay = self.config.file_delete_delay_ms
+        for segment in segments:
+            try:
+                segment.rename_to_deleted()
+            except OSError as e:
+                raise _storage_error(e) from e
+            self.scheduler.schedule_once(f"delete-file {segment.log_path}", segment.delete_if_exists, delay)
+            if delete_snapshots:
+                snap = self.producer_state_manager.rename_snapshot_to_deleted(segment.base_offset)
+                if snap is not None:
+                    self.scheduler.schedule_once(f"delete-file {snap}", _unlinker(snap), delay)
+
+    def replace_segments(self, new_segments: list[LogSegment], old_segments: list[LogSegment]) -> None:
+        """Swap cleaner output in for the segments it replaces (log-cleaner.md §6, Kafka's replaceSegments).
+
+        `new_segments` were opened with `LogSegment.open(..., file_suffix='.cleaned')`, written, then
+        `on_became_inactive_segment()` and `flush()`ed by the caller. Steps: rename new `.cleaned` ->
+        `.swap` (descending) and put them in the list; take each old segment out (unless a new one has
+        its base), rename its files `.deleted` and schedule the unlink; rename `.swap` -> final names;
+        fsync the directory. A crash at any point is settled by startup recovery."""
+        with self.lock:
+            new_sorted = sorted(new_segments, key=lambda s: s.base_offset)
+            old_sorted = sorted(old_segments, key=lambda s: s.base_offset)
+            new_bases = {s.base_offset for s in new_sorted}
+            try:
+                for segment in reversed(new_sorted):
+                    if segment.has_suffix(CLEANED_FILE_SUFFIX):
+                        segment.change_file_suffixes(CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX)
+                    self.segments.add(segment)
+                not_replaced = []
+                for segment in old_sorted:
+                    if segment.base_offset not in new_bases:
+                        if self.segments.get(segment.base_offset) is segment:
+                            self.segments.remove(segment.base_offset)
+                        not_replaced.append(segment)
+                    self._async_delete([segment], delete_snapshots=False)
+                if not_replaced:
+                    self._async_delete_snapshots([s.base_offset for s in not_replaced])
+                for segment in new_sorted:
+                    if segment.has_suffix(SWAP_FILE_SUFFIX):
+                        segment.change_file_suffixes(SWAP_FILE_SUFFIX, "")
+                fsync_dir(self.dir)
+            except OSError as e:
+                raise _storage_error(e) from e
+
+    def _async_delete_snapshots(self, offsets: list[int]) -> None:
+        for offset in offsets:
+            snap = self.producer_state_manager.rename_snapshot_to_deleted(offset)
+            if snap is not None:
+                self.scheduler.schedule_once(f"delete-file {snap}", _unlinker(snap), self.config.file_delete_delay_ms)
+
+    def new_cleaned_segment(self, base_offset: int) -> LogSegment:
+        """A fresh `.cleaned` segment for the cleaner (stale `.cleaned` files of that base removed first)."""
+        self._delete_stale_segment_files(base_offset, CLEANED_FILE_SUFFIX)
+        return LogSegment.open(self.dir, base_offset, self.config, self.clock, file_suffix=CLEANED_FILE_SUFFIX)
+
+    def last_records_of_active_producers(self) -> dict[int, tuple[int | None, int]]:
+        """producer id -> (last data offset or None, epoch), a consistent copy taken under the lock (the
+        cleaner keeps each active producer's last batch; Kafka's UnifiedLog.lastRecordsOfActiveProducers)."""
+        with self.lock:
+            return {
+                pid: (e.last_data_offset if e.last_data_offset >= 0 else None, e.producer_epoch)
+                for pid, e in self.producer_state_manager.producers.items()
+            }
+
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping [start, upper bound): `.txnindex` of the segment holding start
+        and later ones until an entry's LSO reaches the bound (Kafka's LocalLog.collectAbortedTransactions)."""
+        with self.lock:
+            segments = self.segments.values(start_offset)
+        found: list[AbortedTxn] = []
+        for segment in segments:
+            result = segment.txn_index.collect_aborted_txns(start_offset, upper_bound_offset)
+            found.extend(result.aborted_transactions)
+            if result.is_complete:
+                break
+        return found
+
+    def remove_expired_producers(self) -> int:
+        with self.lock:
+            return self.producer_state_manager.remove_expired_producers(self.clock.milliseconds())
+
+    # --- lifecycle -------------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Clean close: producer snapshot at LEO, segments closed with trimmed indexes."""
+        with self.lock:
+            if self.closed:
+                return
+            try:
+                psm = self.producer_state_manager
+                psm.map_end_offset = max(psm.map_end_offset, self._next_offset)
+                psm.take_snapshot()
+            except OSError as e:
+                log.error("could not write producer snapshot for %s: %s", self.topic_partition, e)
+            for segment in self.segments:
+                segment.close()
+            self.closed = True
+
+    def close_handlers(self) -> None:
+        with self.lock:
+            for segment in self.segments:
+                segment.close_handlers()
+            self.closed = True
+
+    def delete(self) -> None:
+        """Close file handles and remove the directory's segment files (LogManager removes the dir)."""
+        with self.lock:
+            for segment in self.segments:
+                segment.delete_if_exists()
+            self.segments.clear()
+            self.closed = True
+
+
+def _fsync_file(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return  # already deleted (retention/cleaning)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _unlinker(path: Path) -> Callable[[], None]:
+    def unlink() -> None:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+
+    return unlink
+
+
+def _record_timestamps(batch: bytes) -> Iterable[tuple[int, int]]:
+    """(offset, timestamp) of each record of one batch, decompressing if needed."""
+    from tidelog.protocol.records import iter_records
+
+    for record in iter_records(batch):
+        yield record.offset, record.timestamp
+
+
+def _find_offset_by_timestamp(segment: LogSegment, timestamp: int, starting_offset: int) -> tuple[int, int, int] | None:
+    """Kafka's LogSegment.findOffsetByTimestamp: time index, then offset index, then a batch scan."""
+    _, ts_offset = segment.time_index.lookup(timestamp)
+    _, position = segment.offset_index.lookup(max(ts_offset, starting_offset))
+    for pos, header in segment.batches(position):
+        if header.max_timestamp < timestamp:
+            continue
+        epoch = header.partition_leader_epoch if header.partition_leader_epoch >= 0 else -1
+        # Record-level: with LogAppendTime every record reads as MaxTimestamp (the parser does that).
+        for rec_offset, rec_ts in _record_timestamps(segment.read_bytes(pos, header.size)):
+            if rec_ts >= timestamp and rec_offset >= starting_offset:
+                return rec_ts, rec_offset, epoch
+    return None

@@ -1,0 +1,622 @@
+"""One segment of a log: `.log` + `.index` + `.timeindex` [+ `.txnindex`] (Kafka's LogSegment).
+
+Batches arrive already validated, with offsets assigned; the segment writes them, keeps the sparse
+indexes (storage-format.md §9), answers offset -> position translation and reads, decides when to
+roll (§10), and recovers itself after an unclean shutdown (§11).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import random
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from tidelog.clock import Clock
+from tidelog.config.log_config import LogConfig
+from tidelog.protocol.record_batch import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    RecordBatchHeader,
+    compute_crc,
+    read_header,
+)
+from tidelog.storage.log_file_utils import (
+    DELETED_FILE_SUFFIX,
+    log_file,
+    offset_index_file,
+    time_index_file,
+    transaction_index_file,
+)
+from tidelog.storage.offset_index import OffsetIndex
+from tidelog.storage.time_index import NO_TIMESTAMP, TimeIndex
+from tidelog.storage.transaction_index import TransactionIndex
+
+INT32_MAX = 0x7FFFFFFF
+# Kafka's Records.HEADER_SIZE_UP_TO_MAGIC: with fewer bytes left the tail is a cut-off batch.
+HEADER_SIZE_UP_TO_MAGIC = 17
+# Kafka's MIN_RECORD_OVERHEAD (v0 record): a smaller Length is corruption, not a torn write.
+MIN_RECORD_OVERHEAD = 14
+_READ_CHUNK = 64 * 1024
+
+# Fetch reads are memoryview slices of a read-only mmap of the `.log` (DEVELOPERS.md: fetch never copies
+# out of the segment except into the response frame). False falls back to os.pread copies; only
+# bench/fetch.py flips it, to compare the two paths in one run.
+FETCH_USE_MMAP = True
+# Python (< 3.13) dups the file descriptor of every mmap, so cached mappings are bounded: the least
+# recently read segment drops its cached mapping (live views keep it alive until they are released).
+MAX_MAPPED_SEGMENTS = 256
+
+
+class _MappedSegments:
+    """LRU of segments holding a cached mapping (weak references: a segment's life is the Log's)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._lru: OrderedDict[int, weakref.ref[LogSegment]] = OrderedDict()
+
+    def touch(self, segment: LogSegment) -> None:
+        evicted: list[LogSegment] = []
+        with self._lock:
+            self._lru[id(segment)] = weakref.ref(segment)
+            self._lru.move_to_end(id(segment))
+            while len(self._lru) > MAX_MAPPED_SEGMENTS:
+                _, ref = self._lru.popitem(last=False)
+                old = ref()
+                if old is not None:
+                    evicted.append(old)
+        for old in evicted:
+            old._map = None  # never close(): a fetch response may still hold a view of it
+
+    def discard(self, segment: LogSegment) -> None:
+        with self._lock:
+            ref = self._lru.get(id(segment))
+            if ref is not None and ref() is segment:
+                del self._lru[id(segment)]
+
+    def __len__(self) -> int:
+        return len(self._lru)
+
+
+MAPPED_SEGMENTS = _MappedSegments()
+
+
+@dataclass(frozen=True, slots=True)
+class LogOffsetPosition:
+    """Where a batch sits: its last offset, its start position and its size (Kafka's LogOffsetPosition)."""
+
+    offset: int
+    position: int
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class RollParams:
+    max_segment_ms: int
+    max_segment_bytes: int
+    max_timestamp_in_messages: int
+    max_offset_in_messages: int
+    messages_size: int
+    now: int
+
+
+class CorruptRecordError(Exception):
+    """A batch that fails validation during recovery."""
+
+
+def random_segment_jitter(config: LogConfig) -> int:
+    """Kafka's LogConfig.randomSegmentJitter: drawn once per segment, in [0, min(jitter, segment.ms))."""
+    if config.segment_jitter_ms <= 0:
+        return 0
+    return random.randrange(min(config.segment_jitter_ms, config.segment_ms))
+
+
+class LogSegment:
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        log_fd: int,
+        log_path: Path,
+        offset_index: OffsetIndex,
+        time_index: TimeIndex,
+        txn_index: TransactionIndex,
+        index_interval_bytes: int,
+        roll_jitter_ms: int,
+        clock: Clock,
+    ) -> None:
+        self.dir = directory
+        self.base_offset = base_offset
+        self._fd = log_fd
+        self.log_path = log_path
+        self.offset_index = offset_index
+        self.time_index = time_index
+        self.txn_index = txn_index
+        self.index_interval_bytes = index_interval_bytes
+        self.roll_jitter_ms = roll_jitter_ms
+        self._clock = clock
+        self._size = os.fstat(log_fd).st_size
+        # Read-only mapping of [0, len) with len <= _size at mapping time: never beyond appended data,
+        # so a preallocated (longer) file is mapped only up to its data and no page past EOF is touched.
+        self._map: mmap.mmap | None = None
+        self.created = clock.milliseconds()
+        self.bytes_since_last_index_entry = 0
+        self._rolling_based_timestamp: int | None = None
+        # (largest timestamp, last offset of the batch holding it); starts from the time index's last entry.
+        last_ts, last_off = time_index.last_entry
+        self.max_timestamp_so_far = last_ts
+        self.offset_of_max_timestamp_so_far = last_off
+
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        base_offset: int,
+        config: LogConfig,
+        clock: Clock,
+        file_already_exists: bool = False,
+        preallocate: bool = False,
+        file_suffix: str = "",
+        roll_jitter_ms: int = 0,
+    ) -> LogSegment:
+        """Open (or create) the segment at `base_offset`. `file_suffix` ('.cleaned', '.swap') is appended
+        to every file name; the cleaner creates its output segments with file_suffix='.cleaned'."""
+        directory = Path(directory)
+        path = log_file(directory, base_offset, file_suffix)
+        flags = os.O_RDWR | os.O_CREAT
+        fd = os.open(path, flags, 0o644)
+        try:
+            if preallocate and not file_already_exists and os.fstat(fd).st_size == 0:
+                # Like Kafka's RandomAccessFile.setLength: the file gets its full length (sparse).
+                os.ftruncate(fd, config.segment_bytes)
+                size_hint = 0
+            else:
+                size_hint = None
+            offset_index = OffsetIndex(
+                offset_index_file(directory, base_offset, file_suffix), base_offset, config.segment_index_bytes
+            )
+            time_index = TimeIndex(
+                time_index_file(directory, base_offset, file_suffix), base_offset, config.segment_index_bytes
+            )
+        except BaseException:
+            os.close(fd)
+            raise
+        txn_index = TransactionIndex(transaction_index_file(directory, base_offset, file_suffix), base_offset)
+        segment = cls(
+            directory,
+            base_offset,
+            fd,
+            path,
+            offset_index,
+            time_index,
+            txn_index,
+            config.index_interval_bytes,
+            roll_jitter_ms,
+            clock,
+        )
+        if size_hint is not None:
+            segment._size = size_hint
+        return segment
+
+    # --- basic properties --------------------------------------------------------------------------------
+
+    @property
+    def size(self) -> int:
+        """Bytes of valid batches in the `.log` (what readers may see)."""
+        return self._size
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base_offset={self.base_offset}, size={self._size}, path={self.log_path.name})"
+
+    def can_convert_to_relative_offset(self, offset: int) -> bool:
+        return 0 <= offset - self.base_offset <= INT32_MAX
+
+    @property
+    def largest_timestamp(self) -> int:
+        """Largest record timestamp, or the `.log` mtime when the segment has none (retention uses this)."""
+        if self.max_timestamp_so_far >= 0:
+            return self.max_timestamp_so_far
+        return self.last_modified
+
+    @property
+    def last_modified(self) -> int:
+        return os.stat(self.log_path).st_mtime_ns // 1_000_000
+
+    # --- reading the .log --------------------------------------------------------------------------------
+
+    def read_bytes(self, position: int, size: int) -> bytes:
+        """Raw bytes [position, position+size) clipped to the valid size."""
+        size = max(0, min(size, self._size - position))
+        if size == 0:
+            return b""
+        out = os.pread(self._fd, size, position)
+        while len(out) < size:  # pread may return short on some filesystems
+            more = os.pread(self._fd, size - len(out), position + len(out))
+            if not more:
+                break
+            out += more
+        return out
+
+    def read_view(self, position: int, size: int) -> memoryview | bytes:
+        """Bytes [position, position+size) clipped to the valid size, as a zero-copy view of the mapping.
+
+        The mapping is replaced (not closed: views of it may be alive) when the segment has grown past
+        it. A view stays valid after the segment is deleted: the mapping keeps the unlinked inode."""
+        size = max(0, min(size, self._size - position))
+        if size == 0:
+            return b""
+        if not FETCH_USE_MMAP:
+            return self.read_bytes(position, size)
+        end = position + size
+        mapped = self._map
+        if mapped is None or len(mapped) < end:
+            if self._fd < 0:
+                raise ValueError(f"segment {self.base_offset} is closed")
+            mapped = mmap.mmap(self._fd, self._size, access=mmap.ACCESS_READ)
+            self._map = mapped
+            MAPPED_SEGMENTS.touch(self)
+        return memoryview(mapped)[position:end]
+
+    def _drop_mapping(self) -> None:
+        """Forget the cached mapping (before truncation or close); live views keep theirs."""
+        if self._map is not None:
+            self._map = None
+            MAPPED_SEGMENTS.discard(self)
+
+    def batches(self, start_pos: int = 0, end_pos: int | None = None) -> Iterator[tuple[int, RecordBatchHeader]]:
+        """Yield (position, header) for each complete batch from `start_pos` (a batch boundary).
+
+        Used by the cleaner and by retention: headers only, read in 64 KiB chunks, CRCs not checked."""
+        end = self._size if end_pos is None else min(end_pos, self._size)
+        pos = start_pos
+        buf = b""
+        buf_start = pos
+        while end - pos >= HEADER_SIZE:
+            off = pos - buf_start
+            if off < 0 or len(buf) - off < HEADER_SIZE:
+                buf = os.pread(self._fd, min(_READ_CHUNK, end - pos), pos)
+                buf_start, off = pos, 0
+                if len(buf) < HEADER_SIZE:
+                    return
+            header = read_header(buf, off)
+            if header.length < HEADER_SIZE - LOG_OVERHEAD or pos + header.size > end:
+                return
+            yield pos, header
+            pos += header.size
+
+    def translate_offset(self, offset: int, starting_file_position: int = 0) -> LogOffsetPosition | None:
+        """The first batch whose last offset is >= `offset` (index lookup, then a scan), or None."""
+        _, position = self.offset_index.lookup(offset)
+        for pos, header in self.batches(max(position, starting_file_position)):
+            if header.last_offset >= offset:
+                return LogOffsetPosition(header.last_offset, pos, header.size)
+        return None
+
+    def read(
+        self, start_offset: int, max_size: int, max_position: int | None = None, min_one_message: bool = False
+    ) -> memoryview | bytes | None:
+        """Raw slice starting at the batch holding `start_offset`; None when no batch here reaches it.
+
+        Up to min(max_position - start, max_size) bytes; with min_one_message the first batch is returned
+        whole even when it exceeds max_size (Kafka's LogSegment.read). The slice is a view of the
+        segment's mapping (see read_view): callers keep it only as long as they need it."""
+        if max_size < 0:
+            raise ValueError(f"invalid max size {max_size}")
+        start = self.translate_offset(start_offset)
+        if start is None:
+            return None
+        adjusted_max_size = max(max_size, start.size) if min_one_message else max_size
+        if adjusted_max_size == 0:
+            return b""
+        limit = self._size if max_position is None else min(max_position, self._size)
+        fetch_size = min(limit - start.position, adjusted_max_size)
+        if fetch_size <= 0:
+            return b""
+        return self.read_view(start.position, fetch_size)
+
+    def read_next_offset(self) -> int:
+        """The offset after the last batch, or the base offset for an empty segment."""
+        _, position = self.offset_index.lookup(self.offset_index.last_offset)
+        next_offset = self.base_offset
+        for _, header in self.batches(position):
+            next_offset = header.next_offset
+        return next_offset
+
+    def first_batch(self) -> RecordBatchHeader | None:
+        for _, header in self.batches(0):
+            return header
+        return None
+
+    # --- appending ----------------------------------------------------------------------------------------
+
+    def append(
+        self,
+        largest_offset: int,
+        largest_timestamp: int,
+        shallow_offset_of_max_timestamp: int,
+        records: bytes | bytearray | memoryview,
+        sync: bool = False,
+    ) -> None:
+        """Write validated batches at the end, then maintain the sparse indexes (storage-format.md §9).
+
+        `shallow_offset_of_max_timestamp` is the last offset of the batch holding `largest_timestamp`.
+        With `sync` the `.log` is fdatasync'ed before returning (flush_on_append). On OSError the segment
+        is put back exactly as it was (no partial batch stays) and the error is re-raised."""
+        size = len(records)
+        if size == 0:
+            return
+        if not self.can_convert_to_relative_offset(largest_offset):
+            raise ValueError(f"offset {largest_offset} cannot be stored in segment {self.base_offset}")
+        physical_position = self._size
+        saved = (
+            self.bytes_since_last_index_entry,
+            self.max_timestamp_so_far,
+            self.offset_of_max_timestamp_so_far,
+            self._rolling_based_timestamp,
+            self.offset_index.entries,
+            self.time_index.entries,
+        )
+        try:
+            view = memoryview(records).cast("B")
+            written = 0
+            while written < size:
+                written += os.pwrite(self._fd, view[written:], physical_position + written)
+            if sync:
+                os.fdatasync(self._fd)
+            if physical_position == 0:
+                self._rolling_based_timestamp = largest_timestamp
+            if largest_timestamp > self.max_timestamp_so_far:
+                self.max_timestamp_so_far = largest_timestamp
+                self.offset_of_max_timestamp_so_far = shallow_offset_of_max_timestamp
+            if self.bytes_since_last_index_entry > self.index_interval_bytes:
+                self.offset_index.append(largest_offset, physical_position)
+                self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far)
+                self.bytes_since_last_index_entry = 0
+            self.bytes_since_last_index_entry += size
+        except Exception:  # OSError above all; anything else is rolled back just the same
+            (
+                self.bytes_since_last_index_entry,
+                self.max_timestamp_so_far,
+                self.offset_of_max_timestamp_so_far,
+                self._rolling_based_timestamp,
+                off_entries,
+                time_entries,
+            ) = saved
+            self.offset_index.truncate_to_entries(off_entries)
+            self.time_index.truncate_to_entries(time_entries)
+            try:
+                os.ftruncate(self._fd, physical_position)
+            except OSError:
+                pass  # the bytes beyond _size are invisible; the next append overwrites them
+            raise
+        self._size = physical_position + size
+
+    # --- rolling -----------------------------------------------------------------------------------------
+
+    def _load_first_batch_timestamp(self) -> None:
+        if self._rolling_based_timestamp is None and self._size > 0:
+            first = self.first_batch()
+            if first is not None:
+                self._rolling_based_timestamp = first.max_timestamp
+
+    def first_batch_timestamp(self) -> int:
+        """The first batch's MaxTimestamp, -1 for an empty segment (Kafka's LogSegment.getFirstBatchTimestamp)."""
+        self._load_first_batch_timestamp()
+        return self._rolling_based_timestamp if self._rolling_based_timestamp is not None else NO_TIMESTAMP
+
+    def time_waited_for_roll(self, now: int, message_timestamp: int) -> int:
+        """Time since the first batch's MaxTimestamp (record time), else since creation (wall clock)."""
+        self._load_first_batch_timestamp()
+        if self._rolling_based_timestamp is not None and self._rolling_based_timestamp >= 0:
+            return message_timestamp - self._rolling_based_timestamp
+        return now - self.created
+
+    def should_roll(self, params: RollParams) -> bool:
+        """storage-format.md §10 conditions 1-5."""
+        reached_roll_ms = (
+            self.time_waited_for_roll(params.now, params.max_timestamp_in_messages)
+            > params.max_segment_ms - self.roll_jitter_ms
+        )
+        return (
+            self._size > params.max_segment_bytes - params.messages_size
+            or (self._size > 0 and reached_roll_ms)
+            or self.offset_index.is_full()
+            or self.time_index.is_full()
+            or not self.can_convert_to_relative_offset(params.max_offset_in_messages)
+        )
+
+    def on_became_inactive_segment(self) -> None:
+        """At roll: write the final time-index entry and trim indexes (and a preallocated `.log`)."""
+        self.time_index.maybe_append(
+            self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far, skip_full_check=True
+        )
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
+        self._trim_log()
+
+    def _trim_log(self) -> None:
+        if os.fstat(self._fd).st_size != self._size:
+            os.ftruncate(self._fd, self._size)
+
+    def resize_indexes(self, size: int) -> None:
+        self.offset_index.resize(size)
+        self.time_index.resize(size)
+
+    # --- recovery / truncation ---------------------------------------------------------------------------
+
+    def recover(self, on_batch: Callable[[RecordBatchHeader, bytes], None] | None = None) -> int:
+        """Rebuild the indexes from the `.log`, stopping at the first invalid batch and truncating there.
+
+        `on_batch(header, batch_bytes)` is called for every valid batch (producer state, leader epochs,
+        `.txnindex`). Returns the number of bytes truncated."""
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.txn_index.reset()
+        self._drop_mapping()  # recovery runs before any read, but the file may shrink below
+        file_size = os.fstat(self._fd).st_size
+        self._size = file_size
+        valid_bytes = 0
+        last_index_entry = 0
+        self.max_timestamp_so_far = NO_TIMESTAMP
+        self.offset_of_max_timestamp_so_far = self.base_offset
+        self._rolling_based_timestamp = None
+        while True:
+            batch = self._read_valid_batch(valid_bytes, file_size)
+            if batch is None:
+                break
+            header, data = batch
+            if not self.can_convert_to_relative_offset(header.last_offset):
+                break  # only pre-v2 data can do this in Kafka (it splits the segment); treat as the end
+            if header.max_timestamp > self.max_timestamp_so_far:
+                self.max_timestamp_so_far = header.max_timestamp
+                self.offset_of_max_timestamp_so_far = header.last_offset
+            if valid_bytes - last_index_entry > self.index_interval_bytes:
+                # A full index (config shrunk since the segment was written) just stays sparser.
+                if not self.offset_index.is_full():
+                    self.offset_index.append(header.last_offset, valid_bytes)
+                if not self.time_index.is_full():
+                    self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far)
+                last_index_entry = valid_bytes
+            if on_batch is not None:
+                on_batch(header, data)
+            valid_bytes += header.size
+        truncated = file_size - valid_bytes
+        if truncated > 0:
+            os.ftruncate(self._fd, valid_bytes)
+        self._size = valid_bytes
+        self.bytes_since_last_index_entry = valid_bytes - last_index_entry if valid_bytes else 0
+        self.offset_index.trim_to_valid_size()
+        self.time_index.maybe_append(
+            self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far, skip_full_check=True
+        )
+        self.time_index.trim_to_valid_size()
+        return truncated
+
+    def _read_valid_batch(self, pos: int, end: int) -> tuple[RecordBatchHeader, bytes] | None:
+        """The batch at `pos` if it is complete and valid (Kafka's FileLogInputStream + ensureValid)."""
+        if end - pos < HEADER_SIZE_UP_TO_MAGIC:
+            return None
+        head = os.pread(self._fd, LOG_OVERHEAD, pos)
+        if len(head) < LOG_OVERHEAD:
+            return None
+        length = int.from_bytes(head[8:12], "big", signed=True)
+        if length < MIN_RECORD_OVERHEAD:
+            return None
+        size = length + LOG_OVERHEAD
+        if pos + size > end or size < HEADER_SIZE:
+            return None
+        data = self.read_bytes_unchecked(pos, size)
+        if len(data) < size:
+            return None
+        header = read_header(data, 0)
+        if header.magic != 2 or compute_crc(data, 0, size) != header.crc:
+            return None
+        return header, data
+
+    def read_bytes_unchecked(self, position: int, size: int) -> bytes:
+        """Like read_bytes but not clipped to the valid size (recovery reads past it)."""
+        return os.pread(self._fd, size, position)
+
+    def truncate_to(self, offset: int) -> int:
+        """Cut the `.log` at the start of the batch holding `offset` (so offsets >= offset are gone) and
+        drop index entries from there (Kafka's LogSegment.truncateTo). Returns bytes removed."""
+        mapping = self.translate_offset(offset)
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
+        self.offset_index.resize(self.offset_index.max_index_size)
+        self.time_index.resize(self.time_index.max_index_size)
+        if mapping is None:
+            return 0
+        removed = self._size - mapping.position
+        # Only recovery truncates a segment (before fetches run); a view still reading the cut-off
+        # range would fault (SIGBUS), so the cached mapping goes first.
+        self._drop_mapping()
+        os.ftruncate(self._fd, mapping.position)
+        self._size = mapping.position
+        if self._size == 0:
+            self.created = self._clock.milliseconds()
+            self._rolling_based_timestamp = None
+        self.bytes_since_last_index_entry = 0
+        last_ts, last_off = self.time_index.last_entry
+        self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far = last_ts, last_off
+        return removed
+
+    # --- files -------------------------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        os.fsync(self._fd)
+        self.offset_index.flush()
+        self.time_index.flush()
+        self.txn_index.flush()
+
+    def close(self) -> None:
+        """Clean close: final time-index entry, trimmed indexes and `.log`."""
+        if self._fd < 0:
+            return
+        if self.max_timestamp_so_far >= 0:
+            self.time_index.maybe_append(
+                self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far, skip_full_check=True
+            )
+        self.offset_index.close()
+        self.time_index.close()
+        self.txn_index.close()
+        self._trim_log()  # trims to _size: never below what the mapping covers
+        self._drop_mapping()
+        os.close(self._fd)
+        self._fd = -1
+
+    def close_handlers(self) -> None:
+        """Release file handles without trimming (used after a failure)."""
+        self.offset_index.close_handler()
+        self.time_index.close_handler()
+        self.txn_index.close()
+        self._drop_mapping()
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    @property
+    def is_closed(self) -> bool:
+        return self._fd < 0
+
+    def _files(self) -> list[tuple[Path, Callable[[Path], None]]]:
+        return [
+            (self.log_path, self._rename_log),
+            (self.offset_index.path, self.offset_index.rename_to),
+            (self.time_index.path, self.time_index.rename_to),
+            (self.txn_index.path, self.txn_index.rename_to),
+        ]
+
+    def _rename_log(self, path: Path) -> None:
+        os.replace(self.log_path, path)
+        self.log_path = path
+
+    def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
+        """Rename every file of the segment from `<name><old_suffix>` to `<name><new_suffix>`."""
+        for path, rename in self._files():
+            name = path.name
+            if old_suffix and not name.endswith(old_suffix):
+                raise ValueError(f"{name} does not end with {old_suffix}")
+            base = name[: len(name) - len(old_suffix)] if old_suffix else name
+            rename(path.with_name(base + new_suffix))  # a missing .txnindex only changes its path
+
+    def has_suffix(self, suffix: str) -> bool:
+        return self.log_path.name.endswith(suffix)
+
+    def rename_to_deleted(self) -> None:
+        self.change_file_suffixes("", DELETED_FILE_SUFFIX)
+
+    def delete_if_exists(self) -> None:
+        """Close and unlink all files (whatever their current suffix)."""
+        self.close_handlers()
+        for path, _ in self._files():
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
