@@ -200,7 +200,7 @@ from tidelog.broker.state import BrokerState
 from tidelog.broker.server import Server
 from tidelog.logging import configure_logging
 
-LAZY = ("tidelog.storage", "tidelog.cleaner", "tidelog.broker.groups", "tidelog.broker.topics", "tidelog.broker.purgatory", "tidelog.broker.producer_ids",
+LAZY = ("tidelog.storage", "tidelog.cleaner", "tidelog.coordinator.group", "tidelog.broker.topics", "tidelog.broker.purgatory", "tidelog.broker.producer_ids",
         "prometheus_client", "structlog", "kafka.protocol.consumer", "kafka.protocol.producer",
         "kafka.protocol.admin", "lz4", "zstandard", "cramjam", "snappy", "crc32c")
 

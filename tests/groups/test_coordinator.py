@@ -8,15 +8,15 @@ from typing import Any
 
 import pytest
 
-from tidelog.broker.groups import (
+from tidelog.clock import ManualClock
+from tidelog.coordinator.group import (
     GroupCoordinator,
     GroupCoordinatorConfig,
     GroupState,
     LeaveMember,
     OffsetAndMetadata,
 )
-from tidelog.broker.groups.member import JoinResult
-from tidelog.clock import ManualClock
+from tidelog.coordinator.group.member import JoinResult
 from tidelog.protocol.errors import ErrorCode as E
 from tidelog.storage import TopicPartition
 
@@ -411,7 +411,7 @@ def test_timer_fires_on_the_event_loop_with_a_real_clock() -> None:
 
 @pytest.mark.parametrize("name", ["", "group", "consumer-group-1", "日本"])
 def test_partition_for_matches_java_hash(name: str) -> None:
-    from tidelog.broker.groups.store import java_string_hash, partition_for
+    from tidelog.coordinator.group.store import java_string_hash, partition_for
 
     # Java: "".hashCode()==0, "group".hashCode()==98629247
     expected = {"": 0, "group": 98629247}

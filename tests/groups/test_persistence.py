@@ -9,7 +9,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tidelog.broker.groups import (
+from tidelog.broker.topics import TopicManager
+from tidelog.clock import ManualClock
+from tidelog.config.broker_config import BrokerConfig
+from tidelog.coordinator.group import (
     GROUP_METADATA_TOPIC_NAME,
     GroupCoordinator,
     GroupCoordinatorConfig,
@@ -17,10 +20,7 @@ from tidelog.broker.groups import (
     OffsetAndMetadata,
     TopicOffsetsStore,
 )
-from tidelog.broker.groups.store import partition_for
-from tidelog.broker.topics import TopicManager
-from tidelog.clock import ManualClock
-from tidelog.config.broker_config import BrokerConfig
+from tidelog.coordinator.group.store import partition_for
 from tidelog.storage import TopicPartition
 from tidelog.storage.log_manager import LogManager
 

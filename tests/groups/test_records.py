@@ -1,5 +1,5 @@
 """__consumer_offsets keys/values against Kafka's schemas, decoded here with plain struct reads (independent of
-broker.groups.records), plus decoding of bytes laid out by hand the way Kafka writes them."""
+tidelog.coordinator.group.records), plus decoding of bytes laid out by hand the way Kafka writes them."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import struct
 
 import pytest
 
-from tidelog.broker.groups import records as rec
+from tidelog.coordinator.group import records as rec
 
 
 def _str(data: bytes, pos: int) -> tuple[str | None, int]:

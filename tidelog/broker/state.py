@@ -114,7 +114,7 @@ class BrokerState:
         # --- optional subsystems: one line each ---
         self.purgatory = _optional("tidelog.broker.purgatory", lambda m: m.FetchPurgatory(self.clock))
         # the coordinator persists to __consumer_offsets through self.topics (created above)
-        self.groups = _optional("tidelog.broker.groups", lambda m: m.create_group_coordinator(self))
+        self.groups = _optional("tidelog.coordinator.group", lambda m: m.create_group_coordinator(self))
         self.producer_ids = _optional("tidelog.broker.producer_ids", lambda m: m.ProducerIdManager(config.log_dirs[0]))
         self.cleaner = _optional("tidelog.cleaner.broker", lambda m: m.create_log_cleaner(self))
 

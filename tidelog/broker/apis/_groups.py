@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tidelog.broker.context import RequestContext
-from tidelog.broker.groups import GroupCoordinator
+from tidelog.coordinator.group import GroupCoordinator
 from tidelog.protocol.errors import ErrorCode, KafkaError
 
 

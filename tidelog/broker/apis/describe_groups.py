@@ -6,7 +6,7 @@ from typing import Any
 
 from tidelog.broker.apis._groups import coordinator
 from tidelog.broker.context import RequestContext
-from tidelog.broker.groups import GroupState
+from tidelog.coordinator.group import GroupState
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from tidelog.broker.apis._groups import coordinator
 from tidelog.broker.context import RequestContext
-from tidelog.broker.groups.member import SyncResult
+from tidelog.coordinator.group.member import SyncResult
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
 

@@ -14,10 +14,10 @@ only decides where its records go.
 
 from __future__ import annotations
 
-from tidelog.broker.groups.config import GroupCoordinatorConfig
-from tidelog.broker.groups.coordinator import GroupCoordinator, LeaveMember
-from tidelog.broker.groups.group import GroupMetadata, GroupState, OffsetAndMetadata
-from tidelog.broker.groups.store import GROUP_METADATA_TOPIC_NAME, TopicOffsetsStore
+from tidelog.coordinator.group.config import GroupCoordinatorConfig
+from tidelog.coordinator.group.coordinator import GroupCoordinator, LeaveMember
+from tidelog.coordinator.group.group import GroupMetadata, GroupState, OffsetAndMetadata
+from tidelog.coordinator.group.store import GROUP_METADATA_TOPIC_NAME, TopicOffsetsStore
 
 __all__ = [
     "GROUP_METADATA_TOPIC_NAME",

@@ -10,8 +10,8 @@ import logging
 from collections.abc import Iterator
 from typing import Any, Protocol
 
-from tidelog.broker.groups.config import GroupCoordinatorConfig
 from tidelog.clock import Clock
+from tidelog.coordinator.group.config import GroupCoordinatorConfig
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.record_batch import iter_batches
 from tidelog.protocol.records import Record, iter_records

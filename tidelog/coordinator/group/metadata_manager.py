@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import logging
 
-from tidelog.broker.groups import records as rec
-from tidelog.broker.groups.config import GroupCoordinatorConfig
-from tidelog.broker.groups.group import GroupMetadata, GroupState, OffsetAndMetadata
-from tidelog.broker.groups.member import MemberMetadata
-from tidelog.broker.groups.store import OffsetsStore, partition_for
 from tidelog.clock import Clock
+from tidelog.coordinator.group import records as rec
+from tidelog.coordinator.group.config import GroupCoordinatorConfig
+from tidelog.coordinator.group.group import GroupMetadata, GroupState, OffsetAndMetadata
+from tidelog.coordinator.group.member import MemberMetadata
+from tidelog.coordinator.group.store import OffsetsStore, partition_for
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.storage import TopicPartition
 

@@ -14,12 +14,12 @@ import logging
 import uuid
 from dataclasses import dataclass
 
-from tidelog.broker.groups.config import GroupCoordinatorConfig
-from tidelog.broker.groups.group import GroupMetadata, GroupState, OffsetAndMetadata
-from tidelog.broker.groups.member import JoinResult, MemberMetadata, SyncResult
-from tidelog.broker.groups.metadata_manager import GroupMetadataManager
-from tidelog.broker.groups.store import OffsetsStore
 from tidelog.clock import Clock
+from tidelog.coordinator.group.config import GroupCoordinatorConfig
+from tidelog.coordinator.group.group import GroupMetadata, GroupState, OffsetAndMetadata
+from tidelog.coordinator.group.member import JoinResult, MemberMetadata, SyncResult
+from tidelog.coordinator.group.metadata_manager import GroupMetadataManager
+from tidelog.coordinator.group.store import OffsetsStore
 from tidelog.protocol.errors import ErrorCode
 from tidelog.storage import TopicPartition
 
