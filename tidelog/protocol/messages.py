@@ -43,12 +43,16 @@ _MESSAGES: dict[int, tuple[str, str, str]] = {
     28: ("producer.transaction", "TxnOffsetCommitRequest", "TxnOffsetCommitResponse"),
     32: ("admin.configs", "DescribeConfigsRequest", "DescribeConfigsResponse"),
     33: ("admin.configs", "AlterConfigsRequest", "AlterConfigsResponse"),
+    35: ("admin.cluster", "DescribeLogDirsRequest", "DescribeLogDirsResponse"),
     37: ("admin.topics", "CreatePartitionsRequest", "CreatePartitionsResponse"),
     42: ("admin.groups", "DeleteGroupsRequest", "DeleteGroupsResponse"),
+    43: ("admin.topics", "ElectLeadersRequest", "ElectLeadersResponse"),
     44: ("admin.configs", "IncrementalAlterConfigsRequest", "IncrementalAlterConfigsResponse"),
+    45: ("admin.topics", "AlterPartitionReassignmentsRequest", "AlterPartitionReassignmentsResponse"),
     46: ("admin.topics", "ListPartitionReassignmentsRequest", "ListPartitionReassignmentsResponse"),
     47: ("consumer.group", "OffsetDeleteRequest", "OffsetDeleteResponse"),
     60: ("admin.cluster", "DescribeClusterRequest", "DescribeClusterResponse"),
+    61: ("admin.transactions", "DescribeProducersRequest", "DescribeProducersResponse"),
     75: ("admin.topics", "DescribeTopicPartitionsRequest", "DescribeTopicPartitionsResponse"),
 }
 

@@ -9,6 +9,7 @@ retention call in from worker threads.
 from __future__ import annotations
 
 import concurrent.futures
+import copy
 import logging
 import os
 import threading
@@ -33,7 +34,7 @@ from tidelog.storage.log_file_utils import (
 from tidelog.storage.log_segment import LogSegment, RollParams, random_segment_jitter
 from tidelog.storage.log_segments import LogSegments
 from tidelog.storage.log_validator import validate_records
-from tidelog.storage.producer_state import ProducerStateManager, read_control_record
+from tidelog.storage.producer_state import ProducerStateEntry, ProducerStateManager, read_control_record
 from tidelog.storage.scheduler import Scheduler
 from tidelog.storage.transaction_index import AbortedTxn
 
@@ -602,6 +603,11 @@ class Log:
                 for pid, e in self.producer_state_manager.producers.items()
             }
 
+    def active_producers(self) -> list[ProducerStateEntry]:
+        """Copies of the producer-state entries (DescribeProducers; Kafka's UnifiedLog.activeProducers)."""
+        with self.lock:
+            return [_entry_copy(e) for e in self.producer_state_manager.producers.values()]
+
     def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
         """Aborted transactions overlapping [start, upper bound): `.txnindex` of the segment holding start
         and later ones until an entry's LSO reaches the bound (Kafka's LocalLog.collectAbortedTransactions)."""
@@ -649,6 +655,12 @@ class Log:
                 segment.delete_if_exists()
             self.segments.clear()
             self.closed = True
+
+
+def _entry_copy(entry: ProducerStateEntry) -> ProducerStateEntry:
+    c = copy.copy(entry)
+    c.batch_metadata = copy.copy(entry.batch_metadata)  # the deque keeps changing under later appends
+    return c
 
 
 def _fsync_file(path: Path) -> None:

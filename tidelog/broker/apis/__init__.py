@@ -18,6 +18,12 @@ API_MODULES: tuple[str, ...] = (
     "incremental_alter_configs",
     "describe_cluster",
     "delete_records",
+    "describe_log_dirs",
+    "describe_producers",
+    "list_partition_reassignments",
+    "alter_partition_reassignments",
+    "elect_leaders",
+    "describe_topic_partitions",
     # group coordinator and idempotent producer
     "find_coordinator",
     "join_group",
