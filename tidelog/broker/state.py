@@ -41,7 +41,7 @@ def _optional(module: str, build: Callable[[Any], Any]) -> Any:
     return build(mod)
 
 
-_SUBSYSTEMS = frozenset({"log_manager", "topics", "purgatory", "groups", "producer_ids", "cleaner"})
+_SUBSYSTEMS = frozenset({"log_manager", "topics", "purgatory", "groups", "producer_ids", "cleaner", "fetch_sessions"})
 
 
 def new_cluster_id() -> str:
@@ -83,6 +83,7 @@ class BrokerState:
     groups: Any
     producer_ids: Any
     cleaner: Any
+    fetch_sessions: Any
 
     def __getattr__(self, name: str) -> Any:
         # Only called for attributes not set yet: a subsystem read before load(), or (by a subsystem's
@@ -117,6 +118,7 @@ class BrokerState:
         self.groups = _optional("tidelog.coordinator.group", lambda m: m.create_group_coordinator(self))
         self.producer_ids = _optional("tidelog.broker.producer_ids", lambda m: m.ProducerIdManager(config.log_dirs[0]))
         self.cleaner = _optional("tidelog.cleaner.broker", lambda m: m.create_log_cleaner(self))
+        self.fetch_sessions = _optional("tidelog.broker.fetch_session", lambda m: m.create_fetch_session_cache(self))
 
     def _create_log_manager(self) -> Any:
         from tidelog.storage.log_manager import LogManager
