@@ -53,6 +53,9 @@ _MESSAGES: dict[int, tuple[str, str, str]] = {
     47: ("consumer.group", "OffsetDeleteRequest", "OffsetDeleteResponse"),
     60: ("admin.cluster", "DescribeClusterRequest", "DescribeClusterResponse"),
     61: ("admin.transactions", "DescribeProducersRequest", "DescribeProducersResponse"),
+    # not in kafka-python 3.0.12: tidelog's own codecs from Kafka's JSON schemas (absolute module name)
+    68: ("tidelog.protocol.kip848", "ConsumerGroupHeartbeatRequest", "ConsumerGroupHeartbeatResponse"),
+    69: ("tidelog.protocol.kip848", "ConsumerGroupDescribeRequest", "ConsumerGroupDescribeResponse"),
     75: ("admin.topics", "DescribeTopicPartitionsRequest", "DescribeTopicPartitionsResponse"),
 }
 
@@ -90,7 +93,8 @@ def _install_lazy_kafka_package() -> None:
 def _classes(api_key: int) -> tuple[Any, Any]:
     module_name, request_name, response_name = _MESSAGES[api_key]
     _install_lazy_kafka_package()
-    module = importlib.import_module("kafka.protocol." + module_name)
+    absolute = module_name.startswith("tidelog.")
+    module = importlib.import_module(module_name if absolute else "kafka.protocol." + module_name)
     return getattr(module, request_name), getattr(module, response_name)
 
 

@@ -36,5 +36,7 @@ API_MODULES: tuple[str, ...] = (
     "describe_groups",
     "delete_groups",
     "offset_delete",
+    "consumer_group_heartbeat",
+    "consumer_group_describe",
     "init_producer_id",
 )

@@ -18,7 +18,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     cls = response_class(API_KEY)[ctx.api_version]
     names = list(request.groups_names or [])
     try:
-        result = coordinator(ctx).delete_groups(names)
+        groups = coordinator(ctx)
+        consumer = groups.consumer_groups
+        mine = [n for n in names if consumer is not None and consumer.is_consumer_group(n)]
+        result = groups.delete_groups([n for n in names if n not in mine])
+        result.update({n: consumer.delete_group(n) for n in mine})
     except KafkaError as e:
         result = dict.fromkeys(names, e.code)
     return cls(throttle_time_ms=0, results=[cls.DeletableGroupResult(group_id=n, error_code=result[n])

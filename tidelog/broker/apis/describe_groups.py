@@ -33,8 +33,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             described.append(D(error_code=e.code, group_id=group_id, group_state="", protocol_type="",
                                protocol_data="", members=[], authorized_operations=ops))
             continue
-        if group is None:
-            # Kafka (v0-5) describes an unknown group as Dead with no error
+        consumer = coordinator(ctx).consumer_groups
+        if group is None or (consumer is not None and consumer.is_consumer_group(group_id)):
+            # Kafka (v0-5) describes an unknown group, or one that is not classic, as Dead with no error
             described.append(D(error_code=ErrorCode.NONE, group_id=group_id, group_state=GroupState.DEAD.value,
                                protocol_type="", protocol_data="", members=[], authorized_operations=ops))
             continue

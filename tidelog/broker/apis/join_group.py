@@ -19,6 +19,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
     try:
         groups = coordinator(ctx)
+        consumer = groups.consumer_groups
+        if consumer is not None and consumer.is_consumer_group(request.group_id):
+            # an empty consumer group becomes classic; a live one refuses classic members (GroupMetadataManager)
+            error = consumer.before_classic_join(request.group_id, request.protocol_type)
+            if error != ErrorCode.NONE:
+                raise KafkaError(ErrorCode(error))
         result = await groups.join_group(
             group_id=request.group_id,
             member_id=request.member_id or "",

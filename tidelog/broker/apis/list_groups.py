@@ -14,6 +14,7 @@ MIN_VERSION = 0
 MAX_VERSION = 5
 
 GROUP_TYPE_CLASSIC = "classic"
+GROUP_TYPE_CONSUMER = "consumer"
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -26,7 +27,18 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     states = {s.lower() for s in (request.states_filter or [])} if version >= 4 else set()
     types = {t.lower() for t in (request.types_filter or [])} if version >= 5 else set()
     listed = []
+    consumer = coordinator(ctx).consumer_groups
+    consumer_groups = consumer.list_groups() if consumer is not None else []
+    consumer_ids = {g.group_id for g in consumer_groups}
+    for cg in consumer_groups:
+        state = cg.state.value
+        if (states and state.lower() not in states) or (types and GROUP_TYPE_CONSUMER not in types):
+            continue
+        listed.append(cls.ListedGroup(group_id=cg.group_id, protocol_type="consumer", group_state=state,
+                                      group_type=GROUP_TYPE_CONSUMER))
     for g in groups:
+        if g.group_id in consumer_ids:
+            continue  # the offsets of a consumer group, kept by the classic coordinator
         if states and g.state.value.lower() not in states:
             continue
         if types and GROUP_TYPE_CLASSIC not in types:

@@ -13,6 +13,7 @@ import asyncio
 import logging
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 from tidelog.clock import Clock
 from tidelog.coordinator.group.config import GroupCoordinatorConfig
@@ -45,16 +46,21 @@ class GroupCoordinator:
         self._timer_due = -1
         self._next_retention_check = -1
         self._active = False
+        self.consumer_groups: Any = None  # KIP-848 ConsumerGroupCoordinator, set by create_group_coordinator
 
     # ---------------------------------------------------------------------------------------- lifecycle
     def startup(self) -> None:
         self.manager.load()
+        if self.consumer_groups is not None:
+            self.consumer_groups.load()  # consumer-group records, after the offsets they share
         self._active = True
         self._next_retention_check = self.clock.monotonic_ms() + self.config.offsets_retention_check_interval_ms
         self._schedule()
 
     def shutdown(self) -> None:
         self._active = False
+        if self.consumer_groups is not None:
+            self.consumer_groups.shutdown()
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
