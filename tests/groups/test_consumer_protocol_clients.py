@@ -1,0 +1,95 @@
+"""KIP-848 (`group.protocol=consumer`) with real clients: librdkafka (confluent-kafka) and the Java client
+3.9.1. Two members split a topic, a third joins and one leaves while the others keep consuming, every record
+is seen exactly once, and after a broker restart a new member resumes exactly at the committed offsets."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.groups.conftest import WAIT_S, Member, create_topic, java_cmd, produce, python_member
+from tidelog.testing import run_broker
+
+PARTITIONS = 6
+# a short heartbeat interval so reassignments settle in seconds (Kafka's default is 5 s)
+OVERRIDES = {"group.consumer.heartbeat.interval.ms": "500", "group.initial.rebalance.delay.ms": "0"}
+
+
+def wait_until(predicate: Callable[[], bool], what: str, timeout: float = WAIT_S) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+def values(members: list[Member]) -> list[str]:
+    return [v for m in members for _, _, v in m.records()]
+
+
+def split(members: list[Member]) -> bool:
+    """Every partition owned by exactly one of `members`, each owning some."""
+    owned = [m.assignment or [] for m in members]
+    flat = [p for ps in owned for p in ps]
+    return all(owned) and sorted(flat) == list(range(PARTITIONS))
+
+
+def run_scenario(tmp_path: Path, start: Callable[[str, str, str], Member], started: list[Member]) -> None:
+    topic, group = "kip848", "kip848-group"
+    with run_broker(log_dir=tmp_path, overrides=OVERRIDES) as b:
+        create_topic(b.bootstrap, topic, PARTITIONS)
+        produce(b.bootstrap, topic, 0, 120, PARTITIONS)
+        m1, m2 = start(b.bootstrap, topic, group), start(b.bootstrap, topic, group)
+        started += [m1, m2]
+        wait_until(lambda: split([m1, m2]) and len(values([m1, m2])) >= 120, "two members splitting the topic")
+        cg = b.state.groups.consumer_groups
+        assert b.call(lambda: cg.groups[group].state.value) in ("Stable", "Reconciling")
+        m3 = start(b.bootstrap, topic, group)
+        started.append(m3)
+        produce(b.bootstrap, topic, 120, 120, PARTITIONS)
+        # the uniform assignor gives each of three members two partitions
+        wait_until(lambda: split([m1, m2, m3]) and all(len(m.assignment or []) == 2 for m in (m1, m2, m3))
+                   and len(values([m1, m2, m3])) >= 240, "a third member taking its share")
+        m1.close()  # leaves (epoch -1); the others keep running and take over its partitions
+        produce(b.bootstrap, topic, 240, 120, PARTITIONS)
+        wait_until(lambda: split([m2, m3]) and len(values([m1, m2, m3])) >= 360, "the survivors taking over")
+        m2.close()
+        m3.close()
+        seen = values([m1, m2, m3])
+        assert sorted(seen) == sorted(f"v-{i}" for i in range(360)), "every record exactly once"
+        committed = b.call(lambda: {tp.partition: om.offset for tp, om in b.state.groups.groups[group].offsets.items()})
+        assert committed == dict.fromkeys(range(PARTITIONS), 60)
+    with run_broker(log_dir=tmp_path, overrides=OVERRIDES) as b:
+        cg = b.state.groups.consumer_groups
+        assert b.call(lambda: cg.groups[group].state.value) == "Empty"
+        assert b.call(lambda: cg.groups[group].group_epoch) >= 4  # joins and leaves moved the epoch
+        produce(b.bootstrap, topic, 360, 60, PARTITIONS)
+        m4 = start(b.bootstrap, topic, group)
+        started.append(m4)
+        wait_until(lambda: len(m4.records()) >= 60, "the new member reading from the committed offsets")
+        time.sleep(1)
+        m4.close()
+        assert sorted(v for _, _, v in m4.records()) == sorted(f"v-{i}" for i in range(360, 420))
+
+
+def test_librdkafka_consumer_protocol(tmp_path: Path, members: list[Member]) -> None:
+    import confluent_kafka
+
+    assert confluent_kafka.libversion()[1] >= 0x020A0000  # KIP-848 GA in librdkafka 2.10
+
+    def start(bootstrap: str, topic: str, group: str) -> Member:
+        return Member(python_member("confluent-consumer-protocol", bootstrap, topic, group), "librdkafka")
+
+    run_scenario(tmp_path, start, members)
+
+
+@pytest.mark.java
+def test_java_consumer_protocol(tmp_path: Path, java_classpath: str, members: list[Member]) -> None:
+    def start(bootstrap: str, topic: str, group: str) -> Member:
+        return Member(java_cmd(java_classpath, "member", bootstrap, topic, group, "400", "group.protocol=consumer"),
+                      "java")
+
+    run_scenario(tmp_path, start, members)
