@@ -16,8 +16,6 @@ from tidelog.storage import TopicPartition
 from tidelog.storage.retention import delete_records
 
 API_KEY = 21
-MIN_VERSION = 0
-MAX_VERSION = 2
 
 logger = logging.getLogger(__name__)
 

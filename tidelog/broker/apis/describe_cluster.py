@@ -4,14 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from tidelog.broker.apis.metadata import CLUSTER_OPERATIONS
+from tidelog.broker.apis._shared import CLUSTER_OPERATIONS
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import response_class
 
 API_KEY = 60
-MIN_VERSION = 0
-MAX_VERSION = 1
 
 BROKER_ENDPOINT = 1  # EndpointType.BROKER; 2 = CONTROLLER
 

@@ -20,8 +20,6 @@ from tidelog.protocol.messages import response_class
 log = logging.getLogger(__name__)
 
 API_KEY = 22
-MIN_VERSION = 0
-MAX_VERSION = 5
 
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 

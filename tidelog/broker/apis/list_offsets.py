@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from tidelog.broker.apis.offset_for_leader_epoch import check_leader_epoch
+from tidelog.broker.apis._shared import check_leader_epoch
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
@@ -16,8 +16,6 @@ from tidelog.storage import TopicPartition
 log = logging.getLogger(__name__)
 
 API_KEY = 2
-MIN_VERSION = 1
-MAX_VERSION = 7
 
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2

@@ -20,9 +20,6 @@ from tidelog.storage import TopicPartition
 log = logging.getLogger(__name__)
 
 API_KEY = 0
-MIN_VERSION = 3
-MAX_VERSION = 11
-ADVERTISED_MIN = 0
 
 ADMIN_CLIENT_ID = "__admin_client"  # Kafka lets only this client id write to internal topics
 ZSTD_MIN_VERSION = 7  # KIP-110

@@ -70,6 +70,12 @@ class GroupCoordinator:
     def partition_for(self, group_id: str) -> int:
         return self.manager.partition_for(group_id)
 
+    def ensure_offsets_topic(self) -> None:
+        """Create `__consumer_offsets` if it does not exist yet (Kafka creates it on the first
+        FindCoordinator for a group). Raises KafkaError when it cannot be created."""
+        if self.manager.store is not None:
+            self.manager.store.ensure_topic()
+
     def _now(self) -> int:
         return self.clock.monotonic_ms()
 

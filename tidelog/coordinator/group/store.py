@@ -46,6 +46,8 @@ class OffsetsStore(Protocol):
 
     def load(self) -> Iterator[tuple[int, bytes, bytes | None]]: ...
 
+    def ensure_topic(self) -> None: ...
+
 
 def build_batch(records: list[tuple[bytes, bytes | None]], timestamp_ms: int) -> bytes:
     """One uncompressed RecordBatch v2 (offsets from 0; the log assigns the real ones)."""
