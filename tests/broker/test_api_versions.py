@@ -1,4 +1,4 @@
-"""ApiVersions negotiation (protocol-compat §1.5) over real sockets, with each client's first version."""
+"""ApiVersions negotiation (KIP-35, KIP-511) over real sockets, with each client's first version."""
 
 from __future__ import annotations
 
@@ -129,7 +129,7 @@ def test_kafka_python_infers_a_release_with_idempotence(tidelog_broker: BrokerHa
     admin = KafkaAdminClient(bootstrap_servers=tidelog_broker.bootstrap, request_timeout_ms=60000)
     try:
         # kafka-python 3 guesses the broker release from the advertised ranges and turns idempotence
-        # off below 0.11 (spec §2.2); ours must read as a modern release.
+        # off below 0.11 (docs/PROTOCOL.md); ours must read as a modern release.
         assert admin._client.check_version(timeout_ms=60000) >= (3, 0)
     finally:
         admin.close()

@@ -260,7 +260,7 @@ asyncio.run(main())
 
 
 def test_startup_answers_api_versions_before_loading_anything_else(tmp_path: Path) -> None:
-    """Start-up stays fast (protocol-compat §9 quirk 17): the listener answers ApiVersions with nothing but its
+    """Start-up stays fast (clients probe with ApiVersions first): the listener answers ApiVersions with nothing but its
     handler and kafka-python's ApiVersions classes loaded; storage, groups, cleaner, the other handlers,
     compression codecs, the rest of kafka-python, prometheus_client and structlog load later (or never, until
     used), and other requests wait until the logs are loaded."""

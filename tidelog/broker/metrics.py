@@ -106,7 +106,8 @@ class BrokerMetrics:
         """Current value of one sample (tests and the CLI use this; None if absent)."""
         if self.registry is None:
             return None
-        return self.registry.get_sample_value(name, labels or {})
+        value = self.registry.get_sample_value(name, labels or {})
+        return None if value is None else float(value)
 
 
 class _LogCollector:

@@ -44,7 +44,7 @@ def respond(v: int, request: Any, advertised: list[tuple[int, int, int]]) -> Any
     if v >= 1:
         fields["throttle_time_ms"] = 0
     if v >= 3:
-        # No features finalized: no KIP-890 transaction.version / KIP-848 group.version (spec §1.5).
+        # No features finalized: no KIP-890 transaction.version / KIP-848 group.version (KIP-584 features).
         fields.update(supported_features=[], finalized_features_epoch=-1, finalized_features=[],
                       zk_migration_ready=False)
     return cls[v](**fields)

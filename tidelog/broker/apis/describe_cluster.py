@@ -19,7 +19,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     v = ctx.api_version
     broker = ctx.broker
     host, port = broker.advertised_endpoint(ctx.listener)
-    error, message = ErrorCode.NONE, None
+    error: int = ErrorCode.NONE
+    message: str | None = None
     if v >= 1 and request.endpoint_type != BROKER_ENDPOINT:
         # Kafka: asking a broker listener for controller endpoints is MISMATCHED_ENDPOINT_TYPE (114).
         error, message = 114, "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type CONTROLLER"

@@ -1,4 +1,4 @@
-"""DescribeGroups (key 15) (protocol-compat.md §3.8). Metadata and assignments are shown only when Stable."""
+"""DescribeGroups (key 15) (Kafka's GroupCoordinator). Metadata and assignments are shown only when Stable."""
 
 from __future__ import annotations
 

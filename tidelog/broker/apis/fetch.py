@@ -1,4 +1,4 @@
-"""Fetch (key 1): raw log slices with long polling (storage-format.md §12, protocol-compat.md §2.4).
+"""Fetch (key 1): raw log slices with long polling (Kafka's LocalLog.read, docs/PROTOCOL.md).
 
 * Versions 4-16. v13+ names topics by id (looked up with TopicManager.by_id); Java and librdkafka switch to it
   as soon as Metadata returns real topic ids.

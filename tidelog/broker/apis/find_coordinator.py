@@ -1,7 +1,7 @@
 """FindCoordinator (key 10): this single node coordinates every group and transactional id.
 
 v0-3 carry one key and answer one node; v4+ batch `coordinator_keys` and answer one entry per key
-(protocol-compat.md §2.4). A group lookup creates `__consumer_offsets` first, as Kafka does.
+(docs/PROTOCOL.md). A group lookup creates `__consumer_offsets` first, as Kafka does.
 """
 
 from __future__ import annotations

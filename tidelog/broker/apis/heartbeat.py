@@ -1,4 +1,4 @@
-"""Heartbeat (key 12) (protocol-compat.md §3.4)."""
+"""Heartbeat (key 12) (Kafka's classic GroupCoordinator)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""JoinGroup (key 11): parked until the rebalance completes (protocol-compat.md §3.2)."""
+"""JoinGroup (key 11): parked until the rebalance completes (Kafka's classic GroupCoordinator)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""LeaveGroup (key 13): one member (v0-2) or a batch with per-member errors (v3+) (protocol-compat.md §3.5)."""
+"""LeaveGroup (key 13): one member (v0-2) or a batch with per-member errors (v3+) (KIP-345)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""ListGroups (key 16), with the v4 state filter and v5 type filter (protocol-compat.md §3.8)."""
+"""ListGroups (key 16), with the v4 state filter and v5 type filter (Kafka's GroupCoordinator)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""ListOffsets (key 2): offsets by timestamp, earliest, latest and max timestamp (storage-format.md §13,
-protocol-compat.md §2.4). Versions 1-7: -4/-5 (tiered storage) need v8/v9 and are refused below them.
+"""ListOffsets (key 2): offsets by timestamp, earliest, latest and max timestamp (Kafka's UnifiedLog.fetchOffsetByTimestamp,
+docs/PROTOCOL.md). Versions 1-7: -4/-5 (tiered storage) need v8/v9 and are refused below them.
 """
 
 from __future__ import annotations

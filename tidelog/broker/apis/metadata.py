@@ -1,6 +1,6 @@
 """Metadata (key 3): this broker as the only broker and controller, every partition led by it.
 
-Auto-creation follows protocol-compat §6.1: only explicitly named topics, only when the request allows it
+Auto-creation follows Kafka's AutoTopicCreationManager: only explicitly named topics, only when the request allows it
 (v4+ flag; always for v0-3) and auto.create.topics.enable is on. Kafka (KRaft) answers the first request with
 UNKNOWN_TOPIC_OR_PARTITION while the creation is forwarded; a single node creates synchronously and returns
 the topic with NONE, which every client accepts.

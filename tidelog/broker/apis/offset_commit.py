@@ -1,4 +1,4 @@
-"""OffsetCommit (key 8) (protocol-compat.md §3.7). Served from v2 (Kafka 4.0 removed v0-1)."""
+"""OffsetCommit (key 8) (Kafka's GroupMetadataManager). Served from v2 (Kafka 4.0 removed v0-1)."""
 
 from __future__ import annotations
 

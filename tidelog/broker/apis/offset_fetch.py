@@ -1,4 +1,4 @@
-"""OffsetFetch (key 9): one group (v1-7) or several (v8+) (protocol-compat.md §3.7)."""
+"""OffsetFetch (key 9): one group (v1-7) or several (v8+) (Kafka's GroupMetadataManager)."""
 
 from __future__ import annotations
 

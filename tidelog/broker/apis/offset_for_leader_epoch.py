@@ -1,5 +1,5 @@
 """OffsetForLeaderEpoch (key 23): the end offset of a leader epoch, for KIP-320 position validation
-(protocol-compat.md §2.4). Also home of the current-leader-epoch fencing check the data-path APIs share.
+(docs/PROTOCOL.md). The current-leader-epoch fencing check it shares with Fetch and ListOffsets is in _shared.
 """
 
 from __future__ import annotations

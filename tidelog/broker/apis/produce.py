@@ -1,4 +1,4 @@
-"""Produce (key 0): append one record batch per partition (protocol-compat.md §1.6, storage-format.md §8).
+"""Produce (key 0): append one record batch per partition (Kafka's ProduceRequest and LogValidator, Kafka's LogValidator).
 
 Served 3-11, advertised from 0 (KAFKA-18659: librdkafka < 2.11.1 only compresses when Produce v0 is in the
 broker's range; nobody actually sends v0-2 because clients pick the highest common version). v12 needs

@@ -1,4 +1,4 @@
-"""SyncGroup (key 14): followers wait for the leader's assignment (protocol-compat.md §3.3)."""
+"""SyncGroup (key 14): followers wait for the leader's assignment (Kafka's classic GroupCoordinator)."""
 
 from __future__ import annotations
 

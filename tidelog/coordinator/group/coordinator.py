@@ -1,6 +1,6 @@
 """The classic group coordinator (Kafka's `GroupCoordinator` for `group.protocol=classic`).
 
-State machine (protocol-compat.md §3.6): Empty -> PreparingRebalance -> CompletingRebalance -> Stable, and Dead.
+State machine (Kafka's classic GroupCoordinator): Empty -> PreparingRebalance -> CompletingRebalance -> Stable, and Dead.
 JoinGroup and SyncGroup calls that must wait are parked as asyncio futures on the member. Deadlines (sessions,
 pending members, rebalance/initial delay, sync, offset retention) are decided against the injected Clock by
 `check_expirations()`; one `loop.call_later` timer armed for the earliest deadline calls it. Tests using a
@@ -220,7 +220,11 @@ class GroupCoordinator:
         fut: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
         member.join_future = fut
         if old is not None and not old.done():
-            fut.add_done_callback(lambda f: old.done() or f.cancelled() or old.set_result(f.result()))
+            def hand_over(f: asyncio.Future[JoinResult], old: asyncio.Future[JoinResult] = old) -> None:
+                if not old.done() and not f.cancelled():
+                    old.set_result(f.result())
+
+            fut.add_done_callback(hand_over)
         self._maybe_prepare_rebalance(group, f"updating metadata of member {member.member_id}")
         self._try_complete_join(group)
         return fut

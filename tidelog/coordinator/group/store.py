@@ -56,7 +56,7 @@ def build_batch(records: list[tuple[bytes, bytes | None]], timestamp_ms: int) ->
 
 
 class TopicOffsetsStore:
-    """`__consumer_offsets` on the broker's own logs, created on first use (protocol-compat.md §6.2)."""
+    """`__consumer_offsets` on the broker's own logs, created on first use (Kafka's Topic.isInternal)."""
 
     def __init__(self, topics: Any, config: GroupCoordinatorConfig, clock: Clock) -> None:
         self._topics = topics
