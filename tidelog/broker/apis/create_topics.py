@@ -70,7 +70,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     result_cls = response_cls.CreatableTopicResult
     config_cls = result_cls.CreatableTopicConfigs
     topics = ctx.broker.topics
-    validate_only = bool(getattr(request, "validate_only", False))
+    validate_only = bool(request.validate_only)
     counts = Counter(t.name for t in request.topics)
     too_many = _requested_partitions(ctx, request) > MAX_PARTITIONS_PER_BATCH
     results: list[Any] = []

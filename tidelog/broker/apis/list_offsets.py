@@ -34,7 +34,7 @@ def _lookup(ctx: RequestContext, tp: TopicPartition, p: Any, request: Any) -> tu
     log_obj = ctx.broker.topics.log(tp)
     if log_obj is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1, -1
-    error = check_leader_epoch(log_obj, getattr(p, "current_leader_epoch", -1))
+    error = check_leader_epoch(log_obj, p.current_leader_epoch if ctx.api_version >= 4 else -1)
     if error != ErrorCode.NONE:
         return error, -1, -1, -1
     ts = p.timestamp
@@ -44,7 +44,7 @@ def _lookup(ctx: RequestContext, tp: TopicPartition, p: Any, request: Any) -> tu
     # replicas and debugging tools (replica_id != -1) see up to LEO.
     if request.replica_id != CONSUMER_REPLICA_ID:
         bound = log_obj.log_end_offset
-    elif getattr(request, "isolation_level", 0) == READ_COMMITTED:
+    elif ctx.api_version >= 2 and request.isolation_level == READ_COMMITTED:
         bound = log_obj.last_stable_offset
     else:
         bound = log_obj.high_watermark

@@ -81,7 +81,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         seen: set[Any] = set()
         for item in requested:
             name = item.name
-            topic_id = _uuid(getattr(item, "topic_id", None)) if v >= 10 else ZERO_UUID
+            topic_id = _uuid(item.topic_id) if v >= 10 else ZERO_UUID
             key = name if name is not None else topic_id
             if key in seen:
                 continue  # Kafka collects requested topics into a set

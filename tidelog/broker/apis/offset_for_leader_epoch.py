@@ -51,7 +51,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             if log_obj is None:
                 error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
-                error = check_leader_epoch(log_obj, getattr(p, "current_leader_epoch", -1))
+                error = check_leader_epoch(log_obj, p.current_leader_epoch)
                 if error == ErrorCode.NONE:
                     try:
                         epoch, end_offset = end_offset_for_epoch(log_obj, p.leader_epoch)

@@ -73,7 +73,7 @@ def _append(ctx: RequestContext, tp: TopicPartition, records: bytes | None, acks
     try:
         appended = log_obj.append_as_leader(records, log_obj.leader_epoch)
     except KafkaError as e:
-        return _PartitionResult(e.code, record_errors=getattr(e, "record_errors", None), message=e.message)
+        return _PartitionResult(e.code, record_errors=e.record_errors, message=e.message)
     return _PartitionResult(ErrorCode.NONE, appended.first_offset, appended.log_append_time,
                             appended.log_start_offset)
 
