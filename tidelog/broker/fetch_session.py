@@ -262,11 +262,10 @@ class FetchSessionCacheCollector:
                                   value=self.cache.evictions)
 
 
-def create_fetch_session_cache(broker: Any) -> FetchSessionCache:
+def create_fetch_session_cache(config: Any, clock: Clock, metrics: Any) -> FetchSessionCache:
     """The broker's cache (`max.incremental.fetch.session.cache.slots`), its metrics registered."""
-    cache = FetchSessionCache(broker.clock, int(broker.config.get("max.incremental.fetch.session.cache.slots")))
+    cache = FetchSessionCache(clock, int(config.get("max.incremental.fetch.session.cache.slots")))
     collector = FetchSessionCacheCollector(cache)
-    metrics = broker.metrics
     if metrics.started:
         metrics.registry.register(collector)
     else:

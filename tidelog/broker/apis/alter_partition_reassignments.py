@@ -12,8 +12,6 @@ from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import response_class
 
 API_KEY = 45
-MIN_VERSION = 0
-MAX_VERSION = 1
 
 NO_REASSIGNMENT_IN_PROGRESS = 85
 

@@ -6,16 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from tidelog.broker.apis._groups import consumer_groups
-from tidelog.broker.apis.describe_groups import GROUP_OPERATIONS
+from tidelog.broker.apis._shared import GROUP_OPERATIONS, consumer_groups
 from tidelog.broker.context import RequestContext
 from tidelog.coordinator.group.assignors import Assignment
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
 
 API_KEY = 69
-MIN_VERSION = 0
-MAX_VERSION = 0
 
 OPERATIONS_OMITTED = -(2**31)
 _GROUP_OPERATIONS_BITS = sum(1 << op for op in GROUP_OPERATIONS)

@@ -5,15 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from tidelog.broker.apis._groups import consumer_groups
+from tidelog.broker.apis._shared import consumer_groups
 from tidelog.broker.context import RequestContext
 from tidelog.coordinator.group.consumer_coordinator import HeartbeatError
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
 
 API_KEY = 68
-MIN_VERSION = 0
-MAX_VERSION = 1  # v1 adds SubscribedTopicRegex, which is answered INVALID_REQUEST (not supported)
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:

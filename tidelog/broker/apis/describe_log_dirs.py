@@ -14,8 +14,6 @@ from tidelog.protocol.messages import response_class
 from tidelog.storage import TopicPartition
 
 API_KEY = 35
-MIN_VERSION = 1
-MAX_VERSION = 4  # v5 (KIP-1066 cordoned dirs) not offered
 
 
 def _wanted(request: Any) -> set[TopicPartition] | None:

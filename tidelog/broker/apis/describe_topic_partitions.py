@@ -6,20 +6,20 @@ eligible-leader lists are empty."""
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
-from tidelog.broker.apis.metadata import TOPIC_OPERATIONS, _uuid
+from tidelog.broker.apis._shared import TOPIC_OPERATIONS
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import response_class
 from tidelog.storage import TopicPartition
 
 API_KEY = 75
-MIN_VERSION = 0
-MAX_VERSION = 0
 
 MAX_REQUEST_PARTITION_SIZE_LIMIT = 2000
 OPERATIONS_OMITTED = -(2**31)
+ZERO_UUID = uuid.UUID(int=0)
 # Kafka fills in the authorized operations of every described topic (no include flag in v0)
 _TOPIC_OPERATIONS_BITS = sum(1 << op for op in TOPIC_OPERATIONS)  # Kafka's max.request.partition.size.limit default
 
@@ -50,7 +50,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             # Kafka throws InvalidRequestException ("topic list should contain the cursor topic"); the error
             # response (DescribeTopicPartitionsRequest.getErrorResponse) flags every requested topic.
             return cls(throttle_time_ms=0, next_cursor=None, topics=[
-                T(error_code=ErrorCode.INVALID_REQUEST, name=n, topic_id=_uuid(None), is_internal=False,
+                T(error_code=ErrorCode.INVALID_REQUEST, name=n, topic_id=ZERO_UUID, is_internal=False,
                   partitions=[], topic_authorized_operations=OPERATIONS_OMITTED) for n in requested])
         names = [n for n in names if n >= cursor.topic_name]
         start_partition = max(0, cursor.partition_index)
@@ -61,7 +61,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     for name in names:
         info = topics.get(name)
         if info is None:
-            out.append(T(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name, topic_id=_uuid(None),
+            out.append(T(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name, topic_id=ZERO_UUID,
                          is_internal=False, partitions=[], topic_authorized_operations=OPERATIONS_OMITTED))
             continue
         first = start_partition if cursor is not None and name == cursor.topic_name else 0
@@ -78,7 +78,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                            offline_replicas=[]))
             p += 1
             remaining -= 1
-        out.append(T(error_code=ErrorCode.NONE, name=name, topic_id=_uuid(info.topic_id),
+        out.append(T(error_code=ErrorCode.NONE, name=name, topic_id=uuid.UUID(bytes=bytes(info.topic_id)),
                      is_internal=bool(info.internal), partitions=parts,
                      topic_authorized_operations=_TOPIC_OPERATIONS_BITS))
         if p < info.partitions:

@@ -11,8 +11,6 @@ from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import response_class
 
 API_KEY = 43
-MIN_VERSION = 0
-MAX_VERSION = 2
 
 ELECTION_NOT_NEEDED = 84
 PREFERRED, UNCLEAN = 0, 1

@@ -10,8 +10,6 @@ from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import response_class
 
 API_KEY = 46
-MIN_VERSION = 0
-MAX_VERSION = 0
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
