@@ -276,7 +276,7 @@ def create_fetch_session_cache(config: Any, clock: Clock, metrics: Any) -> Fetch
 def request_data(request: Any, uses_topic_ids: bool, names: Callable[[Any], str | None]
                  ) -> tuple[list[tuple[Any, str | None, Any]], list[PartitionKey]]:
     """(topic key, topic name, partition request) of every requested partition, and the forgotten keys."""
-    fetch_data = []
+    fetch_data: list[tuple[Any, str | None, Any]] = []
     for topic in request.topics or []:
         key = topic.topic_id if uses_topic_ids else topic.topic
         name = names(key) if uses_topic_ids else key
