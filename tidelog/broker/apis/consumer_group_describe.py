@@ -19,7 +19,7 @@ _GROUP_OPERATIONS_BITS = sum(1 << op for op in GROUP_OPERATIONS)
 
 
 def _assignment(ctx: RequestContext, cls: Any, assignment: Assignment) -> Any:
-    A = cls.Assignment
+    A = cls.DescribedGroup.Member.Assignment
     parts = []
     for topic_id, ps in sorted(assignment.items(), key=lambda kv: str(kv[0])):
         if not ps:
