@@ -9,7 +9,6 @@ import hashlib
 import json
 import os
 import subprocess
-from pathlib import Path
 from typing import Any
 
 import pytest
