@@ -293,3 +293,77 @@ def test_records_round_trip() -> None:
     meta = [cr.TopicMetadata(t, "a", 3)]
     assert cr.decode_partition_metadata(cr.encode_partition_metadata(meta)) == meta
     assert cr.decode_target_member(cr.encode_target_member({t: {0}})) == {t: {0}}
+
+
+def test_new_partitions_bump_the_group_epoch(wire: KafkaWire) -> None:
+    tid = create_topic(wire, "grow", 2)
+    a = join(wire, "grow-group", ["grow"])
+    assert parts(a) == {tid: [0, 1]} and a.member_epoch == 1
+    cp = request_class(37)[3]
+    r = wire.request(37, 3, cp(topics=[cp.CreatePartitionsTopic(name="grow", count=4, assignments=None)],
+                                timeout_ms=30000, validate_only=False))
+    assert r.results[0].error_code == 0
+    grown = heartbeat(wire, "grow-group", a.member_id, 1, owned=parts(a))
+    assert grown.member_epoch == 2 and parts(grown) == {tid: [0, 1, 2, 3]}
+    heartbeat(wire, "grow-group", a.member_id, -1)
+
+
+def test_offset_fetch_v9_checks_the_member_epoch(wire: KafkaWire) -> None:
+    create_topic(wire, "ofv9", 1)
+    a = join(wire, "ofv9-group", ["ofv9"])
+    of = request_class(9)[9]
+    G = of.OffsetFetchRequestGroup
+
+    def fetch(member_id: str | None, epoch: int) -> int:
+        req = of(groups=[G(group_id="ofv9-group", member_id=member_id, member_epoch=epoch, topics=None)],
+                 require_stable=True)
+        return int(wire.request(9, 9, req).groups[0].error_code)
+
+    assert fetch(a.member_id, a.member_epoch) == 0
+    assert fetch(None, -1) == 0  # admin clients
+    assert fetch(a.member_id, a.member_epoch + 1) == E.STALE_MEMBER_EPOCH
+    assert fetch("stranger", 1) == E.UNKNOWN_MEMBER_ID
+    heartbeat(wire, "ofv9-group", a.member_id, -1)
+
+
+def test_static_member_rejoins_with_a_new_member_id(wire: KafkaWire) -> None:
+    tid = create_topic(wire, "static", 2)
+    a = join(wire, "static-group", ["static"], instance_id="inst-1")
+    # a second process with the same instance id while the first is alive
+    assert heartbeat(wire, "static-group", epoch=0, topics=["static"], owned={}, instance_id="inst-1").error_code \
+        == E.UNRELEASED_INSTANCE_ID
+    gone = heartbeat(wire, "static-group", a.member_id, -2, instance_id="inst-1")
+    assert gone.error_code == 0 and gone.member_epoch == -2
+    b = heartbeat(wire, "static-group", epoch=0, topics=["static"], owned={}, instance_id="inst-1")
+    assert b.error_code == 0 and b.member_id != a.member_id and parts(b) == {tid: [0, 1]}
+    [state] = describe(wire, "static-group")
+    assert [(m.member_id, m.instance_id) for m in state.members] == [(b.member_id, "inst-1")]
+    assert heartbeat(wire, "static-group", a.member_id, 1, owned={}, instance_id="inst-1").error_code == \
+        E.FENCED_INSTANCE_ID
+    heartbeat(wire, "static-group", b.member_id, -1, instance_id="inst-1")
+
+
+def test_rebalance_timeout_fences_a_member_that_does_not_revoke(tmp_path: Path) -> None:
+    clock = ManualClock()
+    with run_broker(log_dir=tmp_path, clock=clock) as b, KafkaWire(b.bootstrap) as w:
+        tid = create_topic(w, "slow", 4)
+        a = join(w, "slow-group", ["slow"], rebalance_timeout_ms=10_000)
+        c = join(w, "slow-group", ["slow"], rebalance_timeout_ms=10_000)
+        told = heartbeat(w, "slow-group", a.member_id, 1, owned={tid: [0, 1, 2, 3]})
+        assert told.member_epoch == 1 and len(parts(told)[tid]) == 2  # must revoke two partitions
+        cg = b.state.groups.consumer_groups
+        clock.advance(5_000)
+        heartbeat(w, "slow-group", c.member_id, c.member_epoch, owned={})
+        heartbeat(w, "slow-group", a.member_id, 1, owned={tid: [0, 1, 2, 3]})  # alive, but still holding all
+        clock.advance(6_000)  # 11 s since it was asked to revoke
+        b.call(cg.check_expirations)
+        assert b.call(lambda: sorted(cg.groups["slow-group"].members)) == [c.member_id]
+        r = heartbeat(w, "slow-group", c.member_id, c.member_epoch, owned={})
+        assert parts(r) == {tid: [0, 1, 2, 3]}
+
+
+def test_consumer_protocol_can_be_disabled() -> None:
+    with run_broker(overrides={"group.coordinator.rebalance.protocols": "classic"}) as b, KafkaWire(b.bootstrap) as w:
+        create_topic(w, "off", 1)
+        # KafkaApis answers UNSUPPORTED_VERSION when the consumer rebalance protocol is not enabled
+        assert heartbeat(w, "off-group", epoch=0, topics=["off"], owned={}).error_code == E.UNSUPPORTED_VERSION

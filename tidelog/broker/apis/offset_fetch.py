@@ -14,9 +14,15 @@ from tidelog.storage import TopicPartition
 API_KEY = 9
 
 
-def _fetch(ctx: RequestContext, group_id: str, topics: list[Any] | None
+def _fetch(ctx: RequestContext, group_id: str, topics: list[Any] | None, member: tuple[str | None, int] | None = None
            ) -> tuple[int, list[tuple[str, list[tuple[int, int, int, str]]]]]:
-    """(group error, [(topic, [(partition, offset, leader_epoch, metadata)])]) in request order."""
+    """(group error, [(topic, [(partition, offset, leader_epoch, metadata)])]) in request order. `member`
+    (v9+): the member id and epoch a KIP-848 member fetches with."""
+    consumer = coordinator(ctx).consumer_groups
+    if member is not None and consumer is not None:
+        error = consumer.validate_offset_fetch(group_id, member[0], member[1])
+        if error != ErrorCode.NONE:
+            return error, []
     partitions = None
     if topics is not None:
         partitions = [TopicPartition(t.name, i) for t in topics for i in t.partition_indexes or []]
@@ -40,7 +46,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         groups = []
         G = cls.OffsetFetchResponseGroup
         for g in request.groups or []:
-            error, topics = _fetch(ctx, g.group_id, g.topics)
+            member = (g.member_id, g.member_epoch) if version >= 9 else None
+            error, topics = _fetch(ctx, g.group_id, g.topics, member)
             groups.append(G(group_id=g.group_id, error_code=error, topics=[
                 G.OffsetFetchResponseTopics(name=name, partitions=[
                     G.OffsetFetchResponseTopics.OffsetFetchResponsePartitions(

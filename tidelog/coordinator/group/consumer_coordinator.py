@@ -566,6 +566,18 @@ class ConsumerGroupCoordinator:
         result: dict[TopicPartition, int] = self.classic.commit_offsets(group_id, "", None, -1, offsets)
         return result
 
+    def validate_offset_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> int:
+        """ConsumerGroup.validateOffsetFetch (OffsetFetch v9+): a member must name its current epoch."""
+        group = self.groups.get(group_id)
+        if group is None or (member_epoch < 0 and member_id is None):
+            return E.NONE
+        member = group.members.get(member_id or "")
+        if member is None:
+            return E.UNKNOWN_MEMBER_ID
+        if member_epoch != member.member_epoch:
+            return E.STALE_MEMBER_EPOCH
+        return E.NONE
+
     # ------------------------------------------------------------------------------------------ timers
     def check_expirations(self) -> None:
         now = self._now()
