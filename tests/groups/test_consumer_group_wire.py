@@ -44,7 +44,8 @@ def create_topic(wire: KafkaWire, name: str, partitions: int) -> uuid.UUID:
 
 def heartbeat(wire: KafkaWire, group: str, member_id: str = "", epoch: int = 0, topics: list[str] | None = None,
               owned: dict[uuid.UUID, list[int]] | None = None, assignor: str | None = None,
-              rebalance_timeout_ms: int | None = None, instance_id: str | None = None, version: int = 0) -> Any:
+              rebalance_timeout_ms: int | None = None, instance_id: str | None = None, version: int = 0,
+              regex: str | None = None) -> Any:
     cls = request_class(HB)[version]
     T = cls.TopicPartitions
     fields: dict[str, Any] = dict(
@@ -53,7 +54,7 @@ def heartbeat(wire: KafkaWire, group: str, member_id: str = "", epoch: int = 0, 
         subscribed_topic_names=topics, server_assignor=assignor,
         topic_partitions=None if owned is None else [T(topic_id=t, partitions=sorted(ps)) for t, ps in owned.items()])
     if version >= 1:
-        fields["subscribed_topic_regex"] = None
+        fields["subscribed_topic_regex"] = regex
     return wire.request(HB, version, cls(**fields))
 
 
@@ -118,7 +119,8 @@ def test_heartbeat_errors(wire: KafkaWire) -> None:
     assert heartbeat(wire, group, "nobody", 1, owned={}).error_code == E.UNKNOWN_MEMBER_ID
     assert heartbeat(wire, "no-such-group", "m", 3).error_code == E.GROUP_ID_NOT_FOUND
     bad = heartbeat(wire, group, epoch=0, topics=None, owned={})
-    assert bad.error_code == E.INVALID_REQUEST and bad.error_message == "SubscribedTopicNames must be set in first request."
+    assert bad.error_code == E.INVALID_REQUEST and bad.error_message == (
+        "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining.")
     assert heartbeat(wire, group, epoch=0, topics=["errs"], owned=None).error_code == E.INVALID_REQUEST
     assert heartbeat(wire, "", epoch=0, topics=["errs"], owned={}).error_code == E.INVALID_REQUEST
     assert heartbeat(wire, group, a.member_id, -7).error_code == E.INVALID_REQUEST
@@ -367,3 +369,21 @@ def test_consumer_protocol_can_be_disabled() -> None:
         create_topic(w, "off", 1)
         # KafkaApis answers UNSUPPORTED_VERSION when the consumer rebalance protocol is not enabled
         assert heartbeat(w, "off-group", epoch=0, topics=["off"], owned={}).error_code == E.UNSUPPORTED_VERSION
+
+
+def test_regex_subscription(broker: BrokerHandle, wire: KafkaWire) -> None:
+    a_id, b_id = create_topic(wire, "rx-a", 1), create_topic(wire, "rx-b", 2)
+    create_topic(wire, "other-rx-a", 1)
+    r = heartbeat(wire, "rx-group", epoch=0, topics=[], owned={}, version=1, regex="rx-.*")
+    assert r.error_code == 0 and parts(r) == {a_id: [0], b_id: [0, 1]}
+    c_id = create_topic(wire, "rx-c", 1)
+    grown = heartbeat(wire, "rx-group", r.member_id, r.member_epoch, owned=parts(r), version=1)
+    assert grown.member_epoch == r.member_epoch + 1 and parts(grown) == {a_id: [0], b_id: [0, 1], c_id: [0]}
+    [state] = describe(wire, "rx-group")
+    assert state.members[0].subscribed_topic_regex == "rx-.*"
+    resolved = broker.call(lambda: broker.state.groups.consumer_groups.groups["rx-group"].resolved_regexes)
+    assert resolved == {"rx-.*": ["rx-a", "rx-b", "rx-c"]}
+    bad = heartbeat(wire, "rx-group", epoch=0, topics=[], owned={}, version=1, regex="rx-(")
+    assert bad.error_code == 128  # INVALID_REGULAR_EXPRESSION
+    heartbeat(wire, "rx-group", r.member_id, -1, version=1)
+    assert broker.call(lambda: broker.state.groups.consumer_groups.groups["rx-group"].resolved_regexes) == {}

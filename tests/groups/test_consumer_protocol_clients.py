@@ -93,3 +93,26 @@ def test_java_consumer_protocol(tmp_path: Path, java_classpath: str, members: li
                       "java")
 
     run_scenario(tmp_path, start, members)
+
+
+def test_librdkafka_regex_subscription_is_resolved_by_the_broker(group_broker: object) -> None:
+    """librdkafka sends a `^...` subscription as SubscribedTopicRegex (KIP-848); the broker resolves it."""
+    from confluent_kafka import Consumer
+
+    bootstrap = group_broker.bootstrap  # type: ignore[attr-defined]
+    for name in ("rxl-a", "rxl-b", "zz-rxl"):
+        create_topic(bootstrap, name, 2)
+        produce(bootstrap, name, 0, 10, 2)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "rxl-group", "group.protocol": "consumer",
+                         "auto.offset.reset": "earliest"})
+    consumer.subscribe(["^rxl-.*"])
+    seen: list[tuple[str, str]] = []
+    try:
+        deadline = time.monotonic() + WAIT_S
+        while len(seen) < 20 and time.monotonic() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is not None and not msg.error():
+                seen.append((msg.topic(), msg.value().decode()))
+    finally:
+        consumer.close()
+    assert sorted(seen) == sorted((t, f"v-{i}") for t in ("rxl-a", "rxl-b") for i in range(10))

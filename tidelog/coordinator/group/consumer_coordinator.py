@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -52,6 +53,7 @@ from tidelog.storage import TopicPartition
 log = logging.getLogger(__name__)
 
 E = ErrorCode
+INVALID_REGULAR_EXPRESSION = 128
 Record = tuple[bytes, bytes | None]
 _MIN_TIMER_S = 0.01
 
@@ -147,6 +149,8 @@ class ConsumerGroupCoordinator:
                 group.target.pop(key.member_id or "", None)
             elif key.record_type == cr.MEMBER_METADATA:
                 group.members.pop(key.member_id or "", None)
+            elif key.record_type == cr.REGULAR_EXPRESSION:
+                group.resolved_regexes.pop(key.member_id or "", None)
             elif key.record_type == cr.CURRENT_MEMBER_ASSIGNMENT:
                 member = group.members.get(key.member_id or "")
                 if member is not None:
@@ -171,7 +175,10 @@ class ConsumerGroupCoordinator:
             member.instance_id, member.rack_id = v.instance_id, v.rack_id
             member.client_id, member.client_host = v.client_id, v.client_host
             member.subscribed_topic_names = list(v.subscribed_topic_names)
+            member.subscribed_topic_regex = v.subscribed_topic_regex
             member.rebalance_timeout_ms, member.server_assignor = v.rebalance_timeout_ms, v.server_assignor
+        elif key.record_type == cr.REGULAR_EXPRESSION:
+            group.resolved_regexes[key.member_id or ""] = cr.decode_regular_expression(value).topics
         elif key.record_type == cr.CURRENT_MEMBER_ASSIGNMENT:
             a = cr.decode_current_assignment(value)
             member = group.members.get(key.member_id or "")
@@ -269,8 +276,13 @@ class ConsumerGroupCoordinator:
             raise HeartbeatError(E.INVALID_REQUEST, "InstanceId can't be empty.")
         if request.rack_id is not None and request.rack_id == "":
             raise HeartbeatError(E.INVALID_REQUEST, "RackId can't be empty.")
-        if getattr(request, "subscribed_topic_regex", None):  # "" (librdkafka's v1 default) means no regex
-            raise HeartbeatError(E.INVALID_REQUEST, "SubscribedTopicRegex is not supported yet.")
+        regex = getattr(request, "subscribed_topic_regex", None)
+        if regex:  # "" (librdkafka's v1 default) means no regex
+            try:
+                re.compile(regex)
+            except re.error as e:
+                raise HeartbeatError(INVALID_REGULAR_EXPRESSION, f"SubscribedTopicRegex `{regex}` is not a "
+                                     f"valid regular expression: {e}.") from None
         epoch = request.member_epoch
         if epoch > 0 or epoch == LEAVE_GROUP_MEMBER_EPOCH:
             if not request.member_id:
@@ -280,8 +292,9 @@ class ConsumerGroupCoordinator:
                 raise HeartbeatError(E.INVALID_REQUEST, "RebalanceTimeoutMs must be provided in first request.")
             if request.topic_partitions is None or request.topic_partitions:
                 raise HeartbeatError(E.INVALID_REQUEST, "TopicPartitions must be empty when (re-)joining.")
-            if not request.subscribed_topic_names:
-                raise HeartbeatError(E.INVALID_REQUEST, "SubscribedTopicNames must be set in first request.")
+            if request.subscribed_topic_names is None and regex is None:
+                raise HeartbeatError(E.INVALID_REQUEST, "Either SubscribedTopicNames or SubscribedTopicRegex must "
+                                     "be non-null when (re-)joining.")
         elif epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
             if not request.member_id:
                 raise HeartbeatError(E.INVALID_REQUEST, "MemberId can't be empty.")
@@ -367,19 +380,27 @@ class ConsumerGroupCoordinator:
             updated.server_assignor = request.server_assignor
         if request.subscribed_topic_names is not None:
             updated.subscribed_topic_names = sorted(set(request.subscribed_topic_names))
+        regex = getattr(request, "subscribed_topic_regex", None)
+        if regex is not None:
+            updated.subscribed_topic_regex = regex or None
         updated.client_id, updated.client_host = client_id, client_host
         is_new = member_id not in group.members
         bump = is_new or (updated.subscribed_topic_names != member.subscribed_topic_names
+                          or updated.subscribed_topic_regex != member.subscribed_topic_regex
                           or updated.server_assignor != member.server_assignor)
         if is_new or not updated.same_metadata(member):
             records.append((cr.ConsumerGroupKey(cr.MEMBER_METADATA, group_id, member_id),
                             cr.encode_member_metadata(cr.MemberMetadataValue(
                                 updated.instance_id, updated.rack_id, updated.client_id, updated.client_host,
-                                updated.subscribed_topic_names, None, updated.rebalance_timeout_ms,
+                                updated.subscribed_topic_names, updated.subscribed_topic_regex,
+                                updated.rebalance_timeout_ms,
                                 updated.server_assignor))))
-        # subscription metadata over every member with this one's new subscription
-        names = {t for m in group.members.values() if m.member_id != member_id for t in m.subscribed_topic_names}
-        names.update(updated.subscribed_topic_names)
+        # subscription metadata over every member with this one's new subscription (regexes resolved now)
+        others = [m for m in group.members.values() if m.member_id != member_id]
+        resolved, regex_records = self._resolve_regexes(group, [*others, updated])
+        bump = bump or any(v is not None for _, v in regex_records)
+        records.extend(regex_records)
+        names = {t for m in [*others, updated] for t in group.member_topics(m, resolved)}
         metadata = self._subscription_metadata(names)
         if metadata != group.subscription_metadata:
             bump = True
@@ -425,6 +446,27 @@ class ConsumerGroupCoordinator:
         return HeartbeatResult(member_id, final.member_epoch, self.config.heartbeat_interval_ms,
                                final.assigned if send else None)
 
+    def _resolve_regexes(self, group: ConsumerGroup, members: list[ConsumerGroupMember]
+                         ) -> tuple[dict[str, list[str]], list[tuple[cr.ConsumerGroupKey, bytes | None]]]:
+        """Each regular expression the members use, resolved against the topic names now (full match, internal
+        topics excluded, as Kafka's RE2J resolution), and the key-16 records of what changed."""
+        regexes = {m.subscribed_topic_regex for m in members if m.subscribed_topic_regex}
+        names = self.topics.names() if self.topics is not None and regexes else []
+        resolved: dict[str, list[str]] = {}
+        records: list[tuple[cr.ConsumerGroupKey, bytes | None]] = []
+        for regex in sorted(regexes):
+            pattern = re.compile(regex)
+            topics = sorted(n for n in names if pattern.fullmatch(n) and not self.topics.get(n).internal)
+            resolved[regex] = topics
+            if group.resolved_regexes.get(regex) != topics:
+                records.append((cr.ConsumerGroupKey(cr.REGULAR_EXPRESSION, group.group_id, regex),
+                                cr.encode_regular_expression(cr.RegularExpressionValue(
+                                    topics, group.group_epoch + 1, self.clock.milliseconds()))))
+        for regex in group.resolved_regexes:
+            if regex not in resolved:
+                records.append((cr.ConsumerGroupKey(cr.REGULAR_EXPRESSION, group.group_id, regex), None))
+        return resolved, records
+
     def _subscription_metadata(self, names: Iterable[str]) -> dict[str, cr.TopicMetadata]:
         out: dict[str, cr.TopicMetadata] = {}
         for name in sorted(names):
@@ -439,7 +481,7 @@ class ConsumerGroupCoordinator:
         assignor = self._assignor_for(group)
         partitions = {t.topic_id: t.num_partitions for t in group.subscription_metadata.values()}
         ids_by_name = {t.name: t.topic_id for t in group.subscription_metadata.values()}
-        subs = [MemberSubscription(m.member_id, {ids_by_name[n] for n in m.subscribed_topic_names if n in ids_by_name},
+        subs = [MemberSubscription(m.member_id, {ids_by_name[n] for n in group.member_topics(m) if n in ids_by_name},
                                    group.target.get(m.member_id, {}))
                 for m in sorted(group.members.values(), key=lambda m: m.member_id)]
         new_target = assignor.assign(subs, partitions)
@@ -480,6 +522,8 @@ class ConsumerGroupCoordinator:
         records: list[tuple[cr.ConsumerGroupKey, bytes | None]] = []
         for member_id in list(group.members):
             records.extend(self._member_tombstones(group.group_id, member_id))
+        records.extend((cr.ConsumerGroupKey(cr.REGULAR_EXPRESSION, group.group_id, regex), None)
+                       for regex in group.resolved_regexes)
         records.extend((cr.ConsumerGroupKey(t, group.group_id), None)
                        for t in (cr.TARGET_ASSIGNMENT_METADATA, cr.PARTITION_METADATA, cr.GROUP_METADATA))
         return records
@@ -514,7 +558,10 @@ class ConsumerGroupCoordinator:
         """consumerGroupFenceMember: remove the member, refresh subscription metadata, bump the group epoch."""
         gid = group.group_id
         records = self._member_tombstones(gid, member.member_id)
-        names = {t for m in group.members.values() if m.member_id != member.member_id for t in m.subscribed_topic_names}
+        others = [m for m in group.members.values() if m.member_id != member.member_id]
+        resolved, regex_records = self._resolve_regexes(group, others)
+        records.extend(regex_records)
+        names = {t for m in others for t in group.member_topics(m, resolved)}
         metadata = self._subscription_metadata(names)
         if metadata != group.subscription_metadata:
             records.append((cr.ConsumerGroupKey(cr.PARTITION_METADATA, gid),

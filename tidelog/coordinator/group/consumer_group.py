@@ -48,6 +48,7 @@ class ConsumerGroupMember:
     client_id: str = ""
     client_host: str = ""
     subscribed_topic_names: list[str] = field(default_factory=list)
+    subscribed_topic_regex: str | None = None
     rebalance_timeout_ms: int = -1
     server_assignor: str | None = None
     member_epoch: int = 0
@@ -64,9 +65,9 @@ class ConsumerGroupMember:
 
     def same_metadata(self, other: ConsumerGroupMember) -> bool:
         return (self.instance_id, self.rack_id, self.client_id, self.client_host, self.subscribed_topic_names,
-                self.rebalance_timeout_ms, self.server_assignor) == (
+                self.subscribed_topic_regex, self.rebalance_timeout_ms, self.server_assignor) == (
             other.instance_id, other.rack_id, other.client_id, other.client_host, other.subscribed_topic_names,
-            other.rebalance_timeout_ms, other.server_assignor)
+            other.subscribed_topic_regex, other.rebalance_timeout_ms, other.server_assignor)
 
     def same_assignment(self, other: ConsumerGroupMember) -> bool:
         return (self.member_epoch, self.previous_member_epoch, self.state, _norm(self.assigned),
@@ -95,6 +96,7 @@ class ConsumerGroup:
     subscription_metadata: dict[str, TopicMetadata] = field(default_factory=dict)  # by topic name
     members: dict[str, ConsumerGroupMember] = field(default_factory=dict)
     target: dict[str, Assignment] = field(default_factory=dict)  # member id -> target assignment
+    resolved_regexes: dict[str, list[str]] = field(default_factory=dict)  # regex -> matching topic names
 
     @property
     def state(self) -> ConsumerGroupState:
@@ -128,8 +130,14 @@ class ConsumerGroup:
                         owners[(t, p)] = m.member_epoch
         return owners
 
-    def subscribed_topic_names(self) -> set[str]:
-        return {t for m in self.members.values() for t in m.subscribed_topic_names}
+    def member_topics(self, member: ConsumerGroupMember,
+                      resolved: dict[str, list[str]] | None = None) -> set[str]:
+        """The member's topic names plus those its regular expression resolved to."""
+        regexes = self.resolved_regexes if resolved is None else resolved
+        topics = set(member.subscribed_topic_names)
+        if member.subscribed_topic_regex:
+            topics.update(regexes.get(member.subscribed_topic_regex, []))
+        return topics
 
 
 def owns_revoked_partitions(owned: Assignment | None, pending: Assignment) -> bool:

@@ -11,10 +11,10 @@ Keys are `int16 version` + non-flexible fields; the version names the record typ
 | 6 | ConsumerGroupTargetAssignmentMetadata (group)  | AssignmentEpoch                                    |
 | 7 | ConsumerGroupTargetAssignmentMember (g, m)     | TopicPartitions [TopicId, Partitions]              |
 | 8 | ConsumerGroupCurrentMemberAssignment (g, m)    | MemberEpoch, PreviousMemberEpoch, State, AssignedPartitions, PartitionsPendingRevocation |
+| 16 | ConsumerGroupRegularExpression (g, regex)     | Topics, Version, Timestamp                         |
 
 Values are `int16 version` + a flexible body (compact strings/arrays, uuid, tagged fields). A null value is a
-tombstone. Key versions 9+ (share and streams groups, regular expressions) are recognised as foreign and
-skipped by the loader.
+tombstone. Key versions 9-15 and 17+ (share and streams groups) are not consumer-group records: skipped.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ from tidelog.coordinator.group.assignors import Assignment
 
 GROUP_METADATA, PARTITION_METADATA, MEMBER_METADATA = 3, 4, 5
 TARGET_ASSIGNMENT_METADATA, TARGET_ASSIGNMENT_MEMBER, CURRENT_MEMBER_ASSIGNMENT = 6, 7, 8
-CONSUMER_GROUP_KEY_VERSIONS = frozenset(range(3, 9))
+REGULAR_EXPRESSION = 16
+CONSUMER_GROUP_KEY_VERSIONS = frozenset({*range(3, 9), REGULAR_EXPRESSION})
 _GROUP_ONLY = frozenset({GROUP_METADATA, PARTITION_METADATA, TARGET_ASSIGNMENT_METADATA})
 
 
@@ -48,6 +49,9 @@ class _Out:
 
     def i32(self, v: int) -> None:
         self.buf += struct.pack(">i", v)
+
+    def i64(self, v: int) -> None:
+        self.buf += struct.pack(">q", v)
 
     def uvarint(self, v: int) -> None:
         while v >= 0x80:
@@ -103,6 +107,9 @@ class _In:
     def i32(self) -> int:
         return int(struct.unpack(">i", self._take(4))[0])
 
+    def i64(self) -> int:
+        return int(struct.unpack(">q", self._take(8))[0])
+
     def uvarint(self) -> int:
         shift = value = 0
         while True:
@@ -144,9 +151,9 @@ class _In:
 # ------------------------------------------------------------------------------------------------- keys
 @dataclass(frozen=True, slots=True)
 class ConsumerGroupKey:
-    record_type: int  # the key version: 3..8
+    record_type: int  # the key version: 3..8, 16
     group_id: str
-    member_id: str | None = None
+    member_id: str | None = None  # the member id, or the regular expression of a key-16 record
 
 
 def encode_key(key: ConsumerGroupKey) -> bytes:
@@ -188,6 +195,13 @@ class MemberMetadataValue:
     subscribed_topic_regex: str | None
     rebalance_timeout_ms: int
     server_assignor: str | None
+
+
+@dataclass(slots=True)
+class RegularExpressionValue:
+    topics: list[str]
+    version: int  # Kafka: the metadata image offset of the resolution; here a counter
+    timestamp: int
 
 
 @dataclass(slots=True)
@@ -334,3 +348,21 @@ def decode_current_assignment(data: bytes) -> CurrentAssignmentValue:
     pending = _read_partitions(r)
     r.skip_tags()
     return CurrentAssignmentValue(epoch, previous, state, assigned, pending)
+
+
+def encode_regular_expression(v: RegularExpressionValue) -> bytes:
+    out = _start()
+    out.alen(len(v.topics))
+    for t in v.topics:
+        out.cstring(t)
+    out.i64(v.version)
+    out.i64(v.timestamp)
+    return _value(out)
+
+
+def decode_regular_expression(data: bytes) -> RegularExpressionValue:
+    r = _open(data)
+    topics = [r.cstring() or "" for _ in range(r.alen())]
+    version, timestamp = r.i64(), r.i64()
+    r.skip_tags()
+    return RegularExpressionValue(topics, version, timestamp)
