@@ -191,7 +191,9 @@ def test_admin_views_and_offsets(wire: KafkaWire) -> None:
                  protocols=[jg.JoinGroupRequestProtocol(name="range", metadata=b"")])
         return int(wire.request(11, 9, req).error_code)
 
-    assert classic_join("consumer") == E.GROUP_ID_NOT_FOUND
+    # a classic consumer joins the live consumer group (after KIP-394's member id round trip); another
+    # protocol type cannot
+    assert classic_join("consumer") == E.MEMBER_ID_REQUIRED
     assert classic_join("connect") == E.INCONSISTENT_GROUP_PROTOCOL
     # DeleteGroups refuses a live group, deletes an empty one with its offsets
     dl = request_class(42)[2]
@@ -387,3 +389,89 @@ def test_regex_subscription(broker: BrokerHandle, wire: KafkaWire) -> None:
     assert bad.error_code == 128  # INVALID_REGULAR_EXPRESSION
     heartbeat(wire, "rx-group", r.member_id, -1, version=1)
     assert broker.call(lambda: broker.state.groups.consumer_groups.groups["rx-group"].resolved_regexes) == {}
+
+
+def subscription(topics: list[str], owned: dict[str, list[int]] | None = None) -> bytes:
+    """ConsumerProtocolSubscription v1 (what a classic consumer puts in JoinGroup)."""
+    import struct
+
+    out = struct.pack(">hi", 1, len(topics))
+    for t in topics:
+        out += struct.pack(">h", len(t)) + t.encode()
+    out += struct.pack(">i", -1)  # no user data
+    owned = owned or {}
+    out += struct.pack(">i", len(owned))
+    for t, ps in owned.items():
+        out += struct.pack(">h", len(t)) + t.encode() + struct.pack(">i", len(ps))
+        out += b"".join(struct.pack(">i", p) for p in ps)
+    return out
+
+
+def test_classic_member_in_a_consumer_group(broker: BrokerHandle, wire: KafkaWire) -> None:
+    from tidelog.coordinator.group.classic_members import parse_subscription
+
+    create_topic(wire, "mixed-wire", 4)
+    group = "mixed-wire-group"
+    modern = join(wire, group, ["mixed-wire"])
+    jg = request_class(11)[5]
+
+    def classic_join(member_id: str, owned: dict[str, list[int]] | None = None) -> Any:
+        req = jg(group_id=group, session_timeout_ms=10000, rebalance_timeout_ms=10000, member_id=member_id,
+                 group_instance_id=None, protocol_type="consumer",
+                 protocols=[jg.JoinGroupRequestProtocol(name="range", metadata=subscription(["mixed-wire"], owned))])
+        return wire.request(11, 5, req)
+
+    first = classic_join("")
+    assert first.error_code == E.MEMBER_ID_REQUIRED
+    joined = classic_join(first.member_id)
+    # no leader, nothing to assign: the generation is the member epoch, the protocol the member's first one
+    assert joined.error_code == 0 and joined.leader == "" and joined.members == []
+    assert (joined.protocol_name, joined.generation_id) == ("range", 2)
+    sg = request_class(14)[5]
+
+    def sync(generation: int) -> Any:
+        return wire.request(14, 5, sg(group_id=group, generation_id=generation, member_id=first.member_id,
+                                      group_instance_id=None, protocol_type="consumer", protocol_name="range",
+                                      assignments=[]))
+
+    assert sync(7).error_code == E.ILLEGAL_GENERATION
+    synced = sync(2)
+    assert synced.error_code == 0
+    hb = request_class(12)[4]
+
+    def classic_heartbeat(generation: int) -> int:
+        return int(wire.request(12, 4, hb(group_id=group, generation_id=generation, member_id=first.member_id,
+                                          group_instance_id=None)).error_code)
+
+    # the partitions it should get are still owned by the consumer-protocol member: it is told to rejoin
+    # once they are released
+    owned_by_modern = parts(heartbeat(wire, group, modern.member_id, 1, owned=parts(modern)))
+    heartbeat(wire, group, modern.member_id, 1, owned=owned_by_modern)
+    assert classic_heartbeat(2) == E.REBALANCE_IN_PROGRESS
+    rejoined = classic_join(first.member_id)
+    assert rejoined.generation_id == 2
+    assignment = sync(2).assignment
+    assert assignment[:2] == b"\x00\x01" and b"mixed-wire" in assignment  # ConsumerProtocolAssignment v1
+    assert classic_heartbeat(2) == 0
+    assert classic_heartbeat(1) == E.ILLEGAL_GENERATION
+    [state] = describe(wire, group)
+    got = sorted(p for m in state.members for tp in m.assignment.topic_partitions for p in tp.partitions)
+    assert got == [0, 1, 2, 3] and state.group_state == "Stable"
+    classic = broker.call(lambda: broker.state.groups.consumer_groups.groups[group].members[first.member_id].classic)
+    assert classic is not None and classic.session_timeout_ms == 10000
+    assert parse_subscription(classic.supported_protocols[0][1]).topics == ["mixed-wire"]
+    lv = request_class(13)[3]
+    left = wire.request(13, 3, lv(group_id=group, members=[lv.MemberIdentity(member_id=first.member_id,
+                                                                            group_instance_id=None)]))
+    assert left.error_code == 0 and left.members[0].error_code == 0
+    assert broker.call(lambda: sorted(broker.state.groups.consumer_groups.groups[group].members)) == [modern.member_id]
+    heartbeat(wire, group, modern.member_id, -1)
+
+
+def test_classic_member_metadata_record_round_trip() -> None:
+    m = cr.MemberMetadataValue(None, None, "c", "/h", ["t"], None, 10000, None, (6000, [("range", b"\x00\x01")]))
+    raw = cr.encode_member_metadata(m)
+    assert cr.decode_member_metadata(raw) == m
+    plain = cr.MemberMetadataValue(None, None, "c", "/h", ["t"], None, 10000, None)
+    assert cr.encode_member_metadata(plain).endswith(b"\x00") and cr.decode_member_metadata(
+        cr.encode_member_metadata(plain)).classic is None

@@ -116,3 +116,34 @@ def test_librdkafka_regex_subscription_is_resolved_by_the_broker(group_broker: o
     finally:
         consumer.close()
     assert sorted(seen) == sorted((t, f"v-{i}") for t in ("rxl-a", "rxl-b") for i in range(10))
+
+
+@pytest.mark.parametrize("classic_client", ["kafka-python", "confluent"])
+def test_classic_member_joins_a_consumer_group(classic_client: str, group_broker: object,
+                                               members: list[Member]) -> None:
+    """Kafka 4's mixed groups: a classic-protocol consumer joining a live KIP-848 group becomes one of its
+    members; the server-side assignor splits the partitions between both kinds, and when the classic member
+    leaves, the consumer-protocol member takes everything back. Every record is read once."""
+    bootstrap = group_broker.bootstrap  # type: ignore[attr-defined]
+    topic, group = f"mixed-{classic_client}", f"mixed-{classic_client}-group"
+    create_topic(bootstrap, topic, PARTITIONS)
+    produce(bootstrap, topic, 0, 60, PARTITIONS)
+    modern = Member(python_member("confluent-consumer-protocol", bootstrap, topic, group), "consumer-protocol")
+    members.append(modern)
+    wait_until(lambda: modern.assignment == list(range(PARTITIONS)) and len(modern.records()) >= 60,
+               "the consumer-protocol member owning everything")
+    classic = Member(python_member(classic_client, bootstrap, topic, group), classic_client)
+    members.append(classic)
+    wait_until(lambda: split([modern, classic]) and len(modern.assignment or []) == 3, "a 3/3 split")
+    produce(bootstrap, topic, 60, 60, PARTITIONS)
+    wait_until(lambda: len(values([modern, classic])) >= 120, "records 60..119")
+    cg = group_broker.state.groups.consumer_groups  # type: ignore[attr-defined]
+    kinds = group_broker.call(  # type: ignore[attr-defined]
+        lambda: sorted(m.classic is not None for m in cg.groups[group].members.values()))
+    assert kinds == [False, True]
+    classic.close()  # LeaveGroup
+    produce(bootstrap, topic, 120, 60, PARTITIONS)
+    wait_until(lambda: modern.assignment == list(range(PARTITIONS)) and len(values([modern, classic])) >= 180,
+               "the consumer-protocol member taking everything back")
+    modern.close()
+    assert sorted(values([modern, classic])) == sorted(f"v-{i}" for i in range(180))

@@ -35,9 +35,11 @@ from tidelog.coordinator.group.assignors import (
     PartitionAssignor,
     build_assignors,
 )
+from tidelog.coordinator.group.classic_members import ClassicMembers
 from tidelog.coordinator.group.consumer_group import (
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+    ClassicMemberMetadata,
     ConsumerGroup,
     ConsumerGroupMember,
     ConsumerGroupState,
@@ -123,6 +125,7 @@ class ConsumerGroupCoordinator:
         self.groups: dict[str, ConsumerGroup] = {}
         self._timer: asyncio.TimerHandle | None = None
         self._timer_due = -1
+        self.classic_members = ClassicMembers(self)
 
     @property
     def enabled(self) -> bool:
@@ -177,6 +180,7 @@ class ConsumerGroupCoordinator:
             member.subscribed_topic_names = list(v.subscribed_topic_names)
             member.subscribed_topic_regex = v.subscribed_topic_regex
             member.rebalance_timeout_ms, member.server_assignor = v.rebalance_timeout_ms, v.server_assignor
+            member.classic = None if v.classic is None else ClassicMemberMetadata(v.classic[0], list(v.classic[1]))
         elif key.record_type == cr.REGULAR_EXPRESSION:
             group.resolved_regexes[key.member_id or ""] = cr.decode_regular_expression(value).topics
         elif key.record_type == cr.CURRENT_MEMBER_ASSIGNMENT:
@@ -206,7 +210,7 @@ class ConsumerGroupCoordinator:
         now = self._now()
         for group in self.groups.values():
             for member in group.members.values():
-                member.session_deadline_ms = now + self.config.session_timeout_ms
+                member.session_deadline_ms = now + self._session_timeout(member)
         if count:
             log.info("loaded %d consumer group(s) from %d record(s)", len(self.groups), count)
 
@@ -327,7 +331,23 @@ class ConsumerGroupCoordinator:
             raise HeartbeatError(E.FENCED_MEMBER_EPOCH, f"The consumer group member has a smaller member epoch "
                                  f"({received}) than the one known by the group coordinator ({member.member_epoch}).")
 
-    def _heartbeat(self, request: Any, client_id: str, client_host: str) -> HeartbeatResult:
+    def heartbeat_member(self, request: Any, client_id: str, client_host: str,
+                         classic: ClassicMemberMetadata) -> HeartbeatResult:
+        """A classic member's JoinGroup, run as a heartbeat (no epoch check; ClassicMembers.join)."""
+        try:
+            return self._heartbeat(request, client_id, client_host, classic)
+        finally:
+            self._schedule()
+
+    def _session_timeout(self, member: ConsumerGroupMember) -> int:
+        return member.classic.session_timeout_ms if member.classic is not None else self.config.session_timeout_ms
+
+    def touch_session(self, member: ConsumerGroupMember) -> None:
+        member.session_deadline_ms = self._now() + self._session_timeout(member)
+        self._schedule()
+
+    def _heartbeat(self, request: Any, client_id: str, client_host: str,
+                   classic: ClassicMemberMetadata | None = None) -> HeartbeatResult:
         group_id, epoch = request.group_id, request.member_epoch
         owned = _assignment_of(request.topic_partitions)
         group = self.groups.get(group_id)
@@ -354,7 +374,7 @@ class ConsumerGroupCoordinator:
                     raise HeartbeatError(E.FENCED_INSTANCE_ID, f"Instance id {request.instance_id} belongs to "
                                          f"another member.")
         if member is None:
-            if epoch != 0:
+            if epoch != 0 and classic is None:
                 raise HeartbeatError(E.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}.")
             if len(group.members) >= self.config.max_size:
                 raise HeartbeatError(E.GROUP_MAX_SIZE_REACHED, f"The consumer group has reached its maximum "
@@ -367,9 +387,10 @@ class ConsumerGroupCoordinator:
                 records.extend(self._member_tombstones(group_id, replaced.member_id))
                 records.append((cr.ConsumerGroupKey(cr.TARGET_ASSIGNMENT_MEMBER, group_id, member_id),
                                 cr.encode_target_member(group.target.get(replaced.member_id, {}))))
-        else:
+        elif classic is None:
             self._check_epoch(member, epoch, owned)
         updated = member.copy()
+        updated.classic = classic
         if request.instance_id is not None:
             updated.instance_id = request.instance_id
         if request.rack_id is not None:
@@ -393,8 +414,9 @@ class ConsumerGroupCoordinator:
                             cr.encode_member_metadata(cr.MemberMetadataValue(
                                 updated.instance_id, updated.rack_id, updated.client_id, updated.client_host,
                                 updated.subscribed_topic_names, updated.subscribed_topic_regex,
-                                updated.rebalance_timeout_ms,
-                                updated.server_assignor))))
+                                updated.rebalance_timeout_ms, updated.server_assignor,
+                                None if classic is None else (classic.session_timeout_ms,
+                                                              classic.supported_protocols)))))
         # subscription metadata over every member with this one's new subscription (regexes resolved now)
         others = [m for m in group.members.values() if m.member_id != member_id]
         resolved, regex_records = self._resolve_regexes(group, [*others, updated])
@@ -434,7 +456,7 @@ class ConsumerGroupCoordinator:
                 raise HeartbeatError(E.COORDINATOR_NOT_AVAILABLE)
         final = group.members[member_id]
         now = self._now()
-        final.session_deadline_ms = now + self.config.session_timeout_ms
+        final.session_deadline_ms = now + self._session_timeout(final)
         if final.state == MemberState.UNREVOKED_PARTITIONS:
             if current.state != MemberState.UNREVOKED_PARTITIONS or final.rebalance_deadline_ms < 0:
                 final.rebalance_deadline_ms = now + max(0, final.rebalance_timeout_ms)
@@ -603,6 +625,9 @@ class ConsumerGroupCoordinator:
             member = group.members.get(member_id)
             if member is None:
                 error = E.UNKNOWN_MEMBER_ID
+            elif member.classic is not None:
+                # a classic member commits with its generation, which is its member epoch
+                error = E.ILLEGAL_GENERATION if member_epoch != member.member_epoch else E.NONE
             elif api_version < 9:
                 error = E.UNSUPPORTED_VERSION  # consumer-protocol members must use OffsetCommit v9+
             elif member_epoch != member.member_epoch:

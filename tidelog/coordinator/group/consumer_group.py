@@ -41,6 +41,14 @@ class ConsumerGroupState(Enum):
 
 
 @dataclass(slots=True)
+class ClassicMemberMetadata:
+    """A member using the classic protocol (ConsumerGroupMemberMetadataValue.ClassicMemberMetadata)."""
+
+    session_timeout_ms: int
+    supported_protocols: list[tuple[str, bytes]]
+
+
+@dataclass(slots=True)
 class ConsumerGroupMember:
     member_id: str
     instance_id: str | None = None
@@ -56,6 +64,7 @@ class ConsumerGroupMember:
     state: MemberState = MemberState.STABLE
     assigned: Assignment = field(default_factory=dict)
     pending_revocation: Assignment = field(default_factory=dict)
+    classic: ClassicMemberMetadata | None = None  # set for classic-protocol members
     # runtime only (not in records): deadlines on the coordinator's clock (monotonic ms), -1 = none
     session_deadline_ms: int = -1
     rebalance_deadline_ms: int = -1
@@ -65,9 +74,9 @@ class ConsumerGroupMember:
 
     def same_metadata(self, other: ConsumerGroupMember) -> bool:
         return (self.instance_id, self.rack_id, self.client_id, self.client_host, self.subscribed_topic_names,
-                self.subscribed_topic_regex, self.rebalance_timeout_ms, self.server_assignor) == (
+                self.subscribed_topic_regex, self.rebalance_timeout_ms, self.server_assignor, self.classic) == (
             other.instance_id, other.rack_id, other.client_id, other.client_host, other.subscribed_topic_names,
-            other.subscribed_topic_regex, other.rebalance_timeout_ms, other.server_assignor)
+            other.subscribed_topic_regex, other.rebalance_timeout_ms, other.server_assignor, other.classic)
 
     def same_assignment(self, other: ConsumerGroupMember) -> bool:
         return (self.member_epoch, self.previous_member_epoch, self.state, _norm(self.assigned),

@@ -195,6 +195,8 @@ class MemberMetadataValue:
     subscribed_topic_regex: str | None
     rebalance_timeout_ms: int
     server_assignor: str | None
+    # tagged field 0, ClassicMemberMetadata: (SessionTimeoutMs, SupportedProtocols [(Name, Metadata)])
+    classic: tuple[int, list[tuple[str, bytes]]] | None = None
 
 
 @dataclass(slots=True)
@@ -302,7 +304,21 @@ def encode_member_metadata(v: MemberMetadataValue) -> bytes:
     out.cstring(v.subscribed_topic_regex)
     out.i32(v.rebalance_timeout_ms)
     out.cstring(v.server_assignor)
-    return _value(out)  # ClassicMemberMetadata (tag 0) absent: a consumer-protocol member
+    if v.classic is None:
+        return _value(out)  # no ClassicMemberMetadata: a consumer-protocol member
+    tagged = _Out()
+    tagged.i32(v.classic[0])
+    tagged.alen(len(v.classic[1]))
+    for name, metadata in v.classic[1]:
+        tagged.cstring(name)
+        tagged.cbytes(metadata)
+        tagged.no_tags()
+    tagged.no_tags()
+    out.uvarint(1)  # one tagged field
+    out.uvarint(0)  # tag 0
+    out.uvarint(len(tagged.buf))
+    out.buf += tagged.buf
+    return bytes(out.buf)
 
 
 def decode_member_metadata(data: bytes) -> MemberMetadataValue:
@@ -313,9 +329,21 @@ def decode_member_metadata(data: bytes) -> MemberMetadataValue:
     regex = r.cstring()
     rebalance_timeout = r.i32()
     assignor = r.cstring()
-    r.skip_tags()
+    classic = None
+    for _ in range(r.uvarint()):
+        tag, size = r.uvarint(), r.uvarint()
+        body = r._take(size)
+        if tag == 0:
+            t = _In(body)
+            session_timeout = t.i32()
+            protocols = []
+            for _ in range(t.alen()):
+                name, metadata = t.cstring() or "", t.cbytes()
+                t.skip_tags()
+                protocols.append((name, metadata))
+            classic = (session_timeout, protocols)
     return MemberMetadataValue(instance_id, rack_id, client_id, client_host, topics, regex, rebalance_timeout,
-                               assignor)
+                               assignor, classic)
 
 
 def encode_target_member(assignment: Assignment) -> bytes:
