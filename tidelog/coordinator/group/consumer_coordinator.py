@@ -9,8 +9,10 @@ retention work unchanged; OffsetCommit is validated here against the member epoc
 
 Classic and consumer groups sharing an id follow Kafka: a heartbeat with epoch 0 turns an empty classic
 group into a consumer group (its classic record is tombstoned, offsets stay), a classic JoinGroup turns an
-empty consumer group into a classic one; a non-empty group of the other type is GROUP_ID_NOT_FOUND (and a
-non-"consumer" protocol type INCONSISTENT_GROUP_PROTOCOL). Online migration of live members is not done.
+empty consumer group into a classic one, and a classic consumer joining a live consumer group becomes one of
+its members (classic_members.py; another protocol type is INCONSISTENT_GROUP_PROTOCOL). Not done: the online
+upgrade of a live classic group (a consumer-protocol join answers GROUP_ID_NOT_FOUND) and the downgrade of a
+consumer group left with only classic members.
 
 Deadlines (session timeout, rebalance timeout of a member that must revoke) are decided against the
 injected Clock by `check_expirations()`, armed by one `loop.call_later` timer.
