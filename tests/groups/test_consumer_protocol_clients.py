@@ -118,9 +118,9 @@ def test_librdkafka_regex_subscription_is_resolved_by_the_broker(group_broker: o
     assert sorted(seen) == sorted((t, f"v-{i}") for t in ("rxl-a", "rxl-b") for i in range(10))
 
 
-@pytest.mark.parametrize("classic_client", ["kafka-python", "confluent"])
-def test_classic_member_joins_a_consumer_group(classic_client: str, group_broker: object,
-                                               members: list[Member]) -> None:
+@pytest.mark.parametrize("classic_client", ["kafka-python", "confluent", "java"])
+def test_classic_member_joins_a_consumer_group(classic_client: str, group_broker: object, members: list[Member],
+                                               request: pytest.FixtureRequest) -> None:
     """Kafka 4's mixed groups: a classic-protocol consumer joining a live KIP-848 group becomes one of its
     members; the server-side assignor splits the partitions between both kinds, and when the classic member
     leaves, the consumer-protocol member takes everything back. Every record is read once."""
@@ -132,7 +132,11 @@ def test_classic_member_joins_a_consumer_group(classic_client: str, group_broker
     members.append(modern)
     wait_until(lambda: modern.assignment == list(range(PARTITIONS)) and len(modern.records()) >= 60,
                "the consumer-protocol member owning everything")
-    classic = Member(python_member(classic_client, bootstrap, topic, group), classic_client)
+    if classic_client == "java":  # the Java client's classic protocol (range + cooperative-sticky offered)
+        classpath = request.getfixturevalue("java_classpath")
+        classic = Member(java_cmd(classpath, "member", bootstrap, topic, group, "400"), "java-classic")
+    else:
+        classic = Member(python_member(classic_client, bootstrap, topic, group), classic_client)
     members.append(classic)
     wait_until(lambda: split([modern, classic]) and len(modern.assignment or []) == 3, "a 3/3 split")
     produce(bootstrap, topic, 60, 60, PARTITIONS)
