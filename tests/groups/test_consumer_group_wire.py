@@ -475,3 +475,18 @@ def test_classic_member_metadata_record_round_trip() -> None:
     plain = cr.MemberMetadataValue(None, None, "c", "/h", ["t"], None, 10000, None)
     assert cr.encode_member_metadata(plain).endswith(b"\x00") and cr.decode_member_metadata(
         cr.encode_member_metadata(plain)).classic is None
+
+
+@pytest.mark.parametrize(("api_key", "version", "body"), [
+    (HB, 0, b"\x02g\x01"),  # ConsumerGroupHeartbeat cut after the member id
+    (HB, 1, b"\xff\xff\xff"),
+    (DESCRIBE, 0, b"\x05"),  # an array length with no elements
+    (1, 12, b"\x00\x00"),  # Fetch: session fields missing
+])
+def test_undecodable_bodies_close_the_connection(broker: BrokerHandle, api_key: int, version: int,
+                                                 body: bytes) -> None:
+    with KafkaWire(broker.bootstrap) as w:
+        w.sock.sendall(w.frame(api_key, version, body))
+        assert w.is_closed()
+    with KafkaWire(broker.bootstrap) as w:  # the broker keeps serving
+        assert describe(w, "anything")[0].error_code == E.GROUP_ID_NOT_FOUND
