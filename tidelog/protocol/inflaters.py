@@ -58,19 +58,24 @@ class Inflater:
 
 
 class _GzipInflater(Inflater):
+    _SLICE = 16 * 1024  # input fed at a time, so zlib's unconsumed tail stays small
+
     def __init__(self, data: bytes | memoryview, limit: int) -> None:
         super().__init__(limit)
         # gzip framing only, as Kafka's GZIPInputStream (a bare zlib stream is not a gzip payload)
         self._d = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
-        self._pending: bytes | memoryview = data
+        self._data = memoryview(data)
+        self._pos = 0
 
     def read(self, n: int) -> bytes:
         d = self._d
         while not d.eof:
-            pending = self._pending or d.unconsumed_tail
+            pending: bytes | memoryview = d.unconsumed_tail
             if not pending:
-                raise CorruptPayloadError("gzip stream is truncated")
-            self._pending = b""
+                if self._pos >= len(self._data):
+                    raise CorruptPayloadError("gzip stream is truncated")
+                pending = self._data[self._pos:self._pos + self._SLICE]
+                self._pos += len(pending)
             try:
                 out = d.decompress(pending, n)
             except zlib.error as exc:
