@@ -237,6 +237,7 @@ class Connection:
             response = module.unsupported_version_response(ctx)
             return self._encode(ctx, response, name)
         from tidelog.protocol.messages import request_class
+        from tidelog.protocol.request_checks import check_nulls
 
         try:
             cls = request_class(api_key)[api_version]
@@ -246,6 +247,7 @@ class Connection:
             if cls.flexible_version_q(api_version):
                 pos = skip_tagged_fields(frame, pos)
             request = cls.decode(frame[pos:], version=api_version)
+            check_nulls(request, api_version)  # Kafka's readers refuse a null non-nullable field: close
         except ProtocolError:
             raise
         except Exception as exc:  # noqa: BLE001 - kafka-python raises assorted errors on bad bytes
