@@ -22,6 +22,18 @@ NOW = 1_700_000_100_000
 CASES = hostile()
 
 
+@pytest.fixture(autouse=True, params=["c", "python"])
+def walk_impl(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test runs on the C record walk (when built) and on the pure-Python fallback."""
+    from tidelog.protocol import record_walk
+
+    if request.param == "python":
+        monkeypatch.setattr(record_walk, "_c_walk", None)
+    elif record_walk._c_walk is None:
+        pytest.skip("the C record walk is not built")
+    return str(request.param)
+
+
 @pytest.mark.parametrize(("name", "build", "code"), CASES, ids=[c[0] for c in CASES])
 def test_hostile_batch_gets_kafkas_error(name: str, build: Callable[[], bytes], code: ErrorCode) -> None:
     with pytest.raises(KafkaError) as info:
