@@ -18,6 +18,7 @@ about 50x faster and is used when present (TIDELOG_PURE_PYTHON=1 forces the Pyth
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,13 +34,20 @@ DEFAULT_MAX_DECOMPRESSED_BYTES = 64 * 1024 * 1024
 _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
-_c_walk: Callable[..., tuple[int, int, int, int, bool, str | None]] | None
-try:  # the optional C accelerator (setup.py builds it when a compiler is there)
-    from tidelog.protocol._record_walk import walk as _c_walk
-except ImportError:  # pragma: no cover - a machine without a compiler
-    _c_walk = None
-if os.environ.get("TIDELOG_PURE_PYTHON"):
-    _c_walk = None
+
+def _load_accelerator() -> Callable[..., tuple[int, int, int, int, bool, str | None]] | None:
+    """The optional C walk (setup.py builds it when a compiler is there); None forces the Python walk."""
+    if os.environ.get("TIDELOG_PURE_PYTHON"):
+        return None
+    try:
+        module = importlib.import_module("tidelog.protocol._record_walk")
+    except ImportError:  # pragma: no cover - a machine without a compiler
+        return None
+    walk: Callable[..., tuple[int, int, int, int, bool, str | None]] = module.walk
+    return walk
+
+
+_c_walk = _load_accelerator()
 
 
 class InvalidRecordError(CorruptRecordError):
