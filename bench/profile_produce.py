@@ -26,7 +26,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from tidelog.testing import free_port, wait_for_port  # noqa: E402
 
 FUNCTIONS = ("handle", "append_as_leader", "validate_records", "walk_batch", "walk_uncompressed",
-             "_walk_compressed", "scan_records", "crc_is_valid")
+             "_walk_compressed", "crc_is_valid")
 
 
 def main() -> None:
