@@ -12,7 +12,7 @@ from hostile_batches import CODECS, bomb, hostile, records, unused_attribute_bit
 from tidelog.config.log_config import LogConfig
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import _install_lazy_kafka_package
-from tidelog.protocol.records import ZSTD, iter_records
+from tidelog.protocol.records import GZIP, LZ4, ZSTD, iter_records
 from tidelog.storage.log_validator import validate_records
 
 _install_lazy_kafka_package()
@@ -55,9 +55,11 @@ def test_unused_attribute_bits_are_ignored_as_kafka_does(codec: int) -> None:
     assert [r.value for r in DefaultRecordBatch(out)] == [b"value"] * 3
 
 
-def test_a_bomb_is_refused_without_allocating_its_expanded_size() -> None:
-    raw = bomb(ZSTD, 1 << 30)  # one record claiming a 1 GiB value: ~40 KB compressed
-    assert len(raw) < 1 << 20
+@pytest.mark.parametrize(("codec", "size"), [(ZSTD, 1 << 30), (GZIP, 200 << 20), (LZ4, 200 << 20)],
+                         ids=["zstd-1GiB", "gzip-200MiB", "lz4-200MiB"])
+def test_a_bomb_is_refused_without_allocating_its_expanded_size(codec: int, size: int) -> None:
+    raw = bomb(codec, size)  # one record whose value expands to `size` zero bytes
+    assert len(raw) < 1 << 20  # fits max.message.bytes
     tracemalloc.start()
     try:
         with pytest.raises(KafkaError) as info:
@@ -66,7 +68,7 @@ def test_a_bomb_is_refused_without_allocating_its_expanded_size() -> None:
     finally:
         tracemalloc.stop()
     assert info.value.code == ErrorCode.INVALID_RECORD
-    assert peak < 8 << 20, f"peak {peak} bytes while refusing a 1 GiB bomb"
+    assert peak < 8 << 20, f"peak {peak} bytes while refusing a {size}-byte bomb"
 
 
 def test_a_large_value_under_the_bound_is_walked_in_bounded_memory_and_accepted() -> None:
