@@ -22,25 +22,47 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, TypeVar
 
+from tidelog.broker.faults import FaultInjector
 from tidelog.clock import Clock
+from tidelog.testing_support import (
+    BrokerFaultsMixin,
+    RecordsMixin,
+    TopicRecord,
+    close_listeners,
+    drop_connections,
+    join_warm_up_threads,
+)
+
+__all__ = ["BrokerHandle", "BrokerProcess", "FaultInjector", "KafkaWire", "TopicRecord", "async_run_broker",
+           "free_port", "run_broker", "wait_for_port"]
 
 T = TypeVar("T")
 START_TIMEOUT_S = 60.0  # generous: the test machine is small and shared
 
 
-class BrokerHandle:
-    def __init__(self, state: Any, server: Any, loop: asyncio.AbstractEventLoop, log_dir: str) -> None:
+class BrokerHandle(BrokerFaultsMixin, RecordsMixin):
+    """The broker `run_broker()` yields: `.bootstrap`, `.port`, `.log_dir`, `.state` (BrokerState), `.faults`
+    (FaultInjector), the fault controls of `BrokerFaultsMixin` and the record helpers of `RecordsMixin`."""
+
+    def __init__(self, state: Any, server: Any, loop: asyncio.AbstractEventLoop, log_dir: str,
+                 faults: FaultInjector | None = None, config: Any = None, clock: Clock | None = None,
+                 registry: Any = None) -> None:
         self.state = state
         self.server = server
         self.loop = loop
         self.log_dir = log_dir
         self.host = "127.0.0.1"
         self.port: int = server.port
+        self.faults = faults if faults is not None else FaultInjector()
+        self._config = config
+        self._clock = clock
+        self._registry = registry
+        self._paused = False
 
     @property
     def bootstrap(self) -> str:
@@ -59,6 +81,47 @@ class BrokerHandle:
         self.loop.call_soon_threadsafe(run)
         return fut.result(timeout)
 
+    def run_coroutine(self, coro: Coroutine[Any, Any, T], timeout: float = START_TIMEOUT_S) -> T:
+        """Run `coro` on the broker's event loop and wait for its result."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    # -------------------------------------------------------------------------- lifecycle (loop side)
+    def _listen_socket(self) -> socket.socket:
+        """A listening socket on the broker's port again (SO_REUSEADDR: its closed connections linger)."""
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((self.host, self.port))
+            sock.listen(128)
+        except BaseException:
+            sock.close()
+            raise
+        sock.setblocking(False)
+        return sock
+
+    async def _pause(self) -> None:
+        if not self._paused:
+            self._paused = True
+            await close_listeners(self.server)
+
+    async def _resume(self) -> None:
+        if self._paused:
+            await self.server.start_listening(self._listen_socket())
+            self._paused = False
+
+    async def _drop_connections(self) -> int:
+        return await drop_connections(self.server)
+
+    async def _restart(self) -> None:
+        from tidelog.broker.server import Server
+        from tidelog.broker.state import BrokerState
+
+        await self.server.stop()
+        state = BrokerState(self._config, self._clock, self.faults)
+        server = Server(state, self._registry)
+        await server.start(sock=self._listen_socket())
+        self.state, self.server, self._paused = state, server, False
+
 
 def _new_loop() -> asyncio.AbstractEventLoop:
     try:
@@ -72,10 +135,13 @@ def _new_loop() -> asyncio.AbstractEventLoop:
 @contextlib.contextmanager
 def run_broker(log_dir: str | os.PathLike[str] | None = None, port: int = 0,
                overrides: Mapping[str, Any] | None = None, clock: Clock | None = None,
-               registry: Any = None) -> Iterator[BrokerHandle]:
+               registry: Any = None, faults: FaultInjector | None = None,
+               topics: Mapping[str, int | Mapping[str, Any]] | None = None) -> Iterator[BrokerHandle]:
     """Start a broker in a background thread; stop it (clean shutdown) on exit. A temporary log dir is
     created (and removed afterwards) when `log_dir` is None. `registry` (broker.server.ApiRegistry) replaces
-    the handler modules, for tests of the dispatch itself."""
+    the handler modules, for tests of the dispatch itself. `faults`: the FaultInjector to use (a new one by
+    default). `topics`: created before the handle is returned, name -> partitions or
+    {"partitions": n, "configs": {...}}."""
     from tidelog.broker.server import Server
     from tidelog.broker.state import BrokerState
     from tidelog.config.broker_config import BrokerConfig
@@ -88,6 +154,7 @@ def run_broker(log_dir: str | os.PathLike[str] | None = None, port: int = 0,
     settings: dict[str, str] = {"listeners": f"PLAINTEXT://127.0.0.1:{port}", "log.dirs": log_dir}
     settings.update({k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in (overrides or {}).items()})
     config = BrokerConfig.load(None, {}, settings)
+    injector = faults if faults is not None else FaultInjector()
 
     loop = _new_loop()
     ready: Future[BrokerHandle] = Future()
@@ -96,7 +163,7 @@ def run_broker(log_dir: str | os.PathLike[str] | None = None, port: int = 0,
     async def main() -> None:
         nonlocal stop_event
         stop_event = asyncio.Event()
-        state = BrokerState(config, clock)
+        state = BrokerState(config, clock, injector)
         server = Server(state, registry)
         try:
             await server.start()
@@ -105,17 +172,20 @@ def run_broker(log_dir: str | os.PathLike[str] | None = None, port: int = 0,
             with contextlib.suppress(Exception):
                 state.shutdown()
             return
-        ready.set_result(BrokerHandle(state, server, loop, log_dir))
+        handle = BrokerHandle(state, server, loop, log_dir, injector, config, clock, registry)
+        ready.set_result(handle)
         try:
             await stop_event.wait()
         finally:
-            await server.stop()
+            await handle.server.stop()
+            await asyncio.to_thread(join_warm_up_threads)
 
     def thread_main() -> None:
         asyncio.set_event_loop(loop)
         try:
             loop.run_until_complete(main())
         finally:
+            loop.run_until_complete(loop.shutdown_default_executor())
             loop.close()
 
     thread = threading.Thread(target=thread_main, name="tidelog-broker", daemon=True)
@@ -123,6 +193,8 @@ def run_broker(log_dir: str | os.PathLike[str] | None = None, port: int = 0,
     try:
         handle = ready.result(START_TIMEOUT_S)
         try:
+            for name, spec in (topics or {}).items():
+                handle.create_topic(name, spec)
             yield handle
         finally:
             assert stop_event is not None
@@ -131,6 +203,21 @@ def run_broker(log_dir: str | os.PathLike[str] | None = None, port: int = 0,
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+@contextlib.asynccontextmanager
+async def async_run_broker(**kwargs: Any) -> AsyncIterator[BrokerHandle]:
+    """`run_broker` for asyncio tests (aiokafka): starts and stops the broker on a worker thread so the
+    test's event loop keeps running. `async with async_run_broker() as b: AIOKafkaProducer(b.bootstrap)`."""
+    manager = run_broker(**kwargs)
+    handle = await asyncio.to_thread(manager.__enter__)
+    try:
+        yield handle
+    except BaseException as exc:
+        if not await asyncio.to_thread(manager.__exit__, type(exc), exc, exc.__traceback__):
+            raise
+    else:
+        await asyncio.to_thread(manager.__exit__, None, None, None)
 
 
 def free_port() -> int:

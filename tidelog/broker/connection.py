@@ -250,8 +250,12 @@ class Connection:
             raise
         except Exception as exc:  # noqa: BLE001 - kafka-python raises assorted errors on bad bytes
             raise ProtocolError(f"cannot decode {name} v{api_version} request: {exc!r}") from exc
+        faults = self.state.faults  # FaultInjector (tests): one attribute check when nothing is injected
         try:
-            response = await module.handle(ctx, request)
+            if faults is not None and faults.armed:
+                response = await faults.dispatch(ctx, request, module.handle)
+            else:
+                response = await module.handle(ctx, request)
         except (asyncio.CancelledError, CloseConnection):
             raise
         except Exception as exc:  # noqa: BLE001 - a handler bug closes this connection only

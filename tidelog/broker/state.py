@@ -23,6 +23,7 @@ from tidelog.clock import Clock
 from tidelog.config.broker_config import parse_listeners
 
 if TYPE_CHECKING:
+    from tidelog.broker.faults import FaultInjector
     from tidelog.config.broker_config import BrokerConfig
 
 log = logging.getLogger(__name__)
@@ -52,9 +53,10 @@ def new_cluster_id() -> str:
 
 
 class BrokerState:
-    def __init__(self, config: BrokerConfig, clock: Clock | None = None) -> None:
+    def __init__(self, config: BrokerConfig, clock: Clock | None = None, faults: FaultInjector | None = None) -> None:
         self.config = config
         self.clock = clock or Clock()
+        self.faults = faults  # tidelog.broker.faults: scripted errors/latency for tests, None in production
         self.node_id: int = config.node_id
         self.listeners: list[tuple[str, str, int]] = parse_listeners(config.listeners)
         advertised = {name: (host, port) for name, host, port in
