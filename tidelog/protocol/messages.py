@@ -97,9 +97,10 @@ class _ImportlibForSchemas:
     resources = _FilesResources
 
 
-def _quiet_schema_loader() -> None:
+def quiet_schema_loader() -> None:
     """Point kafka-python's `load_json` at `_FilesResources` (its module's own `importlib` name only; nothing
     global changes) before any schema class is built."""
+    _install_lazy_kafka_package()
     loader = importlib.import_module("kafka.protocol.schemas.load_json")
     if getattr(loader, "importlib", None) is importlib:
         loader.importlib = _ImportlibForSchemas  # type: ignore[attr-defined]
@@ -109,7 +110,7 @@ def _quiet_schema_loader() -> None:
 def _classes(api_key: int) -> tuple[Any, Any]:
     module_name, request_name, response_name = _MESSAGES[api_key]
     _install_lazy_kafka_package()
-    _quiet_schema_loader()
+    quiet_schema_loader()
     module = importlib.import_module("kafka.protocol." + module_name)
     return getattr(module, request_name), getattr(module, response_name)
 
