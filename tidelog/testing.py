@@ -25,7 +25,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tidelog.broker.faults import FaultInjector
 from tidelog.clock import Clock
@@ -41,6 +41,11 @@ from tidelog.testing_support import (
 __all__ = ["BrokerHandle", "BrokerProcess", "FaultInjector", "KafkaWire", "TopicRecord", "async_run_broker",
            "free_port", "run_broker", "wait_for_port"]
 
+if TYPE_CHECKING:
+    from tidelog.broker.registry import ApiRegistry
+    from tidelog.broker.server import Server
+    from tidelog.broker.state import BrokerState
+
 T = TypeVar("T")
 START_TIMEOUT_S = 60.0  # generous: the test machine is small and shared
 
@@ -49,9 +54,9 @@ class BrokerHandle(BrokerFaultsMixin, RecordsMixin):
     """The broker `run_broker()` yields: `.bootstrap`, `.port`, `.log_dir`, `.state` (BrokerState), `.faults`
     (FaultInjector), the fault controls of `BrokerFaultsMixin` and the record helpers of `RecordsMixin`."""
 
-    def __init__(self, state: Any, server: Any, loop: asyncio.AbstractEventLoop, log_dir: str,
+    def __init__(self, state: BrokerState, server: Server, loop: asyncio.AbstractEventLoop, log_dir: str,
                  faults: FaultInjector | None = None, config: Any = None, clock: Clock | None = None,
-                 registry: Any = None) -> None:
+                 registry: ApiRegistry | None = None) -> None:
         self.state = state
         self.server = server
         self.loop = loop
@@ -114,13 +119,11 @@ class BrokerHandle(BrokerFaultsMixin, RecordsMixin):
 
     async def _restart(self) -> None:
         from tidelog.broker.server import Server
-        from tidelog.broker.state import BrokerState
 
         await self.server.stop()
-        state = BrokerState(self._config, self._clock, self.faults)
-        server = Server(state, self._registry)
+        server = Server(self._config, self._clock, self._registry, faults=self.faults)
         await server.start(sock=self._listen_socket())
-        self.state, self.server, self._paused = state, server, False
+        self.state, self.server, self._paused = server.broker, server, False
 
 
 def _new_loop() -> asyncio.AbstractEventLoop:
@@ -135,15 +138,14 @@ def _new_loop() -> asyncio.AbstractEventLoop:
 @contextlib.contextmanager
 def run_broker(log_dir: str | os.PathLike[str] | None = None, port: int = 0,
                overrides: Mapping[str, Any] | None = None, clock: Clock | None = None,
-               registry: Any = None, faults: FaultInjector | None = None,
+               registry: ApiRegistry | None = None, faults: FaultInjector | None = None,
                topics: Mapping[str, int | Mapping[str, Any]] | None = None) -> Iterator[BrokerHandle]:
     """Start a broker in a background thread; stop it (clean shutdown) on exit. A temporary log dir is
-    created (and removed afterwards) when `log_dir` is None. `registry` (broker.server.ApiRegistry) replaces
+    created (and removed afterwards) when `log_dir` is None. `registry` (tidelog.broker.registry.ApiRegistry) replaces
     the handler modules, for tests of the dispatch itself. `faults`: the FaultInjector to use (a new one by
     default). `topics`: created before the handle is returned, name -> partitions or
     {"partitions": n, "configs": {...}}."""
     from tidelog.broker.server import Server
-    from tidelog.broker.state import BrokerState
     from tidelog.config.broker_config import BrokerConfig
 
     tmp = None
@@ -163,16 +165,13 @@ def run_broker(log_dir: str | os.PathLike[str] | None = None, port: int = 0,
     async def main() -> None:
         nonlocal stop_event
         stop_event = asyncio.Event()
-        state = BrokerState(config, clock, injector)
-        server = Server(state, registry)
+        server = Server(config, clock, registry, faults=injector)
         try:
             await server.start()
         except BaseException as exc:
             ready.set_exception(exc)
-            with contextlib.suppress(Exception):
-                state.shutdown()
             return
-        handle = BrokerHandle(state, server, loop, log_dir, injector, config, clock, registry)
+        handle = BrokerHandle(server.broker, server, loop, log_dir, injector, config, clock, registry)
         ready.set_result(handle)
         try:
             await stop_event.wait()
