@@ -27,14 +27,14 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from tidelog.broker.fault_control import ServerControls, listen_socket
 from tidelog.broker.faults import FaultInjector
 from tidelog.clock import Clock
 from tidelog.testing_support import (
     BrokerFaultsMixin,
+    ProcessFaultsMixin,
     RecordsMixin,
     TopicRecord,
-    close_listeners,
-    drop_connections,
     join_warm_up_threads,
 )
 
@@ -67,7 +67,7 @@ class BrokerHandle(BrokerFaultsMixin, RecordsMixin):
         self._config = config
         self._clock = clock
         self._registry = registry
-        self._paused = False
+        self._controls = ServerControls(server)
 
     @property
     def bootstrap(self) -> str:
@@ -91,39 +91,22 @@ class BrokerHandle(BrokerFaultsMixin, RecordsMixin):
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
 
     # -------------------------------------------------------------------------- lifecycle (loop side)
-    def _listen_socket(self) -> socket.socket:
-        """A listening socket on the broker's port again (SO_REUSEADDR: its closed connections linger)."""
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind((self.host, self.port))
-            sock.listen(128)
-        except BaseException:
-            sock.close()
-            raise
-        sock.setblocking(False)
-        return sock
-
     async def _pause(self) -> None:
-        if not self._paused:
-            self._paused = True
-            await close_listeners(self.server)
+        await self._controls.pause()
 
     async def _resume(self) -> None:
-        if self._paused:
-            await self.server.start_listening(self._listen_socket())
-            self._paused = False
+        await self._controls.resume()
 
     async def _drop_connections(self) -> int:
-        return await drop_connections(self.server)
+        return await self._controls.drop_connections()
 
     async def _restart(self) -> None:
         from tidelog.broker.server import Server
 
         await self.server.stop()
         server = Server(self._config, self._clock, self._registry, faults=self.faults)
-        await server.start(sock=self._listen_socket())
-        self.state, self.server, self._paused = server.broker, server, False
+        await server.start(sock=listen_socket(self.host, self.port))
+        self.state, self.server, self._controls = server.broker, server, ServerControls(server)
 
 
 def _new_loop() -> asyncio.AbstractEventLoop:
@@ -241,15 +224,23 @@ def wait_for_port(host: str, port: int, timeout: float = START_TIMEOUT_S,
         time.sleep(0.05)
 
 
-class BrokerProcess:
-    """`python -m tidelog serve` in a subprocess on a fixed free port and log dir."""
+class BrokerProcess(ProcessFaultsMixin):
+    """`python -m tidelog serve` in a subprocess on a fixed free port and log dir.
+
+    Fault controls as on `BrokerHandle` (inject_errors, set_latency, clear_faults, pause, resume,
+    drop_connections) go over the broker's loopback control channel (`--fault-control-port`, on unless
+    `fault_control=False`); `restart()` stops the process (SIGTERM, or SIGKILL with kill=True) and starts it
+    again on the same port and log dir. Injected faults do not survive a restart (a new process), and the
+    record helpers (`records`, `committed_offsets`) are in-process only."""
 
     def __init__(self, log_dir: str | os.PathLike[str], port: int | None = None,
                  overrides: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None,
-                 log_file: str | os.PathLike[str] | None = None, args: Sequence[str] = ()) -> None:
+                 log_file: str | os.PathLike[str] | None = None, args: Sequence[str] = (),
+                 fault_control: bool = True) -> None:
         self.log_dir = str(log_dir)
         self.args = list(args)  # extra `tidelog serve` arguments, e.g. ["--log-format", "json"]
         self.port = port or free_port()
+        self.control_port: int | None = free_port() if fault_control else None
         self.host = "127.0.0.1"
         self.overrides = dict(overrides or {})
         self.env = dict(env) if env is not None else None
@@ -265,6 +256,8 @@ class BrokerProcess:
                f"listeners=PLAINTEXT://{self.host}:{self.port}", "--override", f"log.dirs={self.log_dir}"]
         for k, v in self.overrides.items():
             cmd += ["--override", f"{k}={str(v).lower() if isinstance(v, bool) else v}"]
+        if self.control_port is not None:
+            cmd += ["--fault-control-port", str(self.control_port)]
         return cmd + self.args
 
     def start(self, timeout: float = START_TIMEOUT_S) -> BrokerProcess:
@@ -282,6 +275,8 @@ class BrokerProcess:
             out.close()
         proc = self.proc
         wait_for_port(self.host, self.port, timeout, alive=lambda: proc.poll() is None)
+        if self.control_port is not None:  # opened once the broker is ready
+            wait_for_port(self.host, self.control_port, timeout, alive=lambda: proc.poll() is None)
         return self
 
     def output(self) -> str:

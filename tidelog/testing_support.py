@@ -16,7 +16,8 @@ Record helpers (`RecordsMixin`) read the broker's logs directly (no consumer, no
 
 from __future__ import annotations
 
-import asyncio
+import json
+import socket
 import threading
 import time
 from collections.abc import Callable, Coroutine, Mapping
@@ -82,18 +83,45 @@ class BrokerFaultsMixin:
         self.run_coroutine(self._restart())
 
 
-async def close_listeners(server: Any) -> None:
-    """Stop accepting and drop every connection (Server.stop without the state shutdown)."""
-    await server._close_listeners()  # noqa: SLF001 - the server's own stop path, minus the shutdown
+class ProcessFaultsMixin:
+    """The fault controls of `BrokerFaultsMixin` for a broker subprocess, over its loopback control channel
+    (tidelog/broker/fault_control.py): one short connection per call."""
 
+    host: str
+    control_port: int | None
 
-async def drop_connections(server: Any) -> int:
-    tasks = list(server._connections)  # noqa: SLF001 - one asyncio task per client connection
-    for task in tasks:
-        task.cancel()
-    if tasks:
-        await asyncio.gather(*tasks, return_exceptions=True)
-    return len(tasks)
+    def _control(self, op: str, **arguments: Any) -> Any:
+        if self.control_port is None:
+            raise RuntimeError("this BrokerProcess was started with fault_control=False")
+        with socket.create_connection((self.host, self.control_port), timeout=WAIT_TIMEOUT_S) as sock:
+            sock.sendall(json.dumps({"op": op, **arguments}).encode() + b"\n")
+            with sock.makefile("rb") as answers:
+                answer = json.loads(answers.readline())
+        if not answer["ok"]:
+            raise RuntimeError(f"broker refused {op}: {answer['error']}")
+        return answer["result"]
+
+    def inject_errors(self, api: str | int, errors: list[str | int] | tuple[str | int, ...],
+                      topic: str | None = None) -> None:
+        self._control("inject_errors", api=api, errors=list(errors), topic=topic)
+
+    def set_latency(self, ms: int, api: str | int | None = None) -> None:
+        self._control("set_latency", ms=ms, api=api)
+
+    def clear_faults(self) -> None:
+        self._control("clear_faults")
+
+    def pending_errors(self, api: str | int) -> int:
+        return int(self._control("pending_errors", api=api))
+
+    def pause(self) -> None:
+        self._control("pause")
+
+    def resume(self) -> None:
+        self._control("resume")
+
+    def drop_connections(self) -> int:
+        return int(self._control("drop_connections"))
 
 
 def join_warm_up_threads(timeout: float = 60.0) -> None:
