@@ -183,6 +183,12 @@ def test_restart_keeps_port_log_dir_and_records(tmp_path: object) -> None:
             assert produce(c, "r", batch()).base_offset == 3
 
 
+def test_error_names_beyond_the_brokers_own_are_kafkas(broker: BrokerHandle, client: KafkaWire) -> None:
+    broker.inject_errors("Produce", ["NOT_ENOUGH_REPLICAS_AFTER_APPEND", "NETWORK_EXCEPTION"])
+    assert produce(client, "a", batch()).error_code == 20
+    assert produce(client, "a", batch()).error_code == 13
+
+
 @pytest.mark.parametrize(("call", "message"), [
     (lambda f: f.inject_errors("Produc", ["NONE"]), "unknown API"),
     (lambda f: f.inject_errors("Produce", ["NOT_A_KAFKA_ERROR"]), "unknown Kafka error"),

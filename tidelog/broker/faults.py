@@ -82,13 +82,26 @@ def resolve_api(api: str | int) -> int:
     return names[api]
 
 
+def _kafka_error_names() -> dict[str, int]:
+    """Every error name Kafka's Errors enum has, from kafka-python's table (ours lists only those the broker
+    itself answers with): NETWORK_EXCEPTION, NOT_ENOUGH_REPLICAS_AFTER_APPEND, THROTTLING_QUOTA_EXCEEDED..."""
+    from tidelog.protocol.messages import _install_lazy_kafka_package
+
+    _install_lazy_kafka_package()
+    import kafka.errors
+
+    return {str(cls.message): int(code) for code, cls in kafka.errors.kafka_errors.items() if code is not None}
+
+
 def resolve_error(error: str | int) -> int:
     """Kafka's error name ("NOT_LEADER_OR_FOLLOWER") or code -> code."""
     if isinstance(error, str):
-        try:
+        if error in ErrorCode.__members__:
             return int(ErrorCode[error])
-        except KeyError:
-            raise ValueError(f"unknown Kafka error name {error!r}") from None
+        code_by_name = _kafka_error_names()
+        if error not in code_by_name:
+            raise ValueError(f"unknown Kafka error name {error!r}")
+        return code_by_name[error]
     code = int(error)
     if code == 0:
         raise ValueError("error code 0 (NONE) is not an error")
