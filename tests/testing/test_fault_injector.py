@@ -83,6 +83,40 @@ def test_read_only_partition_apis_get_the_error_per_partition(broker: BrokerHand
     assert by_topic["b"].error_code == 0 and by_topic["b"].offset == len(broker.records("b"))
 
 
+@pytest.mark.parametrize("version", [12, 13])  # by name, then by topic id (KIP-516)
+def test_fetch_error_on_one_topic_leaves_the_others_data(broker: BrokerHandle, client: KafkaWire,
+                                                        version: int) -> None:
+    from tests.broker.broker_testlib import FETCH, topic_id
+
+    produce(client, "a", batch())
+    produce(client, "b", batch(value=b"data"))
+    ids = {name: topic_id(client, name) for name in ("a", "b")}
+    cls = request_class(FETCH)[version]
+    T = cls.FetchTopic
+
+    def fetch_topic(name: str) -> object:
+        key = {"topic_id": ids[name]} if version >= 13 else {"topic": name}
+        return T(**key, partitions=[T.FetchPartition(partition=0, current_leader_epoch=-1, fetch_offset=0,
+                                                     last_fetched_epoch=-1, log_start_offset=-1,
+                                                     partition_max_bytes=1 << 20)])
+
+    request = cls(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0, session_id=0,
+                  session_epoch=-1, topics=[fetch_topic("a"), fetch_topic("b")], forgotten_topics_data=[],
+                  rack_id="")
+    broker.inject_errors("Fetch", ["NOT_LEADER_OR_FOLLOWER"], topic="a")
+    response = client.request(FETCH, version, request)
+    key = (lambda t: t.topic_id) if version >= 13 else (lambda t: t.topic)
+    by_topic = {key(t): t.partitions for t in response.responses}
+    [a] = by_topic[ids["a"] if version >= 13 else "a"]
+    [b] = by_topic[ids["b"] if version >= 13 else "b"]
+    assert a.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER and not a.records
+    assert b.error_code == 0 and b.records
+    broker.inject_errors("Fetch", ["UNKNOWN_LEADER_EPOCH"])  # every topic: the handler is not called
+    response = client.request(FETCH, version, request)
+    assert [p.error_code for t in response.responses for p in t.partitions] == [ErrorCode.UNKNOWN_LEADER_EPOCH] * 2
+    assert response.session_id == 0
+
+
 def test_group_apis_get_the_top_level_error(broker: BrokerHandle, client: KafkaWire) -> None:
     broker.inject_errors("FindCoordinator", ["COORDINATOR_NOT_AVAILABLE"])
     broker.inject_errors("Heartbeat", ["REBALANCE_IN_PROGRESS"])
