@@ -60,11 +60,20 @@ def main() -> None:
     args = parser.parse_args()
 
     injector = FaultInjector()
+
+    def absent(b: BrokerHandle) -> None:
+        b.server.faults = None
+
+    def idle(b: BrokerHandle) -> None:
+        b.server.faults = injector
+        injector.clear()
+
+    def armed_other_api(b: BrokerHandle) -> None:
+        b.server.faults = injector
+        injector.set_latency(1, "Heartbeat")
+
     modes: dict[str, Callable[[BrokerHandle], None]] = {
-        "absent": lambda b: setattr(b.server, "faults", None),
-        "idle": lambda b: (setattr(b.server, "faults", injector), injector.clear()),
-        "armed-other-api": lambda b: (setattr(b.server, "faults", injector), injector.set_latency(1, "Heartbeat")),
-    }
+        "absent": absent, "idle": idle, "armed-other-api": armed_other_api}
     results: dict[tuple[str, str], list[float]] = {}
     with run_broker(topics={"bench": 1}, faults=injector) as broker, KafkaWire(broker.bootstrap) as wire:
         produce, fetch = produce_request(), fetch_request()
