@@ -8,7 +8,8 @@ Fault controls (`BrokerFaultsMixin`), each returning once the broker has done it
 * `pause()` / `resume()`: the listener closes and every connection is dropped, so clients see a down broker
   (connection refused); `resume()` listens on the same port again with all state kept (nothing is reloaded).
 * `drop_connections() -> int`: close every client connection now (the listener stays open).
-* `restart()`: a clean shutdown (flush, checkpoints) and a start on the same port and log directory.
+* `restart()`: a clean shutdown (flush, checkpoints) and a start on the same port and log directory; `.state`
+  and `.server` are new objects afterwards, the FaultInjector (and what is injected in it) stays.
 
 Record helpers (`RecordsMixin`) read the broker's logs directly (no consumer, no group):
 `records(topic)`, `wait_for_records(topic, n)`, `committed_offsets(group)`, `create_topic(name, spec)`.
