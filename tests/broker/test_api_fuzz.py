@@ -205,8 +205,8 @@ def test_fuzzed_requests_never_raise_in_a_handler(fuzz_broker: BrokerHandle, err
             r.getMessage() + (" " + repr(r.exc_info[1]) if r.exc_info else "") for r in new))
 
     run()
-    # the mutations leave enough requests intact to reach the handlers, and some are refused at decode
-    assert outcomes.get("response", 0) > 0 and outcomes.get("closed", 0) > 0, f"{name}: {outcomes}"
+    # the mutations leave enough requests intact to reach the handlers
+    assert outcomes.get("response", 0) > 0, f"{name}: {outcomes}"
     # the broker still answers everyone
     cls = request_class(3)[12]
     with KafkaWire(fuzz_broker.bootstrap) as wire:
