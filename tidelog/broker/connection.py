@@ -181,8 +181,12 @@ class Connection:
         request = self._decode(header, frame, name)
         ctx = RequestContext(self.server.broker, api_key, api_version, header.correlation_id, header.client_id,
                              self.client_host, self.listener)
+        faults = self.server.faults  # FaultInjector (tests): one attribute check when nothing is injected
         try:
-            response = await self.registry.handler(api_key)(ctx, request)
+            if faults is None or not faults.armed:
+                response = await self.registry.handler(api_key)(ctx, request)
+            else:
+                response = await faults.dispatch(ctx, request, self.registry.handler(api_key))
         except (asyncio.CancelledError, CloseConnection):
             raise
         except Exception as exc:  # noqa: BLE001 - a handler bug closes this connection only
@@ -210,6 +214,7 @@ class Connection:
     @staticmethod
     def _decode(header: RequestHeader, frame: memoryview, name: str) -> Any:
         from tidelog.protocol.messages import request_class
+        from tidelog.protocol.request_checks import check_nulls
 
         version = header.api_version
         try:
@@ -220,7 +225,9 @@ class Connection:
         try:
             if cls.flexible_version_q(version):
                 pos = skip_tagged_fields(frame, pos)
-            return cls.decode(frame[pos:], version=version)
+            request = cls.decode(frame[pos:], version=version)
+            check_nulls(request, version)  # Kafka's readers refuse a null non-nullable field: close
+            return request
         except ProtocolError:
             raise
         except Exception as exc:  # noqa: BLE001 - kafka-python raises assorted errors on bad bytes

@@ -4,9 +4,9 @@ versions, tagged fields); kafka-python's schema-driven ApiMessage builds the cod
 
 from __future__ import annotations
 
-from tidelog.protocol.messages import _install_lazy_kafka_package
+from tidelog.protocol.messages import quiet_schema_loader
 
-_install_lazy_kafka_package()
+quiet_schema_loader()  # also installs the lazy `kafka` package
 
 from kafka.protocol.api_message import ApiMessage  # noqa: E402
 
