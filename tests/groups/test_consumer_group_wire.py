@@ -215,13 +215,13 @@ def test_classic_and_consumer_groups_convert_when_empty(broker: BrokerHandle, wi
     # an empty consumer group becomes classic on a classic JoinGroup (v3: no member id round trip)
     jg = request_class(11)[3]
     req = jg(group_id=group, session_timeout_ms=10000, rebalance_timeout_ms=10000, member_id="",
-             protocol_type="consumer", protocols=[jg.JoinGroupRequestProtocol(name="range", metadata=b"")])
+             protocol_type="connect", protocols=[jg.JoinGroupRequestProtocol(name="default", metadata=b"")])
     joined = wire.request(11, 3, req)
     assert joined.error_code == 0 and joined.generation_id == 1
     assert not broker.call(lambda: broker.state.groups.consumer_groups.is_consumer_group(group))
     [classic_view] = describe(wire, group)
     assert classic_view.error_code == E.GROUP_ID_NOT_FOUND and "not a consumer group" in classic_view.error_message
-    # while the classic member is there, a consumer-protocol join is refused
+    # a live classic group that does not speak the consumer embedded protocol cannot be upgraded
     assert heartbeat(wire, group, epoch=0, topics=["conv"], owned={}).error_code == E.GROUP_ID_NOT_FOUND
     lv = request_class(13)[3]
     wire.request(13, 3, lv(group_id=group, members=[lv.MemberIdentity(member_id=joined.member_id,

@@ -151,3 +151,29 @@ def test_classic_member_joins_a_consumer_group(classic_client: str, group_broker
                "the consumer-protocol member taking everything back")
     modern.close()
     assert sorted(values([modern, classic])) == sorted(f"v-{i}" for i in range(180))
+
+
+def test_live_classic_group_is_upgraded_when_a_consumer_protocol_member_joins(group_broker: object,
+                                                                             members: list[Member]) -> None:
+    """convertToConsumerGroup: kafka-python classic members own the partitions; a librdkafka member with
+    `group.protocol=consumer` joins, the group becomes a consumer group keeping the classic members and their
+    partitions, then the partitions are split between them. Every record is read once."""
+    bootstrap = group_broker.bootstrap  # type: ignore[attr-defined]
+    topic, group = "upgrade", "upgrade-group"
+    create_topic(bootstrap, topic, PARTITIONS)
+    produce(bootstrap, topic, 0, 60, PARTITIONS)
+    classic = Member(python_member("kafka-python", bootstrap, topic, group), "classic")
+    members.append(classic)
+    wait_until(lambda: classic.assignment == list(range(PARTITIONS)) and len(classic.records()) >= 60,
+               "the classic member owning everything")
+    state = group_broker.state  # type: ignore[attr-defined]
+    assert not group_broker.call(lambda: state.groups.consumer_groups.is_consumer_group(group))  # type: ignore[attr-defined]
+    modern = Member(python_member("confluent-consumer-protocol", bootstrap, topic, group), "consumer-protocol")
+    members.append(modern)
+    wait_until(lambda: split([modern, classic]) and len(modern.assignment or []) == 3, "a 3/3 split")
+    assert group_broker.call(lambda: state.groups.consumer_groups.is_consumer_group(group))  # type: ignore[attr-defined]
+    produce(bootstrap, topic, 60, 60, PARTITIONS)
+    wait_until(lambda: len(values([modern, classic])) >= 120, "records 60..119")
+    classic.close()
+    modern.close()
+    assert sorted(values([modern, classic])) == sorted(f"v-{i}" for i in range(120))

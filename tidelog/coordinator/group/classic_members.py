@@ -219,3 +219,56 @@ class ClassicMembers:
                 continue
             errors.append(self.cg.fence_member(group, found, "left the group (classic LeaveGroup)"))
         return errors
+
+
+def parse_assignment(data: bytes) -> dict[str, list[int]]:
+    """ConsumerProtocolAssignment (any version): AssignedPartitions by topic name."""
+    if not data:
+        return {}
+    r = _Reader(bytes(data))
+    r.i16()
+    out: dict[str, list[int]] = {}
+    for _ in range(max(0, r.i32())):
+        topic = r.string() or ""
+        out[topic] = [r.i32() for _ in range(max(0, r.i32()))]
+    return out
+
+
+def upgrade_records(cg: ConsumerGroupCoordinator, classic: Any) -> list[tuple[Any, bytes | None]] | None:
+    """ConsumerGroup.fromClassicGroup + createConsumerGroupRecords: the records that turn a live classic group
+    whose members speak the consumer embedded protocol into a consumer group (members keep their
+    partitions at epoch = the classic generation). None when it cannot be upgraded (validateOnlineUpgrade)."""
+    from tidelog.coordinator.group import consumer_records as cr
+
+    if classic.protocol_type != CONSUMER_PROTOCOL_TYPE or len(classic.members) > cg.config.max_size:
+        return None
+    gid, generation = classic.group_id, classic.generation_id
+    records: list[tuple[Any, bytes | None]] = []
+    targets: list[tuple[Any, bytes | None]] = []
+    currents: list[tuple[Any, bytes | None]] = []
+    try:
+        for m in classic.members.values():
+            subscription = parse_subscription(m.metadata(classic.protocol_name) if classic.protocol_name
+                                              else m.protocols[0][1])
+            assigned: dict[uuid.UUID, set[int]] = {}
+            for topic, parts in parse_assignment(m.assignment).items():
+                info = cg.topics.get(topic) if cg.topics is not None else None
+                if info is not None:
+                    assigned[uuid.UUID(bytes=bytes(info.topic_id))] = set(parts)
+            records.append((cr.ConsumerGroupKey(cr.MEMBER_METADATA, gid, m.member_id),
+                            cr.encode_member_metadata(cr.MemberMetadataValue(
+                                m.group_instance_id, subscription.rack_id or None, m.client_id, "/" + m.client_host,
+                                sorted(set(subscription.topics)), None, m.rebalance_timeout_ms, None,
+                                (m.session_timeout_ms, list(m.protocols))))))
+            targets.append((cr.ConsumerGroupKey(cr.TARGET_ASSIGNMENT_MEMBER, gid, m.member_id),
+                            cr.encode_target_member(assigned)))
+            currents.append((cr.ConsumerGroupKey(cr.CURRENT_MEMBER_ASSIGNMENT, gid, m.member_id),
+                             cr.encode_current_assignment(cr.CurrentAssignmentValue(
+                                 generation, generation, int(MemberState.STABLE), assigned, {}))))
+    except (ValueError, UnicodeDecodeError):
+        return None  # a malformed embedded protocol: Kafka refuses the upgrade
+    records.append((cr.ConsumerGroupKey(cr.GROUP_METADATA, gid), cr.encode_epoch(generation)))
+    records.extend(targets)
+    records.append((cr.ConsumerGroupKey(cr.TARGET_ASSIGNMENT_METADATA, gid), cr.encode_epoch(generation)))
+    records.extend(currents)
+    return records

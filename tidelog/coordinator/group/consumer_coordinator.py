@@ -11,8 +11,8 @@ Classic and consumer groups sharing an id follow Kafka: a heartbeat with epoch 0
 group into a consumer group (its classic record is tombstoned, offsets stay), a classic JoinGroup turns an
 empty consumer group into a classic one, and a classic consumer joining a live consumer group becomes one of
 its members (classic_members.py; another protocol type is INCONSISTENT_GROUP_PROTOCOL). Not done: the online
-upgrade of a live classic group (a consumer-protocol join answers GROUP_ID_NOT_FOUND) and the downgrade of a
-consumer group left with only classic members.
+downgrade of a consumer group left with only classic members (it stays a consumer group). A live classic group
+whose members use the consumer embedded protocol is upgraded when a consumer-protocol member joins.
 
 Deadlines (session timeout, rebalance timeout of a member that must revoke) are decided against the
 injected Clock by `check_expirations()`, armed by one `loop.call_later` timer.
@@ -37,7 +37,7 @@ from tidelog.coordinator.group.assignors import (
     PartitionAssignor,
     build_assignors,
 )
-from tidelog.coordinator.group.classic_members import ClassicMembers
+from tidelog.coordinator.group.classic_members import ClassicMembers, upgrade_records
 from tidelog.coordinator.group.consumer_group import (
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
@@ -50,7 +50,8 @@ from tidelog.coordinator.group.consumer_group import (
     is_subset,
     reconcile,
 )
-from tidelog.coordinator.group.group import GroupMetadata, OffsetAndMetadata
+from tidelog.coordinator.group.group import GroupMetadata, GroupState, OffsetAndMetadata
+from tidelog.coordinator.group.member import JoinResult, SyncResult
 from tidelog.protocol.errors import ErrorCode
 from tidelog.storage import TopicPartition
 
@@ -258,12 +259,14 @@ class ConsumerGroupCoordinator:
         return error if error == E.NONE else E.COORDINATOR_NOT_AVAILABLE
 
     def _maybe_take_over_classic(self, group_id: str) -> None:
-        """An empty classic group becomes a consumer group (maybeDeleteEmptyClassicGroup); a live one cannot."""
+        """An empty classic group becomes a consumer group (maybeDeleteEmptyClassicGroup); a live one whose
+        members speak the consumer embedded protocol is upgraded with its members (convertToConsumerGroup)."""
         classic = self._classic_group(group_id)
         if classic is None or group_id in self.groups:
             return
         if classic.members or classic.pending_members:
-            raise HeartbeatError(E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+            self._upgrade(classic)
+            return
         if classic.protocol_type is not None:
             tombstone = (classic_records.encode_group_metadata_key(classic_records.GroupMetadataKey(group_id)), None)
             error = self.classic.manager._append(group_id, [tombstone], for_commit=False)
@@ -273,6 +276,33 @@ class ConsumerGroupCoordinator:
             classic.protocol_name = None
             classic.generation_id = 0
             log.info("empty classic group %s converted to a consumer group", group_id)
+
+    def _upgrade(self, classic: GroupMetadata) -> None:
+        records = upgrade_records(self, classic)
+        if records is None:
+            raise HeartbeatError(E.GROUP_ID_NOT_FOUND, f"Group {classic.group_id} is not a consumer group.")
+        gid = classic.group_id
+        tombstone = (classic_records.encode_group_metadata_key(classic_records.GroupMetadataKey(gid)), None)
+        if self.classic.manager._append(gid, [tombstone], for_commit=False) != E.NONE:
+            raise HeartbeatError(E.COORDINATOR_NOT_AVAILABLE)
+        self.groups[gid] = ConsumerGroup(gid)
+        if self._write(gid, records) != E.NONE:
+            self.groups.pop(gid, None)
+            raise HeartbeatError(E.COORDINATOR_NOT_AVAILABLE)
+        # parked classic calls learn of the change and rejoin (Kafka completes them with REBALANCE_IN_PROGRESS)
+        for m in classic.members.values():
+            m.complete_join(JoinResult(E.REBALANCE_IN_PROGRESS, m.member_id))
+            m.complete_sync(SyncResult(E.REBALANCE_IN_PROGRESS))
+        classic.members.clear()
+        classic.static_members.clear()
+        classic.pending_members.clear()
+        classic.protocol_type = classic.protocol_name = classic.leader_id = None
+        classic.generation_id = 0
+        classic.state = GroupState.EMPTY
+        now = self._now()
+        for member in self.groups[gid].members.values():
+            member.session_deadline_ms = now + self._session_timeout(member)
+        log.info("classic group %s upgraded to a consumer group with %d member(s)", gid, len(self.groups[gid].members))
 
     # --------------------------------------------------------------------------------------- heartbeat
     def _validate(self, request: Any) -> None:
@@ -357,7 +387,7 @@ class ConsumerGroupCoordinator:
             if epoch != 0:
                 raise HeartbeatError(E.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
             self._maybe_take_over_classic(group_id)
-            group = ConsumerGroup(group_id)
+            group = self.groups.get(group_id) or ConsumerGroup(group_id)  # the upgraded group, or a new one
         member_id = request.member_id or str(uuid.uuid4())
         records: list[tuple[cr.ConsumerGroupKey, bytes | None]] = []
         member = group.members.get(member_id)
