@@ -177,3 +177,32 @@ def test_live_classic_group_is_upgraded_when_a_consumer_protocol_member_joins(gr
     classic.close()
     modern.close()
     assert sorted(values([modern, classic])) == sorted(f"v-{i}" for i in range(120))
+
+
+def test_consumer_group_downgrades_when_its_last_consumer_protocol_member_leaves(group_broker: object,
+                                                                                 members: list[Member]) -> None:
+    """convertToClassicGroup: a librdkafka `group.protocol=consumer` member and a kafka-python classic member
+    share a consumer group; when the consumer-protocol member leaves, the group becomes a classic group again
+    and the classic member, after one classic rebalance, owns every partition. Every record is read once."""
+    bootstrap = group_broker.bootstrap  # type: ignore[attr-defined]
+    topic, group = "downgrade", "downgrade-group"
+    create_topic(bootstrap, topic, PARTITIONS)
+    produce(bootstrap, topic, 0, 60, PARTITIONS)
+    modern = Member(python_member("confluent-consumer-protocol", bootstrap, topic, group), "consumer-protocol")
+    members.append(modern)
+    wait_until(lambda: modern.assignment == list(range(PARTITIONS)) and len(modern.records()) >= 60,
+               "the consumer-protocol member owning everything")
+    classic = Member(python_member("kafka-python", bootstrap, topic, group), "classic")
+    members.append(classic)
+    wait_until(lambda: split([modern, classic]), "a split between both kinds")
+    modern.close()
+    state = group_broker.state  # type: ignore[attr-defined]
+    wait_until(lambda: not group_broker.call(  # type: ignore[attr-defined]
+        lambda: state.groups.consumer_groups.is_consumer_group(group)), "the downgrade")
+    produce(bootstrap, topic, 60, 60, PARTITIONS)
+    wait_until(lambda: classic.assignment == list(range(PARTITIONS)) and len(values([modern, classic])) >= 120,
+               f"the classic member owning everything in the classic group ({classic.name})")
+    classic_group = group_broker.call(lambda: state.groups.groups[group])  # type: ignore[attr-defined]
+    assert classic_group.protocol_type == "consumer" and classic_group.state.value == "Stable"
+    classic.close()
+    assert sorted(values([modern, classic])) == sorted(f"v-{i}" for i in range(120))

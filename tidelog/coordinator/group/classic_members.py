@@ -272,3 +272,60 @@ def upgrade_records(cg: ConsumerGroupCoordinator, classic: Any) -> list[tuple[An
     records.append((cr.ConsumerGroupKey(cr.TARGET_ASSIGNMENT_METADATA, gid), cr.encode_epoch(generation)))
     records.extend(currents)
     return records
+
+
+def downgrade(cg: ConsumerGroupCoordinator, group: ConsumerGroup, leaving: ConsumerGroupMember) -> bool:
+    """convertToClassicGroup: when the last consumer-protocol member leaves and only classic members remain, the
+    group becomes a classic group again (validateOnlineDowngradeWithFencedMember). Its members keep their
+    current partitions in a Stable classic group whose generation is the group epoch, which then prepares a
+    rebalance so they rejoin the classic way. False when the group does not qualify."""
+    from tidelog.coordinator.group.group import GroupMetadata, GroupState
+    from tidelog.coordinator.group.member import MemberMetadata
+
+    remaining = [m for m in group.members.values() if m.member_id != leaving.member_id]
+    classic_coordinator = cg.classic
+    if (leaving.classic is not None or not remaining or any(m.classic is None for m in remaining)
+            or len(remaining) > classic_coordinator.config.group_max_size):
+        return False
+    gid = group.group_id
+    records = cg.group_tombstones(group)
+    holder: GroupMetadata = classic_coordinator.manager.get_group(gid) or classic_coordinator.manager.add_group(
+        GroupMetadata(gid))
+    protocol = remaining[0].classic.supported_protocols[0][0] if remaining[0].classic else ""
+    holder.members.clear()
+    holder.static_members.clear()
+    holder.protocol_type, holder.protocol_name = CONSUMER_PROTOCOL_TYPE, protocol
+    holder.generation_id = group.group_epoch  # the members' epoch: their commits stay valid (fromConsumerGroup)
+    now = cg.clock.monotonic_ms()
+    for m in remaining:
+        assert m.classic is not None
+        by_name: dict[str, list[int]] = {}
+        for topic_id, parts in m.assigned.items():
+            info = cg.topics.by_id(topic_id.bytes) if cg.topics is not None else None
+            if info is not None and parts:
+                by_name[info.name] = sorted(parts)
+        version = parse_subscription(m.classic.supported_protocols[0][1]).version
+        holder.add(MemberMetadata(m.member_id, m.instance_id, m.client_id, m.client_host.lstrip("/"),
+                                  max(m.rebalance_timeout_ms, 0), m.classic.session_timeout_ms, CONSUMER_PROTOCOL_TYPE,
+                                  list(m.classic.supported_protocols), encode_assignment(version, by_name),
+                                  last_heartbeat_ms=now))
+    holder.leader_id = remaining[0].member_id
+    holder.state = GroupState.STABLE
+    encoded = [(cr_encode_key(k), v) for k, v in records]
+    encoded.append(classic_coordinator.manager.group_record(holder))
+    if classic_coordinator.manager._append(gid, encoded, for_commit=False) != E.NONE:
+        holder.members.clear()
+        holder.static_members.clear()
+        holder.protocol_type = holder.protocol_name = holder.leader_id = None
+        holder.state = GroupState.EMPTY
+        return False
+    for key, value in records:
+        cg.replay(key, value)
+    classic_coordinator.prepare_rebalance_after_downgrade(holder)
+    return True
+
+
+def cr_encode_key(key: Any) -> bytes:
+    from tidelog.coordinator.group import consumer_records as cr
+
+    return cr.encode_key(key)

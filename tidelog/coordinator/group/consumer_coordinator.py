@@ -10,9 +10,9 @@ retention work unchanged; OffsetCommit is validated here against the member epoc
 Classic and consumer groups sharing an id follow Kafka: a heartbeat with epoch 0 turns an empty classic
 group into a consumer group (its classic record is tombstoned, offsets stay), a classic JoinGroup turns an
 empty consumer group into a classic one, and a classic consumer joining a live consumer group becomes one of
-its members (classic_members.py; another protocol type is INCONSISTENT_GROUP_PROTOCOL). Not done: the online
-downgrade of a consumer group left with only classic members (it stays a consumer group). A live classic group
-whose members use the consumer embedded protocol is upgraded when a consumer-protocol member joins.
+its members (classic_members.py; another protocol type is INCONSISTENT_GROUP_PROTOCOL).
+A live classic group whose members use the consumer embedded protocol is upgraded when a consumer-protocol member
+joins; a consumer group whose last consumer-protocol member leaves while classic members remain is downgraded.
 
 Deadlines (session timeout, rebalance timeout of a member that must revoke) are decided against the
 injected Clock by `check_expirations()`, armed by one `loop.call_later` timer.
@@ -37,7 +37,7 @@ from tidelog.coordinator.group.assignors import (
     PartitionAssignor,
     build_assignors,
 )
-from tidelog.coordinator.group.classic_members import ClassicMembers, upgrade_records
+from tidelog.coordinator.group.classic_members import ClassicMembers, downgrade, upgrade_records
 from tidelog.coordinator.group.consumer_group import (
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
@@ -572,6 +572,9 @@ class ConsumerGroupCoordinator:
         return [(cr.ConsumerGroupKey(t, group_id, member_id), None)
                 for t in (cr.CURRENT_MEMBER_ASSIGNMENT, cr.TARGET_ASSIGNMENT_MEMBER, cr.MEMBER_METADATA)]
 
+    def group_tombstones(self, group: ConsumerGroup) -> list[tuple[cr.ConsumerGroupKey, bytes | None]]:
+        return self._group_tombstones(group)
+
     def _group_tombstones(self, group: ConsumerGroup) -> list[tuple[cr.ConsumerGroupKey, bytes | None]]:
         records: list[tuple[cr.ConsumerGroupKey, bytes | None]] = []
         for member_id in list(group.members):
@@ -611,6 +614,10 @@ class ConsumerGroupCoordinator:
     def fence_member(self, group: ConsumerGroup, member: ConsumerGroupMember, reason: str) -> int:
         """consumerGroupFenceMember: remove the member, refresh subscription metadata, bump the group epoch."""
         gid = group.group_id
+        if downgrade(self, group, member):
+            log.info("consumer group %s: member %s %s; only classic members remain, so it is a classic group again",
+                     gid, member.member_id, reason)
+            return E.NONE
         records = self._member_tombstones(gid, member.member_id)
         others = [m for m in group.members.values() if m.member_id != member.member_id]
         resolved, regex_records = self._resolve_regexes(group, others)

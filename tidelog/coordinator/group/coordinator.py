@@ -295,6 +295,11 @@ class GroupCoordinator:
         log.info("group %s: preparing to rebalance (generation %d): %s", group.group_id, group.generation_id,
                  reason)
 
+    def prepare_rebalance_after_downgrade(self, group: GroupMetadata) -> None:
+        """A KIP-848 group just turned back into this classic group (convertToClassicGroup): rebalance it."""
+        self._prepare_rebalance(group, "Downgrade the consumer group to a classic group.")
+        self._schedule()
+
     def _try_complete_join(self, group: GroupMetadata) -> None:
         if (group.is_(GroupState.PREPARING_REBALANCE) and group.initial_delay_deadline_ms < 0
                 and group.all_members_joined()):
