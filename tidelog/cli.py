@@ -43,6 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="Prometheus metrics HTTP port (-1 = off, the default; 0 = any free port)")
     serve.add_argument("--log-format", choices=("console", "json"), default="console")
     serve.add_argument("--log-level", default="INFO")
+    # Test-only: exit abruptly at a named storage/cleaner step (tidelog.storage.fault_hooks.FaultPoint).
+    serve.add_argument("--crash-at", metavar="STEP", help=argparse.SUPPRESS)
     dump = sub.add_parser("dump-log", help="print the batches/records of log segments (kafka-dump-log style)",
                           add_help=False)
     dump.add_argument("args", nargs=argparse.REMAINDER)
@@ -107,7 +109,12 @@ def run_serve(args: argparse.Namespace) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        state = BrokerState(config)
+        hooks = None
+        if args.crash_at:
+            from tidelog.storage.fault_hooks import ExitAt
+
+            hooks = ExitAt(args.crash_at)
+        state = BrokerState(config, fault_hooks=hooks)
         server = Server(state)
         try:
             await server.start(sock=sock)

@@ -72,10 +72,11 @@ def _new_loop() -> asyncio.AbstractEventLoop:
 @contextlib.contextmanager
 def run_broker(log_dir: str | os.PathLike[str] | None = None, port: int = 0,
                overrides: Mapping[str, Any] | None = None, clock: Clock | None = None,
-               registry: Any = None) -> Iterator[BrokerHandle]:
+               registry: Any = None, fault_hooks: Any = None) -> Iterator[BrokerHandle]:
     """Start a broker in a background thread; stop it (clean shutdown) on exit. A temporary log dir is
     created (and removed afterwards) when `log_dir` is None. `registry` (broker.server.ApiRegistry) replaces
-    the handler modules, for tests of the dispatch itself."""
+    the handler modules, for tests of the dispatch itself. `fault_hooks` (storage.fault_hooks.FaultHooks)
+    is handed to storage and the cleaner."""
     from tidelog.broker.server import Server
     from tidelog.broker.state import BrokerState
     from tidelog.config.broker_config import BrokerConfig
@@ -96,7 +97,7 @@ def run_broker(log_dir: str | os.PathLike[str] | None = None, port: int = 0,
     async def main() -> None:
         nonlocal stop_event
         stop_event = asyncio.Event()
-        state = BrokerState(config, clock)
+        state = BrokerState(config, clock, fault_hooks=fault_hooks)
         server = Server(state, registry)
         try:
             await server.start()

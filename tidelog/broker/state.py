@@ -52,9 +52,10 @@ def new_cluster_id() -> str:
 
 
 class BrokerState:
-    def __init__(self, config: BrokerConfig, clock: Clock | None = None) -> None:
+    def __init__(self, config: BrokerConfig, clock: Clock | None = None, fault_hooks: Any = None) -> None:
         self.config = config
         self.clock = clock or Clock()
+        self.fault_hooks = fault_hooks  # storage.fault_hooks.FaultHooks for tests; None: none
         self.node_id: int = config.node_id
         self.listeners: list[tuple[str, str, int]] = parse_listeners(config.listeners)
         advertised = {name: (host, port) for name, host, port in
@@ -122,7 +123,8 @@ class BrokerState:
         from tidelog.storage.log_manager import LogManager
 
         return LogManager(list(self.config.log_dirs), self.config.default_log_config(), self.clock,
-                          flush_on_append=self.config.log_flush_on_append)
+                          flush_on_append=self.config.log_flush_on_append,
+                          **({"fault_hooks": self.fault_hooks} if self.fault_hooks is not None else {}))
 
     def advertised_endpoint(self, listener: str) -> tuple[str, int]:
         return self.advertised_endpoints.get(listener, (self.advertised_host, self.advertised_port))

@@ -29,7 +29,7 @@ def create_log_cleaner(state: Any) -> LogCleaner:
     config = state.config
     log_manager = state.log_manager
     cleaner = LogCleaner(CleanerConfig.from_broker_config(config), config.log_dirs, log_manager.all_logs,
-                         state.clock, checkpoint_store=log_manager)
+                         state.clock, checkpoint_store=log_manager, fault_hooks=log_manager.fault_hooks)
     cleaner.retention = RetentionTask(
         log_manager.all_logs, state.clock, config.log_retention_check_interval_ms,
         cleaner=cleaner if config.log_cleaner_enable else None,

@@ -21,9 +21,9 @@ from tidelog.cleaner.transactions import CleanedTransactionMetadata
 from tidelog.clock import Clock
 from tidelog.protocol.record_batch import HEADER_SIZE, RecordBatchHeader, batch_size_at, iter_batches
 from tidelog.storage import TopicPartition
+from tidelog.storage.fault_hooks import NO_FAULTS, FaultHooks, FaultPoint
 from tidelog.storage.log_file_utils import (
     CLEANED_FILE_SUFFIX,
-    SWAP_FILE_SUFFIX,
 )
 from tidelog.storage.log_segment import LogSegment
 
@@ -32,7 +32,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 INT32_MAX = 0x7FFFFFFF
-CRASH_ENV = "TIDELOG_CLEANER_CRASH_AT"
 
 
 class LogCleaningAbortedError(Exception):
@@ -65,37 +64,6 @@ class LogToClean:
     def cleanable_ratio(self) -> float:
         return self.cleanable_bytes / self.total_bytes if self.total_bytes else 0.0
 
-
-def maybe_crash(step: str) -> None:
-    """Test hook: `TIDELOG_CLEANER_CRASH_AT=<step>` makes the process exit abruptly at that swap step."""
-    if os.environ.get(CRASH_ENV) == step:
-        os._exit(137)
-
-
-def _install_swap_crash_hooks(cleaned: LogSegment, old_segments: list[LogSegment]) -> None:
-    """Test hook for the steps inside Log.replace_segments (log-cleaner.md §6): exit right after
-    `swap` (.cleaned -> .swap), `deleted-first` / `deleted` (first / last old segment renamed .deleted) or
-    `live` (.swap -> final name). Wraps methods of these segment objects only."""
-    step = os.environ.get(CRASH_ENV)
-    if step in ("swap", "live"):
-        rename = cleaned.change_file_suffixes
-        trigger = SWAP_FILE_SUFFIX if step == "swap" else ""
-
-        def hooked(old_suffix: str, new_suffix: str) -> None:
-            rename(old_suffix, new_suffix)
-            if new_suffix == trigger:
-                os._exit(137)
-
-        cleaned.change_file_suffixes = hooked  # type: ignore[method-assign]
-    elif step in ("deleted-first", "deleted"):
-        target = old_segments[0] if step == "deleted-first" else old_segments[-1]
-        to_deleted = target.rename_to_deleted
-
-        def hooked_delete() -> None:
-            to_deleted()
-            os._exit(137)
-
-        target.rename_to_deleted = hooked_delete  # type: ignore[method-assign]
 
 
 def last_records_of_active_producers(log: Log) -> dict[int, LastRecord]:
@@ -137,6 +105,7 @@ def group_segments_by_size(
     return groups
 
 
+
 class Cleaner:
     """The worker of one cleaner thread. `check_done(tp)` raises LogCleaningAbortedError when the
     partition's cleaning was aborted; it is called before every chunk read."""
@@ -150,8 +119,10 @@ class Cleaner:
         throttler: Throttler,
         clock: Clock,
         check_done: Callable[[TopicPartition], None],
+        fault_hooks: FaultHooks = NO_FAULTS,
     ) -> None:
         self.id = cleaner_id
+        self.fault_hooks = fault_hooks
         self.offset_map = offset_map
         self.io_buffer_size = max(io_buffer_size, HEADER_SIZE)
         self.max_io_buffer_size = max_io_buffer_size
@@ -325,8 +296,7 @@ class Cleaner:
             modified_ns = os.stat(segments[-1].log_path).st_mtime_ns
             for path in (cleaned.log_path, cleaned.offset_index.path, cleaned.time_index.path):
                 os.utime(path, ns=(modified_ns, modified_ns))
-            maybe_crash("cleaned")
-            _install_swap_crash_hooks(cleaned, segments)
+            self.fault_hooks.at(FaultPoint.CLEANED, cleaned)
             logger.info("Swapping in cleaned segment %s for segment(s) %s in log %s", cleaned, segments,
                         log.topic_partition)
             log.replace_segments([cleaned], segments)

@@ -21,6 +21,7 @@ from tidelog.cleaner.offset_map import SkimpyOffsetMap
 from tidelog.cleaner.stats import CleanerStats, Throttler
 from tidelog.clock import Clock
 from tidelog.storage import TopicPartition
+from tidelog.storage.fault_hooks import NO_FAULTS, FaultHooks, FaultPoint
 from tidelog.storage.retention import delete_old_segments
 
 if TYPE_CHECKING:
@@ -113,8 +114,10 @@ class LogCleaner:
         logs: Callable[[], dict[TopicPartition, Log]],
         clock: Clock,
         checkpoint_store: Any = None,
+        fault_hooks: FaultHooks = NO_FAULTS,
     ) -> None:
         config.validate()
+        self.fault_hooks = fault_hooks
         self.config = config
         self.clock = clock
         self._logs = logs
@@ -188,6 +191,7 @@ class LogCleaner:
             self.throttler,
             self.clock,
             self._check_done,
+            self.fault_hooks,
         )
 
     def _check_done(self, tp: TopicPartition) -> None:
@@ -249,9 +253,7 @@ class LogCleaner:
         summary = stats.summary(f"{tp.topic}-{tp.partition}", cleanable.first_dirty_offset, end_offset)
         logger.info(summary)
         self.summaries = (self.summaries + [summary])[-20:]
-        from tidelog.cleaner.cleaner import maybe_crash
-
-        maybe_crash("before-checkpoint")
+        self.fault_hooks.at(FaultPoint.BEFORE_CHECKPOINT, tp)
         self.manager.done_cleaning(tp, log_dir_of(log), end_offset)
 
     # --- hooks for LogManager-style callers ----------------------------------------------------------------

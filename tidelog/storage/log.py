@@ -11,6 +11,7 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import os
+import struct
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -21,7 +22,10 @@ from tidelog.clock import Clock
 from tidelog.config.log_config import LogConfig
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.record_batch import HEADER_SIZE, iter_batches, read_header
+from tidelog.protocol.records import Record, build_batch
 from tidelog.storage import TopicPartition
+from tidelog.storage.batch_effects import apply_written_batch
+from tidelog.storage.fault_hooks import NO_FAULTS, FaultHooks, FaultPoint
 from tidelog.storage.leader_epoch import LeaderEpochFileCache
 from tidelog.storage.log_file_utils import (
     CLEANED_FILE_SUFFIX,
@@ -33,7 +37,12 @@ from tidelog.storage.log_file_utils import (
 from tidelog.storage.log_segment import LogSegment, RollParams, random_segment_jitter
 from tidelog.storage.log_segments import LogSegments
 from tidelog.storage.log_validator import validate_records
-from tidelog.storage.producer_state import ProducerStateManager, read_control_record
+from tidelog.storage.producer_state import (
+    CONTROL_TYPE_ABORT,
+    CONTROL_TYPE_COMMIT,
+    ProducerStateManager,
+    read_control_record,
+)
 from tidelog.storage.scheduler import Scheduler
 from tidelog.storage.transaction_index import AbortedTxn
 
@@ -47,6 +56,22 @@ EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
+
+
+_CONTROL_KEY = struct.Struct(">hh")  # version 0, type (ControlRecordType ABORT 0 / COMMIT 1)
+_CONTROL_VALUE = struct.Struct(">hi")  # version 0, coordinator epoch (EndTransactionMarker)
+
+
+@dataclass(frozen=True, slots=True)
+class ActiveProducer:
+    """One producer's state on a partition (DescribeProducers' ProducerState)."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int
+    current_txn_start_offset: int  # -1: no open transaction
 
 
 @dataclass
@@ -74,8 +99,10 @@ class Log:
         producer_id_expiration_ms: int = 86_400_000,
         flush_on_append: bool = False,
         flush_executor: concurrent.futures.Executor | None = None,
+        fault_hooks: FaultHooks = NO_FAULTS,
     ) -> None:
         """Use `Log.load()` (or LogManager) to open a log; this only sets up empty state."""
+        self.fault_hooks = fault_hooks
         self.dir = Path(directory)
         self.topic_partition = topic_partition
         self.config = config
@@ -142,6 +169,26 @@ class Log:
         if first_unstable is None:
             return self.high_watermark
         return min(first_unstable, self.high_watermark)
+
+    def first_unstable_offset(self) -> int | None:
+        """First offset of the oldest open transaction, or None (Kafka's UnifiedLog.firstUnstableOffset)."""
+        with self.lock:
+            return self.producer_state_manager.first_unstable_offset()
+
+    def active_producers(self) -> list[ActiveProducer]:
+        """Every producer this partition tracks, for DescribeProducers (Kafka's UnifiedLog.activeProducers)."""
+        with self.lock:
+            return [
+                ActiveProducer(
+                    producer_id=e.producer_id,
+                    producer_epoch=e.producer_epoch,
+                    last_sequence=e.last_seq,
+                    last_timestamp=e.last_timestamp,
+                    coordinator_epoch=e.coordinator_epoch,
+                    current_txn_start_offset=e.current_txn_first_offset,
+                )
+                for e in self.producer_state_manager.producers.values()
+            ]
 
     @property
     def active_segment(self) -> LogSegment:
@@ -237,32 +284,49 @@ class Log:
                 log.exception("append listener failed")
         return info
 
+    def append_control_marker(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        commit: bool,
+        timestamp_ms: int | None = None,
+    ) -> LogAppendInfo:
+        """Write a COMMIT/ABORT marker for `producer_id` (Kafka's WriteTxnMarkers path: one control batch,
+        transactional, base sequence -1, key version 0 + type, value version 0 + coordinator epoch;
+        EndTransactionMarker). Completes the producer's open transaction (an ABORT goes to `.txnindex`),
+        advances the LSO and wakes fetch waiters. A marker without an open transaction is still written,
+        as Kafka does. Raises KafkaError(INVALID_PRODUCER_EPOCH) for an epoch older than the producer's
+        (ProducerAppendInfo.checkProducerEpoch) and TRANSACTION_COORDINATOR_FENCED for an older
+        coordinator epoch."""
+        ts = self.clock.milliseconds() if timestamp_ms is None else timestamp_ms
+        key = _CONTROL_KEY.pack(0, CONTROL_TYPE_COMMIT if commit else CONTROL_TYPE_ABORT)
+        value = _CONTROL_VALUE.pack(0, coordinator_epoch)
+        batch = build_batch(
+            [Record(0, ts, key, value)],
+            0,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            base_sequence=-1,
+            is_transactional=True,
+            is_control=True,
+            partition_leader_epoch=self.leader_epoch,
+        )
+        return self.append_as_leader(batch, self.leader_epoch, from_client=False)
+
     def _after_write(
         self, segment: LogSegment, headers: list[RecordBatchHeader], control_bytes: dict[int, bytes], now: int
     ) -> None:
         """Leader epochs, producer state and `.txnindex` for batches that are now in the log."""
-        psm = self.producer_state_manager
         for header in headers:
-            if header.partition_leader_epoch >= 0:
-                try:
-                    self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
-                except OSError as e:
-                    # In memory it is updated; the next successful write (or recovery) persists it.
-                    log.error("could not write leader-epoch-checkpoint of %s: %s", self.topic_partition, e)
-            completed = psm.update(header, control_bytes.get(header.base_offset), now)
-            if completed is not None and completed.is_aborted:
-                try:
-                    segment.txn_index.append(
-                        AbortedTxn(
-                            completed.producer_id,
-                            completed.first_offset,
-                            completed.last_offset,
-                            psm.last_stable_offset(completed),
-                        )
-                    )
-                except (OSError, ValueError) as e:
-                    # The marker is in the log; recovery rebuilds .txnindex from it if this entry is lost.
-                    log.error("could not write aborted txn to %s: %s", segment.txn_index.path, e)
+            apply_written_batch(
+                header,
+                control_bytes.get(header.base_offset),
+                self.producer_state_manager,
+                self.leader_epoch_cache,
+                segment.txn_index,
+                now,
+            )
 
     def _max_segment_ms(self) -> int:
         if self.config.compact:
@@ -562,25 +626,37 @@ class Log:
             old_sorted = sorted(old_segments, key=lambda s: s.base_offset)
             new_bases = {s.base_offset for s in new_sorted}
             try:
+                hooks = self.fault_hooks
                 for segment in reversed(new_sorted):
                     if segment.has_suffix(CLEANED_FILE_SUFFIX):
                         segment.change_file_suffixes(CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX)
+                        hooks.at(FaultPoint.SWAP, segment)
                     self.segments.add(segment)
                 not_replaced = []
-                for segment in old_sorted:
+                for i, segment in enumerate(old_sorted):
                     if segment.base_offset not in new_bases:
                         if self.segments.get(segment.base_offset) is segment:
                             self.segments.remove(segment.base_offset)
                         not_replaced.append(segment)
                     self._async_delete([segment], delete_snapshots=False)
+                    if i == 0:
+                        hooks.at(FaultPoint.DELETED_FIRST, segment)
+                    if i == len(old_sorted) - 1:
+                        hooks.at(FaultPoint.DELETED, segment)
                 if not_replaced:
                     self._async_delete_snapshots([s.base_offset for s in not_replaced])
                 for segment in new_sorted:
                     if segment.has_suffix(SWAP_FILE_SUFFIX):
                         segment.change_file_suffixes(SWAP_FILE_SUFFIX, "")
-                fsync_dir(self.dir)
+                        hooks.at(FaultPoint.LIVE, segment)
             except OSError as e:
                 raise _storage_error(e) from e
+        # The directory fsync makes the renames durable; it runs outside `lock` so appends and fetches
+        # of this partition are not stalled behind the disk (a crash before it is settled by recovery).
+        try:
+            fsync_dir(self.dir)
+        except OSError as e:
+            raise _storage_error(e) from e
 
     def _async_delete_snapshots(self, offsets: list[int]) -> None:
         for offset in offsets:
@@ -605,8 +681,10 @@ class Log:
     def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
         """Aborted transactions overlapping [start, upper bound): `.txnindex` of the segment holding start
         and later ones until an entry's LSO reaches the bound (Kafka's LocalLog.collectAbortedTransactions)."""
+        if upper_bound_offset <= start_offset:
+            return []
         with self.lock:
-            segments = self.segments.values(start_offset)
+            segments = self.segments.values(start_offset, upper_bound_offset)
         found: list[AbortedTxn] = []
         for segment in segments:
             result = segment.txn_index.collect_aborted_txns(start_offset, upper_bound_offset)

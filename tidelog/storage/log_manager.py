@@ -37,6 +37,7 @@ from tidelog.storage.checkpoints import (
     write_clean_shutdown_file,
     write_meta_properties,
 )
+from tidelog.storage.fault_hooks import NO_FAULTS, FaultHooks
 from tidelog.storage.log import Log
 from tidelog.storage.log_file_utils import (
     DELETE_DIR_SUFFIX,
@@ -72,6 +73,7 @@ class LogManager:
         background_tasks: bool | None = None,
         background_interval_ms: int = 1000,
         checkpoint_interval_ms: int = 60_000,
+        fault_hooks: FaultHooks = NO_FAULTS,
     ) -> None:
         """`config_provider(tp)` (optional) gives the effective LogConfig of a partition found on disk at
         startup (topic overrides); without it `default_config` is used until `Log.update_config()`.
@@ -90,6 +92,7 @@ class LogManager:
         self._cluster_id = cluster_id
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self.config_provider = config_provider
+        self.fault_hooks = fault_hooks
         self.scheduler = Scheduler(clock)
         self._logs: dict[TopicPartition, Log] = {}
         self._log_dir_of: dict[TopicPartition, Path] = {}
@@ -251,6 +254,7 @@ class LogManager:
             "producer_id_expiration_ms": self.producer_id_expiration_ms,
             "flush_on_append": self.flush_on_append,
             "flush_executor": self._flush_executor,
+            "fault_hooks": self.fault_hooks,
         }
 
     def _register(self, tp: TopicPartition, lg: Log, log_dir: Path) -> None:
