@@ -81,6 +81,9 @@ class LogAppendInfo:
     log_append_time: int  # -1 unless LogAppendTime
     log_start_offset: int
     duplicate: bool = False
+    # Set by append_as_leader(defer_flush=True) when the flush policy wants this append fsynced before it
+    # is acknowledged: the caller runs `flush_appended(info)` on a worker, then `expose_flushed(info)`.
+    flush_required: bool = False
 
 
 def _storage_error(e: BaseException) -> KafkaError:
@@ -214,11 +217,19 @@ class Log:
     # --- append ----------------------------------------------------------------------------------------
 
     def append_as_leader(
-        self, records: bytes | bytearray | memoryview, leader_epoch: int = 0, from_client: bool = True
+        self,
+        records: bytes | bytearray | memoryview,
+        leader_epoch: int = 0,
+        from_client: bool = True,
+        defer_flush: bool = False,
     ) -> LogAppendInfo:
         """Validate, assign offsets, check producer state, roll if needed, write, index, flush policy.
 
         `from_client=False` is for the broker's own writes (transaction markers, coordinator records).
+        `defer_flush=True` (the Produce path on the event loop): when the flush policy (log.flush.on.append,
+        flush.messages, flush.ms) asks for an fsync, none is done here; the result has `flush_required`
+        and the records stay invisible (the high watermark does not move) until the caller has run
+        `flush_appended(info)` off the loop and then `expose_flushed(info)`.
         Raises KafkaError; on failure nothing becomes visible and no offset is consumed."""
         with self.lock:
             if self.closed:
@@ -266,23 +277,39 @@ class Log:
                     result.max_timestamp,
                     shallow_offset_of_max_ts,
                     out,
-                    sync=self.flush_on_append,
+                    sync=self.flush_on_append and not defer_flush,
                 )
             except OSError as e:
                 log.error("append to %s failed: %s", self.topic_partition, e)
                 raise _storage_error(e) from e
             self._after_write(segment, headers, control_bytes, now)
             self._next_offset = result.last_offset + 1
-            self.high_watermark = self._next_offset
             self._unflushed_messages += result.record_count
-            self._maybe_flush(now)
             info = LogAppendInfo(result.first_offset, result.last_offset, result.log_append_time, self.log_start_offset)
+            if defer_flush and (self.flush_on_append or self._flush_due(now)):
+                info.flush_required = True
+                return info  # visible (HW, listeners) only after the fsync: expose_flushed()
+            self.high_watermark = self._next_offset
+            self._maybe_flush(now)
+        self._notify_listeners()
+        return info
+
+    def flush_appended(self, info: LogAppendInfo) -> None:
+        """Worker thread: fsync everything up to and including a deferred append (raises OSError)."""
+        self.flush(info.last_offset + 1)
+
+    def expose_flushed(self, info: LogAppendInfo) -> None:
+        """Event-loop thread, after flush_appended(info): the records become visible to fetchers."""
+        with self.lock:
+            self.high_watermark = max(self.high_watermark, min(info.last_offset + 1, self._next_offset))
+        self._notify_listeners()
+
+    def _notify_listeners(self) -> None:
         for listener in list(self._listeners):
             try:
                 listener(self)
             except Exception:
                 log.exception("append listener failed")
-        return info
 
     def append_control_marker(
         self,
@@ -414,6 +441,7 @@ class Log:
                 return
             segments = self.segments.values(self.recovery_point, target)
             unsynced, self._unsynced_files = self._unsynced_files, []
+        self.fault_hooks.at(FaultPoint.FSYNC, self.topic_partition)
         for segment in segments:
             if not segment.is_closed:
                 segment.flush()
@@ -427,10 +455,13 @@ class Log:
                 self._unflushed_messages = 0
             self._last_flush_ms = self.clock.milliseconds()
 
-    def _maybe_flush(self, now: int) -> None:
-        if self._unflushed_messages >= self.config.flush_messages or (
+    def _flush_due(self, now: int) -> bool:
+        return self._unflushed_messages >= self.config.flush_messages or (
             self.config.flush_ms < 2**62 and now - self._last_flush_ms >= self.config.flush_ms
-        ):
+        )
+
+    def _maybe_flush(self, now: int) -> None:
+        if self._flush_due(now):
             try:
                 self.flush()
             except OSError as e:

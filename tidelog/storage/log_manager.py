@@ -6,6 +6,7 @@ the Clock-driven deletion scheduler and a background flush thread.
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import fcntl
 import logging
@@ -38,7 +39,7 @@ from tidelog.storage.checkpoints import (
     write_meta_properties,
 )
 from tidelog.storage.fault_hooks import NO_FAULTS, FaultHooks
-from tidelog.storage.log import Log
+from tidelog.storage.log import Log, LogAppendInfo
 from tidelog.storage.log_file_utils import (
     DELETE_DIR_SUFFIX,
     FUTURE_DIR_SUFFIX,
@@ -49,6 +50,9 @@ from tidelog.storage.log_file_utils import (
 from tidelog.storage.scheduler import Scheduler
 
 log = logging.getLogger(__name__)
+
+
+APPEND_FLUSH_THREADS = 4
 
 
 class LogDirLockedError(Exception):
@@ -100,6 +104,9 @@ class LogManager:
         self._lock_fds: dict[Path, int] = {}
         self._meta: dict[Path, dict[str, str]] = {}
         self._flush_executor: concurrent.futures.ThreadPoolExecutor | None = None
+        # fsyncs of deferred appends (Produce with log.flush.on.append / flush.messages): several workers,
+        # so a slow disk under one partition does not hold up another partition's acknowledgements.
+        self._append_flush_executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._started = False
         self._last_checkpoint_ms = 0
         self._last_expiry_check_ms = clock.milliseconds()
@@ -110,11 +117,27 @@ class LogManager:
         self._stop = threading.Event()
         self._background: threading.Thread | None = None
 
+    # --- deferred append flushes ------------------------------------------------------------------------
+
+    async def flush_appended(self, lg: Log, info: LogAppendInfo) -> None:
+        """On the event loop, after `lg.append_as_leader(..., defer_flush=True)` returned `info` with
+        `flush_required`: fsync on a worker thread (the loop keeps serving other requests), then make the
+        records visible. Raises OSError when the fsync failed (the caller answers KAFKA_STORAGE_ERROR)."""
+        executor = self._append_flush_executor
+        if executor is None:
+            lg.flush_appended(info)
+        else:
+            await asyncio.get_running_loop().run_in_executor(executor, lg.flush_appended, info)
+        lg.expose_flushed(info)
+
     # --- startup / shutdown ----------------------------------------------------------------------------
 
     def startup(self) -> None:
         """Lock and identify every log dir, then load each partition (recovering after an unclean shutdown)."""
         self._flush_executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="log-flush")
+        self._append_flush_executor = concurrent.futures.ThreadPoolExecutor(
+            max_workers=APPEND_FLUSH_THREADS, thread_name_prefix="log-append-flush"
+        )
         _raise_open_file_limit()
         for log_dir in self.log_dirs:
             log_dir.mkdir(parents=True, exist_ok=True)
@@ -272,6 +295,9 @@ class LogManager:
             if self._flush_executor is not None:
                 self._flush_executor.shutdown(wait=True)
                 self._flush_executor = None
+            if self._append_flush_executor is not None:
+                self._append_flush_executor.shutdown(wait=True)
+                self._append_flush_executor = None
             failed_dirs: set[Path] = set()
             for tp, lg in self._logs.items():
                 try:
