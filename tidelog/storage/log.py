@@ -34,6 +34,7 @@ from tidelog.storage.log_file_utils import (
     filename_prefix_from_offset,
     fsync_dir,
 )
+from tidelog.storage.log_loader import LoadedLogOffsets, LogLoader
 from tidelog.storage.log_segment import LogSegment, RollParams, random_segment_jitter
 from tidelog.storage.log_segments import LogSegments
 from tidelog.storage.log_validator import validate_records
@@ -103,8 +104,10 @@ class Log:
         flush_on_append: bool = False,
         flush_executor: concurrent.futures.Executor | None = None,
         fault_hooks: FaultHooks = NO_FAULTS,
+        loaded: LoadedLogOffsets | None = None,
     ) -> None:
-        """Use `Log.load()` (or LogManager) to open a log; this only sets up empty state."""
+        """Use `Log.load()` (or LogManager) to open a log: it passes what LogLoader found as `loaded`;
+        without it the log is empty state."""
         self.fault_hooks = fault_hooks
         self.dir = Path(directory)
         self.topic_partition = topic_partition
@@ -115,14 +118,19 @@ class Log:
         self.flush_on_append = flush_on_append
         self._flush_executor = flush_executor
         self.lock = threading.RLock()
-        self.segments = LogSegments()
-        self.leader_epoch_cache = LeaderEpochFileCache(self.dir)
-        self.producer_state_manager = ProducerStateManager(self.dir, producer_id_expiration_ms)
-        self.log_start_offset = 0
-        self.recovery_point = 0
-        self.high_watermark = 0
+        if loaded is None:
+            loaded = LoadedLogOffsets(0, 0, 0, LogSegments(), ProducerStateManager(self.dir, producer_id_expiration_ms),
+                                      LeaderEpochFileCache(self.dir))
+        self.segments = loaded.segments
+        self.leader_epoch_cache = loaded.leader_epoch_cache
+        self.producer_state_manager = loaded.producer_state_manager
+        self.log_start_offset = loaded.log_start_offset
+        self.recovery_point = loaded.recovery_point
+        # HW from replication-offset-checkpoint is clamped to [log start, LEO]; with a single replica the
+        # leader raises it to LEO at once (Kafka's Partition.maybeIncrementLeaderHW), so it starts at LEO.
+        self.high_watermark = loaded.next_offset
         self.leader_epoch = 0
-        self._next_offset = 0
+        self._next_offset = loaded.next_offset
         self._unflushed_messages = 0
         self._last_flush_ms = clock.milliseconds()
         self._listeners: list[Callable[[Log], None]] = []
@@ -147,18 +155,26 @@ class Log:
         **kwargs: object,
     ) -> Log:
         """Open a partition directory (creating it if needed), recovering after an unclean shutdown
-        (storage-format.md §11). `recovery_point`/`log_start_offset`/`high_watermark` come from the
-        log-dir checkpoints."""
-        from tidelog.storage.log_loader import LogLoader
-
-        Path(directory).mkdir(parents=True, exist_ok=True)
-        log_obj = cls(Path(directory), topic_partition, config, clock, topic_id, **kwargs)  # type: ignore[arg-type]
-        LogLoader(log_obj, had_clean_shutdown, recovery_point, log_start_offset).load()
-        # HW from replication-offset-checkpoint is clamped to [log start, LEO]; with a single replica the
-        # leader then raises it to LEO at once (storage-format.md §11), so the checkpoint value is moot.
+        (docs/STORAGE.md "Recovery"). `recovery_point`/`log_start_offset`/`high_watermark` come from the
+        log-dir checkpoints; the HW checkpoint is moot with one replica (see __init__)."""
         del high_watermark
-        log_obj.high_watermark = log_obj._next_offset
-        return log_obj
+        path = Path(directory)
+        path.mkdir(parents=True, exist_ok=True)
+        expiration = kwargs.pop("producer_id_expiration_ms", 86_400_000)
+        assert isinstance(expiration, int)
+        loaded = LogLoader(
+            path,
+            topic_partition,
+            config,
+            clock,
+            ProducerStateManager(path, expiration),
+            LeaderEpochFileCache(path),
+            had_clean_shutdown,
+            recovery_point,
+            log_start_offset,
+        ).load()
+        return cls(path, topic_partition, config, clock, topic_id, producer_id_expiration_ms=expiration,
+                   loaded=loaded, **kwargs)  # type: ignore[arg-type]
 
     # --- offsets ---------------------------------------------------------------------------------------
 

@@ -547,6 +547,19 @@ class LogSegment:
         self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far = last_ts, last_off
         return removed
 
+    def truncate_fully(self) -> None:
+        """Empty the segment and its indexes whatever their state (recovery of an unreadable segment)."""
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.txn_index.reset()
+        self._drop_mapping()
+        os.ftruncate(self._fd, 0)
+        self._size = 0
+        self.created = self._clock.milliseconds()
+        self._rolling_based_timestamp = None
+        self.bytes_since_last_index_entry = 0
+        self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far = NO_TIMESTAMP, self.base_offset
+
     # --- files -------------------------------------------------------------------------------------------
 
     def flush(self) -> None:
