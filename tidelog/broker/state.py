@@ -41,7 +41,8 @@ def _optional(module: str, build: Callable[[Any], Any]) -> Any:
     return build(mod)
 
 
-_SUBSYSTEMS = frozenset({"log_manager", "topics", "purgatory", "groups", "producer_ids", "cleaner"})
+_SUBSYSTEMS = frozenset({"log_manager", "topics", "purgatory", "groups", "producer_ids", "cleaner",
+                         "txn_coordinator"})
 
 
 def new_cluster_id() -> str:
@@ -84,6 +85,7 @@ class BrokerState:
     groups: Any
     producer_ids: Any
     cleaner: Any
+    txn_coordinator: Any
 
     def __getattr__(self, name: str) -> Any:
         # Only called for attributes not set yet: a subsystem read before load(), or (by a subsystem's
@@ -118,6 +120,8 @@ class BrokerState:
         self.groups = _optional("tidelog.coordinator.group", lambda m: m.create_group_coordinator(self))
         self.producer_ids = _optional("tidelog.broker.producer_ids", lambda m: m.ProducerIdManager(config.log_dirs[0]))
         self.cleaner = _optional("tidelog.cleaner.broker", lambda m: m.create_log_cleaner(self))
+        self.txn_coordinator = _optional("tidelog.coordinator.transaction",
+                                         lambda m: m.create_transaction_coordinator(self))
 
     def _create_log_manager(self) -> Any:
         from tidelog.storage.log_manager import LogManager
@@ -160,7 +164,7 @@ class BrokerState:
     def start_services(self) -> None:
         """Start the group coordinator (replays __consumer_offsets; arms loop timers, so on the loop thread)
         and the cleaner threads, after load_logs()."""
-        for part in (self.groups, self.cleaner):
+        for part in (self.groups, self.txn_coordinator, self.cleaner):
             if part is not None and hasattr(part, "startup"):
                 part.startup()
 
@@ -168,7 +172,7 @@ class BrokerState:
         if not self._started:
             return
         self._started = False
-        for part in (self.groups, self.cleaner, self.purgatory):
+        for part in (self.txn_coordinator, self.groups, self.cleaner, self.purgatory):
             if part is not None and hasattr(part, "shutdown"):
                 try:
                     part.shutdown()

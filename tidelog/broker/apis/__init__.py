@@ -31,4 +31,12 @@ API_MODULES: tuple[str, ...] = (
     "delete_groups",
     "offset_delete",
     "init_producer_id",
+    # transaction coordinator
+    "add_partitions_to_txn",
+    "add_offsets_to_txn",
+    "end_txn",
+    "txn_offset_commit",
+    "describe_transactions",
+    "list_transactions",
+    "describe_producers",
 )

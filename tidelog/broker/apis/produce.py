@@ -14,7 +14,14 @@ from typing import Any
 from tidelog.broker.context import CloseConnection, RequestContext
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
-from tidelog.protocol.record_batch import ATTRIBUTES_OFFSET, COMPRESSION_MASK, HEADER_SIZE, MAGIC_OFFSET
+from tidelog.protocol.record_batch import (
+    ATTRIBUTES_OFFSET,
+    COMPRESSION_MASK,
+    HEADER_SIZE,
+    MAGIC_OFFSET,
+    TRANSACTIONAL_FLAG,
+    read_header,
+)
 from tidelog.protocol.records import ZSTD
 from tidelog.storage import TopicPartition
 from tidelog.storage.log import Log, LogAppendInfo
@@ -55,6 +62,17 @@ def _precheck_records(records: bytes | None, version: int) -> ErrorCode:
     return ErrorCode.NONE
 
 
+def _verify_transaction(ctx: RequestContext, tp: TopicPartition, records: bytes) -> ErrorCode:
+    """KIP-890 part 1: a transactional batch only goes to a partition added to its ongoing transaction."""
+    if len(records) < HEADER_SIZE or records[MAGIC_OFFSET] != 2 or not records[ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_FLAG:
+        return ErrorCode.NONE
+    coordinator = ctx.broker.txn_coordinator
+    if coordinator is None:
+        return ErrorCode.NONE
+    header = read_header(records)
+    return coordinator.verify_transactional_produce(tp, header.producer_id, header.producer_epoch)
+
+
 def _append(ctx: RequestContext, tp: TopicPartition, records: bytes | None, acks: int,
             pending: list[tuple[Log, LogAppendInfo, _PartitionResult]]) -> _PartitionResult:
     topics = ctx.broker.topics
@@ -76,6 +94,9 @@ def _append(ctx: RequestContext, tp: TopicPartition, records: bytes | None, acks
                                 message=f"ISR size 1 is below min.insync.replicas "
                                         f"{log_obj.config.min_insync_replicas}")
     assert records is not None
+    error = _verify_transaction(ctx, tp, records)
+    if error != ErrorCode.NONE:
+        return _PartitionResult(error)
     try:
         appended = log_obj.append_as_leader(records, log_obj.leader_epoch, defer_flush=True)
     except KafkaError as e:
