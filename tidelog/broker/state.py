@@ -55,6 +55,7 @@ def new_cluster_id() -> str:
 class BrokerState:
     def __init__(self, config: BrokerConfig, clock: Clock | None = None, fault_hooks: Any = None) -> None:
         self.config = config
+        self._own_clock = clock is None  # on the system clock housekeeping runs on its own; a test clock drives it
         self.clock = clock or Clock()
         self.fault_hooks = fault_hooks  # storage.fault_hooks.FaultHooks for tests; None: none
         self.node_id: int = config.node_id
@@ -128,6 +129,8 @@ class BrokerState:
 
         return LogManager(list(self.config.log_dirs), self.config.default_log_config(), self.clock,
                           flush_on_append=self.config.log_flush_on_append,
+                          background_tasks=self._own_clock,
+                          retention_check_interval_ms=self.config.log_retention_check_interval_ms,
                           **({"fault_hooks": self.fault_hooks} if self.fault_hooks is not None else {}))
 
     def advertised_endpoint(self, listener: str) -> tuple[str, int]:

@@ -1,4 +1,4 @@
-"""Wiring of the cleaner and the retention task into a BrokerState (one call from broker/state.py)."""
+"""Wiring of the cleaner into a BrokerState (one call from broker/state.py); retention belongs to LogManager."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from typing import Any
 
 from tidelog.cleaner import metrics
 from tidelog.cleaner.log_cleaner import CleanerConfig, LogCleaner
-from tidelog.storage.retention import RetentionTask
 
 logger = logging.getLogger(__name__)
 
@@ -23,17 +22,16 @@ _RECONFIGURABLE = {
 
 
 def create_log_cleaner(state: Any) -> LogCleaner:
-    """A LogCleaner over the broker's LogManager, with the retention task attached, its metrics registered
+    """A LogCleaner over the broker's LogManager, known to its retention task, its metrics registered
     and a config listener that applies dynamic log.cleaner.* changes (topic policy changes need nothing:
     the cleaner reads each log's current config every round)."""
     config = state.config
     log_manager = state.log_manager
     cleaner = LogCleaner(CleanerConfig.from_broker_config(config), config.log_dirs, log_manager.all_logs,
                          state.clock, checkpoint_store=log_manager, fault_hooks=log_manager.fault_hooks)
-    cleaner.retention = RetentionTask(
-        log_manager.all_logs, state.clock, config.log_retention_check_interval_ms,
-        cleaner=cleaner if config.log_cleaner_enable else None,
-    )
+    if config.log_cleaner_enable:
+        # LogManager's retention task pauses the cleaner on each log it works on (Kafka's cleanupLogs).
+        log_manager.retention.cleaner = cleaner
     metrics.register(cleaner, state.metrics)
 
     def on_config_change(topic: str | None) -> None:

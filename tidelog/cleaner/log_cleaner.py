@@ -128,13 +128,10 @@ class LogCleaner:
         self._sync_thread = CleanerThread(self, -1)  # state for clean_once(); never started
         self._lock = threading.Lock()
         self.summaries: list[str] = []  # the last few summary lines (for tests and tooling)
-        self.retention: Any = None  # a storage.retention.RetentionTask started and stopped with the cleaner
 
     # --- lifecycle ------------------------------------------------------------------------------------
 
     def startup(self) -> None:
-        if self.retention is not None:
-            self.retention.start()
         self._start_threads()
 
     def _start_threads(self) -> None:
@@ -149,8 +146,6 @@ class LogCleaner:
 
     def shutdown(self) -> None:
         """Prompt: wakes sleeping threads; a running pass stops at its next chunk (abort check)."""
-        if self.retention is not None:
-            self.retention.shutdown()
         self._stop_threads()
 
     def _stop_threads(self) -> None:

@@ -47,6 +47,7 @@ from tidelog.storage.log_file_utils import (
     fsync_dir,
     parse_topic_partition_name,
 )
+from tidelog.storage.retention import RetentionTask
 from tidelog.storage.scheduler import Scheduler
 
 log = logging.getLogger(__name__)
@@ -74,18 +75,22 @@ class LogManager:
         cluster_id: str | None = None,
         producer_id_expiration_ms: int = 86_400_000,
         config_provider: Callable[[TopicPartition], LogConfig] | None = None,
-        background_tasks: bool | None = None,
+        background_tasks: bool = False,
         background_interval_ms: int = 1000,
         checkpoint_interval_ms: int = 60_000,
         fault_hooks: FaultHooks = NO_FAULTS,
+        retention_check_interval_ms: int | None = None,
     ) -> None:
         """`config_provider(tp)` (optional) gives the effective LogConfig of a partition found on disk at
         startup (topic overrides); without it `default_config` is used until `Log.update_config()`.
 
         `background_tasks`: run `run_periodic_tasks()` on a daemon thread every `background_interval_ms`
         of real time (checkpoints every `checkpoint_interval_ms`, flush.ms, delayed deletions, producer
-        expiry). Default (None): on with the real system Clock, off with a test clock such as ManualClock,
-        where tests drive `run_periodic_tasks()` / `run_scheduled_deletions()` themselves."""
+        expiry). Off by default: tests on a ManualClock drive `run_periodic_tasks()` /
+        `run_scheduled_deletions()` themselves; the broker turns it on when it runs on the system clock.
+
+        `retention` (a RetentionTask, Kafka's LogManager.cleanupLogs) always exists for one-off passes;
+        with `retention_check_interval_ms` its thread runs from startup() to shutdown()."""
         if not log_dirs:
             raise ValueError("at least one log dir is required")
         self.log_dirs = [Path(d).absolute() for d in log_dirs]
@@ -111,7 +116,9 @@ class LogManager:
         self._last_checkpoint_ms = 0
         self._last_expiry_check_ms = clock.milliseconds()
         self.producer_id_expiration_check_interval_ms = 600_000
-        self.background_tasks = type(clock) is Clock if background_tasks is None else background_tasks
+        self.background_tasks = background_tasks
+        self.retention_check_interval_ms = retention_check_interval_ms
+        self.retention = RetentionTask(self.all_logs, clock, retention_check_interval_ms or 300_000)
         self.background_interval_ms = background_interval_ms
         self.checkpoint_interval_ms = checkpoint_interval_ms
         self._stop = threading.Event()
@@ -147,6 +154,8 @@ class LogManager:
             self._load_dir(log_dir)
         self._started = True
         self._last_checkpoint_ms = self.clock.milliseconds()
+        if self.retention_check_interval_ms is not None:
+            self.retention.start()
         if self.background_tasks:
             self._stop.clear()
             self._background = threading.Thread(target=self._background_loop, name="log-manager", daemon=True)
@@ -287,6 +296,7 @@ class LogManager:
 
     def shutdown(self) -> None:
         """Flush and close every log, write all checkpoints, then `.kafka_cleanshutdown` per dir."""
+        self.retention.shutdown()
         self._stop.set()
         if self._background is not None:
             self._background.join()
