@@ -105,10 +105,12 @@ class Log:
         flush_executor: concurrent.futures.Executor | None = None,
         fault_hooks: FaultHooks = NO_FAULTS,
         loaded: LoadedLogOffsets | None = None,
+        fetch_use_mmap: bool = True,
     ) -> None:
         """Use `Log.load()` (or LogManager) to open a log: it passes what LogLoader found as `loaded`;
         without it the log is empty state."""
         self.fault_hooks = fault_hooks
+        self.fetch_use_mmap = fetch_use_mmap  # False: reads copy with pread (bench/fetch.py compares)
         self.dir = Path(directory)
         self.topic_partition = topic_partition
         self.config = config
@@ -524,7 +526,7 @@ class Log:
                 bound_position = mapping.position if mapping is not None else bound_segment.size
         while segment is not None:
             max_position = bound_position if segment is bound_segment else None
-            data = segment.read(fetch_offset, max_bytes, max_position, min_one_batch)
+            data = segment.read(fetch_offset, max_bytes, max_position, min_one_batch, self.fetch_use_mmap)
             if data is not None:
                 return data
             if segment is bound_segment:

@@ -45,9 +45,8 @@ MIN_RECORD_OVERHEAD = 14
 _READ_CHUNK = 64 * 1024
 
 # Fetch reads are memoryview slices of a read-only mmap of the `.log` (DEVELOPERS.md: fetch never copies
-# out of the segment except into the response frame). False falls back to os.pread copies; only
-# bench/fetch.py flips it, to compare the two paths in one run.
-FETCH_USE_MMAP = True
+# out of the segment except into the response frame). `use_mmap=False` (Log.fetch_use_mmap, set through
+# LogManager.set_fetch_use_mmap) falls back to os.pread copies; bench/fetch.py compares the two paths.
 # Python (< 3.13) dups the file descriptor of every mmap, so cached mappings are bounded: the least
 # recently read segment drops its cached mapping (live views keep it alive until they are released).
 MAX_MAPPED_SEGMENTS = 256
@@ -242,7 +241,7 @@ class LogSegment:
             out += more
         return out
 
-    def read_view(self, position: int, size: int) -> memoryview | bytes:
+    def read_view(self, position: int, size: int, use_mmap: bool = True) -> memoryview | bytes:
         """Bytes [position, position+size) clipped to the valid size, as a zero-copy view of the mapping.
 
         The mapping is replaced (not closed: views of it may be alive) when the segment has grown past
@@ -250,7 +249,7 @@ class LogSegment:
         size = max(0, min(size, self._size - position))
         if size == 0:
             return b""
-        if not FETCH_USE_MMAP:
+        if not use_mmap:
             return self.read_bytes(position, size)
         end = position + size
         mapped = self._map
@@ -298,7 +297,12 @@ class LogSegment:
         return None
 
     def read(
-        self, start_offset: int, max_size: int, max_position: int | None = None, min_one_message: bool = False
+        self,
+        start_offset: int,
+        max_size: int,
+        max_position: int | None = None,
+        min_one_message: bool = False,
+        use_mmap: bool = True,
     ) -> memoryview | bytes | None:
         """Raw slice starting at the batch holding `start_offset`; None when no batch here reaches it.
 
@@ -317,7 +321,7 @@ class LogSegment:
         fetch_size = min(limit - start.position, adjusted_max_size)
         if fetch_size <= 0:
             return b""
-        return self.read_view(start.position, fetch_size)
+        return self.read_view(start.position, fetch_size, use_mmap)
 
     def read_next_offset(self) -> int:
         """The offset after the last batch, or the base offset for an empty segment."""
