@@ -117,7 +117,8 @@ def _check_batch(buf: bytearray, pos: int, h: RecordBatchHeader, config: LogConf
         raise _invalid(f"record count {h.records_count} does not match last offset delta {h.last_offset_delta}")
     if h.is_control and from_client:
         raise _invalid("clients may not write control batches")
-    if h.producer_id >= 0 and h.base_sequence < 0 and not h.is_control:  # markers carry no sequence
+    # Kafka checks this only for AppendOrigin.CLIENT: TxnOffsetCommit batches carry NO_SEQUENCE
+    if from_client and h.producer_id >= 0 and h.base_sequence < 0 and not h.is_control:
         raise _invalid("a batch with a producer id must have a base sequence")
     if from_client and h.is_log_append_time:
         raise KafkaError(ErrorCode.INVALID_TIMESTAMP, "clients may not set the LogAppendTime timestamp type")
