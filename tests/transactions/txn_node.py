@@ -15,7 +15,10 @@ from tidelog.coordinator.group import GroupCoordinator, GroupCoordinatorConfig, 
 from tidelog.coordinator.transaction.config import TransactionConfig
 from tidelog.coordinator.transaction.coordinator import TransactionCoordinator
 from tidelog.coordinator.transaction.marker_channel import TransactionMarkerChannelManager
-from tidelog.coordinator.transaction.state_manager import TRANSACTION_STATE_TOPIC_NAME, TransactionStateManager
+from tidelog.coordinator.transaction.state_manager import (
+    TRANSACTION_STATE_TOPIC_NAME,
+    TransactionStateManager,
+)
 from tidelog.protocol.record_batch import iter_batches
 from tidelog.protocol.records import Record, build_batch, iter_records
 from tidelog.storage import TopicPartition
