@@ -23,7 +23,7 @@ from tidelog.protocol.record_batch import (
     RecordBatchHeader,
     compute_crc,
 )
-from tidelog.protocol.records import CREATE_TIME, LOG_APPEND_TIME, build_batch, iter_records
+from tidelog.protocol.records import CREATE_TIME, LOG_APPEND_TIME, Record, build_batch, iter_records
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ class LastRecord:
 
 @dataclass(slots=True, frozen=True)
 class FilteredBatch:
-    data: bytes | bytearray  # what to write (empty: nothing)
+    data: bytes | bytearray | memoryview  # what to write (empty: nothing)
     max_timestamp: int
     last_offset: int
     records_kept: int
@@ -161,7 +161,7 @@ class BatchFilter:
             return FilteredBatch(data, header.max_timestamp, header.last_offset, 0)
         return None
 
-    def _rebuild(self, header: RecordBatchHeader, kept: list, need_horizon: bool) -> bytearray:
+    def _rebuild(self, header: RecordBatchHeader, kept: list[Record], need_horizon: bool) -> bytearray:
         if need_horizon:
             horizon = self.now + self.delete_retention_ms
         elif header.has_delete_horizon:

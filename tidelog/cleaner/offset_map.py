@@ -114,7 +114,7 @@ class SkimpyOffsetMap:
             pos, found = self._find(digest, 1)
             if not found:
                 return -1
-        return _OFFSET.unpack_from(buf, pos + HASH_SIZE)[0]
+        return int(_OFFSET.unpack_from(buf, pos + HASH_SIZE)[0])
 
     def update_latest_offset(self, offset: int) -> None:
         """Raise the covered range without storing a key (gaps, control batches, a fully scanned segment)."""

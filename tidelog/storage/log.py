@@ -48,7 +48,7 @@ from tidelog.storage.scheduler import Scheduler
 from tidelog.storage.transaction_index import AbortedTxn
 
 if TYPE_CHECKING:
-    from tidelog.storage.log_segment import RecordBatchHeader
+    from tidelog.protocol.record_batch import RecordBatchHeader
 
 log = logging.getLogger(__name__)
 

@@ -17,6 +17,7 @@ import threading
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from tidelog.clock import Clock
 from tidelog.config.log_config import LogConfig
@@ -289,7 +290,7 @@ class LogManager:
         else:
             log.info("loaded %s (new directory, no partitions)", log_dir)
 
-    def _log_kwargs(self) -> dict[str, object]:
+    def _log_kwargs(self) -> dict[str, Any]:
         return {
             "scheduler": self.scheduler,
             "producer_id_expiration_ms": self.producer_id_expiration_ms,
