@@ -102,7 +102,6 @@ def run_serve(args: argparse.Namespace) -> int:
     import signal
 
     from tidelog.broker.server import Server
-    from tidelog.broker.state import BrokerState
 
     async def main() -> None:
         stop = asyncio.Event()
@@ -114,10 +113,10 @@ def run_serve(args: argparse.Namespace) -> int:
             from tidelog.storage.fault_hooks import ExitAt
 
             hooks = ExitAt(args.crash_at)
-        state = BrokerState(config, fault_hooks=hooks)
-        server = Server(state)
+        server = Server(config, fault_hooks=hooks)
         try:
             await server.start(sock=sock)
+            state = server.broker
             others = "".join(
                 f", {name} port {port} (advertised {':'.join(map(str, state.advertised_endpoint(name)))})"
                 for name, port in list(server.ports.items())[1:])

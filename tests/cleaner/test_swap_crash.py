@@ -1,5 +1,5 @@
 """A broker process killed at each step of the cleaner's swap recovers at restart with no kept record lost,
-no duplicate, and a consistent checkpoint (log-cleaner.md §6; issue 4 "done when" 4).
+no duplicate, and a consistent checkpoint (docs/STORAGE.md; issue 4 "done when" 4).
 
 The crash is injected with `tidelog serve --crash-at <step>` (storage.fault_hooks.ExitAt): the process
 exits abruptly at that step."""

@@ -44,8 +44,8 @@ class ExitAt:
     """Exit the process at once (no cleanup, no flush) when `point` is reached."""
 
     def __init__(self, point: FaultPoint | str) -> None:
-        self.point = FaultPoint(point)
+        self.point = str(point)  # any subsystem's named point (FaultPoint, the coordinators' StrEnums)
 
     def at(self, point: FaultPoint, subject: object = None) -> None:
-        if point == self.point:
+        if str(point) == self.point:
             os._exit(EXIT_CODE)

@@ -16,8 +16,6 @@ from tidelog.protocol.messages import response_class
 log = logging.getLogger(__name__)
 
 API_KEY = 22
-MIN_VERSION = 0
-MAX_VERSION = 5
 PRODUCER_FENCED_SINCE = 4
 
 

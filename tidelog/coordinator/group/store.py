@@ -59,6 +59,8 @@ class OffsetsStore(Protocol):
 
     def load(self) -> Iterator[StoredRecord]: ...
 
+    def ensure_topic(self) -> None: ...
+
 
 def build_batch(records: list[tuple[bytes, bytes | None]], timestamp_ms: int, producer_id: int = -1,
                 producer_epoch: int = -1) -> bytes:
@@ -78,7 +80,7 @@ def _is_commit_marker(data: bytes, pos: int) -> bool:
 
 
 class TopicOffsetsStore:
-    """`__consumer_offsets` on the broker's own logs, created on first use (protocol-compat.md §6.2)."""
+    """`__consumer_offsets` on the broker's own logs, created on first use (Kafka's Topic.isInternal)."""
 
     def __init__(self, topics: Any, config: GroupCoordinatorConfig, clock: Clock) -> None:
         self._topics = topics
