@@ -79,7 +79,7 @@ def _invalid(msg: str) -> KafkaError:
 def _record_errors_error(code: ErrorCode, errors: list[tuple[int, str]]) -> KafkaError:
     shown = "; ".join(f"record {i}: {m}" for i, m in errors[:3])
     exc = KafkaError(code, f"{len(errors)} record(s) rejected (first errors: {shown})")
-    exc.record_errors = errors  # type: ignore[attr-defined]  # Produce v8+ returns them per partition
+    exc.record_errors = errors  # Produce v8+ returns them per partition
     return exc
 
 
