@@ -1,4 +1,4 @@
-"""One cleaning pass over one log (Kafka's Cleaner), log-cleaner.md §4-§6.
+"""One cleaning pass over one log (Kafka's Cleaner), docs/STORAGE.md "Offset map", "Cleaning rules", "Cleaner swap".
 
 build the offset map over the dirty section -> group [0, endOffset) into size-bounded groups -> copy each group
 through the batch filter into a `.cleaned` segment -> Log.replace_segments swaps it in.
@@ -45,7 +45,7 @@ class SegmentCorruptError(Exception):
 
 @dataclass(slots=True)
 class LogToClean:
-    """A log chosen for cleaning with its cleanable range (Kafka's LogToClean), log-cleaner.md §3.2-§3.3."""
+    """A log chosen for cleaning with its cleanable range (Kafka's LogToClean), docs/STORAGE.md "Choosing what to clean"."""
 
     topic_partition: TopicPartition
     log: Any
@@ -75,7 +75,7 @@ def group_segments_by_size(
     segments: list[LogSegment], max_size: int, max_index_size: int, first_uncleanable_offset: int
 ) -> list[list[LogSegment]]:
     """Greedy oldest-first grouping so each output segment stays within segment.bytes, segment.index.bytes and
-    the int32 relative-offset range (log-cleaner.md §5.1)."""
+    the int32 relative-offset range (docs/STORAGE.md "Cleaning rules")."""
     groups: list[list[LogSegment]] = []
     segs = list(segments)
     i = 0
@@ -165,7 +165,7 @@ class Cleaner:
     def build_offset_map(
         self, log: Log, start: int, end: int, offset_map: SkimpyOffsetMap, stats: CleanerStats
     ) -> None:
-        """Map the latest offset of every key in [start, end); stops early when the map is full (§4.1)."""
+        """Map the latest offset of every key in [start, end); stops early when the map is full (a partial pass)."""
         offset_map.clear()
         with log.lock:
             dirty = log.segments.values(start, end)
@@ -229,7 +229,7 @@ class Cleaner:
         self, log: Log, segment: LogSegment, position: int, stats: CleanerStats, for_map: bool
     ) -> Iterator[tuple[bytes, int, list[tuple[int, RecordBatchHeader]]]]:
         """Yield (chunk bytes, chunk file position, [(absolute position, header)]) of whole batches, reading
-        `io_buffer_size` bytes at a time and growing the buffer for a batch that does not fit (§3.7)."""
+        `io_buffer_size` bytes at a time and growing the buffer for a batch that does not fit (Kafka's Cleaner.growBuffersOrFail)."""
         buffer_size = self.io_buffer_size
         max_buffer = max(self.max_io_buffer_size, log.config.max_message_bytes)
         size = segment.size
@@ -272,7 +272,7 @@ class Cleaner:
     ) -> None:
         """Copy the group into one `.cleaned` segment and swap it in."""
         base = segments[0].base_offset
-        cleaned = log.new_cleaned_segment(base)  # step 0 of §6: leftovers of an earlier attempt go first
+        cleaned = log.new_cleaned_segment(base)  # docs/STORAGE.md "Cleaner swap": leftovers of an earlier attempt go first
         txn_metadata.cleaned_index = cleaned.txn_index
         try:
             batch_filter = BatchFilter(
@@ -292,7 +292,7 @@ class Cleaner:
                 self._clean_into(log, segment, cleaned, batch_filter, stats)
             cleaned.on_became_inactive_segment()
             cleaned.flush()
-            # Keep the last source segment's mtime: time retention of compact,delete logs reads it (§5.7).
+            # Keep the last source segment's mtime: time retention of compact,delete logs reads it.
             modified_ns = os.stat(segments[-1].log_path).st_mtime_ns
             for path in (cleaned.log_path, cleaned.offset_index.path, cleaned.time_index.path):
                 os.utime(path, ns=(modified_ns, modified_ns))

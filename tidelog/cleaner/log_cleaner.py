@@ -1,5 +1,5 @@
 """The log cleaner: `log.cleaner.threads` threads beside the event loop (Kafka's LogCleaner / CleanerThread),
-log-cleaner.md §3.1, §3.7, §8.
+docs/STORAGE.md "Choosing what to clean", "Cleaner metrics".
 
 Each thread repeatedly takes the filthiest cleanable log, cleans it, then applies retention to the compacted
 logs, and sleeps `log.cleaner.backoff.ms` when nothing was eligible. `clean_once()` runs one such round on the
@@ -34,7 +34,7 @@ DOUBLE_MAX = 1.7976931348623157e308
 
 @dataclass(frozen=True, slots=True)
 class CleanerConfig:
-    """Kafka's CleanerConfig: the broker-wide log.cleaner.* settings (§3.7)."""
+    """Kafka's CleanerConfig: the broker-wide log.cleaner.* settings."""
 
     num_threads: int = 1
     dedupe_buffer_size: int = 134_217_728
@@ -267,7 +267,7 @@ class LogCleaner:
         self.manager.abort_cleaning(tp)
         self.manager.remove_partition(tp, log_dir)
 
-    # --- metrics (§8) --------------------------------------------------------------------------------------
+    # --- metrics (Kafka's LogCleaner gauges) --------------------------------------------------------------------------------------
 
     def _stats_threads(self) -> list[CleanerThread]:
         return [*self.threads, self._sync_thread]

@@ -1,4 +1,4 @@
-"""The cleaner's key -> latest-offset map (Kafka's OffsetMap / SkimpyOffsetMap), log-cleaner.md §4.
+"""The cleaner's key -> latest-offset map (Kafka's OffsetMap / SkimpyOffsetMap), docs/STORAGE.md "Offset map".
 
 An open-addressing hash table held in one bytearray of `memory` bytes: each slot is 16 bytes of MD5(key)
 followed by the big-endian int64 offset. Two keys with the same MD5 are treated as one key (Kafka accepts that).

@@ -1,4 +1,4 @@
-"""Transaction bookkeeping of one cleaning pass (Kafka's CleanedTransactionMetadata), log-cleaner.md §5.6.
+"""Transaction bookkeeping of one cleaning pass (Kafka's CleanedTransactionMetadata), docs/STORAGE.md "Cleaning rules".
 
 Aborted ranges come from the `.txnindex` files. The tracker is fed every batch in offset order and says whether
 that batch is discardable; ABORT markers that must stay are re-entered in the output segment's `.txnindex`.

@@ -395,7 +395,7 @@ class Log:
     # --- roll / flush ----------------------------------------------------------------------------------
 
     def roll(self, expected_next_offset: int | None = None) -> LogSegment:
-        """Start a new active segment at max(expected_next_offset, LEO) (storage-format.md §10).
+        """Start a new active segment at max(expected_next_offset, LEO) (docs/STORAGE.md "Rolling").
 
         The old segment gets its final time-index entry and trimmed files; a producer snapshot is
         written under the new base offset; the old segment is fsynced in the background, after which
@@ -423,7 +423,7 @@ class Log:
             psm.map_end_offset = max(psm.map_end_offset, new_offset)
             snapshot = psm.take_snapshot(sync=False)
             if snapshot is not None:
-                self._unsynced_files.append(snapshot)  # fsynced with the old segment (storage-format §10)
+                self._unsynced_files.append(snapshot)  # fsynced with the old segment (docs/STORAGE.md "Rolling")
             self._schedule_flush(new_offset)
             return segment
 
@@ -499,7 +499,7 @@ class Log:
     def read(
         self, fetch_offset: int, max_bytes: int, upper_bound: int, min_one_batch: bool
     ) -> memoryview | bytes:
-        """Raw `.log` bytes from the start of the batch holding `fetch_offset` (storage-format.md §12).
+        """Raw `.log` bytes from the start of the batch holding `fetch_offset` (docs/STORAGE.md "Reads").
 
         The result is a zero-copy view of one segment's mapping (LogSegment.read_view); it stays
         readable after a roll, later appends or deletion of the segment. Callers that keep it long
@@ -551,7 +551,7 @@ class Log:
     # --- timestamps / epochs ---------------------------------------------------------------------------
 
     def fetch_offset_for_timestamp(self, timestamp: int) -> tuple[int, int, int] | None:
-        """(timestamp, offset, leader epoch or -1) per storage-format.md §13, or None if nothing matches.
+        """(timestamp, offset, leader epoch or -1) per docs/STORAGE.md "Offsets by timestamp", or None if nothing matches.
 
         Handles -1 (LEO; callers bound it to HW/LSO), -2/-4 (log start), -3 (max timestamp), -5
         (None: no tiered storage) and timestamps >= 0."""
@@ -663,7 +663,7 @@ class Log:
                     self.scheduler.schedule_once(f"delete-file {snap}", _unlinker(snap), delay)
 
     def replace_segments(self, new_segments: list[LogSegment], old_segments: list[LogSegment]) -> None:
-        """Swap cleaner output in for the segments it replaces (log-cleaner.md §6, Kafka's replaceSegments).
+        """Swap cleaner output in for the segments it replaces (docs/STORAGE.md "Cleaner swap", Kafka's replaceSegments).
 
         `new_segments` were opened with `LogSegment.open(..., file_suffix='.cleaned')`, written, then
         `on_became_inactive_segment()` and `flush()`ed by the caller. Steps: rename new `.cleaned` ->

@@ -1,5 +1,5 @@
 """Opening a partition directory (Kafka's LogLoader): settle interrupted swaps, load segments, recover
-after an unclean shutdown, rebuild producer state (storage-format.md §11, log-cleaner.md §6)."""
+after an unclean shutdown, rebuild producer state (docs/STORAGE.md "Recovery", "Cleaner swap")."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def scan_next_offset(path: Path, base_offset: int) -> int:
 
 
 def settle_swap_files(directory: Path) -> None:
-    """log-cleaner.md §6 startup steps 1-5: drop `.deleted`/`.cleaned`, roll back or complete `.swap`."""
+    """docs/STORAGE.md "Cleaner swap" startup steps 1-5: drop `.deleted`/`.cleaned`, roll back or complete `.swap`."""
     names = sorted(os.listdir(directory))
     min_cleaned: int | None = None
     cleaned: list[Path] = []

@@ -1,4 +1,4 @@
-"""All logs of the broker across its log directories (Kafka's LogManager), storage-format.md §1, §3, §4, §11.
+"""All logs of the broker across its log directories (Kafka's LogManager), docs/STORAGE.md "Directory layout", "Checkpoints", "Recovery".
 
 Owns the per-directory identity (meta.properties, .lock, .kafka_cleanshutdown), the offset checkpoints,
 the Clock-driven deletion scheduler and a background flush thread.
@@ -442,7 +442,7 @@ class LogManager:
     def cluster_id(self) -> str | None:
         return self._cluster_id
 
-    # --- cleaner checkpoints (log-cleaner.md §7) ---------------------------------------------------------
+    # --- cleaner checkpoints (docs/STORAGE.md "Cleaner checkpoint") ---------------------------------------------------------
 
     def _cleaner_checkpoint_file(self, log_dir: Path) -> OffsetCheckpointFile:
         return OffsetCheckpointFile(log_dir / CLEANER_OFFSET_CHECKPOINT_FILE)

@@ -1,5 +1,5 @@
 """What the leader checks and changes before an append (Kafka's LogValidator + the batch checks of
-UnifiedLog.analyzeAndValidateRecords): storage-format.md §8.
+UnifiedLog.analyzeAndValidateRecords): docs/STORAGE.md "Validation".
 
 Hot path: an uncompressed batch, or a batch already in the target codec, is changed in place (BaseOffset and
 PartitionLeaderEpoch sit outside the CRC; LogAppendTime rewrites MaxTimestamp + attributes + CRC, header
@@ -12,7 +12,7 @@ Divergences from Kafka, on purpose:
     against corruption in transit, and a well-formed client always writes inner offsets 0..n-1.
   * Bytes after the last complete batch are rejected with CORRUPT_MESSAGE (Kafka silently trims them).
   * offset_of_max_timestamp is the *shallow* offset, the last offset of the batch holding the max
-    timestamp, which is what Kafka >= 3.8 writes into the time index (storage-format.md §9).
+    timestamp, which is what Kafka >= 3.8 writes into the time index (docs/STORAGE.md "Segments and indexes").
 """
 
 from __future__ import annotations

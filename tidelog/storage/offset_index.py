@@ -1,4 +1,4 @@
-"""`.index`: 8-byte entries `int32 relativeOffset, int32 position` (Kafka's OffsetIndex), storage-format.md §9."""
+"""`.index`: 8-byte entries `int32 relativeOffset, int32 position` (Kafka's OffsetIndex), docs/STORAGE.md "Segments and indexes"."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`.timeindex`: 12-byte entries `int64 timestamp, int32 relativeOffset` (Kafka's TimeIndex), storage-format.md §9."""
+"""`.timeindex`: 12-byte entries `int64 timestamp, int32 relativeOffset` (Kafka's TimeIndex), docs/STORAGE.md "Segments and indexes"."""
 
 from __future__ import annotations
 
