@@ -16,8 +16,6 @@ from tidelog.protocol.messages import response_class
 from tidelog.storage import TopicPartition
 
 API_KEY = 25
-MIN_VERSION = 0
-MAX_VERSION = 4
 PRODUCER_FENCED_SINCE = 2
 
 
@@ -26,7 +24,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     cls = response_class(API_KEY)[version]
     try:
         groups = group_coordinator(ctx)
-        groups.manager.store.ensure_topic()  # the offsets partition must exist to take the marker
+        groups.ensure_offsets_topic()  # the offsets partition must exist to take the marker
         tp = TopicPartition(GROUP_METADATA_TOPIC_NAME, groups.partition_for(request.group_id))
         error = txn_coordinator(ctx).handle_add_partitions(request.transactional_id, request.producer_id,
                                                            request.producer_epoch, [tp])

@@ -14,8 +14,6 @@ from tidelog.protocol.messages import response_class
 from tidelog.storage import TopicPartition
 
 API_KEY = 24
-MIN_VERSION = 0
-MAX_VERSION = 3
 PRODUCER_FENCED_SINCE = 2
 
 

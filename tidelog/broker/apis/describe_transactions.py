@@ -11,8 +11,6 @@ from tidelog.protocol.errors import KafkaError
 from tidelog.protocol.messages import response_class
 
 API_KEY = 65
-MIN_VERSION = 0
-MAX_VERSION = 0
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:

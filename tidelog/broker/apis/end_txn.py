@@ -12,8 +12,6 @@ from tidelog.protocol.errors import KafkaError
 from tidelog.protocol.messages import response_class
 
 API_KEY = 26
-MIN_VERSION = 0
-MAX_VERSION = 4
 PRODUCER_FENCED_SINCE = 2
 
 

@@ -17,8 +17,6 @@ from tidelog.protocol.messages import response_class
 from tidelog.storage import TopicPartition
 
 API_KEY = 28
-MIN_VERSION = 0
-MAX_VERSION = 4
 PRODUCER_FENCED_SINCE = 2
 
 

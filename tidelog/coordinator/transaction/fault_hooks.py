@@ -34,8 +34,8 @@ class ExitAtTxn:
 
 
 def coordinator_fault_hooks(broker_hooks: Any) -> Any:
-    """The broker's hooks if it has any, else the env-var crash point, else none."""
-    if broker_hooks is not None:
+    """The broker's hooks if it was given any, else the env-var crash point, else none."""
+    if broker_hooks is not None and broker_hooks is not NO_FAULTS:
         return broker_hooks
     point = os.environ.get(CRASH_ENV)
     return ExitAtTxn(point) if point else NO_FAULTS
