@@ -6,7 +6,7 @@ fencing through the group coordinator; KIP-890 part 1 Produce verification).
 * `state_manager.py`: TransactionStateManager (cache + `__transaction_state`, replay, id expiry).
 * `metadata.py`: TransactionState and TransactionMetadata; `records.py`: TransactionLogKey/Value codec.
 * `marker_channel.py`: writes COMMIT/ABORT markers with `Log.append_control_marker`.
-* `fault_hooks.py`: `TIDELOG_TXN_CRASH_AT` crash points for tests; `metrics.py`: Prometheus collector.
+* `fault_hooks.py`: named crash points (TxnFaultPoint) for the broker's fault hooks; `metrics.py`: Prometheus collector.
 """
 
 from __future__ import annotations

@@ -17,12 +17,13 @@ from typing import Any
 
 from tidelog.clock import Clock
 from tidelog.coordinator.transaction.config import TransactionConfig
-from tidelog.coordinator.transaction.fault_hooks import TxnFaultPoint, coordinator_fault_hooks
+from tidelog.coordinator.transaction.fault_hooks import TxnFaultPoint
 from tidelog.coordinator.transaction.marker_channel import TransactionMarkerChannelManager
 from tidelog.coordinator.transaction.metadata import TransactionMetadata, TransactionState
 from tidelog.coordinator.transaction.state_manager import TransactionStateManager
 from tidelog.protocol.errors import ErrorCode
 from tidelog.storage import TopicPartition
+from tidelog.storage.fault_hooks import NO_FAULTS
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +43,8 @@ class TransactionCoordinator:
                  allocate_producer_id: Callable[[], int], config: TransactionConfig, clock: Clock,
                  fault_hooks: Any = None) -> None:
         self.state = state
-        self.fault_hooks = coordinator_fault_hooks(fault_hooks)
+        # storage.fault_hooks objects; typed Any because FaultHooks.at names only storage's FaultPoint
+        self.fault_hooks: Any = fault_hooks if fault_hooks is not None else NO_FAULTS
         markers.fault_hooks = self.fault_hooks
         self.markers = markers
         self._allocate_producer_id = allocate_producer_id
