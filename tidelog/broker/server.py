@@ -25,6 +25,7 @@ from tidelog.config.broker_config import BrokerConfig
 from tidelog.protocol.api_keys import ApiKey
 
 if TYPE_CHECKING:
+    from tidelog.broker.faults import FaultInjector
     from tidelog.broker.state import BrokerState
     from tidelog.storage.fault_hooks import FaultHooks
 
@@ -33,10 +34,11 @@ log = logging.getLogger(__name__)
 
 class Server:
     def __init__(self, config: BrokerConfig, clock: Clock | None = None, registry: ApiRegistry | None = None,
-                 fault_hooks: FaultHooks | None = None) -> None:
+                 faults: FaultInjector | None = None, fault_hooks: FaultHooks | None = None) -> None:
         self.config = config
         self.clock = clock
-        self.fault_hooks = fault_hooks  # tests only (tidelog.storage.fault_hooks)
+        self.faults = faults  # tidelog.broker.faults: scripted errors/latency for tests; None in production
+        self.fault_hooks = fault_hooks  # tidelog.storage.fault_hooks: named storage/coordinator steps; tests only
         self.registry = registry or ApiRegistry()
         self.endpoints = ListenerEndpoints(config)
         self.metrics = BrokerMetrics()
