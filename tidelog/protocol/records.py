@@ -26,7 +26,7 @@ import struct
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import cramjam
 import lz4.frame
@@ -129,11 +129,11 @@ def compress(codec: int, data: bytes | bytearray | memoryview, level: int | None
         return bytes(out)
     if codec == LZ4:
         # KafkaLZ4BlockOutputStream: LZ4 frame, 64 KiB independent blocks, no content size/checksum.
-        return lz4.frame.compress(
+        return cast(bytes, lz4.frame.compress(  # lz4 ships no type information
             bytes(data), compression_level=9 if level is None else level,
             block_size=lz4.frame.BLOCKSIZE_MAX64KB, block_linked=False,
             content_checksum=False, store_size=False,
-        )
+        ))
     if codec == ZSTD:
         return zstandard.ZstdCompressor(level=3 if level is None else level).compress(bytes(data))
     raise CorruptRecordError(f"unknown compression codec {codec}")
@@ -160,7 +160,7 @@ def decompress(codec: int, data: bytes | bytearray | memoryview) -> bytes:
                 pos += n
             return bytes(out)
         if codec == LZ4:
-            return lz4.frame.decompress(bytes(data))
+            return cast(bytes, lz4.frame.decompress(bytes(data)))
         if codec == ZSTD:
             # streaming frames (librdkafka, zstd-jni) may omit the content size: use a decompressobj
             return zstandard.ZstdDecompressor().decompressobj().decompress(bytes(data))
