@@ -288,6 +288,9 @@ class Log:
                 if header.base_offset <= result.offset_of_max_timestamp <= header.last_offset:
                     shallow_offset_of_max_ts = header.last_offset
                     break
+            sync = self.flush_on_append and not defer_flush
+            if sync:
+                self.fault_hooks.at(FaultPoint.FSYNC, self.topic_partition)
             try:
                 segment = self._maybe_roll(len(out), result.max_timestamp, result.first_offset, result.last_offset)
                 segment.append(
@@ -295,7 +298,7 @@ class Log:
                     result.max_timestamp,
                     shallow_offset_of_max_ts,
                     out,
-                    sync=self.flush_on_append and not defer_flush,
+                    sync=sync,
                 )
             except OSError as e:
                 log.error("append to %s failed: %s", self.topic_partition, e)
@@ -336,6 +339,7 @@ class Log:
         coordinator_epoch: int,
         commit: bool,
         timestamp_ms: int | None = None,
+        defer_flush: bool = False,
     ) -> LogAppendInfo:
         """Write a COMMIT/ABORT marker for `producer_id` (Kafka's WriteTxnMarkers path: one control batch,
         transactional, base sequence -1, key version 0 + type, value version 0 + coordinator epoch;
@@ -343,7 +347,7 @@ class Log:
         advances the LSO and wakes fetch waiters. A marker without an open transaction is still written,
         as Kafka does. Raises KafkaError(INVALID_PRODUCER_EPOCH) for an epoch older than the producer's
         (ProducerAppendInfo.checkProducerEpoch) and TRANSACTION_COORDINATOR_FENCED for an older
-        coordinator epoch."""
+        coordinator epoch. `defer_flush` as for append_as_leader (then `LogManager.flush_appended`)."""
         ts = self.clock.milliseconds() if timestamp_ms is None else timestamp_ms
         key = _CONTROL_KEY.pack(0, CONTROL_TYPE_COMMIT if commit else CONTROL_TYPE_ABORT)
         value = _CONTROL_VALUE.pack(0, coordinator_epoch)
@@ -357,7 +361,7 @@ class Log:
             is_control=True,
             partition_leader_epoch=self.leader_epoch,
         )
-        return self.append_as_leader(batch, self.leader_epoch, from_client=False)
+        return self.append_as_leader(batch, self.leader_epoch, from_client=False, defer_flush=defer_flush)
 
     def _after_write(
         self, segment: LogSegment, headers: list[RecordBatchHeader], control_bytes: dict[int, bytes], now: int
