@@ -265,3 +265,40 @@ def test_list_and_describe(node: Node, clock: ManualClock) -> None:
     assert error == E.NONE and meta is not None and meta.producer_id == pid and meta.topics() == {"t": [0, 2]}
     producers = node.log("t", 0).active_producers()
     assert [(p.producer_id, p.current_txn_start_offset) for p in producers] == [(pid, 0)]
+
+
+def test_a_failed_marker_keeps_the_transaction_prepared_until_retried(tmp_path: Path, clock: ManualClock) -> None:
+    """A marker that cannot be written (here: the partition's log is closed, as after a disk failure) leaves
+    the id in PrepareCommit: its requests get CONCURRENT_TRANSACTIONS, DescribeTransactions shows only the
+    partition still waiting; a restart completes it."""
+    node = Node(tmp_path, clock)
+    node.create_topic("t", 3)
+    try:
+        pid, epoch = begin(node)
+        node.log("t", 2).close()
+        assert node.txn.handle_end_txn("tx", pid, epoch, True) == E.NONE  # Kafka answers after the prepare
+        meta = node.txn.state.get("tx")
+        assert meta is not None and meta.state is TransactionState.PREPARE_COMMIT
+        assert meta.partitions == {TopicPartition("t", 2)}
+        assert node.txn.handle_add_partitions("tx", pid, epoch, TPS) == E.CONCURRENT_TRANSACTIONS
+        assert node.txn.handle_end_txn("tx", pid, epoch, True) == E.CONCURRENT_TRANSACTIONS
+        assert node.txn.handle_end_txn("tx", pid, epoch, False) == E.INVALID_TXN_STATE
+        assert node.txn.handle_init_producer_id("tx", 60_000).error == E.CONCURRENT_TRANSACTIONS
+        node.txn.run_periodic_tasks()  # the retry fails again while the log stays closed
+        assert node.txn.state.get("tx").state is TransactionState.PREPARE_COMMIT  # type: ignore[union-attr]
+    finally:
+        node.close()
+    node = Node(tmp_path, clock)
+    try:
+        assert node.txn.state.get("tx").state is TransactionState.COMPLETE_COMMIT  # type: ignore[union-attr]
+        assert node.batches("t", 2)[-1] == (True, pid, epoch, [COMMIT_KEY])
+        assert node.log("t", 2).last_stable_offset == node.log("t", 2).log_end_offset
+    finally:
+        node.close()
+
+
+def test_produce_check_after_the_producer_was_fenced(node: Node, clock: ManualClock) -> None:
+    pid, epoch = begin(node, timeout=1_000)
+    clock.advance(1_000)
+    node.txn.run_periodic_tasks()  # aborted with the epoch bumped
+    assert node.txn.verify_transactional_produce(TPS[0], pid, epoch) == E.INVALID_PRODUCER_EPOCH

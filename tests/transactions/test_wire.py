@@ -137,3 +137,22 @@ def test_describe_and_list_transactions_and_producers(broker: Any) -> None:
         parts = producers.topics[0].partitions
         assert parts[0].error_code == 0 and parts[1].error_code == E.UNKNOWN_TOPIC_OR_PARTITION
         assert end_txn(wire, "admin-wire", r.producer_id, r.producer_epoch, False) == E.NONE
+
+
+def test_coordinator_metrics(broker: Any) -> None:
+    metrics = broker.state.metrics
+    if metrics.registry is None:
+        broker.call(lambda: metrics.start(-1))
+    with KafkaWire(broker.bootstrap) as wire:
+        r = init(wire, "metrics-1")
+        assert add_partitions(wire, "metrics-1", r.producer_id, r.producer_epoch, "wire-txn", [0, 1]) == \
+            {("wire-txn", 0): 0, ("wire-txn", 1): 0}
+        before = metrics.sample("tidelog_transaction_coordinator_markers_written_total") or 0
+        commits = metrics.sample("tidelog_transaction_coordinator_completed_transactions_total", {"result": "commit"})
+        assert metrics.sample("tidelog_transaction_coordinator_transactional_ids", {"state": "Ongoing"}) >= 1
+        assert end_txn(wire, "metrics-1", r.producer_id, r.producer_epoch, True) == E.NONE
+    assert metrics.sample("tidelog_transaction_coordinator_markers_written_total") == before + 2
+    assert metrics.sample("tidelog_transaction_coordinator_completed_transactions_total",
+                          {"result": "commit"}) == (commits or 0) + 1
+    assert metrics.sample("kafka_coordinator_transaction_transactionmarkerchannelmanager_logappendretryqueuesize") == 0
+    assert metrics.sample("kafka_server_transaction_coordinator_metrics_partition_load_time_max") is not None

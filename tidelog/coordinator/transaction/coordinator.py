@@ -283,10 +283,10 @@ class TransactionCoordinator:
     def verify_transactional_produce(self, tp: TopicPartition, producer_id: int, producer_epoch: int) -> ErrorCode:
         """A transactional batch may only go to a partition added to the producer's ongoing transaction."""
         meta = self.state.by_producer_id(producer_id)
+        if meta is not None and producer_epoch < meta.producer_epoch:
+            return E.INVALID_PRODUCER_EPOCH  # fenced (e.g. its transaction timed out): Kafka's PRODUCER_FENCED
         if meta is None or meta.state is not S.ONGOING or tp not in meta.partitions:
             return E.INVALID_TXN_STATE
-        if producer_epoch < meta.producer_epoch:
-            return E.INVALID_PRODUCER_EPOCH
         return E.NONE
 
     # ------------------------------------------------------------------------------------------- admin

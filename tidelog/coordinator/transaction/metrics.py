@@ -1,8 +1,10 @@
 """Prometheus collector for the transaction coordinator, read at scrape time.
 
-Kafka exposes few coordinator metrics (`transaction-coordinator-metrics`: partition-load-time-max/avg);
-tidelog adds the counts an operator asks for first: transactional ids per state, markers written, completed
-and timed-out transactions."""
+Kafka's own names where it has the metric (JMX name flattened the way the cleaner's are):
+`kafka.server:type=transaction-coordinator-metrics,name=partition-load-time-max` and
+`kafka.coordinator.transaction:type=TransactionMarkerChannelManager,name=LogAppendRetryQueueSize` (here: the
+transactions whose markers wait for a retry). tidelog adds the counts an operator asks for first:
+transactional ids per state, markers written, completed and timed-out transactions."""
 
 from __future__ import annotations
 
@@ -49,10 +51,14 @@ class TransactionCoordinatorCollector:
                                         "Transactions aborted because they exceeded their timeout")
         timed_out.add_metric([], c.aborted_timed_out)
         yield timed_out
-        load = GaugeMetricFamily("tidelog_transaction_coordinator_partition_load_time_max_ms",
-                                 "Kafka's partition-load-time-max: longest replay of __transaction_state")
+        load = GaugeMetricFamily("kafka_server_transaction_coordinator_metrics_partition_load_time_max",
+                                 "Milliseconds the last replay of __transaction_state took")
         load.add_metric([], c.state.load_time_ms)
         yield load
+        retry = GaugeMetricFamily("kafka_coordinator_transaction_transactionmarkerchannelmanager_logappendretryqueuesize",
+                                  "Prepared transactions whose markers wait for a retry")
+        retry.add_metric([], counts.get(TransactionState.PREPARE_COMMIT, 0) + counts.get(TransactionState.PREPARE_ABORT, 0))
+        yield retry
 
 
 def register_metrics(metrics: Any, coordinator: TransactionCoordinator) -> None:
