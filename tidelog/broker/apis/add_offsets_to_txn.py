@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from tidelog.broker.apis._shared import coordinator as group_coordinator
-from tidelog.broker.apis._txn import for_version, txn_coordinator
+from tidelog.broker.apis._shared import for_version, txn_coordinator
 from tidelog.broker.context import RequestContext
 from tidelog.coordinator.group import GROUP_METADATA_TOPIC_NAME
 from tidelog.protocol.errors import KafkaError

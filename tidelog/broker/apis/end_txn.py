@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tidelog.broker.apis._txn import for_version, txn_coordinator
+from tidelog.broker.apis._shared import for_version, txn_coordinator
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import KafkaError
 from tidelog.protocol.messages import response_class

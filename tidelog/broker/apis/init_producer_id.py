@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from tidelog.broker.apis._txn import for_version, txn_coordinator
+from tidelog.broker.apis._shared import for_version, txn_coordinator
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from tidelog.broker.apis._txn import txn_coordinator
+from tidelog.broker.apis._shared import txn_coordinator
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class

@@ -17,6 +17,7 @@ from tidelog.protocol.messages import response_class
 from tidelog.protocol.record_batch import (
     ATTRIBUTES_OFFSET,
     COMPRESSION_MASK,
+    CONTROL_FLAG,
     HEADER_SIZE,
     MAGIC_OFFSET,
     TRANSACTIONAL_FLAG,
@@ -60,8 +61,12 @@ def _precheck_records(records: bytes | None, version: int) -> ErrorCode:
 
 
 def _verify_transaction(ctx: RequestContext, tp: TopicPartition, records: bytes) -> ErrorCode:
-    """KIP-890 part 1: a transactional batch only goes to a partition added to its ongoing transaction."""
-    if len(records) < HEADER_SIZE or records[MAGIC_OFFSET] != 2 or not records[ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_FLAG:
+    """KIP-890 part 1: a transactional batch only goes to a partition added to its ongoing transaction.
+    (A client's control batch is left to LogValidator, which refuses it with INVALID_RECORD.)"""
+    if len(records) < HEADER_SIZE or records[MAGIC_OFFSET] != 2:
+        return ErrorCode.NONE
+    attributes = records[ATTRIBUTES_OFFSET + 1]
+    if not attributes & TRANSACTIONAL_FLAG or attributes & CONTROL_FLAG:
         return ErrorCode.NONE
     coordinator = ctx.broker.txn_coordinator
     if coordinator is None:
