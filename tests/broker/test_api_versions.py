@@ -44,8 +44,8 @@ def test_each_client_first_version_is_answered(tidelog_broker: BrokerHandle, ver
     assert response.error_code == ErrorCode.NONE
     advertised = ranges(response)
     assert advertised[API_VERSIONS] == (0, 4)
-    assert advertised[3] == (0, 12)  # Metadata
-    assert advertised[60] == (0, 1)  # DescribeCluster
+    assert advertised[3] == (0, 13)  # Metadata
+    assert advertised[60] == (0, 2)  # DescribeCluster
     if version >= 3:
         assert response.supported_features == [] and response.finalized_features == []
         assert response.finalized_features_epoch == -1
