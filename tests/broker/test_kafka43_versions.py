@@ -9,7 +9,16 @@ import uuid
 from typing import Any
 
 import pytest
-from broker_testlib import FIND_COORDINATOR, LIST_OFFSETS, METADATA, TS, batch, create_topic, produce, topic_id
+from broker_testlib import (
+    FIND_COORDINATOR,
+    LIST_OFFSETS,
+    METADATA,
+    TS,
+    batch,
+    create_topic,
+    produce,
+    topic_id,
+)
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import request_class

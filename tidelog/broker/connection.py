@@ -204,7 +204,7 @@ class Connection:
         if header.api_version < entry.min_version:
             raise ProtocolError(f"unsupported version {header.api_version} of ApiVersions")
         request = self._decode(header, frame, entry.module)
-        response = api_versions.respond(header.api_version, request, ranges)
+        response = api_versions.respond(header.api_version, request, ranges, self.server.features)
         return self._encode(ApiKey.API_VERSIONS, header.correlation_id, header.api_version, response, entry.module)
 
     @staticmethod
