@@ -77,3 +77,15 @@ def test_java_admin_tiered_offset_specs(broker: Any, parity_admin: str) -> None:
     assert offsets["earliest"][0] == 0 and offsets["earliest_local"][0] == 0  # no tiered storage: log start
     assert offsets["latest_tiered"][0] == -1  # nothing tiered
     assert offsets["latest"][0] == 4
+
+
+def test_java_admin_client_quotas(broker: Any, parity_admin: str) -> None:
+    steps = run(parity_admin, "quotas", broker.bootstrap)
+    assert steps["after_validate_only"]["quotas"] == []
+    alice = [{"client-id": "app", "user": "alice"}, {"consumer_byte_rate": 2048.0, "producer_byte_rate": 1024.0}]
+    default_client = [{"client-id": None}, {"request_percentage": 50.0}]
+    assert sorted(steps["after_alter"]["quotas"], key=str) == sorted([alice, default_client], key=str)
+    assert steps["exact"]["quotas"] == [alice]
+    assert steps["unknown_key"]["error"]["class"] == "InvalidRequestException"
+    after = steps["after_remove"]["quotas"]
+    assert [{"client-id": "app", "user": "alice"}, {"consumer_byte_rate": 2048.0}] in after

@@ -18,6 +18,7 @@ from tidelog.broker.features import FeatureControl
 from tidelog.broker.metrics import BrokerMetrics
 from tidelog.broker.producer_ids import ProducerIdManager
 from tidelog.broker.purgatory import FetchPurgatory
+from tidelog.broker.quotas import QuotaManagers, create_quota_managers
 from tidelog.broker.registry import ApiRegistry
 from tidelog.broker.topics import TopicManager
 from tidelog.cleaner.broker import create_log_cleaner
@@ -50,6 +51,7 @@ class BrokerState:
     producer_ids: ProducerIdManager
     cleaner: LogCleaner
     features: FeatureControl
+    quotas: QuotaManagers
     cluster_id: str = ""
     _started: bool = field(default=False, init=False)
 
@@ -140,6 +142,7 @@ def build_broker_state(config: BrokerConfig, clock: Clock | None = None, *,
         producer_ids=ProducerIdManager(config.log_dirs[0]),
         cleaner=create_log_cleaner(config, clock, log_manager, topics, metrics),
         features=features or FeatureControl(config.log_dirs[0], config.node_id),
+        quotas=create_quota_managers(config, clock, metrics),
     )
     state.features.ensure_saved()
     metrics.set_log_sizes(state.log_sizes)

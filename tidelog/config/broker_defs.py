@@ -62,6 +62,9 @@ _DEFS: list[ConfigDef] = [
     ConfigDef("fetch.max.bytes", I, 57_671_680, "Largest Fetch response the broker builds.", at_least(1024)),
     ConfigDef("max.incremental.fetch.session.cache.slots", I, 1000, "Incremental fetch sessions kept.", at_least(0)),
     ConfigDef("request.timeout.ms", I, 30_000, "Timeout for inter-broker requests."),
+    # --- client quotas (Kafka's QuotaConfig: the windowed rate of ClientQuotaManager) ---
+    ConfigDef("quota.window.num", I, 11, "Samples kept for client quota rates.", at_least(1)),
+    ConfigDef("quota.window.size.seconds", I, 1, "Length of one client quota sample.", at_least(1)),
     # --- topics ---
     ConfigDef("auto.create.topics.enable", B, True, "Create a topic when Metadata names an unknown one."),
     ConfigDef("num.partitions", I, 1, "Default partition count of new topics.", at_least(1)),

@@ -40,6 +40,9 @@ API_TABLE: tuple[ApiEntry, ...] = (
     ApiEntry(ApiKey.INCREMENTAL_ALTER_CONFIGS, "incremental_alter_configs", 0, 1),
     ApiEntry(ApiKey.DESCRIBE_CLUSTER, "describe_cluster", 0, 2),
     ApiEntry(ApiKey.DELETE_RECORDS, "delete_records", 0, 2),
+    # client quotas (tidelog.broker.quotas)
+    ApiEntry(ApiKey.DESCRIBE_CLIENT_QUOTAS, "describe_client_quotas", 0, 1),
+    ApiEntry(ApiKey.ALTER_CLIENT_QUOTAS, "alter_client_quotas", 0, 1),
     # KRaft features and quorum (this node is the single voter)
     ApiEntry(ApiKey.DESCRIBE_QUORUM, "describe_quorum", 0, 2),
     ApiEntry(ApiKey.UPDATE_FEATURES, "update_features", 0, 2),
