@@ -225,6 +225,7 @@ class Connection:
     @staticmethod
     def _decode(header: RequestHeader, frame: memoryview, name: str) -> Any:
         from tidelog.protocol.messages import request_class
+        from tidelog.protocol.request_checks import check_nulls
 
         version = header.api_version
         try:
@@ -235,7 +236,9 @@ class Connection:
         try:
             if cls.flexible_version_q(version):
                 pos = skip_tagged_fields(frame, pos)
-            return cls.decode(frame[pos:], version=version)
+            request = cls.decode(frame[pos:], version=version)
+            check_nulls(request, version)  # Kafka's readers refuse a null non-nullable field: close
+            return request
         except ProtocolError:
             raise
         except Exception as exc:  # noqa: BLE001 - kafka-python raises assorted errors on bad bytes

@@ -120,10 +120,10 @@ def alter_resources(
 ) -> list[Any]:
     """Run `alter_one` per resource; build AlterConfigsResourceResponse entries (same shape in both APIs)."""
     result_cls = response_class(ctx.api_key).AlterConfigsResourceResponse
-    counts = Counter((r.resource_type, r.resource_name) for r in request.resources)
+    counts = Counter((r.resource_type, r.resource_name) for r in request.resources or [])
     validate_only = bool(request.validate_only)
     results: list[Any] = []
-    for resource in request.resources:
+    for resource in request.resources or []:
         result = result_cls(
             error_code=0, error_message=None, resource_type=resource.resource_type,
             resource_name=resource.resource_name,
