@@ -116,6 +116,12 @@ def test_throttle_time_is_kafkas_windowed_rate_formula() -> None:
     assert quotas.throttle(ApiKey.PRODUCE, "other", 10_000_000, response) == 0
     clock.advance(500)
     assert quotas.throttle(ApiKey.PRODUCE, "c", 900, response) == 0
+    # sensors of idle clients are dropped once there are many (Kafka expires inactive sensors)
+    for i in range(1100):
+        quotas.throttle(ApiKey.PRODUCE, f"many-{i}", 1, response)
+    clock.advance(5000)
+    quotas.throttle(ApiKey.PRODUCE, "late", 1, response)
+    assert len(quotas.produce.metrics()) == 1
 
 
 QUOTA = 200_000  # bytes per second

@@ -203,6 +203,10 @@ class WindowedRate:
     window_ms: int
     _samples: list[_Sample] = field(default_factory=list)
 
+    def idle(self, now_ms: int) -> bool:
+        """Every sample has left the window (Kafka expires such a client's sensors)."""
+        return not self._samples or now_ms - self._samples[-1].start_ms >= self.samples * self.window_ms
+
     def record(self, value: float, now_ms: int) -> None:
         current = self._samples[-1] if self._samples else None
         if current is None or now_ms >= current.start_ms + self.window_ms:
@@ -282,6 +286,12 @@ class ClientQuotaManager:
         with self._lock:
             rate = self._rates.get(tags)
             if rate is None:
+                if len(self._rates) >= 1024:
+                    # drop the sensors of clients idle for a whole window (Kafka's sensor expiry)
+                    for key in [k for k, r in self._rates.items() if r.idle(now)]:
+                        del self._rates[key]
+                        self.throttle_total_ms.pop(key, None)
+                        self.throttle_count.pop(key, None)
                 rate = self._rates[tags] = WindowedRate(self.samples, self.window_ms)
             rate.record(value, now)
             if quota is None:
