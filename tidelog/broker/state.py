@@ -15,9 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from tidelog.broker.endpoints import ListenerEndpoints
+from tidelog.broker.features import FeatureControl
 from tidelog.broker.metrics import BrokerMetrics
 from tidelog.broker.producer_ids import ProducerIdManager
 from tidelog.broker.purgatory import FetchPurgatory
+from tidelog.broker.quotas import QuotaManagers, create_quota_managers
 from tidelog.broker.registry import ApiRegistry
 from tidelog.broker.topics import TopicManager
 from tidelog.cleaner.broker import create_log_cleaner
@@ -51,6 +53,8 @@ class BrokerState:
     groups: GroupCoordinator
     producer_ids: ProducerIdManager
     cleaner: LogCleaner
+    features: FeatureControl
+    quotas: QuotaManagers
     cluster_id: str = ""
     fault_hooks: FaultHooks = NO_FAULTS  # storage.fault_hooks: tests inject faults at named steps
     txn_coordinator: TransactionCoordinator | None = None  # built right after the state (it reads the state)
@@ -128,7 +132,8 @@ class BrokerState:
 
 def build_broker_state(config: BrokerConfig, clock: Clock | None = None, *,
                        endpoints: ListenerEndpoints | None = None, metrics: BrokerMetrics | None = None,
-                       registry: ApiRegistry | None = None, fault_hooks: FaultHooks | None = None) -> BrokerState:
+                       registry: ApiRegistry | None = None, features: FeatureControl | None = None,
+                       fault_hooks: FaultHooks | None = None) -> BrokerState:
     """Construct every subsystem (no log is read yet: `load_logs()` does that). Without a `clock` the broker
     runs on the system clock and its housekeeping threads run on their own; a test's clock drives them."""
     own_clock = clock is None
@@ -153,8 +158,11 @@ def build_broker_state(config: BrokerConfig, clock: Clock | None = None, *,
         groups=create_group_coordinator(config, clock, topics),
         producer_ids=ProducerIdManager(config.log_dirs[0]),
         cleaner=create_log_cleaner(config, clock, log_manager, topics, metrics),
+        features=features or FeatureControl(config.log_dirs[0], config.node_id),
+        quotas=create_quota_managers(config, clock, metrics),
         fault_hooks=hooks,
     )
+    state.features.ensure_saved()
     state.txn_coordinator = create_transaction_coordinator(state)
     metrics.set_log_sizes(state.log_sizes)
     return state

@@ -104,7 +104,7 @@ def apply_broker_configs(ctx: RequestContext, per_broker: bool, values: Mapping[
     """Kafka accepts only dynamically updatable broker configs; a static one is INVALID_REQUEST
     (ConfigAdminManager turns the ConfigException into InvalidRequestException)."""
     try:
-        ctx.broker.config.validate_dynamic(values)
+        ctx.broker.config.validate_dynamic(values, per_broker)
         if not validate_only:
             ctx.broker.topics.set_broker_configs(per_broker, values)
     except UnknownConfigError as exc:
