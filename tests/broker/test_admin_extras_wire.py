@@ -47,7 +47,7 @@ def produce(bootstrap: str, topic: str, partition: int, n: int) -> None:
     producer.close()
 
 
-@pytest.mark.parametrize("version", [1, 2, 3, 4])
+@pytest.mark.parametrize("version", [1, 2, 3, 4, 5])
 def test_describe_log_dirs_reports_every_partition_and_its_size(broker: BrokerHandle, wire: KafkaWire,
                                                                  version: int) -> None:
     create(wire, "dld", 3)
@@ -171,5 +171,5 @@ def test_describe_topic_partitions_pages_with_a_cursor(broker: BrokerHandle, wir
 def test_api_versions_advertises_the_admin_extras(wire: KafkaWire) -> None:
     r = wire.request(18, 3, request_class(18)[3](client_software_name="t", client_software_version="1"))
     ranges = {k.api_key: (k.min_version, k.max_version) for k in r.api_keys}
-    assert ranges[35] == (1, 4) and ranges[61] == (0, 0) and ranges[46] == (0, 0)
-    assert ranges[45] == (0, 1) and ranges[43] == (0, 2) and ranges[75] == (0, 0)
+    assert ranges[35] == (1, 5) and ranges[61] == (0, 0) and ranges[46] == (0, 0)
+    assert ranges[45] == (0, 1) and ranges[43] == (0, 2) and ranges[75] == (0, 0) and ranges[69] == (0, 1)

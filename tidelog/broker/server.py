@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from tidelog.broker.endpoints import ListenerEndpoints
+from tidelog.broker.features import FeatureControl
 from tidelog.broker.metrics import BrokerMetrics
 from tidelog.broker.registry import ApiRegistry
 from tidelog.clock import Clock
@@ -27,19 +28,22 @@ from tidelog.protocol.api_keys import ApiKey
 if TYPE_CHECKING:
     from tidelog.broker.faults import FaultInjector
     from tidelog.broker.state import BrokerState
+    from tidelog.storage.fault_hooks import FaultHooks
 
 log = logging.getLogger(__name__)
 
 
 class Server:
     def __init__(self, config: BrokerConfig, clock: Clock | None = None, registry: ApiRegistry | None = None,
-                 faults: FaultInjector | None = None) -> None:
+                 faults: FaultInjector | None = None, fault_hooks: FaultHooks | None = None) -> None:
         self.config = config
         self.clock = clock
         self.faults = faults  # tidelog.broker.faults: scripted errors/latency for tests; None in production
+        self.fault_hooks = fault_hooks  # tidelog.storage.fault_hooks: named storage/coordinator steps; tests only
         self.registry = registry or ApiRegistry()
         self.endpoints = ListenerEndpoints(config)
         self.metrics = BrokerMetrics()
+        self.features = FeatureControl(config.log_dirs[0], config.node_id)  # ApiVersions reports them from the start
         self.state: BrokerState | None = None  # built by finish_startup()
         self._servers: list[asyncio.AbstractServer] = []
         self.ports: dict[str, int] = {}  # listener name -> bound port
@@ -122,7 +126,8 @@ class Server:
         from tidelog.broker.state import build_broker_state
 
         state = build_broker_state(self.config, self.clock, endpoints=self.endpoints, metrics=self.metrics,
-                                   registry=self.registry)
+                                   registry=self.registry, features=self.features,
+                                   fault_hooks=self.fault_hooks)
         self.state = state  # visible to start()'s clean-up even if loading fails below
         state.load_logs()
         self.registry.load()

@@ -49,6 +49,10 @@ _MESSAGES: dict[int, tuple[str, str, str]] = {
     43: ("admin.topics", "ElectLeadersRequest", "ElectLeadersResponse"),
     44: ("admin.configs", "IncrementalAlterConfigsRequest", "IncrementalAlterConfigsResponse"),
     45: ("admin.topics", "AlterPartitionReassignmentsRequest", "AlterPartitionReassignmentsResponse"),
+    48: ("admin.client_quotas", "DescribeClientQuotasRequest", "DescribeClientQuotasResponse"),
+    49: ("admin.client_quotas", "AlterClientQuotasRequest", "AlterClientQuotasResponse"),
+    55: ("admin.cluster", "DescribeQuorumRequest", "DescribeQuorumResponse"),
+    57: ("admin.cluster", "UpdateFeaturesRequest", "UpdateFeaturesResponse"),
     46: ("admin.topics", "ListPartitionReassignmentsRequest", "ListPartitionReassignmentsResponse"),
     47: ("consumer.group", "OffsetDeleteRequest", "OffsetDeleteResponse"),
     60: ("admin.cluster", "DescribeClusterRequest", "DescribeClusterResponse"),
@@ -56,6 +60,8 @@ _MESSAGES: dict[int, tuple[str, str, str]] = {
     # not in kafka-python 3.0.12: tidelog's own codecs from Kafka's JSON schemas (absolute module name)
     68: ("tidelog.protocol.kip848", "ConsumerGroupHeartbeatRequest", "ConsumerGroupHeartbeatResponse"),
     69: ("tidelog.protocol.kip848", "ConsumerGroupDescribeRequest", "ConsumerGroupDescribeResponse"),
+    65: ("admin.transactions", "DescribeTransactionsRequest", "DescribeTransactionsResponse"),
+    66: ("admin.transactions", "ListTransactionsRequest", "ListTransactionsResponse"),
     75: ("admin.topics", "DescribeTopicPartitionsRequest", "DescribeTopicPartitionsResponse"),
 }
 

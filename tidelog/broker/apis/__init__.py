@@ -28,8 +28,8 @@ class ApiEntry(NamedTuple):
 API_TABLE: tuple[ApiEntry, ...] = (
     ApiEntry(ApiKey.PRODUCE, "produce", 3, 11, advertised_min=0),
     ApiEntry(ApiKey.FETCH, "fetch", 4, 16),
-    ApiEntry(ApiKey.LIST_OFFSETS, "list_offsets", 1, 7),
-    ApiEntry(ApiKey.METADATA, "metadata", 0, 12),
+    ApiEntry(ApiKey.LIST_OFFSETS, "list_offsets", 1, 11),
+    ApiEntry(ApiKey.METADATA, "metadata", 0, 13),
     ApiEntry(ApiKey.API_VERSIONS, "api_versions", 0, 4),
     ApiEntry(ApiKey.CREATE_TOPICS, "create_topics", 2, 7),
     ApiEntry(ApiKey.DELETE_TOPICS, "delete_topics", 1, 6),
@@ -38,32 +38,44 @@ API_TABLE: tuple[ApiEntry, ...] = (
     ApiEntry(ApiKey.ALTER_CONFIGS, "alter_configs", 0, 2),
     ApiEntry(ApiKey.CREATE_PARTITIONS, "create_partitions", 0, 3),
     ApiEntry(ApiKey.INCREMENTAL_ALTER_CONFIGS, "incremental_alter_configs", 0, 1),
-    ApiEntry(ApiKey.DESCRIBE_CLUSTER, "describe_cluster", 0, 1),
+    ApiEntry(ApiKey.DESCRIBE_CLUSTER, "describe_cluster", 0, 2),
     ApiEntry(ApiKey.DELETE_RECORDS, "delete_records", 0, 2),
     # admin extras tools call (single node: nothing to reassign or elect)
-    ApiEntry(ApiKey.DESCRIBE_LOG_DIRS, "describe_log_dirs", 1, 4),  # v5 (KIP-1066 cordoned dirs) not offered
-    ApiEntry(ApiKey.DESCRIBE_PRODUCERS, "describe_producers", 0, 0),
+    ApiEntry(ApiKey.DESCRIBE_LOG_DIRS, "describe_log_dirs", 1, 5),
     ApiEntry(ApiKey.LIST_PARTITION_REASSIGNMENTS, "list_partition_reassignments", 0, 0),
     ApiEntry(ApiKey.ALTER_PARTITION_REASSIGNMENTS, "alter_partition_reassignments", 0, 1),
     ApiEntry(ApiKey.ELECT_LEADERS, "elect_leaders", 0, 2),
     ApiEntry(ApiKey.DESCRIBE_TOPIC_PARTITIONS, "describe_topic_partitions", 0, 0),
+    # client quotas (tidelog.broker.quotas)
+    ApiEntry(ApiKey.DESCRIBE_CLIENT_QUOTAS, "describe_client_quotas", 0, 1),
+    ApiEntry(ApiKey.ALTER_CLIENT_QUOTAS, "alter_client_quotas", 0, 1),
+    # KRaft features and quorum (this node is the single voter)
+    ApiEntry(ApiKey.DESCRIBE_QUORUM, "describe_quorum", 0, 2),
+    ApiEntry(ApiKey.UPDATE_FEATURES, "update_features", 0, 2),
     # group coordinator
-    ApiEntry(ApiKey.FIND_COORDINATOR, "find_coordinator", 0, 4),
+    ApiEntry(ApiKey.FIND_COORDINATOR, "find_coordinator", 0, 6),
     ApiEntry(ApiKey.JOIN_GROUP, "join_group", 0, 9),
     ApiEntry(ApiKey.SYNC_GROUP, "sync_group", 0, 5),
     ApiEntry(ApiKey.HEARTBEAT, "heartbeat", 0, 4),
     ApiEntry(ApiKey.LEAVE_GROUP, "leave_group", 0, 5),
-    ApiEntry(ApiKey.OFFSET_COMMIT, "offset_commit", 2, 9),
-    ApiEntry(ApiKey.OFFSET_FETCH, "offset_fetch", 1, 9),
+    ApiEntry(ApiKey.OFFSET_COMMIT, "offset_commit", 2, 10),
+    ApiEntry(ApiKey.OFFSET_FETCH, "offset_fetch", 1, 10),
     ApiEntry(ApiKey.LIST_GROUPS, "list_groups", 0, 5),
-    ApiEntry(ApiKey.DESCRIBE_GROUPS, "describe_groups", 0, 5),
+    ApiEntry(ApiKey.DESCRIBE_GROUPS, "describe_groups", 0, 6),
     ApiEntry(ApiKey.DELETE_GROUPS, "delete_groups", 0, 2),
     ApiEntry(ApiKey.OFFSET_DELETE, "offset_delete", 0, 0),
-    # KIP-848 consumer groups; ConsumerGroupHeartbeat v1 adds SubscribedTopicRegex (a regex is INVALID_REQUEST)
+    # KIP-848 consumer groups; ConsumerGroupHeartbeat v1 adds SubscribedTopicRegex (resolved on the broker)
     ApiEntry(ApiKey.CONSUMER_GROUP_HEARTBEAT, "consumer_group_heartbeat", 0, 1),
-    ApiEntry(ApiKey.CONSUMER_GROUP_DESCRIBE, "consumer_group_describe", 0, 0),
-    # idempotent producer
+    ApiEntry(ApiKey.CONSUMER_GROUP_DESCRIBE, "consumer_group_describe", 0, 1),  # v1: MemberType (KIP-1099)
+    # idempotent and transactional producers, transaction coordinator
     ApiEntry(ApiKey.INIT_PRODUCER_ID, "init_producer_id", 0, 5),
+    ApiEntry(ApiKey.ADD_PARTITIONS_TO_TXN, "add_partitions_to_txn", 0, 3),
+    ApiEntry(ApiKey.ADD_OFFSETS_TO_TXN, "add_offsets_to_txn", 0, 4),
+    ApiEntry(ApiKey.END_TXN, "end_txn", 0, 4),
+    ApiEntry(ApiKey.TXN_OFFSET_COMMIT, "txn_offset_commit", 0, 4),
+    ApiEntry(ApiKey.DESCRIBE_PRODUCERS, "describe_producers", 0, 0),
+    ApiEntry(ApiKey.DESCRIBE_TRANSACTIONS, "describe_transactions", 0, 0),
+    ApiEntry(ApiKey.LIST_TRANSACTIONS, "list_transactions", 0, 2),
 )
 
 # Module names of the registered APIs (kept for tools that list them).

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from tidelog.broker.topics import TopicInfo
     from tidelog.coordinator.group import GroupCoordinator
     from tidelog.coordinator.group.consumer_coordinator import ConsumerGroupCoordinator
+    from tidelog.coordinator.transaction import TransactionCoordinator
     from tidelog.storage.log import Log
 
 
@@ -119,7 +120,7 @@ def apply_broker_configs(ctx: RequestContext, per_broker: bool, values: Mapping[
     """Kafka accepts only dynamically updatable broker configs; a static one is INVALID_REQUEST
     (ConfigAdminManager turns the ConfigException into InvalidRequestException)."""
     try:
-        ctx.broker.config.validate_dynamic(values)
+        ctx.broker.config.validate_dynamic(values, per_broker)
         if not validate_only:
             ctx.broker.topics.set_broker_configs(per_broker, values)
     except UnknownConfigError as exc:
@@ -153,3 +154,17 @@ def alter_resources(
             result.error_code, result.error_message = int(exc.code), exc.message
         results.append(result)
     return results
+
+
+def txn_coordinator(ctx: RequestContext) -> TransactionCoordinator:
+    coordinator = ctx.broker.txn_coordinator
+    if coordinator is None:
+        raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "transaction coordinator not running")
+    return coordinator
+
+
+def for_version(error: int, version: int, fenced_since: int) -> int:
+    """KIP-588: PRODUCER_FENCED only for request versions that know it; older ones get INVALID_PRODUCER_EPOCH."""
+    if error == ErrorCode.PRODUCER_FENCED and version < fenced_since:
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    return error

@@ -15,6 +15,7 @@ from tidelog.protocol.messages import response_class
 API_KEY = 69
 
 OPERATIONS_OMITTED = -(2**31)
+CLASSIC_MEMBER, CONSUMER_MEMBER = 0, 1  # KIP-1099 MemberType
 _GROUP_OPERATIONS_BITS = sum(1 << op for op in GROUP_OPERATIONS)
 
 
@@ -59,7 +60,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id, member_epoch=m.member_epoch,
             client_id=m.client_id, client_host=m.client_host, subscribed_topic_names=list(m.subscribed_topic_names),
             subscribed_topic_regex=m.subscribed_topic_regex, assignment=_assignment(ctx, cls, m.assigned),
-            target_assignment=_assignment(ctx, cls, group.target.get(m.member_id, {})))
+            target_assignment=_assignment(ctx, cls, group.target.get(m.member_id, {})),
+            member_type=CLASSIC_MEMBER if m.classic is not None else CONSUMER_MEMBER)  # v1, KIP-1099
             for m in group.members.values()]
         out.append(D(error_code=ErrorCode.NONE, error_message=None, group_id=group_id,
                      group_state=group.state.value, group_epoch=group.group_epoch,

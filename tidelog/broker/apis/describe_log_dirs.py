@@ -1,6 +1,6 @@
 """DescribeLogDirs (key 35): each log dir with the size of every partition it holds (Kafka's
 ReplicaManager.describeLogDirs). One replica per partition, so the offset lag is always 0 and nothing is a
-future replica; v4+ reports the dir's file-system total and usable bytes."""
+future replica; v4+ reports the dir's file-system total and usable bytes; v5 (KIP-1066) never a cordoned dir."""
 
 from __future__ import annotations
 
@@ -51,5 +51,5 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         total, usable = _disk_space(log_dir)
         results.append(R(error_code=ErrorCode.NONE, log_dir=str(log_dir),
                          topics=[T(name=name, partitions=parts) for name, parts in topics.items()],
-                         total_bytes=total, usable_bytes=usable))
+                         total_bytes=total, usable_bytes=usable, is_cordoned=False))  # v5: no dir is cordoned
     return cls(throttle_time_ms=0, error_code=ErrorCode.NONE, results=results)

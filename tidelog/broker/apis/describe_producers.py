@@ -1,5 +1,5 @@
-"""DescribeProducers (key 61, KIP-664): the active producers of each partition, read from its producer
-state (Kafka's ReplicaManager.activeProducerState)."""
+"""DescribeProducers (key 61, KIP-664): the producers a partition's log tracks (id, epoch, last sequence and
+timestamp, coordinator epoch, first offset of the open transaction) from `Log.active_producers()`."""
 
 from __future__ import annotations
 
@@ -17,21 +17,21 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     cls = response_class(API_KEY)[ctx.api_version]
     T = cls.TopicResponse
     P = T.PartitionResponse
-    S = P.ProducerState
-    topics = []
-    for topic in request.topics or []:
+    PS = P.ProducerState
+    topics = ctx.broker.topics
+    out = []
+    for t in request.topics or []:
         parts = []
-        for index in topic.partition_indexes or []:
-            lg = ctx.broker.topics.log(TopicPartition(topic.name, index))
-            if lg is None:
+        for index in t.partition_indexes or []:
+            log_ = topics.log(TopicPartition(t.name, index)) if topics.get(t.name) is not None else None
+            if log_ is None:
                 parts.append(P(partition_index=index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                error_message=None, active_producers=[]))
                 continue
-            producers = [S(producer_id=e.producer_id, producer_epoch=e.producer_epoch, last_sequence=e.last_seq,
-                           last_timestamp=e.last_timestamp, coordinator_epoch=e.coordinator_epoch,
-                           current_txn_start_offset=e.current_txn_first_offset)
-                         for e in sorted(lg.active_producers(), key=lambda e: e.producer_id)]
-            parts.append(P(partition_index=index, error_code=ErrorCode.NONE, error_message=None,
-                           active_producers=producers))
-        topics.append(T(name=topic.name, partitions=parts))
-    return cls(throttle_time_ms=0, topics=topics)
+            parts.append(P(partition_index=index, error_code=ErrorCode.NONE, error_message=None, active_producers=[
+                PS(producer_id=p.producer_id, producer_epoch=p.producer_epoch, last_sequence=p.last_sequence,
+                   last_timestamp=p.last_timestamp, coordinator_epoch=p.coordinator_epoch,
+                   current_txn_start_offset=p.current_txn_start_offset)
+                for p in log_.active_producers()]))
+        out.append(T(name=t.name, partitions=parts))
+    return cls(throttle_time_ms=0, topics=out)
