@@ -260,9 +260,9 @@ def test_group_survives_restart(tmp_path: Path) -> None:
         a3 = heartbeat(w, "persist-group", a.member_id, 1, owned=parts(a2))
         c2 = heartbeat(w, "persist-group", c.member_id, 2, owned={})
         before = describe(w, "persist-group")[0]
-        key_versions = b.call(lambda: sorted({cr.decode_key(k).record_type  # type: ignore[union-attr]
-                                              for _, k, _ in b.state.groups.manager.store.load()
-                                              if cr.decode_key(k) is not None}))
+        key_versions = b.call(lambda: sorted({cr.decode_key(r.key).record_type  # type: ignore[union-attr]
+                                              for r in b.state.groups.manager.store.load()
+                                              if r.key and cr.decode_key(r.key) is not None}))
         assert key_versions == [3, 4, 5, 6, 7, 8]
     with run_broker(log_dir=tmp_path) as b, KafkaWire(b.bootstrap) as w:
         after = describe(w, "persist-group")[0]

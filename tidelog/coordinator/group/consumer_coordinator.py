@@ -201,9 +201,12 @@ class ConsumerGroupCoordinator:
         if store is None:
             return
         count = 0
-        for _, key_bytes, value_bytes in store.load():
+        for stored in store.load():
+            if stored.control is not None or not stored.key:
+                continue  # a transaction marker (TxnOffsetCommit), not a consumer-group record
             try:
-                key = cr.decode_key(key_bytes)
+                key = cr.decode_key(stored.key)
+                value_bytes = stored.value
                 if key is None:
                     continue
                 self.replay(key, value_bytes)
