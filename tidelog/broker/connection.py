@@ -106,10 +106,16 @@ class Connection:
         self._idle: asyncio.TimerHandle | None = None
         self._last_activity = 0.0
         self._write_backlog = 0
+        # TLS/SASL listeners: the authentication phase (tidelog.security.authenticator); None on PLAINTEXT.
+        self.session = state.security.new_session(self.listener)
 
     async def run(self) -> None:
         metrics = self.state.metrics
         metrics.connection_opened()
+        if self.session is not None and not await self.session.start(self):  # TLS handshake (logged)
+            metrics.connection_closed()
+            self.writer.close()
+            return
         transport = self.writer.transport
         high_water = transport.get_write_buffer_limits()[1]
         try:
@@ -131,7 +137,10 @@ class Connection:
                 self._unwatch()  # a request being handled is not idleness (Kafka mutes the channel)
                 started = time.perf_counter()
                 try:
-                    out = await self.handle_frame(memoryview(frame))
+                    if self.session is None:
+                        out = await self.handle_frame(memoryview(frame))
+                    else:
+                        out = await self.session.handle_frame(self, memoryview(frame))
                 except ProtocolError as exc:
                     log.log(logging.ERROR if exc.traceback else logging.WARNING, "Closing connection from %s: %s",
                             self.peer, exc, exc_info=exc.__cause__ if exc.traceback else None)
@@ -227,7 +236,7 @@ class Connection:
         if module is None:
             raise ProtocolError(f"unknown api key {api_key} (correlation id {correlation_id})")
         ctx = RequestContext(self.state, api_key, api_version, correlation_id, client_id, self.client_host,
-                             self.listener)
+                             self.listener, self.session)
         name = module.__name__.rsplit(".", 1)[-1]
         if not module.MIN_VERSION <= api_version <= module.MAX_VERSION:
             if api_key != API_VERSIONS_KEY or api_version < module.MIN_VERSION:

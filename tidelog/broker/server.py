@@ -226,11 +226,11 @@ class Server:
         try:
             for i, (name, host, port) in enumerate(state.listeners):
                 callback = on_connect_for(name)
+                start = state.security.server_starter(name)  # asyncio.start_server, or a TLS one (security.tls)
                 if i == 0 and sock is not None:
-                    server = await asyncio.start_server(callback, sock=sock, limit=1 << 20)
+                    server = await start(callback, sock=sock, limit=1 << 20)
                 else:
-                    server = await asyncio.start_server(callback, host or None, port, limit=1 << 20,
-                                                        reuse_address=True)
+                    server = await start(callback, host or None, port, limit=1 << 20, reuse_address=True)
                 self._servers.append(server)
                 bound_host, bound_port = server.sockets[0].getsockname()[:2]
                 self.ports[name] = bound_port

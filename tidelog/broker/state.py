@@ -69,6 +69,9 @@ class BrokerState:
         self.listener_name: str = self.listeners[0][0]
         self.advertised_host, self.advertised_port = self.advertised_endpoints[self.listener_name]
         self.metrics = BrokerMetrics(self._log_sizes)
+        from tidelog.security.manager import BrokerSecurity
+
+        self.security = BrokerSecurity(config, self.clock)  # listeners' TLS/SASL, SCRAM users, ACLs, authorizer
         self.cluster_id: str = ""
         self.api_registry: Any = None  # set by the Server that serves this state
         self._load_lock = threading.Lock()

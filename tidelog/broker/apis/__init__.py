@@ -31,4 +31,12 @@ API_MODULES: tuple[str, ...] = (
     "delete_groups",
     "offset_delete",
     "init_producer_id",
+    # security (tidelog/security)
+    "sasl_handshake",
+    "sasl_authenticate",
+    "describe_acls",
+    "create_acls",
+    "delete_acls",
+    "describe_user_scram_credentials",
+    "alter_user_scram_credentials",
 )

@@ -1,0 +1,70 @@
+"""SASL/SCRAM-SHA-256 and SCRAM-SHA-512 (RFC 5802/7677) as Kafka's ScramSaslServer, on the maintained `scramp`
+library (message parsing, nonces, proofs, constant-time checks) with credentials from ScramCredentialStore."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import scramp
+
+from tidelog.security.sasl import SaslAuthenticationError
+from tidelog.security.scram_store import ScramCredential
+
+MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+_FAILED = "Authentication failed: Invalid user credentials"
+
+
+class _UnknownUser(Exception):
+    pass
+
+
+class ScramSaslServer:
+    def __init__(self, mechanism: str, lookup: Callable[[str, str], ScramCredential | None]) -> None:
+        self.mechanism = mechanism
+        self._lookup = lookup
+        self.complete = False
+        self.authorization_id = ""
+        self.session_expiration_ms: int | None = None
+        self._server = scramp.ScramMechanism(mechanism).make_server(self._auth_info)
+        self._step = 0
+        self._username = ""
+
+    def _auth_info(self, username: str) -> tuple[bytes, bytes, bytes, int]:
+        credential = self._lookup(username, self.mechanism)
+        if credential is None:
+            raise _UnknownUser()
+        self._username = username
+        return credential.salt, credential.stored_key, credential.server_key, credential.iterations
+
+    def evaluate_response(self, token: bytes) -> bytes:
+        try:
+            text = token.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise SaslAuthenticationError("Authentication failed: SCRAM message is not UTF-8") from exc
+        try:
+            if self._step == 0:
+                self._step = 1
+                if "tokenauth=true" in text.split(","):
+                    raise SaslAuthenticationError("Authentication failed: delegation tokens are not supported")
+                self._server.set_client_first(text)
+                gs2_authzid = text.split(",", 2)[1] if text.count(",") >= 2 else ""
+                if gs2_authzid and gs2_authzid[2:] != self._username:
+                    raise SaslAuthenticationError("Authentication failed: Invalid user credentials "
+                                                  "(authorization id differs from the user name)")
+                return str(self._server.get_server_first()).encode("utf-8")
+            if self._step == 1:
+                self._step = 2
+                self._server.set_client_final(text)
+                final = str(self._server.get_server_final())
+                self.authorization_id = self._username
+                self.complete = True
+                return final.encode("utf-8")
+        except _UnknownUser as exc:
+            raise SaslAuthenticationError(_FAILED) from exc
+        except scramp.ScramException as exc:
+            # scramp's messages describe the format problem and never echo a proof or key.
+            raise SaslAuthenticationError(_FAILED if "key" in str(exc).lower() else
+                                          f"Authentication failed: {str(exc)[:200]}") from exc
+        except (ValueError, TypeError, IndexError) as exc:
+            raise SaslAuthenticationError("Authentication failed: malformed SCRAM message") from exc
+        raise SaslAuthenticationError("Authentication failed: unexpected SCRAM message after completion")
