@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tidelog.broker.context import CloseConnection
 from tidelog.protocol.errors import ErrorCode

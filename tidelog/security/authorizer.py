@@ -175,3 +175,27 @@ def authorize_by_resource_type(ctx: RequestContext, op: AclOperation, resource_t
     if authorizer is None:
         return True
     return bool(authorizer.authorize_by_resource_type(_principal(ctx), ctx.client_host, op, resource_type))
+
+
+_CONFIG_TOPIC, _CONFIG_BROKER, _CONFIG_BROKER_LOGGER, _CONFIG_GROUP = 2, 4, 8, 32  # ConfigResource.Type
+
+
+def check_config_resource(ctx: RequestContext, config_resource_type: int, name: str, alter: bool) -> None:
+    """KafkaApis / ConfigHelper: DESCRIBE_CONFIGS (ALTER_CONFIGS to change) on the topic, group or cluster
+    (BROKER_LOGGER: DESCRIBE / ALTER_CONFIGS on the cluster). Raises KafkaError with Kafka's code."""
+    if ctx.broker.security.authorizer is None:
+        return
+    from tidelog.protocol.errors import ErrorCode, KafkaError
+
+    op = Op.ALTER_CONFIGS if alter else Op.DESCRIBE_CONFIGS
+    if config_resource_type == _CONFIG_TOPIC:
+        if not authorize(ctx, op, TOPIC, name):
+            raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, None)
+    elif config_resource_type == _CONFIG_GROUP:
+        if not authorize(ctx, op, GROUP, name):
+            raise KafkaError(ErrorCode.GROUP_AUTHORIZATION_FAILED, None)
+    else:
+        if config_resource_type == _CONFIG_BROKER_LOGGER and not alter:
+            op = Op.DESCRIBE
+        if not authorize_cluster(ctx, op):
+            raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -13,6 +14,8 @@ from tidelog.config.definitions import ConfigError
 
 if TYPE_CHECKING:
     from tidelog.config.broker_config import BrokerConfig
+
+log = logging.getLogger(__name__)
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
@@ -98,8 +101,10 @@ def listener_security(config: BrokerConfig, listener: str) -> ListenerSecurity:
     mapping = security_protocol_map(config)
     protocol = mapping.get(listener.upper())
     if protocol is None:
-        raise ConfigError(f"No security protocol defined for listener {listener} "
-                          "(listener.security.protocol.map)")
+        # Kafka refuses to start; tidelog has always served such listeners as PLAINTEXT and keeps doing so.
+        log.warning("No security protocol defined for listener %s in listener.security.protocol.map: "
+                    "serving it as PLAINTEXT", listener)
+        protocol = "PLAINTEXT"
     mechanisms: tuple[str, ...] = ()
     jaas: dict[str, JaasEntry] = {}
     if protocol.startswith("SASL_"):

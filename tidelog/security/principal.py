@@ -73,7 +73,7 @@ def distinguished_name(cert_der: bytes) -> str:
                 parts.append(f"{keyword}={_escape_rfc2253(value)}")
             else:
                 raw = value.encode("utf-8")
-                tag = int(getattr(attr, "_type").value)
+                tag = int(attr._type.value)
                 parts.append(f"{oid}=#{(bytes([tag]) + _der_length(len(raw)) + raw).hex()}")
         rdns.append("+".join(parts))
     return ",".join(rdns)

@@ -36,7 +36,7 @@ class ThrowawayCA:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.org = org
         self._key = ec.generate_private_key(ec.SECP256R1())
-        now = datetime.datetime.now(datetime.timezone.utc)
+        now = datetime.datetime.now(datetime.UTC)
         name = _name("tidelog throwaway CA", org)
         self._cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
                       .public_key(self._key.public_key()).serial_number(x509.random_serial_number())
@@ -58,7 +58,7 @@ class ThrowawayCA:
     def issue(self, common_name: str, *, server: bool = False, hosts: tuple[str, ...] = ("localhost", "127.0.0.1"),
               key_password: str | None = None) -> IssuedCert:
         key = ec.generate_private_key(ec.SECP256R1())
-        now = datetime.datetime.now(datetime.timezone.utc)
+        now = datetime.datetime.now(datetime.UTC)
         builder = (x509.CertificateBuilder().subject_name(_name(common_name, self.org))
                    .issuer_name(self._cert.subject).public_key(key.public_key())
                    .serial_number(x509.random_serial_number())

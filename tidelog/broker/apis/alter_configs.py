@@ -15,6 +15,7 @@ from tidelog.config.broker_config import ReadOnlyConfigError, UnknownConfigError
 from tidelog.config.definitions import ConfigError
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
+from tidelog.security.authorizer import check_config_resource
 
 API_KEY = 33
 MIN_VERSION = 0
@@ -66,6 +67,7 @@ def alter_resources(
         try:
             if counts[(resource.resource_type, resource.resource_name)] > 1:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
+            check_config_resource(ctx, resource.resource_type, resource.resource_name or "", alter=True)
             check_duplicate_keys(resource.configs)
             alter_one(ctx, resource, validate_only)
         except KafkaError as exc:

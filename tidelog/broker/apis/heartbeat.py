@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from tidelog.broker.apis._groups import coordinator
+from tidelog.broker.apis._groups import check_group, coordinator
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import KafkaError
 from tidelog.protocol.messages import response_class
+from tidelog.security.authorizer import Op
 
 API_KEY = 12
 MIN_VERSION = 0
@@ -16,6 +17,7 @@ MAX_VERSION = 4
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     try:
+        check_group(ctx, Op.READ, request.group_id)
         error = coordinator(ctx).heartbeat(
             request.group_id, request.member_id,
             request.group_instance_id if ctx.api_version >= 3 else None, request.generation_id)

@@ -16,6 +16,14 @@ from typing import Any
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import response_class
+from tidelog.security.authorizer import (
+    TOPIC,
+    TRANSACTIONAL_ID,
+    Op,
+    authorize,
+    authorize_by_resource_type,
+    authorize_cluster,
+)
 
 log = logging.getLogger(__name__)
 
@@ -36,9 +44,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if transactional_id is not None:
         if transactional_id == "":
             return answer(ErrorCode.INVALID_REQUEST)
+        if not authorize(ctx, Op.WRITE, TRANSACTIONAL_ID, transactional_id):  # KafkaApis.handleInitProducerIdRequest
+            return answer(TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         log.info("transactional InitProducerId for %r refused: transactions are not supported yet",
                  transactional_id)
         return answer(TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    elif not (authorize_cluster(ctx, Op.IDEMPOTENT_WRITE) or authorize_by_resource_type(ctx, Op.WRITE, TOPIC)):
+        return answer(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)  # KIP-679: idempotence needs a WRITE on some topic
     manager = ctx.broker.producer_ids
     if manager is None:
         return answer(ErrorCode.COORDINATOR_NOT_AVAILABLE)

@@ -9,6 +9,7 @@ from tidelog.broker.context import RequestContext
 from tidelog.coordinator.group import OffsetAndMetadata
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
+from tidelog.security.authorizer import GROUP, TOPIC, Op, authorize, authorized_names
 from tidelog.storage import TopicPartition
 
 API_KEY = 8
@@ -33,10 +34,19 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     order: list[tuple[str, list[int]]] = []
     errors: dict[TopicPartition, int] = {}
     offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+    # KafkaApis.handleOffsetCommitRequest: READ on the group, then READ per topic
+    group_ok = authorize(ctx, Op.READ, GROUP, request.group_id or "")
+    readable = authorized_names(ctx, Op.READ, TOPIC, [t.name for t in request.topics or []]) if group_ok else set()
     for topic in request.topics or []:
         order.append((topic.name, [p.partition_index for p in topic.partitions or []]))
         for p in topic.partitions or []:
             tp = TopicPartition(topic.name, p.partition_index)
+            if not group_ok:
+                errors[tp] = ErrorCode.GROUP_AUTHORIZATION_FAILED
+                continue
+            if topic.name not in readable:
+                errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             if not _partition_exists(ctx, tp):
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue

@@ -9,6 +9,7 @@ from tidelog.broker.apis._groups import coordinator
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
+from tidelog.security.authorizer import GROUP, TOPIC, Op, authorize, authorized_names
 from tidelog.storage import TopicPartition
 
 API_KEY = 9
@@ -17,21 +18,34 @@ MAX_VERSION = 9
 
 
 def _fetch(ctx: RequestContext, group_id: str, topics: list[Any] | None
-           ) -> tuple[int, list[tuple[str, list[tuple[int, int, int, str]]]]]:
+           ) -> tuple[int, list[tuple[str, list[tuple[int, int, int, str, int]]]]]:
     """(group error, [(topic, [(partition, offset, leader_epoch, metadata)])]) in request order."""
+    # KafkaApis.handleOffsetFetchRequest: DESCRIBE on the group; DESCRIBE per topic (requested topics the
+    # principal may not describe answer TOPIC_AUTHORIZATION_FAILED, "all topics" leaves them out)
+    if not authorize(ctx, Op.DESCRIBE, GROUP, group_id or ""):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, []
     partitions = None
+    denied: list[TopicPartition] = []
     if topics is not None:
         partitions = [TopicPartition(t.name, i) for t in topics for i in t.partition_indexes or []]
+        describable = authorized_names(ctx, Op.DESCRIBE, TOPIC, {tp.topic for tp in partitions})
+        denied = [tp for tp in partitions if tp.topic not in describable]
+        partitions = [tp for tp in partitions if tp.topic in describable]
     try:
         error, offsets = coordinator(ctx).fetch_offsets(group_id, partitions)
     except KafkaError as e:
         return e.code, []
-    by_topic: dict[str, list[tuple[int, int, int, str]]] = defaultdict(list)
+    if topics is None:
+        describable = authorized_names(ctx, Op.DESCRIBE, TOPIC, {tp.topic for tp in offsets})
+        offsets = {tp: om for tp, om in offsets.items() if tp.topic in describable}
+    by_topic: dict[str, list[tuple[int, int, int, str, int]]] = defaultdict(list)
     for tp, om in offsets.items():
         if om is None:
-            by_topic[tp.topic].append((tp.partition, -1, -1, ""))
+            by_topic[tp.topic].append((tp.partition, -1, -1, "", ErrorCode.NONE))
         else:
-            by_topic[tp.topic].append((tp.partition, om.offset, om.leader_epoch, om.metadata))
+            by_topic[tp.topic].append((tp.partition, om.offset, om.leader_epoch, om.metadata, ErrorCode.NONE))
+    for tp in denied:
+        by_topic[tp.topic].append((tp.partition, -1, -1, "", ErrorCode.TOPIC_AUTHORIZATION_FAILED))
     return error, list(by_topic.items())
 
 
@@ -47,8 +61,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 G.OffsetFetchResponseTopics(name=name, partitions=[
                     G.OffsetFetchResponseTopics.OffsetFetchResponsePartitions(
                         partition_index=p, committed_offset=off, committed_leader_epoch=epoch, metadata=meta,
-                        error_code=ErrorCode.NONE)
-                    for p, off, epoch, meta in parts])
+                        error_code=perr)
+                    for p, off, epoch, meta, perr in parts])
                 for name, parts in topics]))
         return cls(throttle_time_ms=0, groups=groups)
     # v1 has no "all partitions" form: null topics only mean that from v2
@@ -57,6 +71,6 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     return cls(throttle_time_ms=0, error_code=error, topics=[
         T(name=name, partitions=[
             T.OffsetFetchResponsePartition(partition_index=p, committed_offset=off, committed_leader_epoch=epoch,
-                                           metadata=meta, error_code=ErrorCode.NONE if version >= 2 else error)
-            for p, off, epoch, meta in parts])
+                                           metadata=meta, error_code=perr if version >= 2 or perr else error)
+            for p, off, epoch, meta, perr in parts])
         for name, parts in topics])

@@ -15,6 +15,7 @@ from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
 from tidelog.protocol.record_batch import ATTRIBUTES_OFFSET, COMPRESSION_MASK, HEADER_SIZE, MAGIC_OFFSET
 from tidelog.protocol.records import ZSTD
+from tidelog.security.authorizer import TOPIC, TRANSACTIONAL_ID, Op, authorize, authorized_names
 from tidelog.storage import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -84,11 +85,19 @@ def _append(ctx: RequestContext, tp: TopicPartition, records: bytes | None, acks
 async def handle(ctx: RequestContext, request: Any) -> Any | None:
     acks = request.acks
     results: list[tuple[str, list[tuple[int, _PartitionResult]]]] = []
+    # KafkaApis.handleProduceRequest: WRITE on the transactional id, then WRITE per topic
+    transactional_id = getattr(request, "transactional_id", None)
+    txn_denied = transactional_id is not None and not authorize(ctx, Op.WRITE, TRANSACTIONAL_ID, transactional_id)
+    writable = authorized_names(ctx, Op.WRITE, TOPIC, [t.name for t in request.topic_data or []])
     for topic in request.topic_data or []:
         partitions = []
         for p in topic.partition_data or []:
             tp = TopicPartition(topic.name, p.index)
-            if acks not in (-1, 0, 1):
+            if txn_denied:
+                result = _PartitionResult(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+            elif topic.name not in writable:
+                result = _PartitionResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            elif acks not in (-1, 0, 1):
                 result = _PartitionResult(ErrorCode.INVALID_REQUIRED_ACKS)
             else:
                 try:
