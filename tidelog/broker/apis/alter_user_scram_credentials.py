@@ -13,8 +13,6 @@ from tidelog.security.authorizer import Op, authorize_cluster
 from tidelog.security.scram_store import Upsertion
 
 API_KEY = 51
-MIN_VERSION = 0
-MAX_VERSION = 0
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:

@@ -20,8 +20,6 @@ from tidelog.security.acl_store import (
 from tidelog.security.authorizer import Op, authorize_cluster
 
 API_KEY = 30
-MIN_VERSION = 1  # v0 removed in Kafka 4.0 (KIP-896)
-MAX_VERSION = 3
 
 
 def _binding(c: Any) -> AclBinding | str:

@@ -5,15 +5,13 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from tidelog.broker.apis.create_topics import MAX_PARTITIONS_PER_BATCH
+from tidelog.broker.apis._shared import MAX_PARTITIONS_PER_BATCH
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
 from tidelog.security.authorizer import TOPIC, Op, authorize
 
 API_KEY = 37
-MIN_VERSION = 0
-MAX_VERSION = 3
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:

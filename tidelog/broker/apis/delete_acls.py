@@ -13,8 +13,6 @@ from tidelog.security.acl_store import AclBindingFilter
 from tidelog.security.authorizer import Op, authorize_cluster
 
 API_KEY = 31
-MIN_VERSION = 1  # v0 removed in Kafka 4.0 (KIP-896)
-MAX_VERSION = 3
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:

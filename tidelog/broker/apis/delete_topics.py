@@ -11,8 +11,6 @@ from tidelog.protocol.messages import response_class
 from tidelog.security.authorizer import TOPIC, Op, authorize
 
 API_KEY = 20
-MIN_VERSION = 1
-MAX_VERSION = 6
 
 _ZERO = uuid.UUID(int=0)
 

@@ -11,8 +11,6 @@ from tidelog.protocol.messages import response_class
 from tidelog.security.authorizer import Op, authorize_cluster
 
 API_KEY = 50
-MIN_VERSION = 0
-MAX_VERSION = 0
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tidelog.broker.apis._groups import check_group, coordinator
+from tidelog.broker.apis._shared import check_group, coordinator
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
@@ -12,8 +12,6 @@ from tidelog.security.authorizer import TOPIC, Op, authorized_names
 from tidelog.storage import TopicPartition
 
 API_KEY = 47
-MIN_VERSION = 0
-MAX_VERSION = 0
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:

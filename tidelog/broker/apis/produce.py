@@ -1,4 +1,4 @@
-"""Produce (key 0): append one record batch per partition (protocol-compat.md §1.6, storage-format.md §8).
+"""Produce (key 0): append one record batch per partition (Kafka's ProduceRequest and LogValidator, Kafka's LogValidator).
 
 Served 3-11, advertised from 0 (KAFKA-18659: librdkafka < 2.11.1 only compresses when Produce v0 is in the
 broker's range; nobody actually sends v0-2 because clients pick the highest common version). v12 needs
@@ -21,9 +21,6 @@ from tidelog.storage import TopicPartition
 log = logging.getLogger(__name__)
 
 API_KEY = 0
-MIN_VERSION = 3
-MAX_VERSION = 11
-ADVERTISED_MIN = 0
 
 ADMIN_CLIENT_ID = "__admin_client"  # Kafka lets only this client id write to internal topics
 ZSTD_MIN_VERSION = 7  # KIP-110
@@ -77,7 +74,7 @@ def _append(ctx: RequestContext, tp: TopicPartition, records: bytes | None, acks
     try:
         appended = log_obj.append_as_leader(records, log_obj.leader_epoch)
     except KafkaError as e:
-        return _PartitionResult(e.code, record_errors=getattr(e, "record_errors", None), message=e.message)
+        return _PartitionResult(e.code, record_errors=e.record_errors, message=e.message)
     return _PartitionResult(ErrorCode.NONE, appended.first_offset, appended.log_append_time,
                             appended.log_start_offset)
 

@@ -11,8 +11,6 @@ from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import response_class
 
 API_KEY = 36
-MIN_VERSION = 0
-MAX_VERSION = 2
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:

@@ -11,8 +11,6 @@ from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import response_class
 
 API_KEY = 17
-MIN_VERSION = 0
-MAX_VERSION = 1
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:

@@ -1,6 +1,6 @@
 """The classic group coordinator (Kafka's `GroupCoordinator` for `group.protocol=classic`).
 
-State machine (protocol-compat.md §3.6): Empty -> PreparingRebalance -> CompletingRebalance -> Stable, and Dead.
+State machine (Kafka's classic GroupCoordinator): Empty -> PreparingRebalance -> CompletingRebalance -> Stable, and Dead.
 JoinGroup and SyncGroup calls that must wait are parked as asyncio futures on the member. Deadlines (sessions,
 pending members, rebalance/initial delay, sync, offset retention) are decided against the injected Clock by
 `check_expirations()`; one `loop.call_later` timer armed for the earliest deadline calls it. Tests using a
@@ -26,7 +26,6 @@ from tidelog.storage import TopicPartition
 log = logging.getLogger(__name__)
 
 E = ErrorCode
-_MIN_TIMER_S = 0.01
 
 
 @dataclass(slots=True)
@@ -69,6 +68,12 @@ class GroupCoordinator:
 
     def partition_for(self, group_id: str) -> int:
         return self.manager.partition_for(group_id)
+
+    def ensure_offsets_topic(self) -> None:
+        """Create `__consumer_offsets` if it does not exist yet (Kafka creates it on the first
+        FindCoordinator for a group). Raises KafkaError when it cannot be created."""
+        if self.manager.store is not None:
+            self.manager.store.ensure_topic()
 
     def _now(self) -> int:
         return self.clock.monotonic_ms()
@@ -214,7 +219,11 @@ class GroupCoordinator:
         fut: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
         member.join_future = fut
         if old is not None and not old.done():
-            fut.add_done_callback(lambda f: old.done() or f.cancelled() or old.set_result(f.result()))
+            def hand_over(f: asyncio.Future[JoinResult], old: asyncio.Future[JoinResult] = old) -> None:
+                if not old.done() and not f.cancelled():
+                    old.set_result(f.result())
+
+            fut.add_done_callback(hand_over)
         self._maybe_prepare_rebalance(group, f"updating metadata of member {member.member_id}")
         self._try_complete_join(group)
         return fut
@@ -505,14 +514,20 @@ class GroupCoordinator:
         return E.NONE, {tp: group.offsets.get(tp) for tp in partitions}
 
     # -------------------------------------------------------------------------------- admin operations
+    # Each admin operation first applies every deadline that has passed, so its answer never depends on
+    # whether the expiry timer has fired yet: a group whose last member's session ran out at this very
+    # millisecond is already empty (Kafka's timing wheel has expired it by then).
     def list_groups(self) -> list[GroupMetadata]:
+        self.check_expirations()
         return [g for g in self.manager.groups.values() if not g.is_(GroupState.DEAD)]
 
     def describe_group(self, group_id: str) -> GroupMetadata | None:
+        self.check_expirations()
         group = self.manager.get_group(group_id)
         return None if group is None or group.is_(GroupState.DEAD) else group
 
     def delete_groups(self, group_ids: list[str]) -> dict[str, int]:
+        self.check_expirations()
         result: dict[str, int] = {}
         for group_id in group_ids:
             group = self.manager.get_group(group_id)
@@ -526,6 +541,7 @@ class GroupCoordinator:
 
     def delete_offsets(self, group_id: str, partitions: list[TopicPartition]
                        ) -> tuple[int, dict[TopicPartition, int]]:
+        self.check_expirations()
         group = self.manager.get_group(group_id)
         if group is None or group.is_(GroupState.DEAD):
             return E.GROUP_ID_NOT_FOUND, {}
@@ -616,7 +632,7 @@ class GroupCoordinator:
             if self._timer_due == due:
                 return
             self._timer.cancel()
-        delay = max(_MIN_TIMER_S, (due - self._now()) / 1000.0)
+        delay = max(0.0, (due - self._now()) / 1000.0)
         self._timer_due = due
         self._timer = loop.call_later(delay, self._on_timer)
 

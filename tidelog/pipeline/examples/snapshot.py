@@ -1,6 +1,6 @@
 """Batch job: materialise the latest value per key of a compacted topic as a Parquet table.
 
-    python -m pipeline.examples.snapshot --bootstrap localhost:9092 --topic customer-balances --output snap/
+    python -m tidelog.pipeline.examples.snapshot --bootstrap localhost:9092 --topic customer-balances --output snap/
 
 The result is what the log cleaner converges to: one row per live key with its last value; keys whose last
 record is a tombstone are absent. It is correct before, during and after compaction, because compaction only
@@ -58,7 +58,7 @@ def latest_values(spark: Any, fmt: str, bootstrap: str, topic: str) -> Any:
 def write_snapshot(spark: Any, fmt: str, bootstrap: str, topic: str, output: str) -> int:
     table = latest_values(spark, fmt, bootstrap, topic)
     table.write.mode("overwrite").parquet(output)
-    return spark.read.parquet(output).count()
+    return int(spark.read.parquet(output).count())
 
 
 def main(argv: list[str] | None = None) -> None:
