@@ -28,10 +28,12 @@ class ScramSaslServer:
         self._server = scramp.ScramMechanism(mechanism).make_server(self._auth_info)
         self._step = 0
         self._username = ""
+        self._unknown_user = False
 
     def _auth_info(self, username: str) -> tuple[bytes, bytes, bytes, int]:
         credential = self._lookup(username, self.mechanism)
         if credential is None:
+            self._unknown_user = True  # scramp wraps what this raises into a ScramException
             raise _UnknownUser()
         self._username = username
         return credential.salt, credential.stored_key, credential.server_key, credential.iterations
@@ -63,7 +65,7 @@ class ScramSaslServer:
             raise SaslAuthenticationError(_FAILED) from exc
         except scramp.ScramException as exc:
             # scramp's messages describe the format problem and never echo a proof or key.
-            raise SaslAuthenticationError(_FAILED if "key" in str(exc).lower() else
+            raise SaslAuthenticationError(_FAILED if self._unknown_user or "key" in str(exc).lower() else
                                           f"Authentication failed: {str(exc)[:200]}") from exc
         except (ValueError, TypeError, IndexError) as exc:
             raise SaslAuthenticationError("Authentication failed: malformed SCRAM message") from exc
