@@ -167,3 +167,31 @@ def test_ssl_context_pkcs12_and_required_client_auth(tmp_path: Path) -> None:
         create_server_context(_config(tmp_path, **{
             "ssl.keystore.type": "PKCS12", "ssl.keystore.location": str(keystore),
             "ssl.keystore.password": "nope"}), "SSL")
+
+
+@pytest.mark.parametrize(("password", "ok"), [("pw", True), ("wrong", False)])
+def test_scram_accepts_repeated_client_nonce_like_kafka(tmp_path: Path, password: str, ok: bool) -> None:
+    """librdkafka 2.0.2 (kcat) sends r=<cnonce><cnonce><snonce>; Kafka checks endsWith, so must we."""
+    import hashlib
+    import hmac
+
+    store = ScramCredentialStore(tmp_path)
+    store.put("alice", "SCRAM-SHA-256", ScramCredential.from_password("SCRAM-SHA-256", "pw", 4096))
+    server = ScramSaslServer("SCRAM-SHA-256", store.get)
+    bare = "n=alice,r=abc"
+    first = server.evaluate_response(f"n,,{bare}".encode()).decode()
+    attrs = dict(p.split("=", 1) for p in first.split(","))
+    salted = hashlib.pbkdf2_hmac("sha256", password.encode(), base64.b64decode(attrs["s"]), int(attrs["i"]))
+    without_proof = f"c=biws,r=abc{attrs['r']}"
+    auth = f"{bare},{first},{without_proof}".encode()
+    client_key = hmac.new(salted, b"Client Key", hashlib.sha256).digest()
+    signature = hmac.new(hashlib.sha256(client_key).digest(), auth, hashlib.sha256).digest()
+    proof = base64.b64encode(bytes(a ^ b for a, b in zip(client_key, signature, strict=True))).decode()
+    if ok:
+        final = server.evaluate_response(f"{without_proof},p={proof}".encode()).decode()
+        server_key = hmac.new(salted, b"Server Key", hashlib.sha256).digest()
+        assert final == "v=" + base64.b64encode(hmac.new(server_key, auth, hashlib.sha256).digest()).decode()
+        assert server.complete
+    else:
+        with pytest.raises(SaslAuthenticationError, match="Invalid user credentials"):
+            server.evaluate_response(f"{without_proof},p={proof}".encode())
