@@ -74,7 +74,10 @@ class Session:
     async def handle_frame(self, conn: Connection, frame: memoryview) -> tuple[bytes, str, int | None] | None:
         if self.authenticated and (self._expires_ms is None
                                    or self.security.clock.monotonic_ms() < self._expires_ms):
-            return await conn.handle_frame(frame)
+            out = await conn.handle_frame(frame)
+            if self._failure is not None:  # a failed re-authentication (KIP-368)
+                await self._fail_after(conn, out)
+            return out
         if self._raw_tokens:
             return await self._raw_token(bytes(frame))
         api_key = int.from_bytes(frame[:2], "big", signed=True) if len(frame) >= 2 else -1
@@ -141,11 +144,15 @@ class Session:
 
     def authenticate(self, token: bytes) -> tuple[ErrorCode, str | None, bytes, int]:
         """One SaslAuthenticate token: (error, message, challenge, session lifetime ms)."""
-        server = self._server
-        if server is None or server.complete or self._raw_tokens:
+        if self._server is None or self._server.complete or self._raw_tokens:
             what = "after successful authentication" if self.authenticated else "before SaslHandshake"
             self._failure = f"ILLEGAL_SASL_STATE: SaslAuthenticate {what}"
             return ErrorCode.ILLEGAL_SASL_STATE, f"Unexpected SaslAuthenticate request {what}", b"", 0
+        return self._evaluate(token)
+
+    def _evaluate(self, token: bytes) -> tuple[ErrorCode, str | None, bytes, int]:
+        server = self._server
+        assert server is not None
         try:
             challenge = server.evaluate_response(token)
         except SaslAuthenticationError as exc:
@@ -179,7 +186,9 @@ class Session:
 
     async def _raw_token(self, token: bytes) -> tuple[bytes, str, int | None]:
         """A bare token after SaslHandshake v0 (clients before KIP-152): answered with a bare frame."""
-        error, message, challenge, _ = self.authenticate(token)
+        if self._server is None or self._server.complete:
+            raise CloseConnection("ILLEGAL_SASL_STATE: unexpected SASL token")
+        error, message, challenge, _ = self._evaluate(token)
         if error != ErrorCode.NONE:
             self._failure = None
             if self.listener.failed_auth_delay_ms > 0:
