@@ -20,7 +20,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     result_cls = cls.AlterUserScramCredentialsResult
     users = list(dict.fromkeys([d.name for d in request.deletions] + [u.name for u in request.upsertions]))
     if not authorize_cluster(ctx, Op.ALTER):
-        results = [result_cls(user=u, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message=None)
+        results = [result_cls(user=u, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                              error_message="Cluster authorization failed.")
                    for u in users]
         return cls[ctx.api_version](throttle_time_ms=0, results=results)
     deletions = [(d.name, d.mechanism) for d in request.deletions]

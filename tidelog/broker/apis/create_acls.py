@@ -39,7 +39,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         results = [cls.AclCreationResult(error_code=ErrorCode.SECURITY_DISABLED,
                                          error_message="No Authorizer is configured.") for _ in request.creations]
     elif not authorize_cluster(ctx, Op.ALTER):
-        results = [cls.AclCreationResult(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message=None)
+        results = [cls.AclCreationResult(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                         error_message="Cluster authorization failed.")
                    for _ in request.creations]
     else:
         valid: list[AclBinding] = []

@@ -26,7 +26,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if security.authorizer is None:
         results = [failed(ErrorCode.SECURITY_DISABLED, "No Authorizer is configured.") for _ in request.filters]
     elif not authorize_cluster(ctx, Op.ALTER):
-        results = [failed(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None) for _ in request.filters]
+        results = [failed(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.") for _ in request.filters]
     else:
         filters: list[AclBindingFilter | None] = []
         for f in request.filters:

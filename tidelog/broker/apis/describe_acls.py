@@ -25,7 +25,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if security.authorizer is None:
         return answer(ErrorCode.SECURITY_DISABLED, "No Authorizer is configured.", [])
     if not authorize_cluster(ctx, Op.DESCRIBE):
-        return answer(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None, [])
+        return answer(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.", [])
     flt = AclBindingFilter.from_codes(request.resource_type_filter, request.resource_name_filter,
                                       request.pattern_type_filter, request.principal_filter, request.host_filter,
                                       request.operation, request.permission_type)

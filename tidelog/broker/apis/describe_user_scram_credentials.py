@@ -18,8 +18,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     result_cls = cls.DescribeUserScramCredentialsResult
     if not authorize_cluster(ctx, Op.DESCRIBE):
         return cls[ctx.api_version](throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                                    error_message=None, results=[])
-    users = None if request.users is None else [u.name for u in request.users]
+                                    error_message="Cluster authorization failed.", results=[])
+    # null or empty: every user (Kafka's ControllerApis)
+    users = [u.name for u in request.users] if request.users else None
     results = [result_cls(user=user, error_code=error, error_message=message, credential_infos=[
         result_cls.CredentialInfo(mechanism=mech, iterations=iterations) for mech, iterations in infos])
         for user, error, message, infos in ctx.broker.security.scram_store.describe(users)]
