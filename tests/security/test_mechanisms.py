@@ -87,11 +87,11 @@ def test_oauthbearer_unsecured_token() -> None:
 
 def test_scram_store_alter_describe_and_reload(tmp_path: Path) -> None:
     store = ScramCredentialStore(tmp_path)
-    cred = ScramCredential.from_password("SCRAM-SHA-512", "pw", 8192, salt=b"salt")
+    cred = ScramCredential.from_password("SCRAM-SHA-512", "pw", 8192, salt=b"salt-16-bytes-xx")
     import hashlib
 
-    salted = hashlib.pbkdf2_hmac("sha512", b"pw", b"salt", 8192)
-    out = store.alter([], [Upsertion("alice", 2, 8192, b"salt", salted), Upsertion("bob", 1, 100, b"s", b"p"),
+    salted = hashlib.pbkdf2_hmac("sha512", b"pw", b"salt-16-bytes-xx", 8192)
+    out = store.alter([], [Upsertion("alice", 2, 8192, b"salt-16-bytes-xx", salted), Upsertion("bob", 1, 100, b"s", b"p"),
                            Upsertion("carol", 9, 4096, b"s", b"p")])
     assert out == [("alice", ErrorCode.NONE, None),
                    ("bob", ErrorCode.UNACCEPTABLE_CREDENTIAL, "Too few iterations: 100"),

@@ -54,6 +54,7 @@ class Connection:
         self._idle: asyncio.TimerHandle | None = None
         self._last_activity = 0.0
         self._write_backlog = 0
+        self._throttle_ms = 0  # set by a Produce/Fetch over its client quota
         # TLS/SASL listeners: the authentication phase (tidelog.security.authenticator); None on PLAINTEXT.
         self.session = server.security.new_session(listener)
 
@@ -99,6 +100,7 @@ class Connection:
                     return
                 if out is None:
                     metrics.record_bytes(size + 4, 0)
+                    await self._mute_if_throttled()
                     continue
                 response_frame, api_name, error_code = out
                 # Recorded before the write so a client that saw the response also sees it counted.
@@ -114,6 +116,7 @@ class Connection:
                 self._unwatch()
                 if transport.is_closing():
                     return  # closed for idleness while the client did not read: drop its buffered requests
+                await self._mute_if_throttled()
         except (ConnectionError, asyncio.CancelledError):
             pass
         except Exception:  # noqa: BLE001 - one connection's failure never takes the broker down
@@ -190,15 +193,27 @@ class Connection:
         request = self._decode(header, frame, name)
         ctx = RequestContext(self.server.broker, api_key, api_version, header.correlation_id, header.client_id,
                              self.client_host, self.listener, self.session)
+        faults = self.server.faults  # FaultInjector (tests): one attribute check when nothing is injected
         try:
-            response = await self.registry.handler(api_key)(ctx, request)
+            if faults is None or not faults.armed:
+                response = await self.registry.handler(api_key)(ctx, request)
+            else:
+                response = await faults.dispatch(ctx, request, self.registry.handler(api_key))
         except (asyncio.CancelledError, CloseConnection):
             raise
         except Exception as exc:  # noqa: BLE001 - a handler bug closes this connection only
             raise ProtocolError(f"{name} v{api_version} handler failed: {exc!r}", traceback=True) from exc
+        # Client byte-rate quotas (KIP-219): throttle_time_ms goes in the response, then the channel is muted.
+        self._throttle_ms = ctx.broker.quotas.throttle(api_key, header.client_id, len(frame), response)
         if response is None:
             return None
         return self._encode(api_key, header.correlation_id, api_version, response, name)
+
+    async def _mute_if_throttled(self) -> None:
+        """Read nothing more from a throttled client until its throttle time has passed (Kafka mutes the channel)."""
+        if self._throttle_ms > 0:
+            delay, self._throttle_ms = self._throttle_ms, 0
+            await asyncio.sleep(delay / 1000)
 
     def _api_versions(self, header: RequestHeader, frame: memoryview) -> tuple[bytes, str, int | None]:
         """ApiVersions needs no broker state (KIP-511: a too-new version gets a v0 UNSUPPORTED_VERSION body
@@ -213,12 +228,13 @@ class Connection:
         if header.api_version < entry.min_version:
             raise ProtocolError(f"unsupported version {header.api_version} of ApiVersions")
         request = self._decode(header, frame, entry.module)
-        response = api_versions.respond(header.api_version, request, ranges)
+        response = api_versions.respond(header.api_version, request, ranges, self.server.features)
         return self._encode(ApiKey.API_VERSIONS, header.correlation_id, header.api_version, response, entry.module)
 
     @staticmethod
     def _decode(header: RequestHeader, frame: memoryview, name: str) -> Any:
         from tidelog.protocol.messages import request_class
+        from tidelog.protocol.request_checks import check_nulls
 
         version = header.api_version
         try:
@@ -229,7 +245,9 @@ class Connection:
         try:
             if cls.flexible_version_q(version):
                 pos = skip_tagged_fields(frame, pos)
-            return cls.decode(frame[pos:], version=version)
+            request = cls.decode(frame[pos:], version=version)
+            check_nulls(request, version)  # Kafka's readers refuse a null non-nullable field: close
+            return request
         except ProtocolError:
             raise
         except Exception as exc:  # noqa: BLE001 - kafka-python raises assorted errors on bad bytes

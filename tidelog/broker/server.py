@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from tidelog.broker.endpoints import ListenerEndpoints
+from tidelog.broker.features import FeatureControl
 from tidelog.broker.metrics import BrokerMetrics
 from tidelog.broker.registry import ApiRegistry
 from tidelog.clock import Clock
@@ -26,19 +27,23 @@ from tidelog.protocol.api_keys import ApiKey
 from tidelog.security.manager import BrokerSecurity
 
 if TYPE_CHECKING:
+    from tidelog.broker.faults import FaultInjector
     from tidelog.broker.state import BrokerState
 
 log = logging.getLogger(__name__)
 
 
 class Server:
-    def __init__(self, config: BrokerConfig, clock: Clock | None = None, registry: ApiRegistry | None = None) -> None:
+    def __init__(self, config: BrokerConfig, clock: Clock | None = None, registry: ApiRegistry | None = None,
+                 faults: FaultInjector | None = None) -> None:
         self.config = config
         self.clock = clock
+        self.faults = faults  # tidelog.broker.faults: scripted errors/latency for tests; None in production
         self.registry = registry or ApiRegistry()
         self.endpoints = ListenerEndpoints(config)
         self.metrics = BrokerMetrics()
         self.security = BrokerSecurity(config, clock)  # TLS contexts and SASL settings are checked here
+        self.features = FeatureControl(config.log_dirs[0], config.node_id)  # ApiVersions reports them from the start
         self.state: BrokerState | None = None  # built by finish_startup()
         self._servers: list[asyncio.AbstractServer] = []
         self.ports: dict[str, int] = {}  # listener name -> bound port
@@ -121,7 +126,7 @@ class Server:
         from tidelog.broker.state import build_broker_state
 
         state = build_broker_state(self.config, self.clock, endpoints=self.endpoints, metrics=self.metrics,
-                                   registry=self.registry, security=self.security)
+                                   registry=self.registry, features=self.features, security=self.security)
         self.state = state  # visible to start()'s clean-up even if loading fails below
         state.load_logs()
         self.registry.load()

@@ -44,10 +44,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     topic_cls = response_cls.DeleteRecordsTopicResult
     partition_cls = topic_cls.DeleteRecordsPartitionResult
     topics = []
-    deletable = authorized_names(ctx, Op.DELETE, TOPIC, [t.name for t in request.topics])
-    for topic in request.topics:
+    deletable = authorized_names(ctx, Op.DELETE, TOPIC, [t.name for t in request.topics or []])
+    for topic in request.topics or []:
         partitions = []
-        for p in topic.partitions:
+        for p in topic.partitions or []:
             if topic.name not in deletable:  # KafkaApis.handleDeleteRecordsRequest: DELETE per topic
                 low_watermark, error = -1, ErrorCode.TOPIC_AUTHORIZATION_FAILED
             else:

@@ -1,7 +1,9 @@
-"""OffsetCommit (key 8) (Kafka's GroupMetadataManager). Served from v2 (Kafka 4.0 removed v0-1)."""
+"""OffsetCommit (key 8) (Kafka's GroupMetadataManager). Served from v2 (Kafka 4.0 removed v0-1). v10 names topics
+by id (KIP-848): an unknown id answers UNKNOWN_TOPIC_ID for each of its partitions, as KafkaApis does."""
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from tidelog.broker.apis._shared import coordinator
@@ -9,7 +11,7 @@ from tidelog.broker.context import RequestContext
 from tidelog.coordinator.group import OffsetAndMetadata
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
-from tidelog.security.authorizer import GROUP, TOPIC, Op, authorize, authorized_names
+from tidelog.security.authorizer import GROUP, TOPIC, Op, authorize
 from tidelog.storage import TopicPartition
 
 API_KEY = 8
@@ -18,6 +20,12 @@ API_KEY = 8
 def _partition_exists(ctx: RequestContext, tp: TopicPartition) -> bool:
     info = ctx.broker.topics.get(tp.topic)
     return info is not None and 0 <= tp.partition < info.partitions
+
+
+def _name_for_id(ctx: RequestContext, topic_id: Any) -> str | None:
+    raw = topic_id.bytes if isinstance(topic_id, uuid.UUID) else bytes(topic_id or b"")
+    info = ctx.broker.topics.by_id(raw) if raw and any(raw) else None
+    return None if info is None else info.name
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -31,16 +39,26 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     offsets: dict[TopicPartition, OffsetAndMetadata] = {}
     # KafkaApis.handleOffsetCommitRequest: READ on the group, then READ per topic
     group_ok = authorize(ctx, Op.READ, GROUP, request.group_id or "")
-    readable = authorized_names(ctx, Op.READ, TOPIC, [t.name for t in request.topics or []]) if group_ok else set()
-    for topic in request.topics or []:
-        order.append((topic.name, [p.partition_index for p in topic.partitions or []]))
+    ids: dict[str, Any] = {}  # v10: the name each entry was resolved to -> the topic id asked for
+    for index, topic in enumerate(request.topics or []):
+        name = topic.name if version < 10 else _name_for_id(ctx, topic.topic_id)
+        unknown_id = name is None
+        if name is None:
+            name = f"\0unknown-{index}"  # keeps this entry's partitions apart from every real topic
+        if version >= 10:
+            ids[name] = topic.topic_id
+        order.append((name, [p.partition_index for p in topic.partitions or []]))
+        readable = group_ok and (unknown_id or authorize(ctx, Op.READ, TOPIC, name))
         for p in topic.partitions or []:
-            tp = TopicPartition(topic.name, p.partition_index)
+            tp = TopicPartition(name, p.partition_index)
             if not group_ok:
                 errors[tp] = ErrorCode.GROUP_AUTHORIZATION_FAILED
                 continue
-            if topic.name not in readable:
+            if not readable:
                 errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
+            if unknown_id:
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_ID
                 continue
             if not _partition_exists(ctx, tp):
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -60,7 +78,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             errors.update(dict.fromkeys(offsets, e.code))
     topics = []
     for name, partitions in order:
-        topics.append(cls.OffsetCommitResponseTopic(name=name, partitions=[
+        topics.append(cls.OffsetCommitResponseTopic(name=name, topic_id=ids.get(name), partitions=[
             cls.OffsetCommitResponseTopic.OffsetCommitResponsePartition(
                 partition_index=i, error_code=errors.get(TopicPartition(name, i), ErrorCode.NONE))
             for i in partitions]))
