@@ -73,9 +73,9 @@ class ScramSaslServer:
         except _UnknownUser as exc:
             raise SaslAuthenticationError(_FAILED) from exc
         except scramp.ScramException as exc:
-            # scramp's messages describe the format problem and never echo a proof or key.
+            # A fixed message: nothing the client sent (which may hold a secret) is echoed or logged.
             raise SaslAuthenticationError(_FAILED if self._unknown_user or "key" in str(exc).lower() else
-                                          f"Authentication failed: {str(exc)[:200]}") from exc
+                                          "Authentication failed: malformed SCRAM message") from exc
         except (ValueError, TypeError, IndexError) as exc:
             raise SaslAuthenticationError("Authentication failed: malformed SCRAM message") from exc
         raise SaslAuthenticationError("Authentication failed: unexpected SCRAM message after completion")
