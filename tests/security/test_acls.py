@@ -249,3 +249,36 @@ def test_metadata_lists_only_describable_topics(acl_broker: SecureBrokerHandle) 
     assert "meta-visible" in topics
     assert "meta-hidden" not in topics
     assert "meta-hidden" in set(admin(acl_broker).list_topics(timeout=30).topics)
+
+
+@pytest.mark.java
+def test_java_admin_acls_and_scram_users(acl_broker: SecureBrokerHandle, java_security_admin: Any) -> None:
+    from kafka import KafkaProducer
+    from kafka.errors import KafkaError as KafkaPythonError
+
+    def run(mode: str, user: str) -> dict[str, Any]:
+        props = acl_broker.java_properties("SASL_SSL", "SCRAM-SHA-512", user=user)
+        bootstrap = props.pop("bootstrap.servers")
+        cmd = ["java", "-cp", java_security_admin.classpath, "SecurityAdmin", mode, bootstrap,
+               *(f"{k}={v}" for k, v in props.items())]
+        import json
+        import subprocess
+
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]  # type: ignore[return-value]
+
+    created = run("create", "admin")
+    assert created == [{"acls": 2, "matching_topic": 1},
+                       {"user": "jim", "mechanism": "SCRAM_SHA_512", "iterations": 8192}]
+    conf = {"bootstrap_servers": acl_broker.listeners["SASL_PLAINTEXT"], "security_protocol": "SASL_PLAINTEXT",
+            "sasl_mechanism": "SCRAM-SHA-512", "sasl_plain_username": "jim", "sasl_plain_password": "jim-pw"}
+    create_topic(acl_broker, "java-sec-orders")
+    producer = KafkaProducer(**conf)
+    assert producer.send("java-sec-orders", b"v").get(30).offset == 0  # jim's WRITE on the prefix
+    producer.close()
+    assert run("denied", "alice") == [{"describe_acls": "ClusterAuthorizationException",
+                                       "describe_users": "ClusterAuthorizationException"}]
+    assert run("delete", "admin") == [{"deleted": 2, "user_present": False}]
+    with pytest.raises(KafkaPythonError):
+        KafkaProducer(max_block_ms=10_000, **conf).send("java-sec-orders", b"v").get(30)
