@@ -168,13 +168,15 @@ class ScramCredentialStore:
                     changed = True
             for up in upsertions:
                 if up.user not in errors:
-                    mech = MECHANISM_BY_TYPE[up.mechanism]
-                    credential = ScramCredential.from_salted_password(mech, up.salt, up.salted_password, up.iterations)
-                    self._users.setdefault(up.user, {})[mech] = credential
+                    name = MECHANISM_BY_TYPE[up.mechanism]
+                    credential = ScramCredential.from_salted_password(name, up.salt, up.salted_password,
+                                                                      up.iterations)
+                    self._users.setdefault(up.user, {})[name] = credential
                     changed = True
             if changed:
                 self._save()
-        return [(u, *errors.get(u, (ErrorCode.NONE, None))) for u in order]  # type: ignore[misc]
+        ok: tuple[ErrorCode, str | None] = (ErrorCode.NONE, None)
+        return [(u, *errors.get(u, ok)) for u in order]
 
     def _save(self) -> None:
         write_json(self.path, {"version": 1, "users": {

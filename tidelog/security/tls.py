@@ -23,7 +23,7 @@ def _ssl_protocol_base(loop: asyncio.AbstractEventLoop) -> type:
         import uvloop.loop
 
         if isinstance(loop, uvloop.Loop):
-            return uvloop.loop.SSLProtocol  # type: ignore[no-any-return]
+            return uvloop.loop.SSLProtocol  # type: ignore[attr-defined,no-any-return]
     except ImportError:  # pragma: no cover - uvloop is a dependency
         pass
     from asyncio.sslproto import SSLProtocol
@@ -37,7 +37,7 @@ _classes: dict[type, type] = {}
 def _logged_protocol(base: type) -> type:
     cls = _classes.get(base)
     if cls is None:
-        class PeerRecordingSSLProtocol(base):  # type: ignore[valid-type,misc]
+        class PeerRecordingSSLProtocol(base):  # type: ignore[misc]
             peer = "?"
 
             def connection_made(self, transport: Any) -> None:
