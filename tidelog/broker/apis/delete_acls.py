@@ -36,8 +36,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         usable = [f for f in filters if f is not None]
         removed = iter(await asyncio.to_thread(security.acl_store.delete, usable)) if usable else iter(())
         results = []
-        for flt in filters:
-            if flt is None:
+        for maybe in filters:
+            if maybe is None:
                 results.append(failed(ErrorCode.INVALID_REQUEST, "Invalid filter: a field is UNKNOWN"))
                 continue
             matching = [result_cls.DeleteAclsMatchingAcl(

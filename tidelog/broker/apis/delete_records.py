@@ -49,7 +49,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         partitions = []
         for p in topic.partitions or []:
             if topic.name not in deletable:  # KafkaApis.handleDeleteRecordsRequest: DELETE per topic
-                low_watermark, error = -1, ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                low_watermark, error = -1, int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             else:
                 low_watermark, error = _delete_one(ctx, topic.name, p.partition_index, p.offset)
             partitions.append(partition_cls(partition_index=p.partition_index, low_watermark=low_watermark,
