@@ -1,5 +1,5 @@
 """Fetch read path: consume throughput (kcat) from an in-process broker serving segment reads with os.pread copies
-vs mmap views (storage.log_segment.FETCH_USE_MMAP), in the same run, alternating the two modes. Also the
+vs mmap views (LogManager.set_fetch_use_mmap), in the same run, alternating the two modes. Also the
 storage read alone (Log.read + bytes into a frame, no network). Prints figures only; no pass/fail.
 
     python bench/fetch.py [--mb MEGABYTES] [--value-size BYTES] [--rounds N]
@@ -18,7 +18,6 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from tidelog.protocol.records import Record, build_batch  # noqa: E402
 from tidelog.storage import TopicPartition as TP  # noqa: E402
-from tidelog.storage import log_segment  # noqa: E402
 from tidelog.testing import run_broker  # noqa: E402
 
 TOPIC = "fetch-bench"
@@ -96,10 +95,10 @@ def main() -> None:
         results: dict[bool, dict[str, list[float]]] = {m: {"consume": [], "storage": []} for m in (False, True)}
         for _ in range(args.rounds):
             for use_mmap in (False, True):
-                log_segment.FETCH_USE_MMAP = use_mmap
+                broker.state.log_manager.set_fetch_use_mmap(use_mmap)
                 results[use_mmap]["consume"].append(consume_all(broker.bootstrap, size, args.max_seconds))
                 results[use_mmap]["storage"].append(mb / storage_read_all(broker, count))
-        log_segment.FETCH_USE_MMAP = True
+        broker.state.log_manager.set_fetch_use_mmap(True)
         for phase, label in (("consume", "consume (kcat)"), ("storage", "Log.read + frame copy")):
             pread = statistics.median(results[False][phase])
             mapped = statistics.median(results[True][phase])

@@ -94,12 +94,12 @@ def test_preallocated_segment_maps_only_its_data(env: Env) -> None:
     assert values(read(log, 0)) == [b"1", b"2"]
 
 
-def test_pread_fallback_returns_the_same_bytes(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_pread_fallback_returns_the_same_bytes(env: Env) -> None:
     log = env.log(config=DELETE)
     for i in range(4):
         produce(log, "k", f"v{i}")
     mapped = bytes(read(log, 1))
-    monkeypatch.setattr(log_segment, "FETCH_USE_MMAP", False)
+    env.manager.set_fetch_use_mmap(False)
     copied = read(log, 1)
     assert isinstance(copied, bytes)
     assert copied == mapped

@@ -59,6 +59,9 @@ _MESSAGES: dict[int, tuple[str, str, str]] = {
     50: ("admin.users", "DescribeUserScramCredentialsRequest", "DescribeUserScramCredentialsResponse"),
     51: ("admin.users", "AlterUserScramCredentialsRequest", "AlterUserScramCredentialsResponse"),
     60: ("admin.cluster", "DescribeClusterRequest", "DescribeClusterResponse"),
+    61: ("admin.transactions", "DescribeProducersRequest", "DescribeProducersResponse"),
+    65: ("admin.transactions", "DescribeTransactionsRequest", "DescribeTransactionsResponse"),
+    66: ("admin.transactions", "ListTransactionsRequest", "ListTransactionsResponse"),
     75: ("admin.topics", "DescribeTopicPartitionsRequest", "DescribeTopicPartitionsResponse"),
 }
 

@@ -1,8 +1,8 @@
 """One segment of a log: `.log` + `.index` + `.timeindex` [+ `.txnindex`] (Kafka's LogSegment).
 
 Batches arrive already validated, with offsets assigned; the segment writes them, keeps the sparse
-indexes (storage-format.md §9), answers offset -> position translation and reads, decides when to
-roll (§10), and recovers itself after an unclean shutdown (§11).
+indexes (docs/STORAGE.md "Segments and indexes"), answers offset -> position translation and reads, decides when to
+roll (docs/STORAGE.md "Rolling"), and recovers itself after an unclean shutdown ("Recovery").
 """
 
 from __future__ import annotations
@@ -45,9 +45,8 @@ MIN_RECORD_OVERHEAD = 14
 _READ_CHUNK = 64 * 1024
 
 # Fetch reads are memoryview slices of a read-only mmap of the `.log` (DEVELOPERS.md: fetch never copies
-# out of the segment except into the response frame). False falls back to os.pread copies; only
-# bench/fetch.py flips it, to compare the two paths in one run.
-FETCH_USE_MMAP = True
+# out of the segment except into the response frame). `use_mmap=False` (Log.fetch_use_mmap, set through
+# LogManager.set_fetch_use_mmap) falls back to os.pread copies; bench/fetch.py compares the two paths.
 # Python (< 3.13) dups the file descriptor of every mmap, so cached mappings are bounded: the least
 # recently read segment drops its cached mapping (live views keep it alive until they are released).
 MAX_MAPPED_SEGMENTS = 256
@@ -242,7 +241,7 @@ class LogSegment:
             out += more
         return out
 
-    def read_view(self, position: int, size: int) -> memoryview | bytes:
+    def read_view(self, position: int, size: int, use_mmap: bool = True) -> memoryview | bytes:
         """Bytes [position, position+size) clipped to the valid size, as a zero-copy view of the mapping.
 
         The mapping is replaced (not closed: views of it may be alive) when the segment has grown past
@@ -250,7 +249,7 @@ class LogSegment:
         size = max(0, min(size, self._size - position))
         if size == 0:
             return b""
-        if not FETCH_USE_MMAP:
+        if not use_mmap:
             return self.read_bytes(position, size)
         end = position + size
         mapped = self._map
@@ -298,7 +297,12 @@ class LogSegment:
         return None
 
     def read(
-        self, start_offset: int, max_size: int, max_position: int | None = None, min_one_message: bool = False
+        self,
+        start_offset: int,
+        max_size: int,
+        max_position: int | None = None,
+        min_one_message: bool = False,
+        use_mmap: bool = True,
     ) -> memoryview | bytes | None:
         """Raw slice starting at the batch holding `start_offset`; None when no batch here reaches it.
 
@@ -317,7 +321,7 @@ class LogSegment:
         fetch_size = min(limit - start.position, adjusted_max_size)
         if fetch_size <= 0:
             return b""
-        return self.read_view(start.position, fetch_size)
+        return self.read_view(start.position, fetch_size, use_mmap)
 
     def read_next_offset(self) -> int:
         """The offset after the last batch, or the base offset for an empty segment."""
@@ -342,7 +346,7 @@ class LogSegment:
         records: bytes | bytearray | memoryview,
         sync: bool = False,
     ) -> None:
-        """Write validated batches at the end, then maintain the sparse indexes (storage-format.md §9).
+        """Write validated batches at the end, then maintain the sparse indexes (docs/STORAGE.md "Segments and indexes").
 
         `shallow_offset_of_max_timestamp` is the last offset of the batch holding `largest_timestamp`.
         With `sync` the `.log` is fdatasync'ed before returning (flush_on_append). On OSError the segment
@@ -417,7 +421,7 @@ class LogSegment:
         return now - self.created
 
     def should_roll(self, params: RollParams) -> bool:
-        """storage-format.md §10 conditions 1-5."""
+        """The roll conditions of docs/STORAGE.md "Rolling" (Kafka's LogSegment.shouldRoll)."""
         reached_roll_ms = (
             self.time_waited_for_roll(params.now, params.max_timestamp_in_messages)
             > params.max_segment_ms - self.roll_jitter_ms
@@ -546,6 +550,19 @@ class LogSegment:
         last_ts, last_off = self.time_index.last_entry
         self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far = last_ts, last_off
         return removed
+
+    def truncate_fully(self) -> None:
+        """Empty the segment and its indexes whatever their state (recovery of an unreadable segment)."""
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.txn_index.reset()
+        self._drop_mapping()
+        os.ftruncate(self._fd, 0)
+        self._size = 0
+        self.created = self._clock.milliseconds()
+        self._rolling_based_timestamp = None
+        self.bytes_since_last_index_entry = 0
+        self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far = NO_TIMESTAMP, self.base_offset
 
     # --- files -------------------------------------------------------------------------------------------
 

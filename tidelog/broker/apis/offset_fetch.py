@@ -19,9 +19,13 @@ from tidelog.storage import TopicPartition
 API_KEY = 9
 
 
-def _fetch(ctx: RequestContext, group_id: str, topics: list[Any] | None
-           ) -> tuple[int, list[tuple[str, list[tuple[int, int, int, str, int]]]]]:
-    """(group error, [(topic, [(partition, offset, leader_epoch, metadata)])]) in request order."""
+Partition = tuple[int, int, int, str, int]  # (partition, offset, leader_epoch, metadata, error)
+
+
+def _fetch(ctx: RequestContext, group_id: str, topics: list[Any] | None, require_stable: bool = False
+           ) -> tuple[int, list[tuple[str, list[Partition]]]]:
+    """(group error, [(topic, [partition entries])]) in request order. With `require_stable` (v7+, KIP-447) a
+    partition with offsets pending in an open transaction answers UNSTABLE_OFFSET_COMMIT; the client retries."""
     # KafkaApis.handleOffsetFetchRequest: DESCRIBE on the group; DESCRIBE per topic (requested topics the
     # principal may not describe answer TOPIC_AUTHORIZATION_FAILED, "all topics" leaves them out)
     if not authorize(ctx, Op.DESCRIBE, GROUP, group_id or ""):
@@ -34,15 +38,18 @@ def _fetch(ctx: RequestContext, group_id: str, topics: list[Any] | None
         denied = [tp for tp in partitions if tp.topic not in describable]
         partitions = [tp for tp in partitions if tp.topic in describable]
     try:
-        error, offsets = coordinator(ctx).fetch_offsets(group_id, partitions)
+        groups = coordinator(ctx)
+        error, offsets = groups.fetch_offsets(group_id, partitions)
     except KafkaError as e:
         return e.code, []
     if topics is None:
         describable = authorized_names(ctx, Op.DESCRIBE, TOPIC, {tp.topic for tp in offsets})
         offsets = {tp: om for tp, om in offsets.items() if tp.topic in describable}
-    by_topic: dict[str, list[tuple[int, int, int, str, int]]] = defaultdict(list)
+    by_topic: dict[str, list[Partition]] = defaultdict(list)
     for tp, om in offsets.items():
-        if om is None:
+        if require_stable and groups.has_pending_txn_offsets(group_id, tp):
+            by_topic[tp.topic].append((tp.partition, -1, -1, "", ErrorCode.UNSTABLE_OFFSET_COMMIT))
+        elif om is None:
             by_topic[tp.topic].append((tp.partition, -1, -1, "", ErrorCode.NONE))
         else:
             by_topic[tp.topic].append((tp.partition, om.offset, om.leader_epoch, om.metadata, ErrorCode.NONE))
@@ -55,7 +62,7 @@ def _topic_id(raw: Any) -> bytes:
     return raw.bytes if isinstance(raw, uuid.UUID) else bytes(raw or b"")
 
 
-def _group_by_ids(ctx: RequestContext, group: Any, G: Any) -> Any:
+def _group_by_ids(ctx: RequestContext, group: Any, G: Any, require_stable: bool) -> Any:
     """One v10 group: topics named by id in the request and in the answer."""
     T = G.OffsetFetchResponseTopics
     P = T.OffsetFetchResponsePartitions
@@ -70,7 +77,7 @@ def _group_by_ids(ctx: RequestContext, group: Any, G: Any) -> Any:
                 unknown.append(t)
             else:
                 known.append(SimpleNamespace(name=info.name, partition_indexes=t.partition_indexes))
-    error, fetched = _fetch(ctx, group.group_id, None if group.topics is None else known)
+    error, fetched = _fetch(ctx, group.group_id, None if group.topics is None else known, require_stable)
     answer = []
     for name, parts in fetched:
         info = topics.get(name)
@@ -94,9 +101,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         G = cls.OffsetFetchResponseGroup
         for g in request.groups or []:
             if version >= 10:
-                groups.append(_group_by_ids(ctx, g, G))
+                groups.append(_group_by_ids(ctx, g, G, bool(request.require_stable)))
                 continue
-            error, topics = _fetch(ctx, g.group_id, g.topics)
+            error, topics = _fetch(ctx, g.group_id, g.topics, bool(request.require_stable))
             groups.append(G(group_id=g.group_id, error_code=error, topics=[
                 G.OffsetFetchResponseTopics(name=name, partitions=[
                     G.OffsetFetchResponseTopics.OffsetFetchResponsePartitions(
@@ -106,7 +113,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 for name, parts in topics]))
         return cls(throttle_time_ms=0, groups=groups)
     # v1 has no "all partitions" form: null topics only mean that from v2
-    error, topics = _fetch(ctx, request.group_id, request.topics if version >= 2 else request.topics or [])
+    error, topics = _fetch(ctx, request.group_id, request.topics if version >= 2 else request.topics or [],
+                           version >= 7 and bool(request.require_stable))
     T = cls.OffsetFetchResponseTopic
     return cls(throttle_time_ms=0, error_code=error, topics=[
         T(name=name, partitions=[
