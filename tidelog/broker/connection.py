@@ -55,10 +55,16 @@ class Connection:
         self._last_activity = 0.0
         self._write_backlog = 0
         self._throttle_ms = 0  # set by a Produce/Fetch over its client quota
+        # TLS/SASL listeners: the authentication phase (tidelog.security.authenticator); None on PLAINTEXT.
+        self.session = server.security.new_session(listener)
 
     async def run(self) -> None:
         metrics = self.metrics
         metrics.connection_opened()
+        if self.session is not None and not await self.session.start(self):  # client certificate (logged)
+            metrics.connection_closed()
+            self.writer.close()
+            return
         transport = self.writer.transport
         high_water = transport.get_write_buffer_limits()[1]
         try:
@@ -80,7 +86,10 @@ class Connection:
                 self._unwatch()  # a request being handled is not idleness (Kafka mutes the channel)
                 started = time.perf_counter()
                 try:
-                    out = await self.handle_frame(memoryview(frame))
+                    if self.session is None:
+                        out = await self.handle_frame(memoryview(frame))
+                    else:
+                        out = await self.session.handle_frame(self, memoryview(frame))
                 except ProtocolError as exc:
                     log.log(logging.ERROR if exc.traceback else logging.WARNING, "Closing connection from %s: %s",
                             self.peer, exc, exc_info=exc.__cause__ if exc.traceback else None)
@@ -183,7 +192,7 @@ class Connection:
                                 f"{entry.min_version}-{entry.max_version}, client {header.client_id!r})")
         request = self._decode(header, frame, name)
         ctx = RequestContext(self.server.broker, api_key, api_version, header.correlation_id, header.client_id,
-                             self.client_host, self.listener)
+                             self.client_host, self.listener, self.session)
         faults = self.server.faults  # FaultInjector (tests): one attribute check when nothing is injected
         try:
             if faults is None or not faults.armed:

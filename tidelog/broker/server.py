@@ -24,6 +24,7 @@ from tidelog.broker.registry import ApiRegistry
 from tidelog.clock import Clock
 from tidelog.config.broker_config import BrokerConfig
 from tidelog.protocol.api_keys import ApiKey
+from tidelog.security.manager import BrokerSecurity
 
 if TYPE_CHECKING:
     from tidelog.broker.faults import FaultInjector
@@ -43,6 +44,7 @@ class Server:
         self.registry = registry or ApiRegistry()
         self.endpoints = ListenerEndpoints(config)
         self.metrics = BrokerMetrics()
+        self.security = BrokerSecurity(config, clock)  # TLS contexts and SASL settings are checked here
         self.features = FeatureControl(config.log_dirs[0], config.node_id)  # ApiVersions reports them from the start
         self.state: BrokerState | None = None  # built by finish_startup()
         self._servers: list[asyncio.AbstractServer] = []
@@ -98,11 +100,11 @@ class Server:
         try:
             for i, (name, host, port) in enumerate(self.endpoints.listeners):
                 callback = on_connect_for(name)
+                start = self.security.server_starter(name)  # asyncio.start_server, or a TLS one (security.tls)
                 if i == 0 and sock is not None:
-                    server = await asyncio.start_server(callback, sock=sock, limit=1 << 20)
+                    server = await start(callback, sock=sock, limit=1 << 20)
                 else:
-                    server = await asyncio.start_server(callback, host or None, port, limit=1 << 20,
-                                                        reuse_address=True)
+                    server = await start(callback, host or None, port, limit=1 << 20, reuse_address=True)
                 self._servers.append(server)
                 bound_host, bound_port = server.sockets[0].getsockname()[:2]
                 self.ports[name] = bound_port
@@ -127,7 +129,7 @@ class Server:
 
         state = build_broker_state(self.config, self.clock, endpoints=self.endpoints, metrics=self.metrics,
                                    registry=self.registry, features=self.features,
-                                   fault_hooks=self.fault_hooks)
+                                   fault_hooks=self.fault_hooks, security=self.security)
         self.state = state  # visible to start()'s clean-up even if loading fails below
         state.load_logs()
         self.registry.load()

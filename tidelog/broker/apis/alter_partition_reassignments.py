@@ -10,6 +10,7 @@ from typing import Any
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import response_class
+from tidelog.security.authorizer import Op, authorize_cluster
 
 API_KEY = 45
 
@@ -47,6 +48,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     P = T.ReassignablePartitionResponse
     allow = bool(getattr(request, "allow_replication_factor_change", True)) if ctx.api_version >= 1 else True
     responses = []
+    if not authorize_cluster(ctx, Op.ALTER):  # KafkaApis.handleAlterPartitionReassignmentsRequest
+        fields = {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                  "error_message": None, "responses": []}
+        if ctx.api_version >= 1:
+            fields["allow_replication_factor_change"] = allow
+        return cls(**fields)
     for topic in request.topics or []:
         parts = []
         for p in topic.partitions or []:

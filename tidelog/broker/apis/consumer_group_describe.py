@@ -11,6 +11,7 @@ from tidelog.broker.context import RequestContext
 from tidelog.coordinator.group.assignors import Assignment
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
+from tidelog.security.authorizer import GROUP, Op, authorize
 
 API_KEY = 69
 
@@ -43,6 +44,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 
         if not group_id:
             out.append(error(ErrorCode.INVALID_GROUP_ID, None))
+            continue
+        if not authorize(ctx, Op.DESCRIBE, GROUP, group_id):  # KafkaApis.handleConsumerGroupDescribe
+            out.append(error(ErrorCode.GROUP_AUTHORIZATION_FAILED, None))
             continue
         try:
             coordinator = consumer_groups(ctx)

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from tidelog.broker.apis._shared import consumer_groups
+from tidelog.broker.apis._shared import check_group, consumer_groups
 from tidelog.broker.context import RequestContext
 from tidelog.coordinator.group.consumer_coordinator import HeartbeatError
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
+from tidelog.security.authorizer import Op
 
 API_KEY = 68
 
@@ -17,6 +18,7 @@ API_KEY = 68
 async def handle(ctx: RequestContext, request: Any) -> Any:
     cls = response_class(API_KEY)[ctx.api_version]
     try:
+        check_group(ctx, Op.READ, request.group_id)  # KafkaApis.handleConsumerGroupHeartbeat
         result = consumer_groups(ctx).heartbeat(request, ctx.client_id or "", "/" + ctx.client_host)
     except HeartbeatError as e:
         return cls(throttle_time_ms=0, error_code=e.code, error_message=e.message, member_id=None,

@@ -11,6 +11,7 @@ from typing import Any
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import response_class
+from tidelog.security.authorizer import Op, authorize_cluster
 from tidelog.storage import TopicPartition
 
 API_KEY = 35
@@ -35,6 +36,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     R = cls.DescribeLogDirsResult
     T = R.DescribeLogDirsTopic
     P = T.DescribeLogDirsPartition
+    if not authorize_cluster(ctx, Op.DESCRIBE):  # KafkaApis.handleDescribeLogDirsRequest
+        return cls(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, results=[])
     manager = ctx.broker.log_manager
     wanted = _wanted(request)
     by_dir: dict[Path, dict[str, list[Any]]] = {Path(d): {} for d in manager.log_dirs}

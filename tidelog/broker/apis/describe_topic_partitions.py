@@ -13,6 +13,7 @@ from tidelog.broker.apis._shared import TOPIC_OPERATIONS
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import response_class
+from tidelog.security.authorizer import TOPIC, Op, authorized_names
 from tidelog.storage import TopicPartition
 
 API_KEY = 75
@@ -54,12 +55,21 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                   partitions=[], topic_authorized_operations=OPERATIONS_OMITTED) for n in requested])
         names = [n for n in names if n >= cursor.topic_name]
         start_partition = max(0, cursor.partition_index)
+    # KafkaApis: DESCRIBE per topic; named topics the principal may not describe answer
+    # TOPIC_AUTHORIZATION_FAILED, "all topics" leaves them out
+    visible = authorized_names(ctx, Op.DESCRIBE, TOPIC, set(names))
+    if not requested:
+        names = [n for n in names if n in visible]
     remaining = _limit(ctx, request.response_partition_limit)
     node = ctx.broker.node_id
     out: list[Any] = []
     next_cursor = None
     for name in names:
         info = topics.get(name)
+        if info is not None and name not in visible:
+            out.append(T(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name, topic_id=ZERO_UUID,
+                         is_internal=False, partitions=[], topic_authorized_operations=OPERATIONS_OMITTED))
+            continue
         if info is None:
             out.append(T(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name, topic_id=ZERO_UUID,
                          is_internal=False, partitions=[], topic_authorized_operations=OPERATIONS_OMITTED))

@@ -9,6 +9,7 @@ from typing import Any
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import response_class
+from tidelog.security.authorizer import Op, authorize_cluster
 
 API_KEY = 43
 
@@ -25,6 +26,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     results = []
     if election_type not in (PREFERRED, UNCLEAN):
         return cls(throttle_time_ms=0, error_code=ErrorCode.INVALID_REQUEST, replica_election_results=[])
+    if not authorize_cluster(ctx, Op.ALTER):  # KafkaApis.handleElectLeaders: every partition is refused
+        return cls(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, replica_election_results=[
+            R(topic=t.topic, partition_result=[P(partition_id=p, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                                 error_message=None) for p in t.partitions or []])
+            for t in request.topic_partitions or []])
     for topic in request.topic_partitions or []:
         info = ctx.broker.topics.get(topic.topic)
         parts = []

@@ -25,6 +25,7 @@ from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
 from tidelog.protocol.record_batch import HEADER_SIZE, read_header
 from tidelog.protocol.records import ZSTD
+from tidelog.security.authorizer import TOPIC, Op, authorized_names
 from tidelog.storage import TopicPartition
 
 if TYPE_CHECKING:
@@ -232,6 +233,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         parts = parts_or_error
     else:
         parts = _resolve(ctx, request)
+    names = [p.name for p in parts]  # the session caches names as resolved, before authorization
+    # KafkaApis.handleFetchRequest: READ per topic (consumers), else TOPIC_AUTHORIZATION_FAILED per partition
+    readable = authorized_names(ctx, Op.READ, TOPIC, {p.name for p in parts if p.name is not None})
+    for part in parts:
+        if part.name is not None and part.name not in readable:
+            part.name, part.error = None, ErrorCode.TOPIC_AUTHORIZATION_FAILED
     total, has_error = _read_all(ctx, parts, params)
     purgatory = getattr(ctx.broker, "purgatory", None)
     loop = asyncio.get_running_loop()
@@ -249,7 +256,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             break
     if session_ctx is None or cache is None:
         return _response(ctx, parts)
-    return _session_response(ctx, cache, session_ctx, parts)
+    return _session_response(ctx, cache, session_ctx, parts, names)
 
 
 def _session_context(ctx: RequestContext, request: Any, params: _FetchParams,
@@ -286,9 +293,9 @@ def _topic_name(ctx: RequestContext, key: Any) -> str | None:
 
 
 def _session_response(ctx: RequestContext, cache: fetch_session.FetchSessionCache, context: Any,
-                      parts: list[_Partition]) -> Any:
-    results = [fetch_session.PartitionResult(p.topic_key, p.name, p.request, int(p.error), len(p.records),
+                      parts: list[_Partition], names: list[str | None]) -> Any:
+    results = [fetch_session.PartitionResult(p.topic_key, name, p.request, int(p.error), len(p.records),
                                              p.high_watermark, p.last_stable_offset, p.log_start_offset)
-               for p in parts]
+               for p, name in zip(parts, names, strict=True)]
     session_id, include = fetch_session.update_and_generate_response(cache, context, results)
     return _response(ctx, [p for p, keep in zip(parts, include, strict=True) if keep], session_id=session_id)

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from tidelog.broker.apis._shared import coordinator
+from tidelog.broker.apis._shared import check_group, coordinator
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import KafkaError
 from tidelog.protocol.messages import response_class
+from tidelog.security.authorizer import Op
 
 API_KEY = 12
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     try:
+        check_group(ctx, Op.READ, request.group_id)
         consumer = coordinator(ctx).consumer_groups
         if consumer is not None and consumer.is_consumer_group(request.group_id):
             # a classic member of a KIP-848 group (GroupMetadataManager.classicGroupHeartbeatToConsumerGroup)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from tidelog.broker.apis._shared import coordinator
+from tidelog.broker.apis._shared import check_group, coordinator
 from tidelog.broker.context import RequestContext
 from tidelog.coordinator.group import LeaveMember
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
+from tidelog.security.authorizer import Op
 
 API_KEY = 13
 
@@ -23,6 +24,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     top: int
     errors: list[int]
     try:
+        check_group(ctx, Op.READ, request.group_id)
         consumer = coordinator(ctx).consumer_groups
         if consumer is not None and consumer.is_consumer_group(request.group_id):
             top, errors = ErrorCode.NONE, consumer.classic_members.leave(request.group_id, leaving)

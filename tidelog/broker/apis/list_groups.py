@@ -8,6 +8,7 @@ from tidelog.broker.apis._shared import coordinator
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
+from tidelog.security.authorizer import GROUP, Op, authorize_cluster, authorized_names
 
 API_KEY = 16
 
@@ -25,8 +26,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     states = {s.lower() for s in (request.states_filter or [])} if version >= 4 else set()
     types = {t.lower() for t in (request.types_filter or [])} if version >= 5 else set()
     listed = []
+    if not authorize_cluster(ctx, Op.DESCRIBE):  # KafkaApis.handleListGroupsRequest: else DESCRIBE per group
+        visible = authorized_names(ctx, Op.DESCRIBE, GROUP, [g.group_id for g in groups])
+        groups = [g for g in groups if g.group_id in visible]
     consumer = coordinator(ctx).consumer_groups
     consumer_groups = consumer.list_groups() if consumer is not None else []
+    if consumer_groups and not authorize_cluster(ctx, Op.DESCRIBE):
+        visible_cg = authorized_names(ctx, Op.DESCRIBE, GROUP, [g.group_id for g in consumer_groups])
+        consumer_groups = [g for g in consumer_groups if g.group_id in visible_cg]
     consumer_ids = {g.group_id for g in consumer_groups}
     for cg in consumer_groups:
         state = cg.state.value

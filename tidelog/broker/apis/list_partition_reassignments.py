@@ -8,10 +8,14 @@ from typing import Any
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import response_class
+from tidelog.security.authorizer import Op, authorize_cluster
 
 API_KEY = 46
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     cls = response_class(API_KEY)[ctx.api_version]
+    if not authorize_cluster(ctx, Op.DESCRIBE):
+        return cls(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message=None,
+                   topics=[])
     return cls(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None, topics=[])
