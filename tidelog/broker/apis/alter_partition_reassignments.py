@@ -49,11 +49,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     allow = bool(getattr(request, "allow_replication_factor_change", True)) if ctx.api_version >= 1 else True
     responses = []
     if not authorize_cluster(ctx, Op.ALTER):  # KafkaApis.handleAlterPartitionReassignmentsRequest
-        fields = {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+        denied: dict[str, Any] = {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                   "error_message": None, "responses": []}
         if ctx.api_version >= 1:
-            fields["allow_replication_factor_change"] = allow
-        return cls(**fields)
+            denied["allow_replication_factor_change"] = allow
+        return cls(**denied)
     for topic in request.topics or []:
         parts = []
         for p in topic.partitions or []:
