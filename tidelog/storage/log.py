@@ -383,14 +383,12 @@ class Log:
 
     # --- read ------------------------------------------------------------------------------------------
 
-    def read(
-        self, fetch_offset: int, max_bytes: int, upper_bound: int, min_one_batch: bool
-    ) -> memoryview | bytes:
+    def read(self, fetch_offset: int, max_bytes: int, upper_bound: int, min_one_batch: bool) -> bytes:
         """Raw `.log` bytes from the start of the batch holding `fetch_offset` (storage-format.md §12).
 
-        The result is a zero-copy view of one segment's mapping (LogSegment.read_view); it stays
-        readable after a roll, later appends or deletion of the segment. Callers that keep it long
-        convert it with bytes().
+        The result is a copy read with os.pread from one segment (the `.log` files are not mapped: pages
+        stay in the kernel's page cache, not in the broker's RSS); later appends, rolls or deletion of the
+        segment do not change it.
 
         `upper_bound` is an offset (HW, LSO or LEO) on a batch boundary; nothing at or after it is
         returned. A segment without a batch reaching fetch_offset (compaction gap) moves on to the next.
