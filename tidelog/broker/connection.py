@@ -245,7 +245,8 @@ class Connection:
         try:
             if cls.flexible_version_q(api_version):
                 pos = skip_tagged_fields(frame, pos)
-            request = cls.decode(frame[pos:], version=api_version)
+            decode = getattr(module, "decode_request", None)  # hand-written hot-path codec (Produce)
+            request = decode(frame, pos, api_version) if decode else cls.decode(frame[pos:], version=api_version)
         except ProtocolError:
             raise
         except Exception as exc:  # noqa: BLE001 - kafka-python raises assorted errors on bad bytes

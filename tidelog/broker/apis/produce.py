@@ -12,9 +12,16 @@ from typing import Any
 
 from tidelog.broker.context import CloseConnection, RequestContext
 from tidelog.protocol.errors import ErrorCode, KafkaError
-from tidelog.protocol.messages import response_class
+from tidelog.protocol.produce_codec import (
+    FLEXIBLE_MIN_VERSION,
+    PartitionProduceResponse,
+    ProduceRequestData,
+    decode_produce_request,
+    encode_produce_response,
+)
 from tidelog.protocol.record_batch import ATTRIBUTES_OFFSET, COMPRESSION_MASK, HEADER_SIZE, MAGIC_OFFSET
 from tidelog.protocol.records import ZSTD
+from tidelog.protocol.wire import EncodedResponse
 from tidelog.storage import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -42,7 +49,13 @@ class _PartitionResult:
         self.message = message
 
 
-def _precheck_records(records: bytes | None, version: int) -> ErrorCode:
+def decode_request(frame: memoryview, pos: int, version: int) -> ProduceRequestData:
+    """Hand-written decoder (the connection uses it instead of kafka-python's): record batches stay views
+    of the request frame."""
+    return decode_produce_request(frame, pos, version)
+
+
+def _precheck_records(records: bytes | memoryview | None, version: int) -> ErrorCode:
     """ProduceRequest-level checks Kafka makes before the log sees the data (ProduceRequest.validateRecords)."""
     if records is None:
         return ErrorCode.INVALID_RECORD
@@ -53,7 +66,8 @@ def _precheck_records(records: bytes | None, version: int) -> ErrorCode:
     return ErrorCode.NONE
 
 
-def _append(ctx: RequestContext, tp: TopicPartition, records: bytes | None, acks: int) -> _PartitionResult:
+def _append(ctx: RequestContext, tp: TopicPartition, records: bytes | memoryview | None,
+            acks: int) -> _PartitionResult:
     topics = ctx.broker.topics
     info = topics.get(tp.topic)
     if info is None or not 0 <= tp.partition < info.partitions:
@@ -110,15 +124,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any | None:
                                   f" from client id {ctx.client_id!r} ({', '.join(failed)})")
         return None
 
-    cls = response_class(API_KEY)[ctx.api_version]
-    T = cls.TopicProduceResponse
-    P = T.PartitionProduceResponse
-    E = P.BatchIndexAndErrorMessage
-    return cls(throttle_time_ms=0, node_endpoints=[], responses=[
-        T(name=name, partition_responses=[
-            P(index=index, error_code=r.error, base_offset=r.base_offset, log_append_time_ms=r.log_append_time,
-              log_start_offset=r.log_start_offset,
-              record_errors=[E(batch_index=i, batch_index_error_message=m) for i, m in r.record_errors],
-              error_message=r.message if r.error != ErrorCode.NONE else None, current_leader=None)
-            for index, r in partitions])
+    version = ctx.api_version
+    body = encode_produce_response(version, [
+        (name, [PartitionProduceResponse(index, r.error, r.base_offset, r.log_append_time, r.log_start_offset,
+                                         r.record_errors, r.message if r.error != ErrorCode.NONE else None)
+                for index, r in partitions])
         for name, partitions in results])
+    return EncodedResponse([body], version >= FLEXIBLE_MIN_VERSION)

@@ -1,0 +1,129 @@
+"""Produce (key 0) v3-11 request decoder and response encoder, by hand: the generic kafka-python codec copies
+every partition's record bytes out of the request; this one hands out views of the request frame, so a batch
+goes from the receive buffer through validation to the segment write without an extra copy.
+
+Field layout: Kafka's ProduceRequest.json / ProduceResponse.json (flexible from v9: compact lengths and
+tagged fields, KIP-482). Tagged fields in requests are skipped (none are defined up to v11).
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import NamedTuple
+
+from tidelog.protocol.wire import (
+    EMPTY_TAGGED_FIELDS,
+    INT16,
+    INT32,
+    WireError,
+    array_length_bytes,
+    read_array_length,
+    read_bytes_view,
+    read_int32,
+    read_string,
+    skip_tagged_fields,
+    string_bytes,
+)
+
+FLEXIBLE_MIN_VERSION = 9
+_ACKS_TIMEOUT = struct.Struct(">hi")
+# index, error_code, base_offset, log_append_time_ms (v2+), log_start_offset (v5+)
+_PARTITION_V5 = struct.Struct(">ihqqq")
+
+
+class PartitionProduceData(NamedTuple):
+    index: int
+    records: memoryview | None  # a view of the request frame
+
+
+class TopicProduceData(NamedTuple):
+    name: str
+    partition_data: list[PartitionProduceData]
+
+
+class ProduceRequestData(NamedTuple):
+    """The fields tidelog uses, named as kafka-python's ProduceRequest (handlers read either)."""
+    transactional_id: str | None
+    acks: int
+    timeout_ms: int
+    topic_data: list[TopicProduceData]
+
+
+def decode_produce_request(frame: memoryview, pos: int, version: int) -> ProduceRequestData:
+    """Decode a Produce request body starting at `pos` (after the request header). Raises WireError."""
+    if not 3 <= version <= 11:
+        raise WireError(f"Produce v{version} is not decoded here")
+    flexible = version >= FLEXIBLE_MIN_VERSION
+    transactional_id, pos = read_string(frame, pos, flexible)
+    if pos + 6 > len(frame):
+        raise WireError("truncated Produce request")
+    acks, timeout_ms = _ACKS_TIMEOUT.unpack_from(frame, pos)
+    pos += 6
+    n_topics, pos = read_array_length(frame, pos, flexible)
+    topics: list[TopicProduceData] = []
+    for _ in range(n_topics):
+        name, pos = read_string(frame, pos, flexible)
+        if name is None:
+            raise WireError("null topic name")
+        n_parts, pos = read_array_length(frame, pos, flexible)
+        parts: list[PartitionProduceData] = []
+        for _ in range(n_parts):
+            index, pos = read_int32(frame, pos)
+            records, pos = read_bytes_view(frame, pos, flexible)
+            if flexible:
+                pos = skip_tagged_fields(frame, pos)
+            parts.append(PartitionProduceData(index, records))
+        if flexible:
+            pos = skip_tagged_fields(frame, pos)
+        topics.append(TopicProduceData(name, parts))
+    if flexible:
+        pos = skip_tagged_fields(frame, pos)
+    return ProduceRequestData(transactional_id, acks, timeout_ms, topics)
+
+
+class PartitionProduceResponse(NamedTuple):
+    index: int
+    error_code: int
+    base_offset: int
+    log_append_time_ms: int
+    log_start_offset: int
+    record_errors: list[tuple[int, str | None]]
+    error_message: str | None
+
+
+def encode_produce_response(version: int, responses: list[tuple[str, list[PartitionProduceResponse]]],
+                            throttle_time_ms: int = 0) -> bytes:
+    """The response body (no header) for Produce v3-11; current_leader / node_endpoints (v10+ tagged
+    fields) are left out, which is their default."""
+    flexible = version >= FLEXIBLE_MIN_VERSION
+    out: list[bytes] = [array_length_bytes(len(responses), flexible)]
+    append = out.append
+    for name, partitions in responses:
+        append(string_bytes(name, flexible))
+        append(array_length_bytes(len(partitions), flexible))
+        for p in partitions:
+            if version >= 5:
+                append(_PARTITION_V5.pack(p.index, p.error_code, p.base_offset, p.log_append_time_ms,
+                                          p.log_start_offset))
+            else:
+                append(_PARTITION_V5.pack(p.index, p.error_code, p.base_offset, p.log_append_time_ms, 0)[:-8])
+            if version >= 8:
+                append(array_length_bytes(len(p.record_errors), flexible))
+                for batch_index, message in p.record_errors:
+                    append(INT32.pack(batch_index))
+                    append(string_bytes(message, flexible))
+                    if flexible:
+                        append(EMPTY_TAGGED_FIELDS)
+                append(string_bytes(p.error_message, flexible))
+            if flexible:
+                append(EMPTY_TAGGED_FIELDS)
+        if flexible:
+            append(EMPTY_TAGGED_FIELDS)
+    append(INT32.pack(throttle_time_ms))
+    if flexible:
+        append(EMPTY_TAGGED_FIELDS)
+    return b"".join(out)
+
+
+__all__ = ["INT16", "PartitionProduceData", "PartitionProduceResponse", "ProduceRequestData",
+           "TopicProduceData", "decode_produce_request", "encode_produce_response"]

@@ -1,0 +1,153 @@
+"""Primitive readers and writers of Kafka's wire types for the hand-written hot-path codecs (Produce requests,
+Fetch responses): classic and flexible (compact, KIP-482) encodings, reading straight from a memoryview so
+record bytes are sliced, never copied.
+"""
+
+from __future__ import annotations
+
+import struct
+
+INT16 = struct.Struct(">h")
+INT32 = struct.Struct(">i")
+INT64 = struct.Struct(">q")
+EMPTY_TAGGED_FIELDS = b"\x00"
+
+
+class WireError(ValueError):
+    """Bytes that do not parse as the expected message (the connection is closed, as Kafka does)."""
+
+
+def read_uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    end = len(buf)
+    while True:
+        if pos >= end:
+            raise WireError("truncated varint")
+        b = buf[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, pos
+        shift += 7
+        if shift > 28:
+            raise WireError("varint too long")
+
+
+def write_uvarint(value: int) -> bytes:
+    if value < 0x80:
+        return bytes((value,))
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def skip_tagged_fields(buf: memoryview, pos: int) -> int:
+    """Skip a tagged-field section (unknown tags are ignored, as Kafka does)."""
+    count, pos = read_uvarint(buf, pos)
+    for _ in range(count):
+        _tag, pos = read_uvarint(buf, pos)
+        size, pos = read_uvarint(buf, pos)
+        pos += size
+        if pos > len(buf):
+            raise WireError("truncated tagged field")
+    return pos
+
+
+def read_int16(buf: memoryview, pos: int) -> tuple[int, int]:
+    if pos + 2 > len(buf):
+        raise WireError("truncated int16")
+    return INT16.unpack_from(buf, pos)[0], pos + 2
+
+
+def read_int32(buf: memoryview, pos: int) -> tuple[int, int]:
+    if pos + 4 > len(buf):
+        raise WireError("truncated int32")
+    return INT32.unpack_from(buf, pos)[0], pos + 4
+
+
+def read_string(buf: memoryview, pos: int, flexible: bool) -> tuple[str | None, int]:
+    """STRING / NULLABLE_STRING (INT16 length) or COMPACT_(NULLABLE_)STRING (UVARINT length + 1)."""
+    if flexible:
+        n, pos = read_uvarint(buf, pos)
+        n -= 1
+    else:
+        n, pos = read_int16(buf, pos)
+    if n < 0:
+        if n != -1:
+            raise WireError(f"bad string length {n}")
+        return None, pos
+    end = pos + n
+    if end > len(buf):
+        raise WireError("truncated string")
+    try:
+        return str(buf[pos:end], "utf-8"), end
+    except UnicodeDecodeError as exc:
+        raise WireError("string is not UTF-8") from exc
+
+
+def read_bytes_view(buf: memoryview, pos: int, flexible: bool) -> tuple[memoryview | None, int]:
+    """(COMPACT_)NULLABLE_BYTES / RECORDS as a view of `buf` (no copy)."""
+    if flexible:
+        n, pos = read_uvarint(buf, pos)
+        n -= 1
+    else:
+        n, pos = read_int32(buf, pos)
+    if n < 0:
+        if n != -1:
+            raise WireError(f"bad bytes length {n}")
+        return None, pos
+    end = pos + n
+    if end > len(buf):
+        raise WireError("truncated bytes")
+    return buf[pos:end], end
+
+
+def read_array_length(buf: memoryview, pos: int, flexible: bool) -> tuple[int, int]:
+    """ARRAY (INT32 count) or COMPACT_ARRAY (UVARINT count + 1); a null array reads as empty."""
+    if flexible:
+        n, pos = read_uvarint(buf, pos)
+        n -= 1
+    else:
+        n, pos = read_int32(buf, pos)
+    if n < -1:
+        raise WireError(f"bad array length {n}")
+    if n > len(buf) - pos:  # every element takes at least one byte: a forged count cannot make us loop
+        raise WireError(f"array length {n} exceeds the request")
+    return max(n, 0), pos
+
+
+def string_bytes(value: str | None, flexible: bool) -> bytes:
+    if value is None:
+        return b"\x00" if flexible else b"\xff\xff"
+    raw = value.encode("utf-8")
+    return (write_uvarint(len(raw) + 1) if flexible else INT16.pack(len(raw))) + raw
+
+
+def array_length_bytes(n: int, flexible: bool) -> bytes:
+    return write_uvarint(n + 1) if flexible else INT32.pack(n)
+
+
+def bytes_length_bytes(n: int, flexible: bool) -> bytes:
+    """Length prefix of (COMPACT_)NULLABLE_BYTES / RECORDS; n = -1 for null."""
+    return write_uvarint(n + 1) if flexible else INT32.pack(n)
+
+
+class EncodedResponse:
+    """A response body already encoded by a hand-written codec. The connection frames it as it frames a
+    kafka-python response (`encode`, `flexible_version_q`, `error_code`)."""
+
+    __slots__ = ("parts", "flexible", "error_code")
+
+    def __init__(self, parts: list[bytes | memoryview], flexible: bool, error_code: int | None = None) -> None:
+        self.parts = parts  # body pieces in order; record data stays a view until the frame is written
+        self.flexible = flexible
+        self.error_code = error_code
+
+    def encode(self, version: int | None = None) -> bytes:
+        return b"".join(self.parts)
+
+    def flexible_version_q(self, version: int | None = None) -> bool:
+        return self.flexible
