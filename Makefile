@@ -33,8 +33,10 @@ check-tools:
 test: $(VENV)/.installed-test java-client check-tools
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
+# ruff everywhere; mypy (strict on protocol/storage/cleaner/coordinator/broker/config, see pyproject.toml).
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 
 # Every bench/*.py script prints its figures; none of them passes or fails. The headline comes first:
 # bench/compare.py, tidelog against librdkafka's mock cluster in one interleaved run (ratios).

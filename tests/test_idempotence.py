@@ -216,7 +216,7 @@ def test_idempotent_producers_of_every_python_client(tmp_path: Path) -> None:
 
 
 def test_sequence_rules_on_log(tmp_path: Path) -> None:
-    """Kafka 3.9 rules (protocol-compat.md §4.2): any of the last 5 batches is a duplicate; an unknown producer
+    """Kafka 3.9 rules (Kafka's ProducerStateManager): any of the last 5 batches is a duplicate; an unknown producer
     may start at any sequence; sequences wrap after INT32_MAX."""
     node = LogNode(tmp_path, ManualClock())
     log = node.log()

@@ -100,17 +100,16 @@ def run_serve(args: argparse.Namespace) -> int:
     import signal
 
     from tidelog.broker.server import Server
-    from tidelog.broker.state import BrokerState
 
     async def main() -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        state = BrokerState(config)
-        server = Server(state)
+        server = Server(config)
         try:
             await server.start(sock=sock)
+            state = server.broker
             others = "".join(
                 f", {name} port {port} (advertised {':'.join(map(str, state.advertised_endpoint(name)))})"
                 for name, port in list(server.ports.items())[1:])

@@ -25,16 +25,21 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tidelog.clock import Clock
+
+if TYPE_CHECKING:
+    from tidelog.broker.registry import ApiRegistry
+    from tidelog.broker.server import Server
+    from tidelog.broker.state import BrokerState
 
 T = TypeVar("T")
 START_TIMEOUT_S = 60.0  # generous: the test machine is small and shared
 
 
 class BrokerHandle:
-    def __init__(self, state: Any, server: Any, loop: asyncio.AbstractEventLoop, log_dir: str) -> None:
+    def __init__(self, state: BrokerState, server: Server, loop: asyncio.AbstractEventLoop, log_dir: str) -> None:
         self.state = state
         self.server = server
         self.loop = loop
@@ -72,12 +77,11 @@ def _new_loop() -> asyncio.AbstractEventLoop:
 @contextlib.contextmanager
 def run_broker(log_dir: str | os.PathLike[str] | None = None, port: int = 0,
                overrides: Mapping[str, Any] | None = None, clock: Clock | None = None,
-               registry: Any = None) -> Iterator[BrokerHandle]:
+               registry: ApiRegistry | None = None) -> Iterator[BrokerHandle]:
     """Start a broker in a background thread; stop it (clean shutdown) on exit. A temporary log dir is
-    created (and removed afterwards) when `log_dir` is None. `registry` (broker.server.ApiRegistry) replaces
-    the handler modules, for tests of the dispatch itself."""
+    created (and removed afterwards) when `log_dir` is None. `registry` (tidelog.broker.registry.ApiRegistry)
+    replaces the handler modules, for tests of the dispatch itself."""
     from tidelog.broker.server import Server
-    from tidelog.broker.state import BrokerState
     from tidelog.config.broker_config import BrokerConfig
 
     tmp = None
@@ -96,16 +100,13 @@ def run_broker(log_dir: str | os.PathLike[str] | None = None, port: int = 0,
     async def main() -> None:
         nonlocal stop_event
         stop_event = asyncio.Event()
-        state = BrokerState(config, clock)
-        server = Server(state, registry)
+        server = Server(config, clock, registry)
         try:
             await server.start()
         except BaseException as exc:
             ready.set_exception(exc)
-            with contextlib.suppress(Exception):
-                state.shutdown()
             return
-        ready.set_result(BrokerHandle(state, server, loop, log_dir))
+        ready.set_result(BrokerHandle(server.broker, server, loop, log_dir))
         try:
             await stop_event.wait()
         finally:

@@ -1,4 +1,4 @@
-"""Metadata and DescribeCluster over real sockets and real clients (protocol-compat §2.4, §6)."""
+"""Metadata and DescribeCluster over real sockets and real clients (docs/PROTOCOL.md)."""
 
 from __future__ import annotations
 

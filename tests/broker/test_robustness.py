@@ -89,11 +89,10 @@ def test_unsupported_version(tidelog_broker: BrokerHandle) -> None:
 
 
 def test_produce_v0_is_advertised_but_not_served(tidelog_broker: BrokerHandle) -> None:
-    from tidelog.broker.server import default_registry
+    from tidelog.broker.apis import API_TABLE
 
-    produce = default_registry().module(0)
-    if produce is None or produce.MIN_VERSION == 0:
-        pytest.skip("Produce not registered, or serving v0")
+    produce = next(e for e in API_TABLE if e.key == 0)
+    assert produce.advertised_min == 0 < produce.min_version
     with KafkaWire(tidelog_broker.bootstrap) as wire:
         wire.sock.sendall(wire.frame(0, 0, request_class(0)[0](acks=1, timeout_ms=1000, topic_data=[])))
         assert wire.is_closed()
@@ -276,31 +275,29 @@ def test_client_that_never_reads_is_throttled_then_closed(tidelog_broker_factory
 def test_unencodable_response_closes_only_that_connection(caplog: pytest.LogCaptureFixture) -> None:
     """A handler that returns a response kafka-python cannot encode: one error line with the traceback, the
     connection closes, the broker keeps serving."""
-    import sys
     import types
     from typing import Any
 
-    from tidelog.broker.server import ApiRegistry
+    from tidelog.broker.apis import API_TABLE, ApiEntry
+    from tidelog.broker.registry import ApiRegistry
     from tidelog.protocol.messages import response_class
     from tidelog.testing import run_broker
 
-    bad = types.ModuleType("tidelog.broker.apis.unencodable_for_test")
-    bad.API_KEY, bad.MIN_VERSION, bad.MAX_VERSION = 3, 0, 12  # type: ignore[attr-defined]
+    bad = types.ModuleType("unencodable_for_test")
+    bad.API_KEY = 3  # type: ignore[attr-defined]
 
     async def handle(ctx: Any, request: Any) -> Any:
         return response_class(3)[ctx.api_version](brokers="not a list", controller_id=1, topics=[])
 
     bad.handle = handle  # type: ignore[attr-defined]
-    sys.modules[bad.__name__] = bad
-    try:
-        with run_broker(registry=ApiRegistry(("unencodable_for_test", "api_versions"))) as b:
+    table = [ApiEntry(3, "unencodable_for_test", 0, 12)] + [e for e in API_TABLE if e.key == 18]
+    if True:
+        with run_broker(registry=ApiRegistry(table, modules={"unencodable_for_test": bad})) as b:
             with caplog.at_level(logging.WARNING, logger="tidelog.broker.connection"), KafkaWire(b.bootstrap) as wire:
                 wire.sock.sendall(wire.frame(3, 1, request_class(3)[1](topics=None)))
                 assert wire.is_closed()
             with KafkaWire(b.bootstrap) as wire:
                 assert wire.request(18, 0, api_versions_v0()).error_code == 0
-    finally:
-        del sys.modules[bad.__name__]
     records = [r for r in caplog.records if r.name == "tidelog.broker.connection"]
     assert len(records) == 1, [r.getMessage() for r in records]
     assert "cannot encode" in records[0].getMessage() and records[0].exc_info is not None

@@ -169,34 +169,31 @@ def test_handler_exception_closes_only_that_connection(caplog: Any) -> None:
     """A handler bug: one log line with the traceback, the connection closes, other APIs keep working."""
     import types
 
-    from tidelog.broker.server import ApiRegistry
+    from tidelog.broker.apis import API_TABLE, ApiEntry
+    from tidelog.broker.registry import ApiRegistry
 
-    boom = types.ModuleType("tidelog.broker.apis.boom_for_test")
-    boom.API_KEY, boom.MIN_VERSION, boom.MAX_VERSION = 3, 0, 12  # type: ignore[attr-defined]
+    boom = types.ModuleType("boom_for_test")
+    boom.API_KEY = 3  # type: ignore[attr-defined]
 
     async def handle(ctx: Any, request: Any) -> Any:
         raise RuntimeError("handler bug")
 
     boom.handle = handle  # type: ignore[attr-defined]
-    sys.modules[boom.__name__] = boom
-    try:
-        with run_broker(registry=ApiRegistry(("boom_for_test", "api_versions", "not_landed_yet"))) as b:
-            with KafkaWire(b.bootstrap) as wire:
-                wire.sock.sendall(wire.frame(3, 1, request_class(3)[1](topics=None)))
-                assert wire.is_closed()
-            with KafkaWire(b.bootstrap) as wire:
-                response = wire.request(18, 0, request_class(18)[0]())
-            # ApiVersions advertises exactly this server's modules (the missing one is skipped).
-            assert sorted(k.api_key for k in response.api_keys) == [3, 18]
-    finally:
-        del sys.modules[boom.__name__]
+    table = [ApiEntry(3, "boom_for_test", 0, 12)] + [e for e in API_TABLE if e.key == 18]
+    with run_broker(registry=ApiRegistry(table, modules={"boom_for_test": boom})) as b:
+        with KafkaWire(b.bootstrap) as wire:
+            wire.sock.sendall(wire.frame(3, 1, request_class(3)[1](topics=None)))
+            assert wire.is_closed()
+        with KafkaWire(b.bootstrap) as wire:
+            response = wire.request(18, 0, request_class(18)[0]())
+        # ApiVersions advertises exactly this server's table.
+        assert sorted(k.api_key for k in response.api_keys) == [3, 18]
     assert any("handler bug" in r.getMessage() for r in caplog.records)
 
 
 STARTUP_PROBE = """
 import asyncio, logging, socket, struct, sys
 from tidelog.config.broker_config import BrokerConfig
-from tidelog.broker.state import BrokerState
 from tidelog.broker.server import Server
 from tidelog.logging import configure_logging
 
@@ -227,9 +224,8 @@ configure_logging("console", "INFO")
 cfg = BrokerConfig.load(None, {}, {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": sys.argv[1]})
 
 async def main():
-    state = BrokerState(cfg)
-    print("after BrokerState():", loaded())
-    server = Server(state)
+    server = Server(cfg)
+    print("after Server():", loaded())
     await server.start_listening()
     addr = ("127.0.0.1", server.port)
     first = socket.create_connection(addr, timeout=60)
@@ -264,7 +260,7 @@ asyncio.run(main())
 
 
 def test_startup_answers_api_versions_before_loading_anything_else(tmp_path: Path) -> None:
-    """Start-up stays fast (protocol-compat §9 quirk 17): the listener answers ApiVersions with nothing but its
+    """Start-up stays fast (clients probe with ApiVersions first): the listener answers ApiVersions with nothing but its
     handler and kafka-python's ApiVersions classes loaded; storage, groups, cleaner, the other handlers,
     compression codecs, the rest of kafka-python, prometheus_client and structlog load later (or never, until
     used), and other requests wait until the logs are loaded."""
@@ -272,7 +268,7 @@ def test_startup_answers_api_versions_before_loading_anything_else(tmp_path: Pat
                          timeout=120, env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == [
-        "after BrokerState(): []",
+        "after Server(): []",
         "ApiVersions answered while loading: True",
         "after ApiVersions: []",
         "Metadata answered before ready: False",
@@ -286,23 +282,24 @@ def test_startup_answers_api_versions_before_loading_anything_else(tmp_path: Pat
     assert "[info     ] loaded" in out.stderr  # the start-up lines logged while loading, through structlog too
 
 
-def test_advertised_ranges_read_from_sources_match_the_modules() -> None:
-    """The ranges ApiVersions advertises before the handler modules are imported (read from their sources,
-    in a fresh process) are the ones the imported modules give."""
+def test_api_table_answers_without_importing_handlers() -> None:
+    """The static API table gives ApiVersions' ranges with no handler imported; load() imports every
+    registered handler (a broken one fails start-up instead of silently going unadvertised)."""
     code = """
 import sys
-from tidelog.broker.server import ApiRegistry
+from tidelog.broker.registry import ApiRegistry
 registry = ApiRegistry()
-scanned = registry.advertised_ranges()
-print(any(m.startswith("tidelog.broker.apis.") and m != "tidelog.broker.apis.__init__" for m in sys.modules))
-print(scanned)
-print(ApiRegistry().advertised_ranges())
-print(sorted((m.API_KEY, getattr(m, "ADVERTISED_MIN", m.MIN_VERSION), m.MAX_VERSION)
-             for m in ApiRegistry().modules().values()))
+ranges = registry.advertised_ranges()
+print(any(m.startswith("tidelog.broker.apis.") for m in sys.modules))
+registry.load()
+print(sorted(m for m in sys.modules if m.startswith("tidelog.broker.apis.") and not m.endswith("_shared"))
+      == sorted("tidelog.broker.apis." + e.module for e in registry.entries.values()))
+print(len(ranges))
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert out.returncode == 0, out.stderr
-    imported_any, scanned, loaded, from_modules = out.stdout.splitlines()
-    assert imported_any == "False"  # no handler module was imported to answer
-    assert scanned == loaded == from_modules and scanned.count("(") > 20
+    imported_any, all_loaded, count = out.stdout.splitlines()
+    assert imported_any == "False"
+    assert all_loaded == "True"
+    assert int(count) > 20

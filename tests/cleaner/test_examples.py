@@ -1,4 +1,4 @@
-"""The worked examples of log-cleaner.md §10 and the issue's examples, on real logs."""
+"""The worked examples of docs/STORAGE.md and the issue's examples, on real logs."""
 
 from __future__ import annotations
 

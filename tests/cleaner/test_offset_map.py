@@ -1,4 +1,4 @@
-"""SkimpyOffsetMap (log-cleaner.md §4): MD5 slots in one bytearray, probing, fill limit."""
+"""SkimpyOffsetMap (docs/STORAGE.md): MD5 slots in one bytearray, probing, fill limit."""
 
 from __future__ import annotations
 

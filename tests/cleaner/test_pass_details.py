@@ -1,5 +1,4 @@
-"""Details of the cleaning pass: grouping, buffer growth, mtimes, the checkpoint file's bytes (log-cleaner.md
-§3.7, §5.1, §5.7, §7)."""
+"""Details of the cleaning pass: grouping, buffer growth, mtimes, the checkpoint file's bytes (Kafka's LogCleaner.reconfigure)."""
 
 from __future__ import annotations
 

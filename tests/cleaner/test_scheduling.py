@@ -1,4 +1,4 @@
-"""Choosing what to clean (log-cleaner.md §3): lags, the active segment, the filthiest log, states."""
+"""Choosing what to clean (docs/STORAGE.md): lags, the active segment, the filthiest log, states."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """A broker process killed at each step of the cleaner's swap recovers at restart with no kept record lost,
-no duplicate, and a consistent checkpoint (log-cleaner.md §6; issue 4 "done when" 4).
+no duplicate, and a consistent checkpoint (docs/STORAGE.md; issue 4 "done when" 4).
 
 The crash is injected with TIDELOG_CLEANER_CRASH_AT=<step>, which makes the process os._exit at that step."""
 

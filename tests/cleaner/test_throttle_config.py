@@ -1,4 +1,4 @@
-"""The shared I/O throttle and cleaner reconfiguration rules (log-cleaner.md §3.7)."""
+"""The shared I/O throttle and cleaner reconfiguration rules (Kafka's LogCleaner.reconfigure)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Aborted transactions, markers and producer state through cleaning (log-cleaner.md §5.2, §5.6, Example C)."""
+"""Aborted transactions, markers and producer state through cleaning (docs/STORAGE.md, Example C)."""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ from tidelog.protocol.record_batch import RecordBatchHeader, iter_batches
 COUNT = 20_000
 PARTITIONS = 3
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
-# Compression ids in the batch attributes (storage-format.md §5; Kafka's CompressionType ids).
+# Compression ids in the batch attributes (Kafka's DefaultRecordBatch; Kafka's CompressionType ids).
 CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 CREATE_TIME = "CreateTime"
 

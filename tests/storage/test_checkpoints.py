@@ -1,4 +1,4 @@
-"""Checkpoint and identity files: exact bytes as Kafka writes them (storage-format.md §3, §4)."""
+"""Checkpoint and identity files: exact bytes as Kafka writes them (docs/STORAGE.md)."""
 
 from __future__ import annotations
 
@@ -111,7 +111,7 @@ def test_kafka_uuid_form() -> None:
         assert len(text) == 22 and "=" not in text and not text.startswith("-")
         assert set(text) <= set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
         assert uuid_from_base64(text) == raw
-    # The spec's example id decodes to 16 bytes and re-encodes identically.
+    # Kafka's documented example id decodes to 16 bytes and re-encodes identically.
     assert uuid_to_base64(uuid_from_base64("4IlVrPwaRvOeEr8Ck6fEeA")) == "4IlVrPwaRvOeEr8Ck6fEeA"
 
 

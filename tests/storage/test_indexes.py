@@ -1,4 +1,4 @@
-"""Offset, time and transaction indexes: file sizes, entry bytes, lookups (storage-format.md §9)."""
+"""Offset, time and transaction indexes: file sizes, entry bytes, lookups (docs/STORAGE.md)."""
 
 from __future__ import annotations
 

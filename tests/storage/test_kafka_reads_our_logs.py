@@ -1,5 +1,5 @@
 """Apache Kafka's own FileRecords (Java client 3.9.1) reads the segments we write, and our index files
-agree with the batches it sees (storage-format.md §5, §9)."""
+agree with the batches it sees (Kafka's DefaultRecordBatch)."""
 
 from __future__ import annotations
 

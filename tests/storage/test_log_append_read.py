@@ -1,4 +1,4 @@
-"""Log appends, layout, index entry rules, rolls and reads on real files (storage-format.md §1, §9, §10, §12)."""
+"""Log appends, layout, index entry rules, rolls and reads on real files (docs/STORAGE.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""LogManager restart (clean and unclean), directory identity, recovery of damaged segments (storage-format.md §4, §11)."""
+"""LogManager restart (clean and unclean), directory identity, recovery of damaged segments (docs/STORAGE.md)."""
 
 from __future__ import annotations
 

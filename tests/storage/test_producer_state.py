@@ -1,4 +1,4 @@
-"""Idempotent producer checks, snapshots and transactions in the log (protocol-compat.md §4.2, storage-format.md §9)."""
+"""Idempotent producer checks, snapshots and transactions in the log (Kafka's ProducerStateManager, docs/STORAGE.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Retention by time and size, log-start breaches and DeleteRecords (log-cleaner.md §1-§2), on real logs."""
+"""Retention by time and size, log-start breaches and DeleteRecords (docs/STORAGE.md-§2), on real logs."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The cleaner's segment swap and its crash recovery at every step (log-cleaner.md §6)."""
+"""The cleaner's segment swap and its crash recovery at every step (docs/STORAGE.md)."""
 
 from __future__ import annotations
 

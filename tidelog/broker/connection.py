@@ -14,101 +14,50 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import struct
 import time
 from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.context import CloseConnection, RequestContext
+from tidelog.protocol.api_keys import ApiKey
+from tidelog.protocol.frame import (
+    INT32,
+    ProtocolError,
+    RequestHeader,
+    parse_request_header,
+    response_frame,
+    skip_tagged_fields,
+)
+from tidelog.protocol.hot_codecs import HAND_DECODERS
 
 if TYPE_CHECKING:
-    from tidelog.broker.server import ApiRegistry
-    from tidelog.broker.state import BrokerState
+    from tidelog.broker.server import Server
 
-log = logging.getLogger("tidelog.broker.connection")
-
-API_VERSIONS_KEY = 18
-_HEADER = struct.Struct(">hhih")  # api_key, api_version, correlation_id, client_id length
-_INT32 = struct.Struct(">i")
-
-
-class ProtocolError(Exception):
-    """The request cannot be parsed or served: close the connection (Kafka: InvalidRequestException).
-    `traceback`: the cause is a bug on our side (handler, encoding), logged with its traceback."""
-
-    def __init__(self, message: str, traceback: bool = False) -> None:
-        super().__init__(message)
-        self.traceback = traceback
-
-
-def _read_uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if pos >= len(buf):
-            raise ProtocolError("truncated varint")
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, pos
-        shift += 7
-        if shift > 28:
-            raise ProtocolError("varint too long")
-
-
-def skip_tagged_fields(buf: memoryview, pos: int) -> int:
-    """Skip a tagged-field section (unknown tags are ignored, as Kafka does)."""
-    count, pos = _read_uvarint(buf, pos)
-    for _ in range(count):
-        _tag, pos = _read_uvarint(buf, pos)
-        size, pos = _read_uvarint(buf, pos)
-        pos += size
-        if pos > len(buf):
-            raise ProtocolError("truncated tagged field")
-    return pos
-
-
-def parse_header_start(frame: memoryview) -> tuple[int, int, int, str | None, int]:
-    """(api_key, api_version, correlation_id, client_id, offset after client_id): the part of request
-    header v1/v2 that is the same for every version (client_id keeps its INT16 length even in v2)."""
-    if len(frame) < _HEADER.size:
-        raise ProtocolError(f"request of {len(frame)} bytes is shorter than a request header")
-    api_key, api_version, correlation_id, n = _HEADER.unpack_from(frame, 0)
-    pos = _HEADER.size
-    if n < 0:
-        if n != -1:
-            raise ProtocolError(f"bad client_id length {n}")
-        return api_key, api_version, correlation_id, None, pos
-    if pos + n > len(frame):
-        raise ProtocolError("truncated client_id")
-    try:
-        client_id = bytes(frame[pos : pos + n]).decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ProtocolError("client_id is not UTF-8") from exc
-    return api_key, api_version, correlation_id, client_id, pos + n
+log = logging.getLogger(__name__)
 
 
 class Connection:
-    def __init__(self, state: BrokerState, registry: ApiRegistry, reader: asyncio.StreamReader,
-                 writer: asyncio.StreamWriter, listener: str | None = None,
-                 ready: asyncio.Event | None = None) -> None:
-        self.state = state
-        self.listener = listener or state.listener_name
-        self.registry = registry
+    def __init__(self, server: Server, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                 listener: str) -> None:
+        self.server = server
+        self.listener = listener
+        self.registry = server.registry
+        self.metrics = server.metrics
         self.reader = reader
         self.writer = writer
-        self.ready = ready  # requests other than ApiVersions wait for it (the broker is still loading)
+        self.ready = server.ready  # requests other than ApiVersions wait for it (the broker is still loading)
         peer = writer.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.client_host = peer[0] if isinstance(peer, tuple) else ""
-        self.max_request_size = int(state.config.socket_request_max_bytes)
-        self._idle_s = max(0.001, int(state.config.connections_max_idle_ms) / 1000)
+        config = server.config
+        self.max_request_size = int(config.socket_request_max_bytes)
+        self._idle_s = max(0.001, int(config.connections_max_idle_ms) / 1000)
         self._loop = asyncio.get_running_loop()
         self._idle: asyncio.TimerHandle | None = None
         self._last_activity = 0.0
         self._write_backlog = 0
 
     async def run(self) -> None:
-        metrics = self.state.metrics
+        metrics = self.metrics
         metrics.connection_opened()
         transport = self.writer.transport
         high_water = transport.get_write_buffer_limits()[1]
@@ -119,7 +68,7 @@ class Connection:
                     size_bytes = await self.reader.readexactly(4)
                 except asyncio.IncompleteReadError:
                     return  # clean EOF (or a half-closed socket) between requests
-                (size,) = _INT32.unpack(size_bytes)
+                (size,) = INT32.unpack(size_bytes)
                 if size < 0 or size > self.max_request_size:
                     # Kafka's NetworkReceive: InvalidReceiveException -> close the channel.
                     log.warning("Closing connection from %s: request size %d outside 0..%d (socket.request.max.bytes)",
@@ -217,60 +166,75 @@ class Connection:
 
     async def handle_frame(self, frame: memoryview) -> tuple[bytes, str, int | None] | None:
         """Parse, dispatch and encode one request: the response frame (or None for no response)."""
-        api_key, api_version, correlation_id, client_id, pos = parse_header_start(frame)
-        if api_key == API_VERSIONS_KEY:
-            module = self.registry.api_versions_module()  # answered even while the broker is loading
-        else:
-            if self.ready is not None and not self.ready.is_set():
-                await self.ready.wait()
-            module = self.registry.module(api_key)
-        if module is None:
-            raise ProtocolError(f"unknown api key {api_key} (correlation id {correlation_id})")
-        ctx = RequestContext(self.state, api_key, api_version, correlation_id, client_id, self.client_host,
-                             self.listener)
-        name = module.__name__.rsplit(".", 1)[-1]
-        if not module.MIN_VERSION <= api_version <= module.MAX_VERSION:
-            if api_key != API_VERSIONS_KEY or api_version < module.MIN_VERSION:
-                raise ProtocolError(f"unsupported version {api_version} of {name} (serving "
-                                    f"{module.MIN_VERSION}-{module.MAX_VERSION}, client {client_id!r})")
-            # KIP-511: a too-new ApiVersions is answered (v0 body, UNSUPPORTED_VERSION), never dropped.
-            response = module.unsupported_version_response(ctx)
-            return self._encode(ctx, response, name)
-        from tidelog.protocol.messages import request_class
-
+        header = parse_request_header(frame)
+        api_key, api_version = header.api_key, header.api_version
+        entry = self.registry.entry(api_key)
+        if entry is None:
+            raise ProtocolError(f"unknown api key {api_key} (correlation id {header.correlation_id})")
+        name = entry.module  # the metrics label and log name, as before
+        if api_key == ApiKey.API_VERSIONS:
+            return self._api_versions(header, frame)  # answered even while the broker is loading
+        if not self.ready.is_set():
+            await self.ready.wait()
+        if not entry.min_version <= api_version <= entry.max_version:
+            raise ProtocolError(f"unsupported version {api_version} of {name} (serving "
+                                f"{entry.min_version}-{entry.max_version}, client {header.client_id!r})")
+        request = self._decode(header, frame, name)
+        ctx = RequestContext(self.server.broker, api_key, api_version, header.correlation_id, header.client_id,
+                             self.client_host, self.listener)
         try:
-            cls = request_class(api_key)[api_version]
-        except (KeyError, IndexError) as exc:
-            raise ProtocolError(f"no {name} v{api_version} request schema: {exc!r}", traceback=True) from exc
-        try:
-            if cls.flexible_version_q(api_version):
-                pos = skip_tagged_fields(frame, pos)
-            decode = getattr(module, "decode_request", None)  # hand-written hot-path codec (Produce)
-            request = decode(frame, pos, api_version) if decode else cls.decode(frame[pos:], version=api_version)
-        except ProtocolError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - kafka-python raises assorted errors on bad bytes
-            raise ProtocolError(f"cannot decode {name} v{api_version} request: {exc!r}") from exc
-        try:
-            response = await module.handle(ctx, request)
+            response = await self.registry.handler(api_key)(ctx, request)
         except (asyncio.CancelledError, CloseConnection):
             raise
         except Exception as exc:  # noqa: BLE001 - a handler bug closes this connection only
             raise ProtocolError(f"{name} v{api_version} handler failed: {exc!r}", traceback=True) from exc
         if response is None:
             return None
-        return self._encode(ctx, response, name)
+        return self._encode(api_key, header.correlation_id, api_version, response, name)
 
-    def _encode(self, ctx: RequestContext, response: Any, name: str) -> tuple[bytes, str, int | None]:
-        version = ctx.api_version
+    def _api_versions(self, header: RequestHeader, frame: memoryview) -> tuple[bytes, str, int | None]:
+        """ApiVersions needs no broker state (KIP-511: a too-new version gets a v0 UNSUPPORTED_VERSION body
+        listing our own range, never a closed connection)."""
+        from tidelog.broker.apis import api_versions
+
+        entry = self.registry.entries[ApiKey.API_VERSIONS]
+        ranges = self.registry.advertised_ranges()
+        if header.api_version > entry.max_version:
+            response = api_versions.unsupported_version_response(entry)
+            return self._encode(ApiKey.API_VERSIONS, header.correlation_id, 0, response, entry.module)
+        if header.api_version < entry.min_version:
+            raise ProtocolError(f"unsupported version {header.api_version} of ApiVersions")
+        request = self._decode(header, frame, entry.module)
+        response = api_versions.respond(header.api_version, request, ranges)
+        return self._encode(ApiKey.API_VERSIONS, header.correlation_id, header.api_version, response, entry.module)
+
+    @staticmethod
+    def _decode(header: RequestHeader, frame: memoryview, name: str) -> Any:
+        from tidelog.protocol.messages import request_class
+
+        version = header.api_version
         try:
-            if getattr(response, "API_VERSION", None) is not None:
-                version = response.API_VERSION
+            cls = request_class(header.api_key)[version]
+        except (KeyError, IndexError) as exc:
+            raise ProtocolError(f"no {name} v{version} request schema: {exc!r}", traceback=True) from exc
+        pos = header.body_offset
+        try:
+            if cls.flexible_version_q(version):
+                pos = skip_tagged_fields(frame, pos)
+            decode = HAND_DECODERS.get(header.api_key)  # Produce: record batches stay views of the frame
+            return decode(frame, pos, version) if decode else cls.decode(frame[pos:], version=version)
+        except ProtocolError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - kafka-python raises assorted errors on bad bytes
+            raise ProtocolError(f"cannot decode {name} v{version} request: {exc!r}") from exc
+
+    @staticmethod
+    def _encode(api_key: int, correlation_id: int, version: int, response: Any,
+                name: str) -> tuple[bytes, str, int | None]:
+        try:
             body = response.encode(version=version)
             # Response header v1 (tagged fields) for flexible versions, except ApiVersions: always v0 (KIP-511).
-            flexible = ctx.api_key != API_VERSIONS_KEY and response.flexible_version_q(version)
+            flexible = api_key != ApiKey.API_VERSIONS and response.flexible_version_q(version)
         except Exception as exc:  # noqa: BLE001 - a handler built an unencodable response
             raise ProtocolError(f"cannot encode {name} v{version} response: {exc!r}", traceback=True) from exc
-        header = _INT32.pack(ctx.correlation_id) + (b"\x00" if flexible else b"")
-        size = len(header) + len(body)
-        return _INT32.pack(size) + header + body, name, getattr(response, "error_code", None)
+        return response_frame(correlation_id, body, flexible), name, getattr(response, "error_code", None)

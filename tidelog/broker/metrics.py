@@ -29,10 +29,17 @@ class BrokerMetrics:
         self._bytes_in: Any = None
         self._bytes_out: Any = None
         self._connections: Any = None
+        self._log_collector: _LogCollector | None = None
         self.collectors: list[Any] = []  # extra collectors (e.g. the log cleaner) registered at start()
         # (api, error code) -> (requests counter child, latency histogram child): labels() per request costs
         # more than the increment itself.
         self._children: dict[tuple[str, int | None], tuple[Any, Any]] = {}
+
+    def set_log_sizes(self, log_sizes: Callable[[], Iterator[tuple[str, int, int]]]) -> None:
+        """The log-size source, once the LogManager exists (read at scrape time)."""
+        self._log_sizes = log_sizes
+        if self._log_collector is not None:
+            self._log_collector.log_sizes = log_sizes
 
     @property
     def started(self) -> bool:
@@ -55,7 +62,8 @@ class BrokerMetrics:
             self._bytes_in = Counter("tidelog_network_bytes_in", "Request bytes read", registry=reg)
             self._bytes_out = Counter("tidelog_network_bytes_out", "Response bytes written", registry=reg)
             self._connections = Gauge("tidelog_connections", "Open client connections", registry=reg)
-            reg.register(_LogCollector(self._log_sizes))
+            self._log_collector = _LogCollector(self._log_sizes)
+            reg.register(self._log_collector)
             for collector in self.collectors:
                 reg.register(collector)
             self.registry = reg
@@ -106,14 +114,15 @@ class BrokerMetrics:
         """Current value of one sample (tests and the CLI use this; None if absent)."""
         if self.registry is None:
             return None
-        return self.registry.get_sample_value(name, labels or {})
+        value = self.registry.get_sample_value(name, labels or {})
+        return None if value is None else float(value)
 
 
 class _LogCollector:
     """Partition count and per-partition log size, read from the LogManager at scrape time."""
 
     def __init__(self, log_sizes: Callable[[], Iterator[tuple[str, int, int]]] | None) -> None:
-        self._log_sizes = log_sizes
+        self.log_sizes = log_sizes
 
     def describe(self) -> list[Any]:
         return []
@@ -124,9 +133,9 @@ class _LogCollector:
         count = GaugeMetricFamily("tidelog_partition_count", "Partitions hosted by this broker")
         sizes = GaugeMetricFamily("tidelog_log_size_bytes", "Size of a partition's log", labels=["topic", "partition"])
         n = 0
-        if self._log_sizes is not None:
+        if self.log_sizes is not None:
             try:
-                for topic, partition, size in self._log_sizes():
+                for topic, partition, size in self.log_sizes():
                     n += 1
                     sizes.add_metric([topic, str(partition)], size)
             except Exception:  # noqa: BLE001 - a scrape must never take the broker down

@@ -1,13 +1,20 @@
-"""Wiring of the cleaner and the retention task into a BrokerState (one call from broker/state.py)."""
+"""Wiring of the cleaner and the retention task into the broker (one call from tidelog/broker/state.py)."""
 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tidelog.cleaner import metrics
 from tidelog.cleaner.log_cleaner import CleanerConfig, LogCleaner
 from tidelog.storage.retention import RetentionTask
+
+if TYPE_CHECKING:
+    from tidelog.broker.metrics import BrokerMetrics
+    from tidelog.broker.topics import TopicManager
+    from tidelog.clock import Clock
+    from tidelog.config.broker_config import BrokerConfig
+    from tidelog.storage.log_manager import LogManager
 
 logger = logging.getLogger(__name__)
 
@@ -22,19 +29,18 @@ _RECONFIGURABLE = {
 }
 
 
-def create_log_cleaner(state: Any) -> LogCleaner:
+def create_log_cleaner(config: BrokerConfig, clock: Clock, log_manager: LogManager, topics: TopicManager,
+                       broker_metrics: BrokerMetrics) -> LogCleaner:
     """A LogCleaner over the broker's LogManager, with the retention task attached, its metrics registered
     and a config listener that applies dynamic log.cleaner.* changes (topic policy changes need nothing:
     the cleaner reads each log's current config every round)."""
-    config = state.config
-    log_manager = state.log_manager
     cleaner = LogCleaner(CleanerConfig.from_broker_config(config), config.log_dirs, log_manager.all_logs,
-                         state.clock, checkpoint_store=log_manager)
+                         clock, checkpoint_store=log_manager)
     cleaner.retention = RetentionTask(
-        log_manager.all_logs, state.clock, config.log_retention_check_interval_ms,
+        log_manager.all_logs, clock, config.log_retention_check_interval_ms,
         cleaner=cleaner if config.log_cleaner_enable else None,
     )
-    metrics.register(cleaner, state.metrics)
+    metrics.register(cleaner, broker_metrics)
 
     def on_config_change(topic: str | None) -> None:
         if topic is not None:
@@ -50,5 +56,5 @@ def create_log_cleaner(state: Any) -> LogCleaner:
         except ValueError as e:
             logger.error("Ignoring cleaner reconfiguration: %s", e)
 
-    state.topics.add_config_listener(on_config_change)
+    topics.add_config_listener(on_config_change)
     return cleaner

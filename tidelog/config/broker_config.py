@@ -288,7 +288,7 @@ class BrokerConfig:
             return ConfigSource.STATIC_BROKER_CONFIG
         return ConfigSource.DEFAULT_CONFIG
 
-    def layers(self) -> list[tuple[ConfigSource, dict[str, str]]]:
+    def layers(self) -> list[tuple[ConfigSource, Mapping[str, str | None]]]:
         """Values as given (strings), highest precedence first, as Kafka's DynamicBrokerConfig.configSynonyms
         walks them: configured layers keep their raw text, defaults are converted to strings."""
         defaults = {
@@ -311,8 +311,8 @@ class BrokerConfig:
                 if synonym in layer:
                     value = None if BROKER_CONFIG_DEFS[synonym].sensitive else layer[synonym]
                     found.append(ConfigSynonym(synonym, value, source))
-        for i, synonym in enumerate(found):
-            if synonym.name == name:
+        for i, entry in enumerate(found):
+            if entry.name == name:
                 return found[i:]
         return []
 
@@ -338,7 +338,7 @@ class BrokerConfig:
         parsed = self._parse_layer(values)
         threads = parsed.get("log.cleaner.threads")
         if threads is not None:
-            # log-cleaner.md §3.7: a runtime change stays within [current/2, current*2] and >= 1.
+            # Kafka's LogCleaner.reconfigure: a runtime change stays within [current/2, current*2] and >= 1.
             current = self.log_cleaner_threads
             if threads < 1 or threads < current // 2 or threads > current * 2:
                 raise ConfigError(

@@ -162,7 +162,7 @@ _DEFS: list[ConfigDef] = [
               dynamic=True),
     ConfigDef("min.insync.replicas", I, 1, "Default min.insync.replicas.", at_least(1), dynamic=True),
     ConfigDef("unclean.leader.election.enable", B, False, "Default unclean.leader.election.enable.", dynamic=True),
-    # --- log cleaner (log-cleaner.md §3.7) ---
+    # --- log cleaner (Kafka's LogCleaner.reconfigure) ---
     ConfigDef("log.cleaner.enable", B, True, "Run the log cleaner threads at all."),
     ConfigDef("log.cleaner.threads", I, 1, "Log cleaner threads.", at_least(0), dynamic=True),
     ConfigDef("log.cleaner.dedupe.buffer.size", L, 134_217_728, "Offset map memory across all cleaner threads.",

@@ -189,7 +189,7 @@ def _recover_out_of_range(
             fail_on_data_loss,
             f"Cannot fetch offset {offset} of {tp}: the earliest available offset is {earliest}",
         )
-        return min(earliest, until)
+        return int(min(earliest, until))
     if offset >= latest:
         report_data_loss(
             fail_on_data_loss,

@@ -79,7 +79,10 @@ class ErrorCode(IntEnum):
 class KafkaError(Exception):
     """Raised inside the broker to answer a request (or one partition of it) with an error code."""
 
-    def __init__(self, code: ErrorCode, message: str | None = None) -> None:
+    def __init__(self, code: ErrorCode, message: str | None = None,
+                 record_errors: list[tuple[int, str]] | None = None) -> None:
         super().__init__(message or code.name)
         self.code = code
         self.message = message
+        # (batch index, message) per offending record: Produce v8+ answers them per partition (KIP-467)
+        self.record_errors: list[tuple[int, str]] = record_errors or []

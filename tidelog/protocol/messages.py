@@ -64,7 +64,7 @@ class _LazyKafkaPackage(types.ModuleType):
         type(self)._loaded = True
         spec = self.__spec__
         assert spec is not None and spec.loader is not None
-        spec.loader.exec_module(self)  # type: ignore[union-attr]
+        spec.loader.exec_module(self)
         return getattr(self, name)
 
 

@@ -1,4 +1,4 @@
-"""RecordBatch v2 header (storage-format.md §5): a zero-copy view over the 61-byte header, CRC-32C checks,
+"""RecordBatch v2 header (Kafka's DefaultRecordBatch): a zero-copy view over the 61-byte header, CRC-32C checks,
 and iteration over batches laid end to end (a .log file, a produce payload, a fetch slice).
 
 Records inside a batch are decoded only where a feature needs them (see protocol/records.py).
@@ -107,7 +107,7 @@ def batch_size_at(buf: bytes | bytearray | memoryview, pos: int) -> int | None:
     if len(buf) - pos < LOG_OVERHEAD:
         return None
     _, length = _LENGTH.unpack_from(buf, pos)
-    return length + LOG_OVERHEAD
+    return int(length) + LOG_OVERHEAD
 
 
 def compute_crc(buf: bytes | bytearray | memoryview, pos: int, size: int) -> int:

@@ -1,4 +1,4 @@
-"""Record-level encode/decode of RecordBatch v2 (storage-format.md §5–6) and the batch codecs.
+"""Record-level encode/decode of RecordBatch v2 (Kafka's DefaultRecordBatch and DefaultRecord) and the batch codecs.
 
 The broker's hot path never comes here: batches stay opaque bytes (protocol/record_batch.py). This module is
 for the places that need records: null-key checks on compacted topics, recompression to the topic codec, the

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import struct
 
+from tidelog.protocol.primitives import VarintError
+from tidelog.protocol.primitives import read_uvarint as _read_uvarint
+
 INT16 = struct.Struct(">h")
 INT32 = struct.Struct(">i")
 INT64 = struct.Struct(">q")
@@ -18,19 +21,10 @@ class WireError(ValueError):
 
 
 def read_uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    end = len(buf)
-    while True:
-        if pos >= end:
-            raise WireError("truncated varint")
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, pos
-        shift += 7
-        if shift > 28:
-            raise WireError("varint too long")
+    try:
+        return _read_uvarint(buf, pos)
+    except VarintError as exc:
+        raise WireError(str(exc)) from exc
 
 
 def write_uvarint(value: int) -> bytes:

@@ -1,34 +1,60 @@
-"""One module per Kafka API. ApiVersions advertises exactly the modules listed here."""
+"""One module per Kafka API, listed in `API_TABLE`: ApiVersions advertises exactly these entries.
+
+Each handler module defines `async def handle(ctx: RequestContext, request) -> response | None` (None: no
+response, e.g. acks=0 Produce). The versions live here, not in the modules, so ApiVersions can be answered
+before any handler is imported (the broker answers it while its logs still load).
+"""
 
 from __future__ import annotations
 
-# Module names under broker.apis; each defines API_KEY, MIN_VERSION, MAX_VERSION, (ADVERTISED_MIN), handle().
-API_MODULES: tuple[str, ...] = (
-    "produce",
-    "fetch",
-    "list_offsets",
-    "metadata",
-    "api_versions",
-    "create_topics",
-    "delete_topics",
-    "offset_for_leader_epoch",
-    "describe_configs",
-    "alter_configs",
-    "create_partitions",
-    "incremental_alter_configs",
-    "describe_cluster",
-    "delete_records",
-    # group coordinator and idempotent producer
-    "find_coordinator",
-    "join_group",
-    "sync_group",
-    "heartbeat",
-    "leave_group",
-    "offset_commit",
-    "offset_fetch",
-    "list_groups",
-    "describe_groups",
-    "delete_groups",
-    "offset_delete",
-    "init_producer_id",
+from typing import NamedTuple
+
+from tidelog.protocol.api_keys import ApiKey
+
+
+class ApiEntry(NamedTuple):
+    key: ApiKey
+    module: str  # module name under tidelog.broker.apis
+    min_version: int  # lowest version served
+    max_version: int  # highest version served
+    advertised_min: int | None = None  # what ApiVersions says, when lower than served (Produce: KAFKA-18659)
+
+    @property
+    def advertised(self) -> tuple[int, int, int]:
+        low = self.min_version if self.advertised_min is None else self.advertised_min
+        return int(self.key), low, self.max_version
+
+
+API_TABLE: tuple[ApiEntry, ...] = (
+    ApiEntry(ApiKey.PRODUCE, "produce", 3, 11, advertised_min=0),
+    ApiEntry(ApiKey.FETCH, "fetch", 4, 16),
+    ApiEntry(ApiKey.LIST_OFFSETS, "list_offsets", 1, 7),
+    ApiEntry(ApiKey.METADATA, "metadata", 0, 12),
+    ApiEntry(ApiKey.API_VERSIONS, "api_versions", 0, 4),
+    ApiEntry(ApiKey.CREATE_TOPICS, "create_topics", 2, 7),
+    ApiEntry(ApiKey.DELETE_TOPICS, "delete_topics", 1, 6),
+    ApiEntry(ApiKey.OFFSET_FOR_LEADER_EPOCH, "offset_for_leader_epoch", 2, 4),
+    ApiEntry(ApiKey.DESCRIBE_CONFIGS, "describe_configs", 1, 4),
+    ApiEntry(ApiKey.ALTER_CONFIGS, "alter_configs", 0, 2),
+    ApiEntry(ApiKey.CREATE_PARTITIONS, "create_partitions", 0, 3),
+    ApiEntry(ApiKey.INCREMENTAL_ALTER_CONFIGS, "incremental_alter_configs", 0, 1),
+    ApiEntry(ApiKey.DESCRIBE_CLUSTER, "describe_cluster", 0, 1),
+    ApiEntry(ApiKey.DELETE_RECORDS, "delete_records", 0, 2),
+    # group coordinator
+    ApiEntry(ApiKey.FIND_COORDINATOR, "find_coordinator", 0, 4),
+    ApiEntry(ApiKey.JOIN_GROUP, "join_group", 0, 9),
+    ApiEntry(ApiKey.SYNC_GROUP, "sync_group", 0, 5),
+    ApiEntry(ApiKey.HEARTBEAT, "heartbeat", 0, 4),
+    ApiEntry(ApiKey.LEAVE_GROUP, "leave_group", 0, 5),
+    ApiEntry(ApiKey.OFFSET_COMMIT, "offset_commit", 2, 9),
+    ApiEntry(ApiKey.OFFSET_FETCH, "offset_fetch", 1, 9),
+    ApiEntry(ApiKey.LIST_GROUPS, "list_groups", 0, 5),
+    ApiEntry(ApiKey.DESCRIBE_GROUPS, "describe_groups", 0, 5),
+    ApiEntry(ApiKey.DELETE_GROUPS, "delete_groups", 0, 2),
+    ApiEntry(ApiKey.OFFSET_DELETE, "offset_delete", 0, 0),
+    # idempotent producer
+    ApiEntry(ApiKey.INIT_PRODUCER_ID, "init_producer_id", 0, 5),
 )
+
+# Module names of the registered APIs (kept for tools that list them).
+API_MODULES: tuple[str, ...] = tuple(entry.module for entry in API_TABLE)

@@ -5,14 +5,12 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from tidelog.broker.apis.create_topics import MAX_PARTITIONS_PER_BATCH
+from tidelog.broker.apis._shared import MAX_PARTITIONS_PER_BATCH
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
 
 API_KEY = 37
-MIN_VERSION = 0
-MAX_VERSION = 3
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:

@@ -6,18 +6,14 @@ import uuid
 from collections import Counter
 from typing import Any
 
+from tidelog.broker.apis._shared import MAX_PARTITIONS_PER_BATCH
 from tidelog.broker.context import RequestContext
 from tidelog.config import topic_config
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
 
 API_KEY = 19
-MIN_VERSION = 2
-MAX_VERSION = 7
 
-# Kafka's ReplicationControlManager.MAX_PARTITIONS_PER_BATCH: a request asking for more partitions in total
-# fails whole with POLICY_VIOLATION (also keeps one request from blocking the broker on mkdirs).
-MAX_PARTITIONS_PER_BATCH = 10_000
 
 
 def _requested_partitions(ctx: RequestContext, request: Any) -> int:
@@ -74,7 +70,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     result_cls = response_cls.CreatableTopicResult
     config_cls = result_cls.CreatableTopicConfigs
     topics = ctx.broker.topics
-    validate_only = bool(getattr(request, "validate_only", False))
+    validate_only = bool(request.validate_only)
     counts = Counter(t.name for t in request.topics)
     too_many = _requested_partitions(ctx, request) > MAX_PARTITIONS_PER_BATCH
     results: list[Any] = []

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from tidelog.broker.apis._groups import coordinator
+from tidelog.broker.apis._shared import coordinator
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import KafkaError
 from tidelog.protocol.messages import response_class
 
 API_KEY = 42
-MIN_VERSION = 0
-MAX_VERSION = 2
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:

@@ -1,4 +1,4 @@
-"""DeleteRecords (key 21), v0-2: move a partition's log start offset forward (log-cleaner.md §2).
+"""DeleteRecords (key 21), v0-2: move a partition's log start offset forward (Kafka's UnifiedLog.deleteRecords).
 
 Offset -1 means "up to the high watermark". A log whose cleanup.policy lacks `delete` answers POLICY_VIOLATION;
 an offset above the HW answers OFFSET_OUT_OF_RANGE. The segments wholly below the new start are deleted at once.
@@ -16,8 +16,6 @@ from tidelog.storage import TopicPartition
 from tidelog.storage.retention import delete_records
 
 API_KEY = 21
-MIN_VERSION = 0
-MAX_VERSION = 2
 
 logger = logging.getLogger(__name__)
 
@@ -26,7 +24,7 @@ def _delete_one(ctx: RequestContext, topic: str, partition: int, offset: int) ->
     """(low watermark, error code) of one partition."""
     info = ctx.broker.topics.get(topic)
     log = ctx.broker.topics.log(TopicPartition(topic, partition)) if info is not None else None
-    if log is None:
+    if info is None or log is None:
         return -1, int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     if info.internal:
         # Kafka's ReplicaManager refuses client deletions on internal topics.

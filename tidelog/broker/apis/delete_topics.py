@@ -10,8 +10,6 @@ from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
 
 API_KEY = 20
-MIN_VERSION = 1
-MAX_VERSION = 6
 
 _ZERO = uuid.UUID(int=0)
 

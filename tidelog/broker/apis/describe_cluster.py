@@ -4,14 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from tidelog.broker.apis.metadata import CLUSTER_OPERATIONS
+from tidelog.broker.apis._shared import CLUSTER_OPERATIONS
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import response_class
 
 API_KEY = 60
-MIN_VERSION = 0
-MAX_VERSION = 1
 
 BROKER_ENDPOINT = 1  # EndpointType.BROKER; 2 = CONTROLLER
 
@@ -21,7 +19,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     v = ctx.api_version
     broker = ctx.broker
     host, port = broker.advertised_endpoint(ctx.listener)
-    error, message = ErrorCode.NONE, None
+    error: int = ErrorCode.NONE
+    message: str | None = None
     if v >= 1 and request.endpoint_type != BROKER_ENDPOINT:
         # Kafka: asking a broker listener for controller endpoints is MISMATCHED_ENDPOINT_TYPE (114).
         error, message = 114, "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type CONTROLLER"

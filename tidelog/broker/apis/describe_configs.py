@@ -5,46 +5,29 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from tidelog.broker.apis._shared import (
+    BROKER,
+    BROKER_LOGGER,
+    LOG_LEVELS,
+    ROOT_LOGGER,
+    TOPIC,
+    check_broker_name,
+    topic_info,
+)
 from tidelog.broker.context import RequestContext
-from tidelog.broker.topics import validate_topic_name
 from tidelog.config import topic_config
 from tidelog.config.definitions import ConfigEntry, ConfigSource, ConfigType
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
 
 API_KEY = 32
-MIN_VERSION = 1
-MAX_VERSION = 4
 
-TOPIC = 2
-BROKER = 4
-BROKER_LOGGER = 8
 
-# Python logging levels under Kafka's (log4j) names, for BROKER_LOGGER resources.
-LOG_LEVELS = {"TRACE": 5, "DEBUG": logging.DEBUG, "INFO": logging.INFO, "WARN": logging.WARNING,
-              "ERROR": logging.ERROR, "FATAL": logging.CRITICAL, "OFF": logging.CRITICAL + 10}
 _LEVEL_NAMES = {v: k for k, v in LOG_LEVELS.items()}
-ROOT_LOGGER = "root"
 
 
-def check_broker_name(ctx: RequestContext, name: str | None, allow_default: bool = True) -> bool:
-    """True for this broker's own id, False for "" (cluster default); INVALID_REQUEST for anything else."""
-    if name == "" and allow_default:
-        return False
-    if name is not None and name.strip().lstrip("-").isdigit() and int(name) == ctx.broker.node_id:
-        return True
-    expected = f"{ctx.broker.node_id} or empty string" if allow_default else str(ctx.broker.node_id)
-    raise KafkaError(
-        ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {expected}, but received {name}"
-    )
 
 
-def topic_info(ctx: RequestContext, name: str) -> Any:
-    validate_topic_name(name)
-    info = ctx.broker.topics.get(name)
-    if info is None:
-        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist.")
-    return info
 
 
 def _logger_entries(names: list[str] | None) -> list[ConfigEntry]:

@@ -1,18 +1,16 @@
-"""DescribeGroups (key 15) (protocol-compat.md §3.8). Metadata and assignments are shown only when Stable."""
+"""DescribeGroups (key 15) (Kafka's GroupCoordinator). Metadata and assignments are shown only when Stable."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from tidelog.broker.apis._groups import coordinator
+from tidelog.broker.apis._shared import coordinator
 from tidelog.broker.context import RequestContext
 from tidelog.coordinator.group import GroupState
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
 
 API_KEY = 15
-MIN_VERSION = 0
-MAX_VERSION = 5
 
 # kafka-python encodes the bitfield from a set of AclOperation codes; None is INT32_MIN ("not requested").
 AUTHORIZED_OPERATIONS_OMITTED = None

@@ -1,4 +1,4 @@
-"""Fetch (key 1): raw log slices with long polling (storage-format.md §12, protocol-compat.md §2.4).
+"""Fetch (key 1): raw log slices with long polling (Kafka's LocalLog.read, docs/PROTOCOL.md).
 
 * Versions 4-16. v13+ names topics by id (looked up with TopicManager.by_id); Java and librdkafka switch to it
   as soon as Metadata returns real topic ids.
@@ -18,7 +18,7 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tidelog.broker.apis.offset_for_leader_epoch import check_leader_epoch
+from tidelog.broker.apis._shared import check_leader_epoch
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.fetch_codec import FLEXIBLE_MIN_VERSION as FETCH_FLEXIBLE_MIN_VERSION
@@ -34,8 +34,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 API_KEY = 1
-MIN_VERSION = 4
-MAX_VERSION = 16
 
 TOPIC_ID_MIN_VERSION = 13
 ZSTD_MIN_VERSION = 10

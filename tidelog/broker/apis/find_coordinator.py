@@ -1,7 +1,7 @@
 """FindCoordinator (key 10): this single node coordinates every group and transactional id.
 
 v0-3 carry one key and answer one node; v4+ batch `coordinator_keys` and answer one entry per key
-(protocol-compat.md §2.4). A group lookup creates `__consumer_offsets` first, as Kafka does.
+(docs/PROTOCOL.md). A group lookup creates `__consumer_offsets` first, as Kafka does.
 """
 
 from __future__ import annotations
@@ -16,8 +16,6 @@ from tidelog.protocol.messages import response_class
 log = logging.getLogger(__name__)
 
 API_KEY = 10
-MIN_VERSION = 0
-MAX_VERSION = 4
 
 KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1
@@ -27,17 +25,11 @@ def _lookup(ctx: RequestContext, key: str | None, key_type: int) -> tuple[ErrorC
     if key is None:
         return ErrorCode.INVALID_REQUEST, "coordinator key must not be null"
     if key_type == KEY_TYPE_GROUP:
-        groups = ctx.broker.groups
-        if groups is None:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group coordinator is not running"
-        store = getattr(groups.manager, "store", None)
-        ensure = getattr(store, "ensure_topic", None)
-        if ensure is not None:
-            try:
-                ensure()
-            except KafkaError as e:
-                log.warning("cannot create __consumer_offsets: %s", e)
-                return ErrorCode.COORDINATOR_NOT_AVAILABLE, str(e)
+        try:
+            ctx.broker.groups.ensure_offsets_topic()
+        except KafkaError as e:
+            log.warning("cannot create __consumer_offsets: %s", e)
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, str(e)
         return ErrorCode.NONE, None
     if key_type == KEY_TYPE_TRANSACTION:
         return ErrorCode.NONE, None
@@ -48,7 +40,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
     cls = response_class(API_KEY)[version]
     broker = ctx.broker
-    key_type = getattr(request, "key_type", KEY_TYPE_GROUP) if version >= 1 else KEY_TYPE_GROUP
+    key_type = request.key_type if version >= 1 else KEY_TYPE_GROUP
     if version >= 4:
         coordinators = []
         for key in request.coordinator_keys or []:

@@ -1,17 +1,15 @@
-"""Heartbeat (key 12) (protocol-compat.md §3.4)."""
+"""Heartbeat (key 12) (Kafka's classic GroupCoordinator)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from tidelog.broker.apis._groups import coordinator
+from tidelog.broker.apis._shared import coordinator
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import KafkaError
 from tidelog.protocol.messages import response_class
 
 API_KEY = 12
-MIN_VERSION = 0
-MAX_VERSION = 4
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:

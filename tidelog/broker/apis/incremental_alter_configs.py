@@ -6,13 +6,15 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from tidelog.broker.apis.alter_configs import alter_resources, apply_broker_configs, apply_topic_overrides
-from tidelog.broker.apis.describe_configs import (
+from tidelog.broker.apis._shared import (
     BROKER,
     BROKER_LOGGER,
     LOG_LEVELS,
     ROOT_LOGGER,
     TOPIC,
+    alter_resources,
+    apply_broker_configs,
+    apply_topic_overrides,
     check_broker_name,
     topic_info,
 )
@@ -24,8 +26,6 @@ from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
 
 API_KEY = 44
-MIN_VERSION = 0
-MAX_VERSION = 1
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 _OP_NAMES = {SET: "SET", DELETE: "DELETE", APPEND: "APPEND", SUBTRACT: "SUBTRACT"}

@@ -1,4 +1,4 @@
-"""InitProducerId (key 22) for idempotent producers (protocol-compat.md §4.1).
+"""InitProducerId (key 22) for idempotent producers (KIP-98, KIP-360).
 
 Without a transactional id Kafka always allocates a fresh producer id with epoch 0 (the v3+ id/epoch fields
 are ignored). Transactions are not implemented yet: a transactional InitProducerId is answered with
@@ -20,8 +20,6 @@ from tidelog.protocol.messages import response_class
 log = logging.getLogger(__name__)
 
 API_KEY = 22
-MIN_VERSION = 0
-MAX_VERSION = 5
 
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 

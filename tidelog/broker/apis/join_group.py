@@ -1,18 +1,16 @@
-"""JoinGroup (key 11): parked until the rebalance completes (protocol-compat.md §3.2)."""
+"""JoinGroup (key 11): parked until the rebalance completes (Kafka's classic GroupCoordinator)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from tidelog.broker.apis._groups import coordinator
+from tidelog.broker.apis._shared import coordinator
 from tidelog.broker.context import RequestContext
 from tidelog.coordinator.group.member import JoinResult
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
 
 API_KEY = 11
-MIN_VERSION = 0
-MAX_VERSION = 9
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:

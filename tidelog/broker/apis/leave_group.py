@@ -1,18 +1,16 @@
-"""LeaveGroup (key 13): one member (v0-2) or a batch with per-member errors (v3+) (protocol-compat.md §3.5)."""
+"""LeaveGroup (key 13): one member (v0-2) or a batch with per-member errors (v3+) (KIP-345)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from tidelog.broker.apis._groups import coordinator
+from tidelog.broker.apis._shared import coordinator
 from tidelog.broker.context import RequestContext
 from tidelog.coordinator.group import LeaveMember
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
 
 API_KEY = 13
-MIN_VERSION = 0
-MAX_VERSION = 5
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:

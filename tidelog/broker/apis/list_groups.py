@@ -1,17 +1,15 @@
-"""ListGroups (key 16), with the v4 state filter and v5 type filter (protocol-compat.md §3.8)."""
+"""ListGroups (key 16), with the v4 state filter and v5 type filter (Kafka's GroupCoordinator)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from tidelog.broker.apis._groups import coordinator
+from tidelog.broker.apis._shared import coordinator
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
 
 API_KEY = 16
-MIN_VERSION = 0
-MAX_VERSION = 5
 
 GROUP_TYPE_CLASSIC = "classic"
 

@@ -1,5 +1,5 @@
-"""ListOffsets (key 2): offsets by timestamp, earliest, latest and max timestamp (storage-format.md §13,
-protocol-compat.md §2.4). Versions 1-7: -4/-5 (tiered storage) need v8/v9 and are refused below them.
+"""ListOffsets (key 2): offsets by timestamp, earliest, latest and max timestamp (Kafka's UnifiedLog.fetchOffsetByTimestamp,
+docs/PROTOCOL.md). Versions 1-7: -4/-5 (tiered storage) need v8/v9 and are refused below them.
 """
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from tidelog.broker.apis.offset_for_leader_epoch import check_leader_epoch
+from tidelog.broker.apis._shared import check_leader_epoch
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
@@ -16,8 +16,6 @@ from tidelog.storage import TopicPartition
 log = logging.getLogger(__name__)
 
 API_KEY = 2
-MIN_VERSION = 1
-MAX_VERSION = 7
 
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
@@ -36,7 +34,7 @@ def _lookup(ctx: RequestContext, tp: TopicPartition, p: Any, request: Any) -> tu
     log_obj = ctx.broker.topics.log(tp)
     if log_obj is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1, -1
-    error = check_leader_epoch(log_obj, getattr(p, "current_leader_epoch", -1))
+    error = check_leader_epoch(log_obj, p.current_leader_epoch if ctx.api_version >= 4 else -1)
     if error != ErrorCode.NONE:
         return error, -1, -1, -1
     ts = p.timestamp
@@ -46,7 +44,7 @@ def _lookup(ctx: RequestContext, tp: TopicPartition, p: Any, request: Any) -> tu
     # replicas and debugging tools (replica_id != -1) see up to LEO.
     if request.replica_id != CONSUMER_REPLICA_ID:
         bound = log_obj.log_end_offset
-    elif getattr(request, "isolation_level", 0) == READ_COMMITTED:
+    elif ctx.api_version >= 2 and request.isolation_level == READ_COMMITTED:
         bound = log_obj.last_stable_offset
     else:
         bound = log_obj.high_watermark

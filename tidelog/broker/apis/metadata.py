@@ -1,6 +1,6 @@
 """Metadata (key 3): this broker as the only broker and controller, every partition led by it.
 
-Auto-creation follows protocol-compat §6.1: only explicitly named topics, only when the request allows it
+Auto-creation follows Kafka's AutoTopicCreationManager: only explicitly named topics, only when the request allows it
 (v4+ flag; always for v0-3) and auto.create.topics.enable is on. Kafka (KRaft) answers the first request with
 UNKNOWN_TOPIC_OR_PARTITION while the creation is forwarded; a single node creates synchronously and returns
 the topic with NONE, which every client accepts.
@@ -11,22 +11,15 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from tidelog.broker.apis._shared import CLUSTER_OPERATIONS, TOPIC_OPERATIONS
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
 from tidelog.storage import TopicPartition
 
 API_KEY = 3
-MIN_VERSION = 0
-MAX_VERSION = 12
 
 INT32_MIN_OMITTED = None  # kafka-python encodes a None bitfield as INT32_MIN ("not requested", KIP-430)
-# AclOperation codes with no authorizer: every operation that applies (Kafka's authorizedOperations).
-# Topic 3576: READ 3, WRITE 4, CREATE 5, DELETE 6, ALTER 7, DESCRIBE 8, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11.
-TOPIC_OPERATIONS = frozenset({3, 4, 5, 6, 7, 8, 10, 11})
-# Cluster 8096: CREATE 5, ALTER 7, DESCRIBE 8, CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11,
-# IDEMPOTENT_WRITE 12.
-CLUSTER_OPERATIONS = frozenset({5, 7, 8, 9, 10, 11, 12})
 ZERO_UUID = uuid.UUID(int=0)
 
 
@@ -88,7 +81,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         seen: set[Any] = set()
         for item in requested:
             name = item.name
-            topic_id = _uuid(getattr(item, "topic_id", None)) if v >= 10 else ZERO_UUID
+            topic_id = _uuid(item.topic_id) if v >= 10 else ZERO_UUID
             key = name if name is not None else topic_id
             if key in seen:
                 continue  # Kafka collects requested topics into a set

@@ -1,10 +1,10 @@
-"""OffsetCommit (key 8) (protocol-compat.md §3.7). Served from v2 (Kafka 4.0 removed v0-1)."""
+"""OffsetCommit (key 8) (Kafka's GroupMetadataManager). Served from v2 (Kafka 4.0 removed v0-1)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from tidelog.broker.apis._groups import coordinator
+from tidelog.broker.apis._shared import coordinator
 from tidelog.broker.context import RequestContext
 from tidelog.coordinator.group import OffsetAndMetadata
 from tidelog.protocol.errors import ErrorCode, KafkaError
@@ -12,15 +12,10 @@ from tidelog.protocol.messages import response_class
 from tidelog.storage import TopicPartition
 
 API_KEY = 8
-MIN_VERSION = 2
-MAX_VERSION = 9
 
 
 def _partition_exists(ctx: RequestContext, tp: TopicPartition) -> bool:
-    topics = getattr(ctx.broker, "topics", None)
-    if topics is None:
-        return True
-    info = topics.get(tp.topic)
+    info = ctx.broker.topics.get(tp.topic)
     return info is not None and 0 <= tp.partition < info.partitions
 
 

@@ -1,19 +1,17 @@
-"""OffsetFetch (key 9): one group (v1-7) or several (v8+) (protocol-compat.md §3.7)."""
+"""OffsetFetch (key 9): one group (v1-7) or several (v8+) (Kafka's GroupMetadataManager)."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from typing import Any
 
-from tidelog.broker.apis._groups import coordinator
+from tidelog.broker.apis._shared import coordinator
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
 from tidelog.storage import TopicPartition
 
 API_KEY = 9
-MIN_VERSION = 1
-MAX_VERSION = 9
 
 
 def _fetch(ctx: RequestContext, group_id: str, topics: list[Any] | None

@@ -1,5 +1,5 @@
 """OffsetForLeaderEpoch (key 23): the end offset of a leader epoch, for KIP-320 position validation
-(protocol-compat.md §2.4). Also home of the current-leader-epoch fencing check the data-path APIs share.
+(docs/PROTOCOL.md). The current-leader-epoch fencing check it shares with Fetch and ListOffsets is in _shared.
 """
 
 from __future__ import annotations
@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from tidelog.broker.apis._shared import check_leader_epoch
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import response_class
@@ -18,22 +19,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 API_KEY = 23
-MIN_VERSION = 2
-MAX_VERSION = 4
 
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
 
 
-def check_leader_epoch(log_obj: Log, current_leader_epoch: int | None) -> ErrorCode:
-    """Kafka's Partition.checkCurrentLeaderEpoch: -1 skips; older -> FENCED, newer -> UNKNOWN."""
-    if current_leader_epoch is None or current_leader_epoch < 0:
-        return ErrorCode.NONE
-    if current_leader_epoch < log_obj.leader_epoch:
-        return ErrorCode.FENCED_LEADER_EPOCH
-    if current_leader_epoch > log_obj.leader_epoch:
-        return ErrorCode.UNKNOWN_LEADER_EPOCH
-    return ErrorCode.NONE
 
 
 def end_offset_for_epoch(log_obj: Log, epoch: int) -> tuple[int, int]:
@@ -61,7 +51,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             if log_obj is None:
                 error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
-                error = check_leader_epoch(log_obj, getattr(p, "current_leader_epoch", -1))
+                error = check_leader_epoch(log_obj, p.current_leader_epoch)
                 if error == ErrorCode.NONE:
                     try:
                         epoch, end_offset = end_offset_for_epoch(log_obj, p.leader_epoch)

@@ -1,4 +1,4 @@
-"""Produce (key 0): append one record batch per partition (protocol-compat.md §1.6, storage-format.md §8).
+"""Produce (key 0): append one record batch per partition (Kafka's ProduceRequest and LogValidator, Kafka's LogValidator).
 
 Served 3-11, advertised from 0 (KAFKA-18659: librdkafka < 2.11.1 only compresses when Produce v0 is in the
 broker's range; nobody actually sends v0-2 because clients pick the highest common version). v12 needs
@@ -15,8 +15,6 @@ from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.produce_codec import (
     FLEXIBLE_MIN_VERSION,
     PartitionProduceResponse,
-    ProduceRequestData,
-    decode_produce_request,
     encode_produce_response,
 )
 from tidelog.protocol.record_batch import ATTRIBUTES_OFFSET, COMPRESSION_MASK, HEADER_SIZE, MAGIC_OFFSET
@@ -27,9 +25,6 @@ from tidelog.storage import TopicPartition
 log = logging.getLogger(__name__)
 
 API_KEY = 0
-MIN_VERSION = 3
-MAX_VERSION = 11
-ADVERTISED_MIN = 0
 
 ADMIN_CLIENT_ID = "__admin_client"  # Kafka lets only this client id write to internal topics
 ZSTD_MIN_VERSION = 7  # KIP-110
@@ -47,12 +42,6 @@ class _PartitionResult:
         self.log_start_offset = log_start_offset
         self.record_errors = record_errors or []
         self.message = message
-
-
-def decode_request(frame: memoryview, pos: int, version: int) -> ProduceRequestData:
-    """Hand-written decoder (the connection uses it instead of kafka-python's): record batches stay views
-    of the request frame."""
-    return decode_produce_request(frame, pos, version)
 
 
 def _precheck_records(records: bytes | memoryview | None, version: int) -> ErrorCode:
@@ -90,7 +79,7 @@ def _append(ctx: RequestContext, tp: TopicPartition, records: bytes | memoryview
     try:
         appended = log_obj.append_as_leader(records, log_obj.leader_epoch)
     except KafkaError as e:
-        return _PartitionResult(e.code, record_errors=getattr(e, "record_errors", None), message=e.message)
+        return _PartitionResult(e.code, record_errors=e.record_errors, message=e.message)
     return _PartitionResult(ErrorCode.NONE, appended.first_offset, appended.log_append_time,
                             appended.log_start_offset)
 

@@ -1,18 +1,16 @@
-"""SyncGroup (key 14): followers wait for the leader's assignment (protocol-compat.md §3.3)."""
+"""SyncGroup (key 14): followers wait for the leader's assignment (Kafka's classic GroupCoordinator)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from tidelog.broker.apis._groups import coordinator
+from tidelog.broker.apis._shared import coordinator
 from tidelog.broker.context import RequestContext
 from tidelog.coordinator.group.member import SyncResult
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
 
 API_KEY = 14
-MIN_VERSION = 0
-MAX_VERSION = 5
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:

@@ -14,10 +14,17 @@ only decides where its records go.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from tidelog.coordinator.group.config import GroupCoordinatorConfig
 from tidelog.coordinator.group.coordinator import GroupCoordinator, LeaveMember
 from tidelog.coordinator.group.group import GroupMetadata, GroupState, OffsetAndMetadata
 from tidelog.coordinator.group.store import GROUP_METADATA_TOPIC_NAME, TopicOffsetsStore
+
+if TYPE_CHECKING:
+    from tidelog.broker.topics import TopicManager
+    from tidelog.clock import Clock
+    from tidelog.config.broker_config import BrokerConfig
 
 __all__ = [
     "GROUP_METADATA_TOPIC_NAME",
@@ -32,10 +39,8 @@ __all__ = [
 ]
 
 
-def create_group_coordinator(broker: object) -> GroupCoordinator:
-    """Build the coordinator for a BrokerState (uses its clock, config and TopicManager); call `startup()`
-    once the logs are loaded."""
-    config = GroupCoordinatorConfig.from_broker_config(getattr(broker, "config", None))
-    clock = broker.clock  # type: ignore[attr-defined]
-    store = TopicOffsetsStore(broker.topics, config, clock)  # type: ignore[attr-defined]
+def create_group_coordinator(broker_config: BrokerConfig, clock: Clock, topics: TopicManager) -> GroupCoordinator:
+    """Build the coordinator persisting through `topics`; call `startup()` once the logs are loaded."""
+    config = GroupCoordinatorConfig.from_broker_config(broker_config)
+    store = TopicOffsetsStore(topics, config, clock)
     return GroupCoordinator(clock, config, store)

@@ -1,6 +1,6 @@
 """The classic group coordinator (Kafka's `GroupCoordinator` for `group.protocol=classic`).
 
-State machine (protocol-compat.md §3.6): Empty -> PreparingRebalance -> CompletingRebalance -> Stable, and Dead.
+State machine (Kafka's classic GroupCoordinator): Empty -> PreparingRebalance -> CompletingRebalance -> Stable, and Dead.
 JoinGroup and SyncGroup calls that must wait are parked as asyncio futures on the member. Deadlines (sessions,
 pending members, rebalance/initial delay, sync, offset retention) are decided against the injected Clock by
 `check_expirations()`; one `loop.call_later` timer armed for the earliest deadline calls it. Tests using a
@@ -69,6 +69,12 @@ class GroupCoordinator:
 
     def partition_for(self, group_id: str) -> int:
         return self.manager.partition_for(group_id)
+
+    def ensure_offsets_topic(self) -> None:
+        """Create `__consumer_offsets` if it does not exist yet (Kafka creates it on the first
+        FindCoordinator for a group). Raises KafkaError when it cannot be created."""
+        if self.manager.store is not None:
+            self.manager.store.ensure_topic()
 
     def _now(self) -> int:
         return self.clock.monotonic_ms()
@@ -214,7 +220,11 @@ class GroupCoordinator:
         fut: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
         member.join_future = fut
         if old is not None and not old.done():
-            fut.add_done_callback(lambda f: old.done() or f.cancelled() or old.set_result(f.result()))
+            def hand_over(f: asyncio.Future[JoinResult], old: asyncio.Future[JoinResult] = old) -> None:
+                if not old.done() and not f.cancelled():
+                    old.set_result(f.result())
+
+            fut.add_done_callback(hand_over)
         self._maybe_prepare_rebalance(group, f"updating metadata of member {member.member_id}")
         self._try_complete_join(group)
         return fut

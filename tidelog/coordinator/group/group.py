@@ -11,7 +11,7 @@ from tidelog.storage import TopicPartition
 
 
 class GroupState(Enum):
-    """Wire names used by DescribeGroups/ListGroups (protocol-compat.md §3.6)."""
+    """Wire names used by DescribeGroups/ListGroups (Kafka's classic GroupCoordinator)."""
 
     EMPTY = "Empty"
     PREPARING_REBALANCE = "PreparingRebalance"

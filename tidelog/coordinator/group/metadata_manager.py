@@ -138,12 +138,9 @@ class GroupMetadataManager:
                 if topics is None:
                     continue
                 subscribed = topics
-
-                def base(om: OffsetAndMetadata) -> int:
-                    return om.commit_timestamp
+                base = _commit_timestamp
             elif protocol_type is None:
-                def base(om: OffsetAndMetadata) -> int:
-                    return om.commit_timestamp
+                base = _commit_timestamp
             else:
                 continue
             expired = [
@@ -208,3 +205,7 @@ class GroupMetadataManager:
             group.offsets = group_offsets
             self.groups[group_id] = group
         log.info("loaded %d group(s) from %d __consumer_offsets record(s)", len(self.groups), count)
+
+
+def _commit_timestamp(om: OffsetAndMetadata, g: GroupMetadata | None = None) -> int:
+    return om.commit_timestamp

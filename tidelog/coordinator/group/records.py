@@ -1,4 +1,4 @@
-"""Keys and values of `__consumer_offsets` records, in Kafka's schemas (protocol-compat.md §3.10).
+"""Keys and values of `__consumer_offsets` records, in Kafka's schemas (Kafka's GroupMetadataManager and its record schemas).
 
 Every key and value starts with an INT16 schema version. Kafka's group coordinator writes OffsetCommitKey v1 with
 OffsetCommitValue v3 (v1 when the commit carried an explicit retention, OffsetCommit v2-4), and GroupMetadataKey v2
@@ -69,13 +69,13 @@ class _Reader:
         return out
 
     def i16(self) -> int:
-        return _I16.unpack(self._take(2))[0]
+        return int(_I16.unpack(self._take(2))[0])
 
     def i32(self) -> int:
-        return _I32.unpack(self._take(4))[0]
+        return int(_I32.unpack(self._take(4))[0])
 
     def i64(self) -> int:
-        return _I64.unpack(self._take(8))[0]
+        return int(_I64.unpack(self._take(8))[0])
 
     def uvarint(self) -> int:
         shift = result = 0

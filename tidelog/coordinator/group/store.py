@@ -46,6 +46,8 @@ class OffsetsStore(Protocol):
 
     def load(self) -> Iterator[tuple[int, bytes, bytes | None]]: ...
 
+    def ensure_topic(self) -> None: ...
+
 
 def build_batch(records: list[tuple[bytes, bytes | None]], timestamp_ms: int) -> bytes:
     """One uncompressed RecordBatch v2 (offsets from 0; the log assigns the real ones)."""
@@ -54,7 +56,7 @@ def build_batch(records: list[tuple[bytes, bytes | None]], timestamp_ms: int) ->
 
 
 class TopicOffsetsStore:
-    """`__consumer_offsets` on the broker's own logs, created on first use (protocol-compat.md §6.2)."""
+    """`__consumer_offsets` on the broker's own logs, created on first use (Kafka's Topic.isInternal)."""
 
     def __init__(self, topics: Any, config: GroupCoordinatorConfig, clock: Clock) -> None:
         self._topics = topics

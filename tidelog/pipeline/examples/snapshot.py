@@ -58,7 +58,7 @@ def latest_values(spark: Any, fmt: str, bootstrap: str, topic: str) -> Any:
 def write_snapshot(spark: Any, fmt: str, bootstrap: str, topic: str, output: str) -> int:
     table = latest_values(spark, fmt, bootstrap, topic)
     table.write.mode("overwrite").parquet(output)
-    return spark.read.parquet(output).count()
+    return int(spark.read.parquet(output).count())
 
 
 def main(argv: list[str] | None = None) -> None:

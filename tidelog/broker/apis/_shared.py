@@ -1,0 +1,139 @@
+"""Helpers shared by several API handlers (handlers never import from each other)."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from tidelog.broker.context import RequestContext
+from tidelog.broker.topics import validate_topic_name
+from tidelog.config.broker_config import ReadOnlyConfigError, UnknownConfigError
+from tidelog.config.definitions import ConfigError
+from tidelog.protocol.errors import ErrorCode, KafkaError
+from tidelog.protocol.messages import response_class
+
+if TYPE_CHECKING:
+    from tidelog.broker.topics import TopicInfo
+    from tidelog.coordinator.group import GroupCoordinator
+    from tidelog.storage.log import Log
+
+
+
+def coordinator(ctx: RequestContext) -> GroupCoordinator:
+    return ctx.broker.groups
+
+
+
+def check_leader_epoch(log_obj: Log, current_leader_epoch: int | None) -> ErrorCode:
+    """Kafka's Partition.checkCurrentLeaderEpoch: -1 skips; older -> FENCED, newer -> UNKNOWN."""
+    if current_leader_epoch is None or current_leader_epoch < 0:
+        return ErrorCode.NONE
+    if current_leader_epoch < log_obj.leader_epoch:
+        return ErrorCode.FENCED_LEADER_EPOCH
+    if current_leader_epoch > log_obj.leader_epoch:
+        return ErrorCode.UNKNOWN_LEADER_EPOCH
+    return ErrorCode.NONE
+
+# AclOperation codes with no authorizer: every operation that applies (Kafka's authorizedOperations).
+# Topic 3576: READ 3, WRITE 4, CREATE 5, DELETE 6, ALTER 7, DESCRIBE 8, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11.
+TOPIC_OPERATIONS = frozenset({3, 4, 5, 6, 7, 8, 10, 11})
+
+# Cluster 8096: CREATE 5, ALTER 7, DESCRIBE 8, CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11,
+# IDEMPOTENT_WRITE 12.
+CLUSTER_OPERATIONS = frozenset({5, 7, 8, 9, 10, 11, 12})
+
+# Kafka's ReplicationControlManager.MAX_PARTITIONS_PER_BATCH: a request asking for more partitions in total
+# fails whole with POLICY_VIOLATION (also keeps one request from blocking the broker on mkdirs).
+MAX_PARTITIONS_PER_BATCH = 10_000
+
+# ConfigResource types (Kafka's ConfigResource.Type ids).
+TOPIC = 2
+BROKER = 4
+BROKER_LOGGER = 8
+
+# Python logging levels under Kafka's (log4j) names, for BROKER_LOGGER resources.
+LOG_LEVELS = {"TRACE": 5, "DEBUG": logging.DEBUG, "INFO": logging.INFO, "WARN": logging.WARNING,
+              "ERROR": logging.ERROR, "FATAL": logging.CRITICAL, "OFF": logging.CRITICAL + 10}
+
+ROOT_LOGGER = "root"
+
+
+
+def check_broker_name(ctx: RequestContext, name: str | None, allow_default: bool = True) -> bool:
+    """True for this broker's own id, False for "" (cluster default); INVALID_REQUEST for anything else."""
+    if name == "" and allow_default:
+        return False
+    if name is not None and name.strip().lstrip("-").isdigit() and int(name) == ctx.broker.node_id:
+        return True
+    expected = f"{ctx.broker.node_id} or empty string" if allow_default else str(ctx.broker.node_id)
+    raise KafkaError(
+        ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {expected}, but received {name}"
+    )
+
+
+
+def topic_info(ctx: RequestContext, name: str) -> TopicInfo:
+    validate_topic_name(name)
+    info = ctx.broker.topics.get(name)
+    if info is None:
+        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist.")
+    return info
+
+
+
+def check_duplicate_keys(configs: Any) -> None:
+    names = [c.name for c in configs or []]
+    if len(set(names)) != len(names):
+        raise KafkaError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
+
+
+
+def apply_topic_overrides(ctx: RequestContext, name: str, overrides: Mapping[str, str], validate_only: bool) -> None:
+    topics = ctx.broker.topics
+    topic_info(ctx, name)
+    topics.check_overrides(name, overrides)
+    if not validate_only:
+        topics.set_overrides(name, dict(overrides))
+
+
+
+def apply_broker_configs(ctx: RequestContext, per_broker: bool, values: Mapping[str, str], validate_only: bool) -> None:
+    """Kafka accepts only dynamically updatable broker configs; a static one is INVALID_REQUEST
+    (ConfigAdminManager turns the ConfigException into InvalidRequestException)."""
+    try:
+        ctx.broker.config.validate_dynamic(values)
+        if not validate_only:
+            ctx.broker.topics.set_broker_configs(per_broker, values)
+    except UnknownConfigError as exc:
+        raise KafkaError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+    except ReadOnlyConfigError as exc:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, str(exc)) from None
+    except ConfigError as exc:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"Invalid config value for resource: {exc}") from None
+
+
+
+def alter_resources(
+    ctx: RequestContext, request: Any, alter_one: Callable[[RequestContext, Any, bool], None]
+) -> list[Any]:
+    """Run `alter_one` per resource; build AlterConfigsResourceResponse entries (same shape in both APIs)."""
+    result_cls = response_class(ctx.api_key).AlterConfigsResourceResponse
+    counts = Counter((r.resource_type, r.resource_name) for r in request.resources)
+    validate_only = bool(request.validate_only)
+    results: list[Any] = []
+    for resource in request.resources:
+        result = result_cls(
+            error_code=0, error_message=None, resource_type=resource.resource_type,
+            resource_name=resource.resource_name,
+        )
+        try:
+            if counts[(resource.resource_type, resource.resource_name)] > 1:
+                raise KafkaError(ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
+            check_duplicate_keys(resource.configs)
+            alter_one(ctx, resource, validate_only)
+        except KafkaError as exc:
+            result.error_code, result.error_message = int(exc.code), exc.message
+        results.append(result)
+    return results

@@ -1,0 +1,75 @@
+"""Request framing and headers (Kafka's NetworkReceive + RequestHeader): what every request shares before its
+body is decoded with its version's schema.
+
+A frame is an INT32 size then that many bytes. Request header v1/v2 is api_key INT16, api_version INT16,
+correlation_id INT32, client_id (INT16-length string even in v2), then in v2 (flexible versions) a tagged-field
+section. The response header is the correlation id, plus an empty tagged-field section for flexible versions
+except ApiVersions, which always answers header v0 so that any client can read it (KIP-511).
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import NamedTuple
+
+from tidelog.protocol.primitives import Buffer, VarintError, read_uvarint
+
+_HEADER = struct.Struct(">hhih")  # api_key, api_version, correlation_id, client_id length
+INT32 = struct.Struct(">i")
+
+
+class ProtocolError(Exception):
+    """The request cannot be parsed or served: close the connection (Kafka: InvalidRequestException).
+    `traceback`: the cause is a bug on our side (handler, encoding), logged with its traceback."""
+
+    def __init__(self, message: str, traceback: bool = False) -> None:
+        super().__init__(message)
+        self.traceback = traceback
+
+
+class RequestHeader(NamedTuple):
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    body_offset: int  # where the body (or, for flexible versions, the header's tagged fields) starts
+
+
+def parse_request_header(frame: Buffer) -> RequestHeader:
+    """The part of request header v1/v2 that is the same for every version."""
+    if len(frame) < _HEADER.size:
+        raise ProtocolError(f"request of {len(frame)} bytes is shorter than a request header")
+    api_key, api_version, correlation_id, n = _HEADER.unpack_from(frame, 0)
+    pos = _HEADER.size
+    if n < 0:
+        if n != -1:
+            raise ProtocolError(f"bad client_id length {n}")
+        return RequestHeader(api_key, api_version, correlation_id, None, pos)
+    if pos + n > len(frame):
+        raise ProtocolError("truncated client_id")
+    try:
+        client_id = bytes(frame[pos : pos + n]).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ProtocolError("client_id is not UTF-8") from exc
+    return RequestHeader(api_key, api_version, correlation_id, client_id, pos + n)
+
+
+def skip_tagged_fields(buf: Buffer, pos: int) -> int:
+    """Skip a tagged-field section (unknown tags are ignored, as Kafka does)."""
+    try:
+        count, pos = read_uvarint(buf, pos)
+        for _ in range(count):
+            _tag, pos = read_uvarint(buf, pos)
+            size, pos = read_uvarint(buf, pos)
+            pos += size
+            if pos > len(buf):
+                raise ProtocolError("truncated tagged field")
+    except VarintError as exc:
+        raise ProtocolError(str(exc)) from exc
+    return pos
+
+
+def response_frame(correlation_id: int, body: bytes, flexible_header: bool) -> bytes:
+    """Size prefix + response header (v1 when `flexible_header`) + body."""
+    header = INT32.pack(correlation_id) + (b"\x00" if flexible_header else b"")
+    return INT32.pack(len(header) + len(body)) + header + body

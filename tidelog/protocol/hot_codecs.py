@@ -1,0 +1,15 @@
+"""The hand-written request decoders the connection uses instead of kafka-python's schema classes (the hot
+path: their generic codec copies record bytes). Every other API is decoded by kafka-python."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from tidelog.protocol.api_keys import ApiKey
+from tidelog.protocol.produce_codec import decode_produce_request
+
+# api key -> decode(frame, body offset after the header's tagged fields, version) -> request
+HAND_DECODERS: dict[int, Callable[[memoryview, int, int], Any]] = {
+    ApiKey.PRODUCE: decode_produce_request,
+}
