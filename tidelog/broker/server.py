@@ -14,7 +14,7 @@ import asyncio
 import logging
 import socket
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tidelog.broker.endpoints import ListenerEndpoints
@@ -25,6 +25,7 @@ from tidelog.config.broker_config import BrokerConfig
 from tidelog.protocol.api_keys import ApiKey
 
 if TYPE_CHECKING:
+    from tidelog.broker.frame_stream import FrameStream
     from tidelog.broker.state import BrokerState
 
 log = logging.getLogger(__name__)
@@ -68,34 +69,35 @@ class Server:
     async def start_listening(self, sock: socket.socket | None = None) -> None:
         """Accept connections: ApiVersions is answered at once, other requests wait for `ready`."""
         from tidelog.broker.connection import Connection
+        from tidelog.broker.frame_stream import FrameStream  # noqa: F811 - used at run time here
         from tidelog.protocol.messages import request_class
 
         request_class(ApiKey.API_VERSIONS)
         self.registry.handler(ApiKey.API_VERSIONS)
 
-        def on_connect_for(listener: str) -> Callable[[asyncio.StreamReader, asyncio.StreamWriter],
-                                                      Awaitable[None]]:
-            async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        def stream_for(listener: str) -> Callable[[], FrameStream]:
+            async def on_connect(stream: FrameStream) -> None:
                 task = asyncio.current_task()
                 assert task is not None
                 self._connections.add(task)
                 try:
-                    await Connection(self, reader, writer, listener).run()
+                    await Connection(self, stream, listener).run()
                 except asyncio.CancelledError:
-                    pass  # broker stopping; finishing normally keeps asyncio's stream callback quiet
+                    pass  # broker stopping
                 finally:
                     self._connections.discard(task)
 
-            return on_connect
+            max_frame = int(self.config.socket_request_max_bytes)
+            return lambda: FrameStream(max_frame, on_connect)
 
+        loop = asyncio.get_running_loop()
         try:
             for i, (name, host, port) in enumerate(self.endpoints.listeners):
-                callback = on_connect_for(name)
+                factory = stream_for(name)
                 if i == 0 and sock is not None:
-                    server = await asyncio.start_server(callback, sock=sock, limit=1 << 20)
+                    server = await loop.create_server(factory, sock=sock)
                 else:
-                    server = await asyncio.start_server(callback, host or None, port, limit=1 << 20,
-                                                        reuse_address=True)
+                    server = await loop.create_server(factory, host or None, port, reuse_address=True)
                 self._servers.append(server)
                 bound_host, bound_port = server.sockets[0].getsockname()[:2]
                 self.ports[name] = bound_port
