@@ -36,6 +36,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+CORK_BYTES = 256 * 1024  # responses held back while further pipelined requests are handled, at most
+
 
 class Connection:
     def __init__(self, server: Server, stream: FrameStream, listener: str) -> None:
@@ -62,6 +64,10 @@ class Connection:
         transport = stream.transport
         assert transport is not None
         high_water = transport.get_write_buffer_limits()[1]
+        # Responses to pipelined Produce requests already received are written together (fewer send calls);
+        # requests are still handled one at a time and answered in order.
+        pending: list[bytes | memoryview] = []
+        pending_size = 0
         try:
             while True:
                 self._watch()
@@ -93,6 +99,9 @@ class Connection:
                 del frame  # the request's buffer is not needed once it is answered
                 if out is None:
                     metrics.record_bytes(size + 4, 0)
+                    if pending and stream.next_api_key() != ApiKey.PRODUCE:
+                        stream.write(pending)
+                        pending, pending_size = [], 0
                     continue
                 pieces, response_size, api_name, error_code = out
                 # Recorded before the write so a client that saw the response also sees it counted.
@@ -100,7 +109,14 @@ class Connection:
                 metrics.record_request(api_name, error_code, time.perf_counter() - started)
                 if transport.is_closing():
                     return  # the client went away (or was closed as idle) while its request was handled
-                stream.write(pieces)
+                pending.extend(pieces)
+                pending_size += response_size
+                if pending_size < CORK_BYTES and stream.next_api_key() == ApiKey.PRODUCE:
+                    # A pipelined Produce is waiting; its handler never waits on anything, so answer it
+                    # too and write both responses in one send.
+                    continue
+                stream.write(pending)
+                pending, pending_size = [], 0
                 if transport.get_write_buffer_size() > high_water:
                     # The client is not taking our bytes as fast as we write them: wait (and watch it).
                     self._watch()
@@ -115,6 +131,8 @@ class Connection:
         finally:
             self._unwatch()
             metrics.connection_closed()
+            if pending and stream.transport is not None and not stream.transport.is_closing():
+                stream.write(pending)  # answers to requests before the one that closed the connection
             stream.close()
             try:
                 await stream.wait_closed()

@@ -120,7 +120,7 @@ class FrameStream(asyncio.BufferedProtocol):
             body = self._start + 4
             have = self._end - body
             if have >= size:
-                self._push(memoryview(bytes(buf[body:body + size])))
+                self._push(memoryview(bytes(memoryview(buf)[body:body + size])))  # one copy, the view is released
                 self._start = body + size
                 continue
             if size > len(buf) - body:
@@ -157,6 +157,12 @@ class FrameStream(asyncio.BufferedProtocol):
             waiter.set_result(None)
 
     # --- the handler's side ----------------------------------------------------------------------------------
+
+    def next_api_key(self) -> int | None:
+        """The api key of the next complete frame waiting, None if none is (or it is too short to say)."""
+        if not self._frames or len(self._frames[0]) < 2:
+            return None
+        return int.from_bytes(self._frames[0][:2], "big", signed=True)
 
     @property
     def partial(self) -> int:
