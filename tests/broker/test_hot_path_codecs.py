@@ -114,3 +114,13 @@ def test_fetch_response_reads_back_with_kafka_python(version: int) -> None:
     assert got == want
     if version >= 11:
         assert all(p.preferred_read_replica == -1 for p in topic.partitions)
+
+
+def test_crc_module_is_the_crc32c_packages_function() -> None:
+    import crc32c as package
+
+    from tidelog.protocol.crc import crc32c
+
+    for data in (b"", b"123456789", bytes(range(256)) * 40, memoryview(BATCH_A)[3:700]):
+        assert crc32c(data) == package.crc32c(data)
+    assert crc32c(b"123456789") == 0xE3069283  # the CRC-32C check value

@@ -14,6 +14,7 @@ import asyncio
 import logging
 import socket
 import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -29,6 +30,8 @@ if TYPE_CHECKING:
     from tidelog.broker.state import BrokerState
 
 log = logging.getLogger(__name__)
+
+WARM_UP_DELAY_S = 0.2
 
 
 class Server:
@@ -139,6 +142,8 @@ class Server:
             await server.wait_closed()
 
     def _warm_up(self) -> None:
+        # Not at once: its imports would take turns on the GIL with the loop answering the first Metadata.
+        time.sleep(WARM_UP_DELAY_S)
         try:
             self.registry.warm_up()
             self.metrics.start(int(self.config.metrics_port), self.config.metrics_host)
