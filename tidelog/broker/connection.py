@@ -217,19 +217,29 @@ class Connection:
 
     @staticmethod
     def _decode(header: RequestHeader, frame: memoryview, name: str) -> Any:
+        version = header.api_version
+        pos = header.body_offset
+        hand = HAND_DECODERS.get(header.api_key)  # Produce: record batches stay views of the frame
+        if hand is not None:
+            decode, flexible_from = hand
+            try:
+                if version >= flexible_from:
+                    pos = skip_tagged_fields(frame, pos)
+                return decode(frame, pos, version)
+            except ProtocolError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - WireError, or a bug of the decoder: close the connection
+                raise ProtocolError(f"cannot decode {name} v{version} request: {exc!r}") from exc
         from tidelog.protocol.messages import request_class
 
-        version = header.api_version
         try:
             cls = request_class(header.api_key)[version]
         except (KeyError, IndexError) as exc:
             raise ProtocolError(f"no {name} v{version} request schema: {exc!r}", traceback=True) from exc
-        pos = header.body_offset
         try:
             if cls.flexible_version_q(version):
                 pos = skip_tagged_fields(frame, pos)
-            decode = HAND_DECODERS.get(header.api_key)  # Produce: record batches stay views of the frame
-            return decode(frame, pos, version) if decode else cls.decode(frame[pos:], version=version)
+            return cls.decode(frame[pos:], version=version)
         except ProtocolError:
             raise
         except Exception as exc:  # noqa: BLE001 - kafka-python raises assorted errors on bad bytes

@@ -19,7 +19,6 @@ from tidelog.protocol.wire import (
     array_length_bytes,
     read_array_length,
     read_bytes_view,
-    read_int32,
     read_string,
     skip_tagged_fields,
     string_bytes,
@@ -54,8 +53,9 @@ def decode_produce_request(frame: memoryview, pos: int, version: int) -> Produce
     if not 3 <= version <= 11:
         raise WireError(f"Produce v{version} is not decoded here")
     flexible = version >= FLEXIBLE_MIN_VERSION
+    end = len(frame)
     transactional_id, pos = read_string(frame, pos, flexible)
-    if pos + 6 > len(frame):
+    if pos + 6 > end:
         raise WireError("truncated Produce request")
     acks, timeout_ms = _ACKS_TIMEOUT.unpack_from(frame, pos)
     pos += 6
@@ -68,10 +68,16 @@ def decode_produce_request(frame: memoryview, pos: int, version: int) -> Produce
         n_parts, pos = read_array_length(frame, pos, flexible)
         parts: list[PartitionProduceData] = []
         for _ in range(n_parts):
-            index, pos = read_int32(frame, pos)
-            records, pos = read_bytes_view(frame, pos, flexible)
+            # index INT32 then RECORDS; a one-byte tagged-field count of 0 is the flexible common case
+            if pos + 4 > end:
+                raise WireError("truncated partition index")
+            (index,) = INT32.unpack_from(frame, pos)
+            records, pos = read_bytes_view(frame, pos + 4, flexible)
             if flexible:
-                pos = skip_tagged_fields(frame, pos)
+                if pos < end and frame[pos] == 0:
+                    pos += 1
+                else:
+                    pos = skip_tagged_fields(frame, pos)
             parts.append(PartitionProduceData(index, records))
         if flexible:
             pos = skip_tagged_fields(frame, pos)

@@ -21,6 +21,8 @@ class WireError(ValueError):
 
 
 def read_uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
+    if pos < len(buf) and buf[pos] < 0x80:
+        return buf[pos], pos + 1  # one byte: lengths below 128, the common case
     try:
         return _read_uvarint(buf, pos)
     except VarintError as exc:
