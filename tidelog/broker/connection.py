@@ -56,6 +56,7 @@ class Connection:
         self._idle: asyncio.TimerHandle | None = None
         self._last_activity = 0.0
         self._write_backlog = 0
+        self._closed_idle = False
 
     async def run(self) -> None:
         metrics = self.metrics
@@ -79,7 +80,7 @@ class Connection:
                                 self.peer, exc.size, stream.max_frame)
                     return
                 if frame is None:
-                    if stream.partial and not transport.is_closing():
+                    if stream.partial and not self._closed_idle:
                         log.warning("Closing connection from %s: truncated request (%d bytes of a frame)",
                                     self.peer, stream.partial)
                     return  # clean EOF between requests, or closed by the idle watch (which logged it)
@@ -168,6 +169,7 @@ class Connection:
             self._idle = self._loop.call_at(due, self._check_idle)
             return
         log.info("Closing connection from %s: idle for %.0f s (connections.max.idle.ms)", self.peer, self._idle_s)
+        self._closed_idle = True
         transport.abort()
 
     async def handle_frame(self, frame: memoryview) -> tuple[list[bytes | memoryview], int, str, int | None] | None:
