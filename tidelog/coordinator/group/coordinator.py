@@ -26,7 +26,6 @@ from tidelog.storage import TopicPartition
 log = logging.getLogger(__name__)
 
 E = ErrorCode
-_MIN_TIMER_S = 0.01
 
 
 @dataclass(slots=True)
@@ -515,14 +514,20 @@ class GroupCoordinator:
         return E.NONE, {tp: group.offsets.get(tp) for tp in partitions}
 
     # -------------------------------------------------------------------------------- admin operations
+    # Each admin operation first applies every deadline that has passed, so its answer never depends on
+    # whether the expiry timer has fired yet: a group whose last member's session ran out at this very
+    # millisecond is already empty (Kafka's timing wheel has expired it by then).
     def list_groups(self) -> list[GroupMetadata]:
+        self.check_expirations()
         return [g for g in self.manager.groups.values() if not g.is_(GroupState.DEAD)]
 
     def describe_group(self, group_id: str) -> GroupMetadata | None:
+        self.check_expirations()
         group = self.manager.get_group(group_id)
         return None if group is None or group.is_(GroupState.DEAD) else group
 
     def delete_groups(self, group_ids: list[str]) -> dict[str, int]:
+        self.check_expirations()
         result: dict[str, int] = {}
         for group_id in group_ids:
             group = self.manager.get_group(group_id)
@@ -536,6 +541,7 @@ class GroupCoordinator:
 
     def delete_offsets(self, group_id: str, partitions: list[TopicPartition]
                        ) -> tuple[int, dict[TopicPartition, int]]:
+        self.check_expirations()
         group = self.manager.get_group(group_id)
         if group is None or group.is_(GroupState.DEAD):
             return E.GROUP_ID_NOT_FOUND, {}
@@ -626,7 +632,7 @@ class GroupCoordinator:
             if self._timer_due == due:
                 return
             self._timer.cancel()
-        delay = max(_MIN_TIMER_S, (due - self._now()) / 1000.0)
+        delay = max(0.0, (due - self._now()) / 1000.0)
         self._timer_due = due
         self._timer = loop.call_later(delay, self._on_timer)
 

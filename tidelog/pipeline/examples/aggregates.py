@@ -1,6 +1,6 @@
 """Streaming job: per-key aggregates of the update stream, with a checkpoint so restarts resume exactly.
 
-    python -m pipeline.examples.aggregates --bootstrap localhost:9092 --topic customer-balances \\
+    python -m tidelog.pipeline.examples.aggregates --bootstrap localhost:9092 --topic customer-balances \\
         --checkpoint agg-checkpoint/ --output customer-aggregates.parquet [--available-now]
 
 For each customer: how many updates and deletions it had, the sum of the balances it was ever given, and the

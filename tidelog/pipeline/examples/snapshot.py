@@ -1,6 +1,6 @@
 """Batch job: materialise the latest value per key of a compacted topic as a Parquet table.
 
-    python -m pipeline.examples.snapshot --bootstrap localhost:9092 --topic customer-balances --output snap/
+    python -m tidelog.pipeline.examples.snapshot --bootstrap localhost:9092 --topic customer-balances --output snap/
 
 The result is what the log cleaner converges to: one row per live key with its last value; keys whose last
 record is a tombstone are absent. It is correct before, during and after compaction, because compaction only

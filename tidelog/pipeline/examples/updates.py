@@ -1,6 +1,6 @@
 """Produce a stream of keyed updates and tombstones to a compacted topic (the example pipeline's input).
 
-    python -m pipeline.examples.updates --bootstrap localhost:9092 --topic customer-balances
+    python -m tidelog.pipeline.examples.updates --bootstrap localhost:9092 --topic customer-balances
 
 Each record is keyed by customer id; its value is JSON {"customer", "balance", "seq"}, or null (a tombstone: the
 customer was deleted). The topic is created with cleanup.policy=compact so the broker's log cleaner keeps only the
