@@ -30,9 +30,12 @@ _ACKS_TIMEOUT = struct.Struct(">hi")
 _PARTITION_V5 = struct.Struct(">ihqqq")
 
 
-class PartitionProduceData(NamedTuple):
-    index: int
-    records: memoryview | None  # a view of the request frame
+class PartitionProduceData:
+    __slots__ = ("index", "records")  # not a NamedTuple: `index` would shadow tuple.index
+
+    def __init__(self, index: int, records: memoryview | None) -> None:
+        self.index = index
+        self.records = records  # a view of the request frame
 
 
 class TopicProduceData(NamedTuple):
@@ -87,14 +90,20 @@ def decode_produce_request(frame: memoryview, pos: int, version: int) -> Produce
     return ProduceRequestData(transactional_id, acks, timeout_ms, topics)
 
 
-class PartitionProduceResponse(NamedTuple):
-    index: int
-    error_code: int
-    base_offset: int
-    log_append_time_ms: int
-    log_start_offset: int
-    record_errors: list[tuple[int, str | None]]
-    error_message: str | None
+class PartitionProduceResponse:
+    __slots__ = ("index", "error_code", "base_offset", "log_append_time_ms", "log_start_offset", "record_errors",
+                 "error_message")
+
+    def __init__(self, index: int, error_code: int, base_offset: int, log_append_time_ms: int,
+                 log_start_offset: int, record_errors: list[tuple[int, str | None]] | list[tuple[int, str]],
+                 error_message: str | None) -> None:
+        self.index = index
+        self.error_code = error_code
+        self.base_offset = base_offset
+        self.log_append_time_ms = log_append_time_ms
+        self.log_start_offset = log_start_offset
+        self.record_errors = record_errors
+        self.error_message = error_message
 
 
 def encode_produce_response(version: int, responses: list[tuple[str, list[PartitionProduceResponse]]],
