@@ -109,6 +109,9 @@ def run_serve(args: argparse.Namespace) -> int:
         server = Server(config)
         try:
             await server.start(sock=sock)
+            from tidelog.broker.malloc_tuning import tune_malloc
+
+            tune_malloc()  # large request and fetch buffers reused from the heap, not mapped afresh each time
             state = server.broker
             others = "".join(
                 f", {name} port {port} (advertised {':'.join(map(str, state.advertised_endpoint(name)))})"
