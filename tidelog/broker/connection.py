@@ -57,6 +57,7 @@ class Connection:
         self._last_activity = 0.0
         self._write_backlog = 0
         self._closed_idle = False
+        self._busy = False
 
     async def run(self) -> None:
         metrics = self.metrics
@@ -130,7 +131,7 @@ class Connection:
         except Exception:  # noqa: BLE001 - one connection's failure never takes the broker down
             log.exception("Closing connection from %s after an unexpected error", self.peer)
         finally:
-            self._unwatch()
+            self._stop_idle_timer()
             metrics.connection_closed()
             if pending and stream.transport is not None and not stream.transport.is_closing():
                 stream.write(pending)  # answers to requests before the one that closed the connection
@@ -141,14 +142,20 @@ class Connection:
                 pass
 
     def _watch(self) -> None:
-        """Start (or restart) the idle clock: the client must make progress within connections.max.idle.ms."""
+        """Start (or restart) the idle clock: the client must make progress within connections.max.idle.ms.
+        One timer per connection, re-armed only when it fires: no timer is created or cancelled per request."""
         self._last_activity = self._loop.time()
+        self._busy = False
         transport = self.stream.transport
         self._write_backlog = transport.get_write_buffer_size() if transport is not None else 0
         if self._idle is None:
             self._idle = self._loop.call_at(self._last_activity + self._idle_s, self._check_idle)
 
     def _unwatch(self) -> None:
+        """A request is being handled: not idleness (Kafka mutes the channel meanwhile)."""
+        self._busy = True
+
+    def _stop_idle_timer(self) -> None:
         if self._idle is not None:
             self._idle.cancel()
             self._idle = None
@@ -156,9 +163,11 @@ class Connection:
     def _check_idle(self) -> None:
         self._idle = None
         transport = self.stream.transport
-        if transport is None:
+        if transport is None or transport.is_closing():
             return
         now = self._loop.time()
+        if self._busy:
+            self._last_activity = now
         backlog = transport.get_write_buffer_size()
         if backlog < self._write_backlog:  # the client took some of a pending response
             self._last_activity = now
