@@ -71,6 +71,8 @@ class FrameStream(asyncio.BufferedProtocol):
 
     def buffer_updated(self, nbytes: int) -> None:
         self.last_activity = self._loop.time()
+        if self._error is not None:
+            return  # after a bad size prefix nothing more is framed (the connection is being closed)
         big = self._big
         if big is not None:
             self._big_filled += nbytes
