@@ -13,8 +13,11 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # `from tests.clients.conftest import ...` and a checkout without install
 
 if not any(ep.name == "tidelog" for ep in importlib.metadata.entry_points(group="pytest11")):
-    from tidelog.pytest_plugin import (  # noqa: F401 - fixtures, registered by being imported here
+    from tidelog.pytest_plugin import (  # noqa: F401 - fixtures and hooks, registered by being imported here
+        pytest_configure,
         tidelog_bootstrap,
         tidelog_broker,
         tidelog_broker_factory,
+        tidelog_session_broker,
+        tidelog_topic,
     )

@@ -41,6 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--node-id", type=int, help="shortcut for node.id")
     serve.add_argument("--metrics-port", type=int,
                        help="Prometheus metrics HTTP port (-1 = off, the default; 0 = any free port)")
+    serve.add_argument("--fault-control-port", type=int, metavar="PORT",
+                       help="tests only: script faults over a JSON-lines channel on 127.0.0.1:PORT "
+                            "(tidelog.testing.BrokerProcess; see tidelog/broker/fault_control.py)")
     serve.add_argument("--log-format", choices=("console", "json"), default="console")
     serve.add_argument("--log-level", default="INFO")
     dump = sub.add_parser("dump-log", help="print the batches/records of log segments (kafka-dump-log style)",
@@ -106,12 +109,21 @@ def run_serve(args: argparse.Namespace) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        server = Server(config)
+        faults = control = None
+        if args.fault_control_port is not None:
+            from tidelog.broker.fault_control import FaultControlChannel
+            from tidelog.broker.faults import FaultInjector
+
+            faults = FaultInjector()
+        server = Server(config, faults=faults)
         try:
             await server.start(sock=sock)
             from tidelog.broker.malloc_tuning import tune_malloc
 
             tune_malloc()  # large request and fetch buffers reused from the heap, not mapped afresh each time
+            if faults is not None:
+                control = FaultControlChannel(server, faults)
+                await control.start(args.fault_control_port)
             state = server.broker
             others = "".join(
                 f", {name} port {port} (advertised {':'.join(map(str, state.advertised_endpoint(name)))})"
@@ -122,6 +134,8 @@ def run_serve(args: argparse.Namespace) -> int:
             await stop.wait()
             log.info("Shutting down")
         finally:
+            if control is not None:
+                await control.stop()
             await server.stop()
         log.info("Shut down cleanly")
 

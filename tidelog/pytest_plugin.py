@@ -1,16 +1,29 @@
 """pytest fixtures (registered through the `pytest11` entry point `tidelog`).
 
-* `tidelog_broker`: an in-process broker (fresh log dir under tmp_path, ephemeral port); yields the handle
-  (`.bootstrap`, `.port`, `.log_dir`, `.state`).
+* `tidelog_broker`: an in-process broker for one test (fresh temporary log dir, removed afterwards; ephemeral
+  port); the handle has `.bootstrap`, `.port`, `.log_dir`, `.state`, the fault controls (`inject_errors`,
+  `set_latency`, `clear_faults`, `pause`, `resume`, `drop_connections`, `restart`) and record helpers
+  (`records`, `wait_for_records`, `committed_offsets`, `create_topic`). Configure it with the marker
+  `@pytest.mark.tidelog(overrides={"num.partitions": 3}, topics={"orders": 3, "events": {"partitions": 1,
+  "configs": {"cleanup.policy": "compact"}}})`.
 * `tidelog_bootstrap`: its "127.0.0.1:PORT" string.
-* `tidelog_broker_factory`: `factory(log_dir=None, overrides=None, clock=None)` starts more brokers (each
-  stopped at teardown), e.g. with `auto.create.topics.enable=false` or on an existing log dir.
+* `tidelog_broker_factory`: `factory(log_dir=None, overrides=None, clock=None, port=0, topics=None)` starts
+  more brokers (each stopped at teardown), e.g. with `auto.create.topics.enable=false` or on a kept log dir.
+* `tidelog_session_broker`: one broker for the whole session (per pytest-xdist worker), for suites that prefer
+  speed over isolation; pair it with `tidelog_topic`, a fresh topic per test (`@pytest.mark.tidelog(
+  partitions=3, topic_configs={...})`), whose teardown also clears faults and resumes a paused broker.
+
+The plugin never emits a warning (kafka-python's schemas are loaded without its deprecated resource API), leaves
+no thread, file or port behind, and works under `-W error`, pytest-xdist and pytest-asyncio (the broker runs on
+its own thread; `tidelog.testing.async_run_broker()` is the `async with` form).
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+import itertools
+import uuid
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -18,28 +31,79 @@ import pytest
 
 from tidelog.testing import BrokerHandle, run_broker
 
+MARKER = "tidelog"
+_BROKER_KWARGS = frozenset({"overrides", "topics", "clock", "log_dir", "port"})
+_TOPIC_KWARGS = frozenset({"partitions", "topic_configs"})
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        f"{MARKER}(overrides=None, topics=None, partitions=1, topic_configs=None): configure the tidelog_broker "
+        "fixture (broker overrides, topics to create) or the topic made by tidelog_topic")
+    # kafka-python (the broker's codecs, and the client most suites import) warns while loading its schemas:
+    # load them through the non-deprecated API so `-W error` sessions can import it at collection time.
+    with contextlib.suppress(ImportError):
+        from tidelog.protocol.messages import quiet_schema_loader
+
+        quiet_schema_loader()
+
+
+def _marker_kwargs(request: pytest.FixtureRequest, allowed: frozenset[str]) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {}
+    for marker in reversed(list(request.node.iter_markers(MARKER))):  # the closest marker wins
+        if marker.args:
+            raise pytest.UsageError(f"@pytest.mark.{MARKER} takes keyword arguments only")
+        kwargs.update(marker.kwargs)
+    unknown = set(kwargs) - _BROKER_KWARGS - _TOPIC_KWARGS
+    if unknown:
+        raise pytest.UsageError(f"@pytest.mark.{MARKER}: unknown arguments {sorted(unknown)}")
+    return {k: v for k, v in kwargs.items() if k in allowed}
+
 
 @pytest.fixture
-def tidelog_broker_factory(tmp_path: Path) -> Iterator[Callable[..., BrokerHandle]]:
+def tidelog_broker_factory() -> Iterator[Callable[..., BrokerHandle]]:
     with contextlib.ExitStack() as stack:
-        counter = 0
 
-        def factory(log_dir: str | Path | None = None, overrides: dict[str, Any] | None = None,
-                    clock: Any = None, port: int = 0) -> BrokerHandle:
-            nonlocal counter
-            if log_dir is None:
-                counter += 1
-                log_dir = tmp_path / f"broker-{counter}"
-            return stack.enter_context(run_broker(log_dir=log_dir, port=port, overrides=overrides, clock=clock))
+        def factory(log_dir: str | Path | None = None, overrides: Mapping[str, Any] | None = None,
+                    clock: Any = None, port: int = 0,
+                    topics: Mapping[str, int | Mapping[str, Any]] | None = None) -> BrokerHandle:
+            return stack.enter_context(run_broker(log_dir=log_dir, port=port, overrides=overrides, clock=clock,
+                                                  topics=topics))
 
         yield factory
 
 
 @pytest.fixture
-def tidelog_broker(tidelog_broker_factory: Callable[..., BrokerHandle]) -> BrokerHandle:
-    return tidelog_broker_factory()
+def tidelog_broker(request: pytest.FixtureRequest,
+                   tidelog_broker_factory: Callable[..., BrokerHandle]) -> BrokerHandle:
+    return tidelog_broker_factory(**_marker_kwargs(request, _BROKER_KWARGS))
 
 
 @pytest.fixture
 def tidelog_bootstrap(tidelog_broker: BrokerHandle) -> str:
     return tidelog_broker.bootstrap
+
+
+@pytest.fixture(scope="session")
+def tidelog_session_broker() -> Iterator[BrokerHandle]:
+    with run_broker() as broker:
+        yield broker
+
+
+_topic_numbers = itertools.count(1)
+
+
+@pytest.fixture
+def tidelog_topic(request: pytest.FixtureRequest, tidelog_session_broker: BrokerHandle) -> Iterator[str]:
+    """A new topic on the session broker, named after the test; faults are cleared after the test."""
+    kwargs = _marker_kwargs(request, _TOPIC_KWARGS)
+    stem = "".join(c if c.isalnum() or c in "._-" else "-" for c in request.node.name)[:120]
+    name = f"{stem}-{next(_topic_numbers)}-{uuid.uuid4().hex[:6]}"
+    tidelog_session_broker.create_topic(name, {"partitions": kwargs.get("partitions", 1),
+                                               "configs": kwargs.get("topic_configs") or {}})
+    try:
+        yield name
+    finally:
+        tidelog_session_broker.clear_faults()
+        tidelog_session_broker.resume()

@@ -22,12 +22,24 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from tidelog.broker.fault_control import ServerControls, listen_socket
+from tidelog.broker.faults import FaultInjector
 from tidelog.clock import Clock
+from tidelog.testing_support import (
+    BrokerFaultsMixin,
+    ProcessFaultsMixin,
+    RecordsMixin,
+    TopicRecord,
+    join_warm_up_threads,
+)
+
+__all__ = ["BrokerHandle", "BrokerProcess", "FaultInjector", "KafkaWire", "TopicRecord", "async_run_broker",
+           "free_port", "run_broker", "wait_for_port"]
 
 if TYPE_CHECKING:
     from tidelog.broker.registry import ApiRegistry
@@ -38,14 +50,24 @@ T = TypeVar("T")
 START_TIMEOUT_S = 60.0  # generous: the test machine is small and shared
 
 
-class BrokerHandle:
-    def __init__(self, state: BrokerState, server: Server, loop: asyncio.AbstractEventLoop, log_dir: str) -> None:
+class BrokerHandle(BrokerFaultsMixin, RecordsMixin):
+    """The broker `run_broker()` yields: `.bootstrap`, `.port`, `.log_dir`, `.state` (BrokerState), `.faults`
+    (FaultInjector), the fault controls of `BrokerFaultsMixin` and the record helpers of `RecordsMixin`."""
+
+    def __init__(self, state: BrokerState, server: Server, loop: asyncio.AbstractEventLoop, log_dir: str,
+                 faults: FaultInjector | None = None, config: Any = None, clock: Clock | None = None,
+                 registry: ApiRegistry | None = None) -> None:
         self.state = state
         self.server = server
         self.loop = loop
         self.log_dir = log_dir
         self.host = "127.0.0.1"
         self.port: int = server.port
+        self.faults = faults if faults is not None else FaultInjector()
+        self._config = config
+        self._clock = clock
+        self._registry = registry
+        self._controls = ServerControls(server)
 
     @property
     def bootstrap(self) -> str:
@@ -64,6 +86,28 @@ class BrokerHandle:
         self.loop.call_soon_threadsafe(run)
         return fut.result(timeout)
 
+    def run_coroutine(self, coro: Coroutine[Any, Any, T], timeout: float = START_TIMEOUT_S) -> T:
+        """Run `coro` on the broker's event loop and wait for its result."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    # -------------------------------------------------------------------------- lifecycle (loop side)
+    async def _pause(self) -> None:
+        await self._controls.pause()
+
+    async def _resume(self) -> None:
+        await self._controls.resume()
+
+    async def _drop_connections(self) -> int:
+        return await self._controls.drop_connections()
+
+    async def _restart(self) -> None:
+        from tidelog.broker.server import Server
+
+        await self.server.stop()
+        server = Server(self._config, self._clock, self._registry, faults=self.faults)
+        await server.start(sock=listen_socket(self.host, self.port))
+        self.state, self.server, self._controls = server.broker, server, ServerControls(server)
+
 
 def _new_loop() -> asyncio.AbstractEventLoop:
     try:
@@ -77,10 +121,13 @@ def _new_loop() -> asyncio.AbstractEventLoop:
 @contextlib.contextmanager
 def run_broker(log_dir: str | os.PathLike[str] | None = None, port: int = 0,
                overrides: Mapping[str, Any] | None = None, clock: Clock | None = None,
-               registry: ApiRegistry | None = None) -> Iterator[BrokerHandle]:
+               registry: ApiRegistry | None = None, faults: FaultInjector | None = None,
+               topics: Mapping[str, int | Mapping[str, Any]] | None = None) -> Iterator[BrokerHandle]:
     """Start a broker in a background thread; stop it (clean shutdown) on exit. A temporary log dir is
-    created (and removed afterwards) when `log_dir` is None. `registry` (tidelog.broker.registry.ApiRegistry)
-    replaces the handler modules, for tests of the dispatch itself."""
+    created (and removed afterwards) when `log_dir` is None. `registry` (tidelog.broker.registry.ApiRegistry) replaces
+    the handler modules, for tests of the dispatch itself. `faults`: the FaultInjector to use (a new one by
+    default). `topics`: created before the handle is returned, name -> partitions or
+    {"partitions": n, "configs": {...}}."""
     from tidelog.broker.server import Server
     from tidelog.config.broker_config import BrokerConfig
 
@@ -92,6 +139,7 @@ def run_broker(log_dir: str | os.PathLike[str] | None = None, port: int = 0,
     settings: dict[str, str] = {"listeners": f"PLAINTEXT://127.0.0.1:{port}", "log.dirs": log_dir}
     settings.update({k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in (overrides or {}).items()})
     config = BrokerConfig.load(None, {}, settings)
+    injector = faults if faults is not None else FaultInjector()
 
     loop = _new_loop()
     ready: Future[BrokerHandle] = Future()
@@ -100,23 +148,26 @@ def run_broker(log_dir: str | os.PathLike[str] | None = None, port: int = 0,
     async def main() -> None:
         nonlocal stop_event
         stop_event = asyncio.Event()
-        server = Server(config, clock, registry)
+        server = Server(config, clock, registry, faults=injector)
         try:
             await server.start()
         except BaseException as exc:
             ready.set_exception(exc)
             return
-        ready.set_result(BrokerHandle(server.broker, server, loop, log_dir))
+        handle = BrokerHandle(server.broker, server, loop, log_dir, injector, config, clock, registry)
+        ready.set_result(handle)
         try:
             await stop_event.wait()
         finally:
-            await server.stop()
+            await handle.server.stop()
+            await asyncio.to_thread(join_warm_up_threads)
 
     def thread_main() -> None:
         asyncio.set_event_loop(loop)
         try:
             loop.run_until_complete(main())
         finally:
+            loop.run_until_complete(loop.shutdown_default_executor())
             loop.close()
 
     thread = threading.Thread(target=thread_main, name="tidelog-broker", daemon=True)
@@ -124,6 +175,8 @@ def run_broker(log_dir: str | os.PathLike[str] | None = None, port: int = 0,
     try:
         handle = ready.result(START_TIMEOUT_S)
         try:
+            for name, spec in (topics or {}).items():
+                handle.create_topic(name, spec)
             yield handle
         finally:
             assert stop_event is not None
@@ -132,6 +185,21 @@ def run_broker(log_dir: str | os.PathLike[str] | None = None, port: int = 0,
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+@contextlib.asynccontextmanager
+async def async_run_broker(**kwargs: Any) -> AsyncIterator[BrokerHandle]:
+    """`run_broker` for asyncio tests (aiokafka): starts and stops the broker on a worker thread so the
+    test's event loop keeps running. `async with async_run_broker() as b: AIOKafkaProducer(b.bootstrap)`."""
+    manager = run_broker(**kwargs)
+    handle = await asyncio.to_thread(manager.__enter__)
+    try:
+        yield handle
+    except BaseException as exc:
+        if not await asyncio.to_thread(manager.__exit__, type(exc), exc, exc.__traceback__):
+            raise
+    else:
+        await asyncio.to_thread(manager.__exit__, None, None, None)
 
 
 def free_port() -> int:
@@ -156,15 +224,23 @@ def wait_for_port(host: str, port: int, timeout: float = START_TIMEOUT_S,
         time.sleep(0.05)
 
 
-class BrokerProcess:
-    """`python -m tidelog serve` in a subprocess on a fixed free port and log dir."""
+class BrokerProcess(ProcessFaultsMixin):
+    """`python -m tidelog serve` in a subprocess on a fixed free port and log dir.
+
+    Fault controls as on `BrokerHandle` (inject_errors, set_latency, clear_faults, pause, resume,
+    drop_connections) go over the broker's loopback control channel (`--fault-control-port`, on unless
+    `fault_control=False`); `restart()` stops the process (SIGTERM, or SIGKILL with kill=True) and starts it
+    again on the same port and log dir. Injected faults do not survive a restart (a new process), and the
+    record helpers (`records`, `committed_offsets`) are in-process only."""
 
     def __init__(self, log_dir: str | os.PathLike[str], port: int | None = None,
                  overrides: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None,
-                 log_file: str | os.PathLike[str] | None = None, args: Sequence[str] = ()) -> None:
+                 log_file: str | os.PathLike[str] | None = None, args: Sequence[str] = (),
+                 fault_control: bool = True) -> None:
         self.log_dir = str(log_dir)
         self.args = list(args)  # extra `tidelog serve` arguments, e.g. ["--log-format", "json"]
         self.port = port or free_port()
+        self.control_port: int | None = free_port() if fault_control else None
         self.host = "127.0.0.1"
         self.overrides = dict(overrides or {})
         self.env = dict(env) if env is not None else None
@@ -180,6 +256,8 @@ class BrokerProcess:
                f"listeners=PLAINTEXT://{self.host}:{self.port}", "--override", f"log.dirs={self.log_dir}"]
         for k, v in self.overrides.items():
             cmd += ["--override", f"{k}={str(v).lower() if isinstance(v, bool) else v}"]
+        if self.control_port is not None:
+            cmd += ["--fault-control-port", str(self.control_port)]
         return cmd + self.args
 
     def start(self, timeout: float = START_TIMEOUT_S) -> BrokerProcess:
@@ -197,6 +275,8 @@ class BrokerProcess:
             out.close()
         proc = self.proc
         wait_for_port(self.host, self.port, timeout, alive=lambda: proc.poll() is None)
+        if self.control_port is not None:  # opened once the broker is ready
+            wait_for_port(self.host, self.control_port, timeout, alive=lambda: proc.poll() is None)
         return self
 
     def output(self) -> str:

@@ -199,8 +199,12 @@ class Connection:
         request = self._decode(header, frame, name)
         ctx = RequestContext(self.server.broker, api_key, api_version, header.correlation_id, header.client_id,
                              self.client_host, self.listener)
+        faults = self.server.faults  # FaultInjector (tests): one attribute check when nothing is injected
         try:
-            response = await self.registry.handler(api_key)(ctx, request)
+            if faults is None or not faults.armed:
+                response = await self.registry.handler(api_key)(ctx, request)
+            else:
+                response = await faults.dispatch(ctx, request, self.registry.handler(api_key))
         except (asyncio.CancelledError, CloseConnection):
             raise
         except Exception as exc:  # noqa: BLE001 - a handler bug closes this connection only

@@ -26,6 +26,7 @@ from tidelog.config.broker_config import BrokerConfig
 from tidelog.protocol.api_keys import ApiKey
 
 if TYPE_CHECKING:
+    from tidelog.broker.faults import FaultInjector
     from tidelog.broker.frame_stream import FrameStream
     from tidelog.broker.state import BrokerState
 
@@ -35,9 +36,11 @@ WARM_UP_DELAY_S = 0.2
 
 
 class Server:
-    def __init__(self, config: BrokerConfig, clock: Clock | None = None, registry: ApiRegistry | None = None) -> None:
+    def __init__(self, config: BrokerConfig, clock: Clock | None = None, registry: ApiRegistry | None = None,
+                 faults: FaultInjector | None = None) -> None:
         self.config = config
         self.clock = clock
+        self.faults = faults  # tidelog.broker.faults: scripted errors/latency for tests; None in production
         self.registry = registry or ApiRegistry()
         self.endpoints = ListenerEndpoints(config)
         self.metrics = BrokerMetrics()

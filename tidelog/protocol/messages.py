@@ -82,10 +82,35 @@ def _install_lazy_kafka_package() -> None:
     sys.modules["kafka"] = module
 
 
+class _FilesResources:
+    """`importlib.resources` as kafka-python's schema loader uses it, through `files()`: its legacy
+    `read_text` emits a DeprecationWarning per schema, which fails users' `pytest -W error` sessions."""
+
+    @staticmethod
+    def read_text(package: str, resource: str) -> str:
+        import importlib.resources
+
+        return importlib.resources.files(package).joinpath(resource).read_text(encoding="utf-8")
+
+
+class _ImportlibForSchemas:
+    resources = _FilesResources
+
+
+def quiet_schema_loader() -> None:
+    """Point kafka-python's `load_json` at `_FilesResources` (its module's own `importlib` name only; nothing
+    global changes) before any schema class is built."""
+    _install_lazy_kafka_package()
+    loader = importlib.import_module("kafka.protocol.schemas.load_json")
+    if getattr(loader, "importlib", None) is importlib:
+        loader.importlib = _ImportlibForSchemas  # type: ignore[attr-defined]
+
+
 @cache
 def _classes(api_key: int) -> tuple[Any, Any]:
     module_name, request_name, response_name = _MESSAGES[api_key]
     _install_lazy_kafka_package()
+    quiet_schema_loader()
     module = importlib.import_module("kafka.protocol." + module_name)
     return getattr(module, request_name), getattr(module, response_name)
 

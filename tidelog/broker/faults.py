@@ -1,0 +1,303 @@
+"""FaultInjector: scripted misbehaviour for tests (injected error responses and latency).
+
+One plain object, handed to `BrokerState(faults=...)` by whoever builds the broker (`tidelog.testing.run_broker`
+always does); never a global or an environment variable. The request dispatch (broker/connection.py) asks only
+`faults is not None and faults.armed` per request: when nothing is injected, that is all it costs.
+
+* `inject_errors(api, errors, topic=None)`: the next requests of `api` (Kafka's API name, "Produce", or its key)
+  are answered with one error each, in order, and not applied. Partition-level APIs (Produce, Fetch,
+  ListOffsets, OffsetCommit, OffsetFetch with a topic, ...) get the error on every partition of the request
+  (only on `topic`'s partitions when given; the request's other partitions are served normally);
+  Metadata gets it per topic; every other API in its top-level `error_code` (group/coordinator APIs).
+* `set_latency(ms, api=None)`: responses of `api` (or all) are delayed by `ms` before they are handled.
+* `clear()`: undo both.
+
+The injector is also the seam for the broker's own internal fault hooks: a subsystem given the same object
+can consult it without the dispatch knowing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from tidelog.broker.context import CloseConnection, RequestContext
+from tidelog.protocol.errors import ErrorCode
+
+Handler = Callable[[RequestContext, Any], Awaitable[Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class _Layout:
+    """Where a partition-level request and its response keep topics and partitions (kafka-python names)."""
+
+    request_topics: str
+    topic_name: str  # the same field name in the request's and the response's topic entries
+    request_partitions: str
+    request_index: str | None  # None: the request lists bare partition numbers (OffsetFetch v0-7)
+    response_topics: str
+    response_partitions: str
+    response_index: str
+    mutating: bool  # served without the faulted partitions (Produce) vs. served then overwritten (Fetch)
+
+
+_PARTITION_APIS: dict[int, _Layout] = {
+    0: _Layout("topic_data", "name", "partition_data", "index", "responses", "partition_responses", "index", True),
+    1: _Layout("topics", "topic", "partitions", "partition", "responses", "partitions", "partition_index", False),
+    2: _Layout("topics", "name", "partitions", "partition_index", "topics", "partitions", "partition_index", False),
+    8: _Layout("topics", "name", "partitions", "partition_index", "topics", "partitions", "partition_index", True),
+    9: _Layout("topics", "name", "partition_indexes", None, "topics", "partitions", "partition_index", False),
+    21: _Layout("topics", "name", "partitions", "partition_index", "topics", "partitions", "partition_index", True),
+    23: _Layout("topics", "topic", "partitions", "partition", "topics", "partitions", "partition", False),
+    28: _Layout("topics", "name", "partitions", "partition_index", "topics", "partitions", "partition_index", True),
+}
+_METADATA = 3
+_OFFSET_FETCH = 9
+_OFFSET_FETCH_GROUPS_MIN_VERSION = 8  # KIP-709: OffsetFetch batches groups
+_FIND_COORDINATOR = 10
+_FIND_COORDINATOR_BATCH_MIN_VERSION = 4  # KIP-699
+_API_VERSIONS = 18
+
+
+def api_keys_by_name() -> dict[str, int]:
+    """Kafka's API names ("Produce", "JoinGroup", ...) -> key, for every API tidelog has classes for."""
+    from tidelog.protocol.messages import _MESSAGES
+
+    return {request.removesuffix("Request"): key for key, (_module, request, _response) in _MESSAGES.items()}
+
+
+def resolve_api(api: str | int) -> int:
+    names = api_keys_by_name()
+    if isinstance(api, int):
+        if api not in names.values():
+            raise ValueError(f"unknown API key {api}")
+        return api
+    if api not in names:
+        raise ValueError(f"unknown API {api!r}; Kafka's names: {', '.join(sorted(names))}")
+    return names[api]
+
+
+def _kafka_error_names() -> dict[str, int]:
+    """Every error name Kafka's Errors enum has, from kafka-python's table (ours lists only those the broker
+    itself answers with): NETWORK_EXCEPTION, NOT_ENOUGH_REPLICAS_AFTER_APPEND, THROTTLING_QUOTA_EXCEEDED..."""
+    from tidelog.protocol.messages import _install_lazy_kafka_package
+
+    _install_lazy_kafka_package()
+    import kafka.errors
+
+    return {str(cls.message): int(code) for code, cls in kafka.errors.kafka_errors.items() if code is not None}
+
+
+def resolve_error(error: str | int) -> int:
+    """Kafka's error name ("NOT_LEADER_OR_FOLLOWER") or code -> code."""
+    if isinstance(error, str):
+        if error in ErrorCode.__members__:
+            return int(ErrorCode[error])
+        code_by_name = _kafka_error_names()
+        if error not in code_by_name:
+            raise ValueError(f"unknown Kafka error name {error!r}")
+        return code_by_name[error]
+    code = int(error)
+    if code == 0:
+        raise ValueError("error code 0 (NONE) is not an error")
+    return code
+
+
+class FaultInjector:
+    def __init__(self) -> None:
+        self.armed = False  # the one flag the dispatch reads: True while anything is injected
+        self._lock = threading.Lock()  # tests call from their thread, the broker consumes on its loop
+        self._errors: dict[int, deque[tuple[int, str | None]]] = {}
+        self._latency_all_ms = 0
+        self._latency_ms: dict[int, int] = {}
+
+    # ------------------------------------------------------------------------------------- test side
+    def inject_errors(self, api: str | int, errors: Iterable[str | int], topic: str | None = None) -> None:
+        key = resolve_api(api)
+        codes = [resolve_error(e) for e in errors]
+        if key == _API_VERSIONS:
+            raise ValueError("ApiVersions cannot be faulted (clients must learn the versions first)")
+        if topic is not None and key not in _PARTITION_APIS and key != _METADATA:
+            raise ValueError(f"topic= applies to partition-level APIs and Metadata, not to API key {key}")
+        with self._lock:
+            queue = self._errors.setdefault(key, deque())
+            queue.extend((code, topic) for code in codes)
+            self._rearm()
+
+    def set_latency(self, ms: int, api: str | int | None = None) -> None:
+        if ms < 0:
+            raise ValueError("latency must be >= 0")
+        with self._lock:
+            if api is None:
+                self._latency_all_ms = int(ms)
+            else:
+                self._latency_ms[resolve_api(api)] = int(ms)
+            self._rearm()
+
+    def clear(self) -> None:
+        with self._lock:
+            self._errors.clear()
+            self._latency_ms.clear()
+            self._latency_all_ms = 0
+            self._rearm()
+
+    def pending_errors(self, api: str | int) -> int:
+        """How many injected errors of `api` have not been answered yet."""
+        with self._lock:
+            return len(self._errors.get(resolve_api(api), ()))
+
+    def _rearm(self) -> None:
+        self.armed = bool(self._latency_all_ms or any(self._latency_ms.values())
+                          or any(self._errors.values()))
+
+    # ----------------------------------------------------------------------------------- broker side
+    async def dispatch(self, ctx: RequestContext, request: Any, handle: Handler) -> Any:
+        """Serve one request through the faults: delay it, answer it with an injected error, or pass it on."""
+        delay_ms = self._latency_ms.get(ctx.api_key, self._latency_all_ms)
+        if delay_ms:
+            await asyncio.sleep(delay_ms / 1000)
+        layout = _PARTITION_APIS.get(ctx.api_key)
+        if ctx.api_key == _OFFSET_FETCH and ctx.api_version >= _OFFSET_FETCH_GROUPS_MIN_VERSION:
+            layout = None  # batched groups: a group-level error
+        injected = self._take(ctx, request, layout)
+        if injected is None:
+            return await handle(ctx, request)
+        code, topic, targeted = injected
+        if ctx.api_key == _METADATA:
+            return await self._metadata(ctx, request, handle, code, topic)
+        if layout is None:
+            return self._top_level(ctx, request, code)
+        return await self._partitions(ctx, request, handle, layout, targeted, code)
+
+    def _take(self, ctx: RequestContext, request: Any, layout: _Layout | None
+              ) -> tuple[int, str | None, list[Any]] | None:
+        """Pop the next injected error of this API if this request is one it applies to."""
+        with self._lock:
+            queue = self._errors.get(ctx.api_key)
+            if not queue:
+                return None
+            code, topic = queue[0]
+            targeted: list[Any] = []
+            if layout is not None or ctx.api_key == _METADATA:
+                targeted = self._targeted(ctx, request, layout, topic)
+                if not targeted:
+                    return None  # the error waits for a request that names `topic`
+            queue.popleft()
+            self._rearm()
+            return code, topic, targeted
+
+    def _topic_name(self, ctx: RequestContext, entry: Any, name_field: str) -> str | None:
+        name = getattr(entry, name_field, None)
+        if name:
+            return str(name)
+        topic_id = getattr(entry, "topic_id", None)
+        if topic_id is None:
+            return None
+        raw = topic_id.bytes if isinstance(topic_id, uuid.UUID) else bytes(topic_id)
+        info = ctx.broker.topics.by_id(raw) if any(raw) else None
+        return None if info is None else str(info.name)
+
+    def _targeted(self, ctx: RequestContext, request: Any, layout: _Layout | None, topic: str | None) -> list[Any]:
+        if layout is None:  # Metadata: the whole request is targeted unless it names topics
+            entries = getattr(request, "topics", None) or []
+            if topic is None:
+                return [request]
+            return [t for t in entries if t.name == topic]
+        entries = getattr(request, layout.request_topics, None) or []
+        if topic is None:
+            return list(entries)
+        return [t for t in entries if self._topic_name(ctx, t, layout.topic_name) == topic]
+
+    def _top_level(self, ctx: RequestContext, request: Any, code: int) -> Any:
+        from tidelog.protocol.messages import response_class
+
+        cls = response_class(ctx.api_key)[ctx.api_version]
+        fields = cls.fields
+        values: dict[str, Any] = {}
+        if "error_code" in fields and fields["error_code"].for_version_q(ctx.api_version):
+            values["error_code"] = code
+        if ctx.api_key == _FIND_COORDINATOR and ctx.api_version >= _FIND_COORDINATOR_BATCH_MIN_VERSION:
+            C = cls.Coordinator
+            values["coordinators"] = [C(key=k, node_id=-1, host="", port=-1, error_code=code)
+                                      for k in request.coordinator_keys or []]
+        if ctx.api_key == _OFFSET_FETCH and ctx.api_version >= _OFFSET_FETCH_GROUPS_MIN_VERSION:
+            G = cls.OffsetFetchResponseGroup
+            values["groups"] = [G(group_id=g.group_id, topics=[], error_code=code) for g in request.groups or []]
+        if not values:
+            raise CloseConnection(f"injected error {code} has no place in a v{ctx.api_version} response of "
+                                  f"API key {ctx.api_key}")
+        return cls(**values)
+
+    async def _metadata(self, ctx: RequestContext, request: Any, handle: Handler, code: int,
+                        topic: str | None) -> Any:
+        """Metadata is served, then the named topics (every topic when `topic` is None) carry the error."""
+        response = await handle(ctx, request)
+        for entry in response.topics or []:
+            if topic is None or entry.name == topic:
+                entry.error_code = code
+                entry.partitions = []
+        return response
+
+    async def _partitions(self, ctx: RequestContext, request: Any, handle: Handler, layout: _Layout,
+                          targeted: list[Any], code: int) -> Any:
+        from tidelog.protocol.messages import response_class
+
+        entries = list(getattr(request, layout.request_topics, None) or [])
+        rest = [t for t in entries if not any(t is x for x in targeted)]
+        cls = response_class(ctx.api_key)[ctx.api_version]
+        if layout.mutating:
+            # The faulted partitions are not applied: serve only the others, then add the errors.
+            if rest:
+                setattr(request, layout.request_topics, rest)
+                response = await handle(ctx, request)
+                if response is None:  # acks=0 Produce: no response to carry an error
+                    raise CloseConnection("injected error on an acks=0 Produce (Kafka closes the connection)")
+            else:
+                response = self._empty(ctx, cls, request)
+            topics = list(getattr(response, layout.response_topics) or [])
+            topics.extend(self._error_topics(cls, layout, targeted, code))
+            setattr(response, layout.response_topics, topics)
+            return response
+        # Read-only APIs: served as usual (nothing to undo), then the faulted partitions carry the error.
+        if not rest:
+            response = self._empty(ctx, cls, request)
+            setattr(response, layout.response_topics, self._error_topics(cls, layout, targeted, code))
+            return response
+        response = await handle(ctx, request)
+        names = {id(t) for t in targeted}
+        faulted_keys = {(getattr(t, layout.topic_name, None), getattr(t, "topic_id", None))
+                        for t in entries if id(t) in names}
+        kept = [t for t in getattr(response, layout.response_topics) or []
+                if (getattr(t, layout.topic_name, None), getattr(t, "topic_id", None)) not in faulted_keys]
+        setattr(response, layout.response_topics, kept + self._error_topics(cls, layout, targeted, code))
+        return response
+
+    def _empty(self, ctx: RequestContext, cls: Any, request: Any) -> Any:
+        response = cls()
+        if ctx.api_key == 0 and request.acks == 0:
+            raise CloseConnection("injected error on an acks=0 Produce (Kafka closes the connection)")
+        if ctx.api_key == 1 and ctx.api_version >= 7:
+            response.session_id = 0  # no session was created or advanced (Kafka: FetchSession INVALID_SESSION_ID)
+        return response
+
+    def _error_topics(self, cls: Any, layout: _Layout, targeted: list[Any], code: int) -> list[Any]:
+        topic_cls = getattr(cls, cls.fields[layout.response_topics].type_str)
+        part_field = topic_cls.fields[layout.response_partitions]
+        part_cls = getattr(topic_cls, part_field.type_str)
+        out = []
+        for entry in targeted:
+            values: dict[str, Any] = {layout.topic_name: getattr(entry, layout.topic_name, None)}
+            if "topic_id" in topic_cls.fields and getattr(entry, "topic_id", None) is not None:
+                values["topic_id"] = entry.topic_id
+            partitions = getattr(entry, layout.request_partitions, None) or []
+            indexes = partitions if layout.request_index is None else [getattr(p, layout.request_index)
+                                                                        for p in partitions]
+            values[layout.response_partitions] = [part_cls(**{layout.response_index: i, "error_code": code})
+                                                  for i in indexes]
+            out.append(topic_cls(**values))
+        return out
