@@ -32,6 +32,7 @@ from tidelog.protocol.hot_codecs import HAND_DECODERS
 from tidelog.protocol.wire import EncodedResponse
 
 if TYPE_CHECKING:
+    from tidelog.broker.registry import Handler
     from tidelog.broker.server import Server
 
 log = logging.getLogger(__name__)
@@ -204,7 +205,7 @@ class Connection:
             if faults is None or not faults.armed:
                 response = await self.registry.handler(api_key)(ctx, request)
             else:
-                response = await faults.dispatch(ctx, request, self.registry.handler(api_key))
+                response = await faults.dispatch(ctx, request, _editable(self.registry.handler(api_key)))
         except (asyncio.CancelledError, CloseConnection):
             raise
         except Exception as exc:  # noqa: BLE001 - a handler bug closes this connection only
@@ -278,3 +279,16 @@ class Connection:
             raise ProtocolError(f"cannot encode {name} v{version} response: {exc!r}", traceback=True) from exc
         frame = response_frame(correlation_id, body, flexible)
         return [frame], len(frame), name, getattr(response, "error_code", None)
+
+
+def _editable(handler: Handler) -> Handler:
+    """`handler` answering with kafka-python objects, which the fault injector edits (hand-encoded responses
+    are decoded back; only while faults are armed, i.e. in tests)."""
+
+    async def handle(ctx: RequestContext, request: Any) -> Any:
+        response = await handler(ctx, request)
+        if isinstance(response, EncodedResponse):
+            return response.decoded(ctx.api_key, ctx.api_version)
+        return response
+
+    return handle

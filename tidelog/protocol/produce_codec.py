@@ -9,7 +9,6 @@ tagged fields, KIP-482). Tagged fields in requests are skipped (none are defined
 from __future__ import annotations
 
 import struct
-from typing import NamedTuple
 
 from tidelog.protocol.wire import (
     EMPTY_TAGGED_FIELDS,
@@ -38,17 +37,26 @@ class PartitionProduceData:
         self.records = records  # a view of the request frame
 
 
-class TopicProduceData(NamedTuple):
-    name: str
-    partition_data: list[PartitionProduceData]
+class TopicProduceData:
+    __slots__ = ("name", "partition_data")
+
+    def __init__(self, name: str, partition_data: list[PartitionProduceData]) -> None:
+        self.name = name
+        self.partition_data = partition_data
 
 
-class ProduceRequestData(NamedTuple):
-    """The fields tidelog uses, named as kafka-python's ProduceRequest (handlers read either)."""
-    transactional_id: str | None
-    acks: int
-    timeout_ms: int
-    topic_data: list[TopicProduceData]
+class ProduceRequestData:
+    """The fields tidelog uses, named as kafka-python's ProduceRequest (handlers and the test fault injector,
+    which replaces `topic_data`, read either)."""
+
+    __slots__ = ("transactional_id", "acks", "timeout_ms", "topic_data")
+
+    def __init__(self, transactional_id: str | None, acks: int, timeout_ms: int,
+                 topic_data: list[TopicProduceData]) -> None:
+        self.transactional_id = transactional_id
+        self.acks = acks
+        self.timeout_ms = timeout_ms
+        self.topic_data = topic_data
 
 
 def decode_produce_request(frame: memoryview, pos: int, version: int) -> ProduceRequestData:

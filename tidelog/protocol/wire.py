@@ -6,6 +6,7 @@ record bytes are sliced, never copied.
 from __future__ import annotations
 
 import struct
+from typing import Any
 
 from tidelog.protocol.primitives import VarintError
 from tidelog.protocol.primitives import read_uvarint as _read_uvarint
@@ -147,3 +148,12 @@ class EncodedResponse:
 
     def flexible_version_q(self, version: int | None = None) -> bool:
         return self.flexible
+
+    def decoded(self, api_key: int, version: int) -> Any:
+        """The same response as a kafka-python object (for code that edits responses: the test fault
+        injector). Costs a full decode, so never on the serving path."""
+        from tidelog.protocol.messages import response_class
+
+        response = response_class(api_key)[version].decode(self.encode(), version=version)
+        response._header = None  # kafka-python's decode leaves it unset, and encode() reads it
+        return response
