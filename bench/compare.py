@@ -352,6 +352,8 @@ def main() -> None:
         return
 
     print(BACKOFF_NOTE)
+    print(f"{os.cpu_count()} CPUs, load average at start {load_average()} (a shared machine moves every figure; "
+          "the ratios of one interleaved run are what to compare)")
     print(f"{'case':<38} {'tidelog':>14} {'mock':>14} {'ratio':>8}  (ratio = tidelog/mock; MB/s of record values)")
     table = Table()
     starts: dict[str, list[float]] = {"tidelog": [], "mock": []}
@@ -423,6 +425,11 @@ def main() -> None:
         finally:
             for b in brokers:
                 b.stop()
+    print(f"load average at the end {load_average()}")
+
+
+def load_average() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 if __name__ == "__main__":
