@@ -205,7 +205,10 @@ class Connection:
             if faults is None or not faults.armed:
                 response = await self.registry.handler(api_key)(ctx, request)
             else:
-                response = await faults.dispatch(ctx, request, _editable(self.registry.handler(api_key)))
+                handler = self.registry.handler(api_key)
+                # Only an API with injected errors has its responses edited (a latency fault needs no edit).
+                response = await faults.dispatch(ctx, request, _editable(handler) if faults.pending_errors(api_key)
+                                                 else handler)
         except (asyncio.CancelledError, CloseConnection):
             raise
         except Exception as exc:  # noqa: BLE001 - a handler bug closes this connection only
