@@ -78,10 +78,14 @@ def test_frames_larger_than_the_staging_buffer(tidelog_broker: BrokerHandle) -> 
         small = wire.frame(PRODUCE, PRODUCE_V, produce_request("big", 0, batch(1, value=b"before"), -1, PRODUCE_V))
         large = wire.frame(PRODUCE, PRODUCE_V, produce_request("big", 0, batch(1, value=big_value), -1, PRODUCE_V))
         after = wire.frame(PRODUCE, PRODUCE_V, produce_request("big", 0, batch(1, value=b"after"), -1, PRODUCE_V))
-        # The large frame starts inside the same send as a small one and ends with the next one.
-        wire.sock.sendall(small + large + after)
-        assert [receive_produce(wire)[1:] for _ in range(3)] == [(0, 0), (0, 1), (0, 2)]
-        assert values_at(wire, "big") == [b"before0", big_value + b"0", b"after0"]
+        medium_value = bytes(range(256)) * (STAGING_BYTES // 3 // 256)  # above the initial staging size
+        medium = [wire.frame(PRODUCE, PRODUCE_V, produce_request("big", 0, batch(1, value=medium_value), -1,
+                                                                PRODUCE_V)) for _ in range(4)]
+        # The large frame starts inside the same send as a small one and ends with the next one; then medium
+        # frames that straddle the staging buffer's end.
+        wire.sock.sendall(small + large + after + b"".join(medium))
+        assert [receive_produce(wire)[1:] for _ in range(7)] == [(0, i) for i in range(7)]
+        assert values_at(wire, "big") == [b"before0", big_value + b"0", b"after0"] + [medium_value + b"0"] * 4
 
 
 def test_truncated_frame_at_eof_is_logged_and_the_broker_keeps_serving(tidelog_broker: BrokerHandle,

@@ -1,7 +1,8 @@
 """A client socket as a stream of request frames (asyncio BufferedProtocol), and its write side.
 
 The kernel copies received bytes straight into this connection's own buffers (`get_buffer`): small frames
-land in a reused 256 KiB staging buffer and are copied out once; a frame larger than the room left is read
+land in a reused staging buffer (16 KiB, 256 KiB once the connection has sent a larger frame) and are copied
+out once; a frame larger than the room left is read
 straight into a buffer of its own (only the bytes already staged are copied), so a 1 MiB produce request
 reaches the handler without passing through StreamReader's copies. A frame's memoryview is writable: the
 record batches of a Produce request are validated and written to the segment from it.
@@ -19,7 +20,8 @@ from collections import deque
 from collections.abc import Callable, Coroutine, Iterable
 from typing import Any
 
-STAGING_BYTES = 256 * 1024
+INITIAL_STAGING_BYTES = 16 * 1024  # what an idle or admin connection keeps
+STAGING_BYTES = 256 * 1024  # once a connection has sent a frame too large for its staging buffer
 MAX_QUEUED_BYTES = 1 << 20  # complete frames waiting for the handler before reading pauses
 _INT32 = struct.Struct(">i")
 
@@ -39,7 +41,7 @@ class FrameStream(asyncio.BufferedProtocol):
         self._loop = asyncio.get_running_loop()
         self.transport: asyncio.Transport | None = None
         self.last_activity = 0.0  # loop time of the last bytes received (idle expiry counts them as progress)
-        self._buf = bytearray(STAGING_BYTES)
+        self._buf = bytearray(INITIAL_STAGING_BYTES)
         self._start = 0  # first byte not yet consumed
         self._end = 0  # end of the received bytes
         self._big: bytearray | None = None  # the frame being read into its own buffer
@@ -131,6 +133,9 @@ class FrameStream(asyncio.BufferedProtocol):
                 big[:have] = buf[body:self._end]
                 self._big, self._big_filled = big, have
                 self._start = self._end = 0
+                if len(buf) < STAGING_BYTES:
+                    # A producing connection: a larger staging buffer lets one read take several frames.
+                    self._buf = bytearray(STAGING_BYTES)
             break
         if self._start == self._end:
             self._start = self._end = 0
