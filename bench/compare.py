@@ -110,9 +110,12 @@ def tidelog_command(port: int, log_dir: str) -> list[str]:
             "--override", f"log.dirs={log_dir}", "--log-level", "WARNING"]
 
 
+TIDELOG_ROOT = ROOT  # --tidelog-root: the checkout whose broker is measured (e.g. a snapshot of main, "before")
+
+
 def child_env() -> dict[str, str]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["PYTHONPATH"] = str(TIDELOG_ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env
 
 
@@ -346,12 +349,17 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=2.5, help="time cap per produce/consume case")
     parser.add_argument("--quick", action="store_true", help="only the 1 KiB produce cases, fewer start-ups")
     parser.add_argument("--only", default="", help="substring filter on produce case names")
+    parser.add_argument("--tidelog-root", type=Path, default=ROOT,
+                        help="run the tidelog broker from this checkout (before/after comparisons)")
     args = parser.parse_args()
+    global TIDELOG_ROOT
+    TIDELOG_ROOT = args.tidelog_root.resolve()
     if args.mock_server:
         mock_server()
         return
 
     print(BACKOFF_NOTE)
+    print(f"tidelog from {TIDELOG_ROOT}")
     print(f"{os.cpu_count()} CPUs, load average at start {load_average()} (a shared machine moves every figure; "
           "the ratios of one interleaved run are what to compare)")
     print(f"{'case':<38} {'tidelog':>14} {'mock':>14} {'ratio':>8}  (ratio = tidelog/mock; MB/s of record values)")
