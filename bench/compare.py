@@ -110,7 +110,9 @@ def tidelog_command(port: int, log_dir: str) -> list[str]:
             "--override", f"log.dirs={log_dir}", "--log-level", "WARNING"]
 
 
-TIDELOG_ROOT = ROOT  # --tidelog-root: the checkout whose broker is measured (e.g. a snapshot of main, "before")
+# --tidelog-root: the checkout whose broker is measured (e.g. a snapshot of main, "before"). Brokers start with
+# it as their working directory too: `python -m` puts the working directory ahead of PYTHONPATH.
+TIDELOG_ROOT = ROOT
 
 
 def child_env() -> dict[str, str]:
@@ -125,7 +127,8 @@ class Tidelog(Broker):
     def __init__(self, log_dir: str) -> None:
         port = free_port()
         self.bootstrap = f"127.0.0.1:{port}"
-        self.proc = subprocess.Popen(tidelog_command(port, log_dir), env=child_env(), stdout=subprocess.DEVNULL,
+        self.proc = subprocess.Popen(tidelog_command(port, log_dir), env=child_env(), cwd=TIDELOG_ROOT,
+                                     stdout=subprocess.DEVNULL,
                                      stderr=open(Path(log_dir).parent / "tidelog-bench.out", "ab"))  # noqa: SIM115
         metadata_answered(port, 30.0)
 
@@ -190,7 +193,7 @@ def startup_tidelog() -> float:
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="tidelog-start-") as tmp:
         t0 = time.perf_counter()
-        proc = subprocess.Popen(tidelog_command(port, tmp), env=child_env(), stdout=subprocess.DEVNULL,
+        proc = subprocess.Popen(tidelog_command(port, tmp), env=child_env(), cwd=TIDELOG_ROOT, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL)
         try:
             metadata_answered(port, 30.0)
