@@ -44,11 +44,11 @@ def test_each_client_first_version_is_answered(tidelog_broker: BrokerHandle, ver
     assert response.error_code == ErrorCode.NONE
     advertised = ranges(response)
     assert advertised[API_VERSIONS] == (0, 4)
-    assert advertised[3] == (0, 12)  # Metadata
-    assert advertised[60] == (0, 1)  # DescribeCluster
-    if version >= 3:
-        assert response.supported_features == [] and response.finalized_features == []
-        assert response.finalized_features_epoch == -1
+    assert advertised[3] == (0, 13)  # Metadata
+    assert advertised[60] == (0, 2)  # DescribeCluster
+    if version >= 3:  # KIP-584 feature levels: tests/broker/test_features.py
+        assert {f.name for f in response.finalized_features} == {"metadata.version", "kraft.version"}
+        assert response.finalized_features_epoch >= 0
 
 
 def test_advertised_ranges_follow_the_api_table(tidelog_broker: BrokerHandle) -> None:

@@ -59,6 +59,7 @@ class Connection:
         self._write_backlog = 0
         self._closed_idle = False
         self._busy = False
+        self._throttle_ms = 0  # set by a Produce/Fetch over its client quota
 
     async def run(self) -> None:
         metrics = self.metrics
@@ -102,9 +103,10 @@ class Connection:
                 del frame  # the request's buffer is not needed once it is answered
                 if out is None:
                     metrics.record_bytes(size + 4, 0)
-                    if pending and stream.next_api_key() != ApiKey.PRODUCE:
+                    if pending and (self._throttle_ms or stream.next_api_key() != ApiKey.PRODUCE):
                         stream.write(pending)
                         pending, pending_size = [], 0
+                    await self._mute_if_throttled()
                     continue
                 pieces, response_size, api_name, error_code = out
                 # Recorded before the write so a client that saw the response also sees it counted.
@@ -114,7 +116,7 @@ class Connection:
                     return  # the client went away (or was closed as idle) while its request was handled
                 pending.extend(pieces)
                 pending_size += response_size
-                if pending_size < CORK_BYTES and stream.next_api_key() == ApiKey.PRODUCE:
+                if not self._throttle_ms and pending_size < CORK_BYTES and stream.next_api_key() == ApiKey.PRODUCE:
                     # A pipelined Produce is waiting; its handler never waits on anything, so answer it
                     # too and write both responses in one send.
                     continue
@@ -127,6 +129,7 @@ class Connection:
                     self._unwatch()
                 if transport.is_closing():
                     return  # closed for idleness while the client did not read: drop its buffered requests
+                await self._mute_if_throttled()
         except (ConnectionError, asyncio.CancelledError):
             pass
         except Exception:  # noqa: BLE001 - one connection's failure never takes the broker down
@@ -213,9 +216,17 @@ class Connection:
             raise
         except Exception as exc:  # noqa: BLE001 - a handler bug closes this connection only
             raise ProtocolError(f"{name} v{api_version} handler failed: {exc!r}", traceback=True) from exc
+        # Client byte-rate quotas (KIP-219): throttle_time_ms goes in the response, then the channel is muted.
+        self._throttle_ms = ctx.broker.quotas.throttle(api_key, header.client_id, len(frame), response)
         if response is None:
             return None
         return self._encode(api_key, header.correlation_id, api_version, response, name)
+
+    async def _mute_if_throttled(self) -> None:
+        """Read nothing more from a throttled client until its throttle time has passed (Kafka mutes the channel)."""
+        if self._throttle_ms > 0:
+            delay, self._throttle_ms = self._throttle_ms, 0
+            await asyncio.sleep(delay / 1000)
 
     def _api_versions(self, header: RequestHeader,
                       frame: memoryview) -> tuple[list[bytes | memoryview], int, str, int | None]:
@@ -231,7 +242,7 @@ class Connection:
         if header.api_version < entry.min_version:
             raise ProtocolError(f"unsupported version {header.api_version} of ApiVersions")
         request = self._decode(header, frame, entry.module)
-        response = api_versions.respond(header.api_version, request, ranges)
+        response = api_versions.respond(header.api_version, request, ranges, self.server.features)
         return self._encode(ApiKey.API_VERSIONS, header.correlation_id, header.api_version, response, entry.module)
 
     @staticmethod
@@ -250,6 +261,7 @@ class Connection:
             except Exception as exc:  # noqa: BLE001 - WireError, or a bug of the decoder: close the connection
                 raise ProtocolError(f"cannot decode {name} v{version} request: {exc!r}") from exc
         from tidelog.protocol.messages import request_class
+        from tidelog.protocol.request_checks import check_nulls
 
         try:
             cls = request_class(header.api_key)[version]
@@ -258,7 +270,9 @@ class Connection:
         try:
             if cls.flexible_version_q(version):
                 pos = skip_tagged_fields(frame, pos)
-            return cls.decode(frame[pos:], version=version)
+            request = cls.decode(frame[pos:], version=version)
+            check_nulls(request, version)  # Kafka's readers refuse a null non-nullable field: close
+            return request
         except ProtocolError:
             raise
         except Exception as exc:  # noqa: BLE001 - kafka-python raises assorted errors on bad bytes
@@ -271,10 +285,11 @@ class Connection:
         its pieces (fetched records are written as they are); a kafka-python one is one piece."""
         try:
             if isinstance(response, EncodedResponse):
-                body_size = sum(len(p) for p in response.parts)
+                parts = response.pieces()
+                body_size = sum(len(p) for p in parts)
                 header = (INT32.pack(body_size + 5) + INT32.pack(correlation_id) + b"\x00" if response.flexible
                           else INT32.pack(body_size + 4) + INT32.pack(correlation_id))
-                return [header, *response.parts], len(header) + body_size, name, response.error_code
+                return [header, *parts], len(header) + body_size, name, response.error_code
             body = response.encode(version=version)
             # Response header v1 (tagged fields) for flexible versions, except ApiVersions: always v0 (KIP-511).
             flexible = api_key != ApiKey.API_VERSIONS and response.flexible_version_q(version)

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tidelog.broker.endpoints import ListenerEndpoints
+from tidelog.broker.features import FeatureControl
 from tidelog.broker.metrics import BrokerMetrics
 from tidelog.broker.registry import ApiRegistry
 from tidelog.clock import Clock
@@ -44,6 +45,7 @@ class Server:
         self.registry = registry or ApiRegistry()
         self.endpoints = ListenerEndpoints(config)
         self.metrics = BrokerMetrics()
+        self.features = FeatureControl(config.log_dirs[0], config.node_id)  # ApiVersions reports them from the start
         self.state: BrokerState | None = None  # built by finish_startup()
         self._servers: list[asyncio.AbstractServer] = []
         self.ports: dict[str, int] = {}  # listener name -> bound port
@@ -127,7 +129,7 @@ class Server:
         from tidelog.broker.state import build_broker_state
 
         state = build_broker_state(self.config, self.clock, endpoints=self.endpoints, metrics=self.metrics,
-                                   registry=self.registry)
+                                   registry=self.registry, features=self.features)
         self.state = state  # visible to start()'s clean-up even if loading fails below
         state.load_logs()
         self.registry.load()

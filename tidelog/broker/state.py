@@ -14,9 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tidelog.broker.endpoints import ListenerEndpoints
+from tidelog.broker.features import FeatureControl
 from tidelog.broker.metrics import BrokerMetrics
 from tidelog.broker.producer_ids import ProducerIdManager
 from tidelog.broker.purgatory import FetchPurgatory
+from tidelog.broker.quotas import QuotaManagers, create_quota_managers
 from tidelog.broker.registry import ApiRegistry
 from tidelog.broker.topics import TopicManager
 from tidelog.cleaner.broker import create_log_cleaner
@@ -48,6 +50,8 @@ class BrokerState:
     groups: GroupCoordinator
     producer_ids: ProducerIdManager
     cleaner: LogCleaner
+    features: FeatureControl
+    quotas: QuotaManagers
     cluster_id: str = ""
     _started: bool = field(default=False, init=False)
 
@@ -117,7 +121,7 @@ class BrokerState:
 
 def build_broker_state(config: BrokerConfig, clock: Clock | None = None, *,
                        endpoints: ListenerEndpoints | None = None, metrics: BrokerMetrics | None = None,
-                       registry: ApiRegistry | None = None) -> BrokerState:
+                       registry: ApiRegistry | None = None, features: FeatureControl | None = None) -> BrokerState:
     """Construct every subsystem (no log is read yet: `load_logs()` does that)."""
     clock = clock or Clock()
     metrics = metrics or BrokerMetrics()
@@ -137,6 +141,9 @@ def build_broker_state(config: BrokerConfig, clock: Clock | None = None, *,
         groups=create_group_coordinator(config, clock, topics),
         producer_ids=ProducerIdManager(config.log_dirs[0]),
         cleaner=create_log_cleaner(config, clock, log_manager, topics, metrics),
+        features=features or FeatureControl(config.log_dirs[0], config.node_id),
+        quotas=create_quota_managers(config, clock, metrics),
     )
+    state.features.ensure_saved()
     metrics.set_log_sizes(state.log_sizes)
     return state

@@ -13,7 +13,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from tidelog.config.broker_defs import BROKER_CONFIG_DEFS, broker_synonyms
+from tidelog.config.broker_defs import (
+    BROKER_CONFIG_DEFS,
+    LISTENER_PREFIX_ONLY,
+    THREAD_POOL_CONFIGS,
+    broker_synonyms,
+    definition_of,
+    listener_base_name,
+    per_broker_only,
+)
 from tidelog.config.definitions import (
     ConfigEntry,
     ConfigError,
@@ -234,7 +242,12 @@ class BrokerConfig:
 
     @staticmethod
     def _parse_layer(raw: Mapping[str, str]) -> dict[str, Any]:
-        return {name: BROKER_CONFIG_DEFS[name].parse(value) for name, value in raw.items()}
+        parsed: dict[str, Any] = {}
+        for name, value in raw.items():
+            definition = definition_of(name)
+            assert definition is not None
+            parsed[name] = definition.parse(value)
+        return parsed
 
     def _resolve(self) -> None:
         for name, definition in BROKER_CONFIG_DEFS.items():
@@ -309,7 +322,8 @@ class BrokerConfig:
         for source, layer in self.layers():
             for synonym in names:
                 if synonym in layer:
-                    value = None if BROKER_CONFIG_DEFS[synonym].sensitive else layer[synonym]
+                    definition = definition_of(synonym)
+                    value = None if definition is None or definition.sensitive else layer[synonym]
                     found.append(ConfigSynonym(synonym, value, source))
         for i, entry in enumerate(found):
             if entry.name == name:
@@ -327,14 +341,24 @@ class BrokerConfig:
     def dynamic_configs(self, per_broker: bool) -> dict[str, str]:
         return dict(self._dynamic_broker_raw if per_broker else self._dynamic_default_raw)
 
-    def validate_dynamic(self, values: Mapping[str, str]) -> dict[str, Any]:
-        """Parse a candidate dynamic layer; raise Unknown/ReadOnly/ConfigError like Kafka's validation."""
-        unknown = sorted(n for n in values if n not in BROKER_CONFIG_DEFS)
+    def validate_dynamic(self, values: Mapping[str, str], per_broker: bool = True) -> dict[str, Any]:
+        """Parse a candidate dynamic layer; raise Unknown/ReadOnly/ConfigError like Kafka's validation
+        (DynamicBrokerConfig.validateConfigs; listener-prefixed names are checked against their base config)."""
+        unknown = sorted(n for n in values if definition_of(n) is None)
         if unknown:
             raise UnknownConfigError(f"Unknown broker configs: {', '.join(unknown)}")
-        static = sorted(n for n in values if not BROKER_CONFIG_DEFS[n].dynamic)
+        static = sorted(n for n in values if listener_base_name(n) is None and not BROKER_CONFIG_DEFS[n].dynamic)
         if static:
             raise ReadOnlyConfigError(f"Cannot update these configs dynamically: {', '.join(static)}")
+        bare = sorted(n for n in values if n in LISTENER_PREFIX_ONLY)
+        if bare:
+            raise ConfigError("These security configs can be dynamically updated only per-listener using the "
+                              f"listener prefix: {', '.join(bare)}")
+        if not per_broker:
+            broker_only = sorted(n for n in values if per_broker_only(n))
+            if broker_only:
+                raise ConfigError("Cannot update these configs at default cluster level, broker id must be "
+                                  f"specified: {', '.join(broker_only)}")
         parsed = self._parse_layer(values)
         threads = parsed.get("log.cleaner.threads")
         if threads is not None:
@@ -345,11 +369,31 @@ class BrokerConfig:
                     f"Invalid value {threads} for configuration log.cleaner.threads: must be between "
                     f"{max(1, current // 2)} and {current * 2}"
                 )
+        listeners = parsed.get("listeners")
+        if listeners is not None:
+            # DynamicListenerConfig.validateReconfiguration
+            new_names = {n.upper() for n, _, _ in parse_listeners(listeners)}
+            advertised = {n.upper() for n, _, _ in parse_listeners(self.advertised_listeners, "advertised.listeners")}
+            if not advertised <= new_names:
+                raise ConfigError(f"Advertised listeners '{sorted(advertised)}' must be a subset of listeners "
+                                  f"'{sorted(new_names)}'")
+        for name in THREAD_POOL_CONFIGS:
+            new = parsed.get(name)
+            old = self.get(name)
+            if new is None or new == old:
+                continue
+            prefix = f"Dynamic thread count update validation failed for {name}={new}"
+            if new <= 0:
+                raise ConfigError(f"{prefix}, value should be at least 1")
+            if new < old // 2:
+                raise ConfigError(f"{prefix}, value should be at least half the current value {old}")
+            if new > old * 2:
+                raise ConfigError(f"{prefix}, value should not be greater than double the current value {old}")
         return parsed
 
     def set_dynamic(self, per_broker: bool, values: Mapping[str, str]) -> None:
         """Replace the dynamic per-broker or cluster-default layer (validated first; atomic on failure)."""
-        parsed = self.validate_dynamic(values)
+        parsed = self.validate_dynamic(values, per_broker)
         old = (self._dynamic_broker, self._dynamic_default, self._dynamic_broker_raw, self._dynamic_default_raw)
         if per_broker:
             self._dynamic_broker, self._dynamic_broker_raw = parsed, dict(values)
@@ -373,8 +417,10 @@ class BrokerConfig:
     ) -> list[ConfigEntry]:
         """Entries for DescribeConfigs: all configs for the broker's own id; for the cluster-default resource
         ("") only the dynamic default configs, as Kafka's ConfigHelper does."""
+        prefixed = {n for layer in (self._dynamic_broker, self._dynamic_default) for n in layer
+                    if listener_base_name(n) is not None}
         if per_broker:
-            candidates = sorted(BROKER_CONFIG_DEFS)
+            candidates = sorted(set(BROKER_CONFIG_DEFS) | prefixed)
         else:
             candidates = sorted(self._dynamic_default)
         wanted = set(names) if names else None
@@ -382,13 +428,16 @@ class BrokerConfig:
         for name in candidates:
             if wanted is not None and name not in wanted:
                 continue
-            definition = BROKER_CONFIG_DEFS[name]
+            definition = definition_of(name)
+            assert definition is not None
             all_synonyms = self.synonyms(name)
             if not per_broker:
                 all_synonyms = [s for s in all_synonyms if s.source is ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG]
                 value = self._dynamic_default.get(name)
-            else:
+            elif name in BROKER_CONFIG_DEFS:
                 value = self.get(name)
+            else:
+                value = self._effective(name, None)
             entries.append(
                 ConfigEntry(
                     name=name,
@@ -396,7 +445,8 @@ class BrokerConfig:
                     source=all_synonyms[0].source if all_synonyms else ConfigSource.DEFAULT_CONFIG,
                     synonyms=tuple(all_synonyms) if include_synonyms else (),
                     type=definition.type if definition.type is not ConfigType.UNKNOWN else ConfigType.STRING,
-                    read_only=not definition.dynamic,
+                    # ConfigHelper: read-only unless in AllDynamicConfigs (so a listener-prefixed entry is too)
+                    read_only=not (definition.dynamic and name in BROKER_CONFIG_DEFS),
                     sensitive=definition.sensitive,
                     documentation=definition.doc if include_documentation else None,
                 )

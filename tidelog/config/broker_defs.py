@@ -44,13 +44,14 @@ _DEFS: list[ConfigDef] = [
     ConfigDef("node.id", I, 1, "The node id of this broker.", at_least(0)),
     ConfigDef("broker.id", I, -1, "Legacy name of node.id; used when node.id is not set."),
     # Kafka's default is PLAINTEXT://:9092 (all interfaces); a test fixture binds to localhost.
-    ConfigDef("listeners", S, "PLAINTEXT://localhost:9092", "Listener URIs the broker binds: NAME://host:port,..."),
+    ConfigDef("listeners", S, "PLAINTEXT://localhost:9092", "Listener URIs the broker binds: NAME://host:port,...",
+              dynamic=True),
     ConfigDef("advertised.listeners", S, None, "Listener URIs given to clients; defaults to listeners."),
     ConfigDef("listener.security.protocol.map", S,
               "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
-              "Maps listener names to security protocols."),
+              "Maps listener names to security protocols.", dynamic=True),
     ConfigDef("inter.broker.listener.name", S, None, "Listener used between brokers (unused on one node)."),
-    ConfigDef("sasl.enabled.mechanisms", LI, ["GSSAPI"], "SASL mechanisms enabled on the broker."),
+    ConfigDef("sasl.enabled.mechanisms", LI, ["GSSAPI"], "SASL mechanisms enabled on the broker.", dynamic=True),
     # --- sockets and requests ---
     ConfigDef("socket.request.max.bytes", I, 104_857_600, "Largest request the broker accepts.", at_least(1)),
     ConfigDef("socket.send.buffer.bytes", I, 102_400, "SO_SNDBUF of server sockets (-1 = OS default)."),
@@ -62,6 +63,9 @@ _DEFS: list[ConfigDef] = [
     ConfigDef("fetch.max.bytes", I, 57_671_680, "Largest Fetch response the broker builds.", at_least(1024)),
     ConfigDef("max.incremental.fetch.session.cache.slots", I, 1000, "Incremental fetch sessions kept.", at_least(0)),
     ConfigDef("request.timeout.ms", I, 30_000, "Timeout for inter-broker requests."),
+    # --- client quotas (Kafka's QuotaConfig: the windowed rate of ClientQuotaManager) ---
+    ConfigDef("quota.window.num", I, 11, "Samples kept for client quota rates.", at_least(1)),
+    ConfigDef("quota.window.size.seconds", I, 1, "Length of one client quota sample.", at_least(1)),
     # --- topics ---
     ConfigDef("auto.create.topics.enable", B, True, "Create a topic when Metadata names an unknown one."),
     ConfigDef("num.partitions", I, 1, "Default partition count of new topics.", at_least(1)),
@@ -146,7 +150,7 @@ _DEFS: list[ConfigDef] = [
               at_least(0), dynamic=True),
     ConfigDef("log.message.timestamp.difference.max.ms", L, LONG_MAX,
               "Deprecated default of message.timestamp.difference.max.ms.", at_least(0), dynamic=True),
-    ConfigDef("log.message.format.version", S, "3.0-IV1", "Ignored (message format v2 only)."),
+    ConfigDef("log.message.format.version", S, "3.0-IV1", "Ignored (message format v2 only).", dynamic=True),
     ConfigDef("log.message.downconversion.enable", B, True, "Default message.downconversion.enable.",
               dynamic=True),
     ConfigDef("log.preallocate", B, False, "Default preallocate.", dynamic=True),
@@ -181,6 +185,95 @@ _DEFS: list[ConfigDef] = [
               dynamic=True),
     ConfigDef("log.cleaner.delete.retention.ms", L, 86_400_000, "Default delete.retention.ms.", at_least(0),
               dynamic=True),
+    # --- Kafka 4.3 dynamic broker configs tidelog stores and reports but does not act on (see docs/APIS.md):
+    # the rest of DynamicBrokerConfig.AllDynamicConfigs. SSL keystore/truststore settings take a listener prefix
+    # (listener.name.<listener>.<config>) when altered; the listener and SASL settings are per broker.
+    ConfigDef("ssl.keystore.type", S, "JKS", "Key store file format.", dynamic=True),
+    ConfigDef("ssl.keystore.location", S, None, "Key store file location.", dynamic=True),
+    ConfigDef("ssl.keystore.password", P, None, "Key store password.", dynamic=True, sensitive=True),
+    ConfigDef("ssl.key.password", P, None, "Private key password.", dynamic=True, sensitive=True),
+    ConfigDef("ssl.keystore.key", P, None, "Private key in the format of ssl.keystore.type.", dynamic=True,
+              sensitive=True),
+    ConfigDef("ssl.keystore.certificate.chain", P, None, "Certificate chain in the format of ssl.keystore.type.",
+              dynamic=True, sensitive=True),
+    ConfigDef("ssl.truststore.type", S, "JKS", "Trust store file format.", dynamic=True),
+    ConfigDef("ssl.truststore.location", S, None, "Trust store file location.", dynamic=True),
+    ConfigDef("ssl.truststore.password", P, None, "Trust store password.", dynamic=True, sensitive=True),
+    ConfigDef("ssl.truststore.certificates", P, None, "Trusted certificates in the format of ssl.truststore.type.",
+              dynamic=True, sensitive=True),
+    ConfigDef("principal.builder.class", ConfigType.CLASS,
+              "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder",
+              "KafkaPrincipalBuilder implementation.", dynamic=True),
+    ConfigDef("ssl.protocol", S, "TLSv1.3", "SSL protocol used to generate the SSLContext.", dynamic=True),
+    ConfigDef("ssl.provider", S, None, "Security provider used for SSL connections.", dynamic=True),
+    ConfigDef("ssl.cipher.suites", LI, [], "Enabled cipher suites (empty = all supported).", dynamic=True),
+    ConfigDef("ssl.enabled.protocols", LI, ["TLSv1.2", "TLSv1.3"], "Protocols enabled for SSL connections.",
+              dynamic=True),
+    ConfigDef("ssl.keymanager.algorithm", S, "SunX509", "Key manager factory algorithm.", dynamic=True),
+    ConfigDef("ssl.trustmanager.algorithm", S, "PKIX", "Trust manager factory algorithm.", dynamic=True),
+    ConfigDef("ssl.endpoint.identification.algorithm", S, "https", "Server hostname verification algorithm.",
+              dynamic=True),
+    ConfigDef("ssl.secure.random.implementation", S, None, "SecureRandom PRNG implementation.", dynamic=True),
+    ConfigDef("ssl.client.auth", S, "none", "Client authentication: required, requested or none.",
+              one_of("required", "requested", "none"), dynamic=True),
+    ConfigDef("ssl.engine.factory.class", ConfigType.CLASS, None, "SslEngineFactory implementation.", dynamic=True),
+    ConfigDef("sasl.mechanism.inter.broker.protocol", S, "GSSAPI", "SASL mechanism between brokers.", dynamic=True),
+    ConfigDef("sasl.jaas.config", P, None, "JAAS login context parameters.", dynamic=True, sensitive=True),
+    ConfigDef("sasl.kerberos.service.name", S, None, "Kerberos principal name Kafka runs as.", dynamic=True),
+    ConfigDef("sasl.kerberos.kinit.cmd", S, "/usr/bin/kinit", "Kerberos kinit command path.", dynamic=True),
+    ConfigDef("sasl.kerberos.ticket.renew.window.factor", D, 0.8, "Ticket renewal point as a share of its life.",
+              dynamic=True),
+    ConfigDef("sasl.kerberos.ticket.renew.jitter", D, 0.05, "Random jitter added to the renewal time.",
+              dynamic=True),
+    ConfigDef("sasl.kerberos.min.time.before.relogin", L, 60_000, "Login thread sleep between refresh attempts.",
+              dynamic=True),
+    ConfigDef("sasl.kerberos.principal.to.local.rules", LI, ["DEFAULT"], "Principal name to short name rules.",
+              dynamic=True),
+    ConfigDef("sasl.login.refresh.window.factor", D, 0.8, "Login refresh point as a share of the credential life.",
+              between(0.5, 1.0), dynamic=True),
+    ConfigDef("sasl.login.refresh.window.jitter", D, 0.05, "Random jitter added to the login refresh time.",
+              between(0.0, 0.25), dynamic=True),
+    ConfigDef("sasl.login.refresh.min.period.seconds", SH, 60, "Least wait before refreshing a credential.",
+              between(0, 900), dynamic=True),
+    ConfigDef("sasl.login.refresh.buffer.seconds", SH, 300, "Buffer kept before credential expiry on refresh.",
+              between(0, 3600), dynamic=True),
+    ConfigDef("max.connections", I, INT_MAX, "Most connections the broker accepts.", at_least(0), dynamic=True),
+    ConfigDef("max.connection.creation.rate", I, INT_MAX, "Most new connections per second.", at_least(0),
+              dynamic=True),
+    ConfigDef("max.connections.per.ip", I, INT_MAX, "Most connections from one address.", at_least(0),
+              dynamic=True),
+    ConfigDef("max.connections.per.ip.overrides", S, "", "Per-address overrides of max.connections.per.ip.",
+              dynamic=True),
+    ConfigDef("num.replica.fetchers", I, 1, "Replica fetcher threads (no replication on one node).", at_least(1),
+              dynamic=True),
+    ConfigDef("background.threads", I, 10, "Background task threads.", at_least(1), dynamic=True),
+    ConfigDef("metric.reporters", LI, ["org.apache.kafka.common.metrics.JmxReporter"],
+              "MetricsReporter classes.", dynamic=True),
+    ConfigDef("config.providers", LI, [], "ConfigProvider names for variable configs.", dynamic=True),
+    ConfigDef("transaction.partition.verification.enable", B, True,
+              "Verify a partition was added to a transaction before writing to it (KIP-890).", dynamic=True),
+    ConfigDef("follower.fetch.last.tiered.offset.enable", B, False,
+              "New followers start from the last tiered offset (KIP-1023).", dynamic=True),
+    ConfigDef("remote.log.index.file.cache.total.size.bytes", L, 1_073_741_824,
+              "Remote index file cache size.", at_least(1), dynamic=True),
+    ConfigDef("remote.fetch.max.wait.ms", I, 500, "Longest wait of a remote fetch.", at_least(1), dynamic=True),
+    ConfigDef("remote.log.manager.copy.max.bytes.per.second", L, LONG_MAX, "Remote copy throttle.", at_least(1),
+              dynamic=True),
+    ConfigDef("remote.log.manager.fetch.max.bytes.per.second", L, LONG_MAX, "Remote fetch throttle.", at_least(1),
+              dynamic=True),
+    ConfigDef("remote.list.offsets.request.timeout.ms", L, 30_000, "Remote ListOffsets timeout.", at_least(1),
+              dynamic=True),
+    ConfigDef("remote.log.manager.copier.thread.pool.size", I, 10, "Remote copier threads.", at_least(1),
+              dynamic=True),
+    ConfigDef("remote.log.manager.expiration.thread.pool.size", I, 10, "Remote expiration threads.", at_least(1),
+              dynamic=True),
+    ConfigDef("remote.log.manager.follower.thread.pool.size", I, 2, "Remote follower threads.", at_least(1),
+              dynamic=True),
+    ConfigDef("remote.log.reader.threads", I, 10, "Remote read threads.", at_least(1), dynamic=True),
+    ConfigDef("group.coordinator.cached.buffer.max.bytes", I, 1_048_588,
+              "Largest write buffer the group coordinator keeps for reuse.", at_least(512 * 1024), dynamic=True),
+    ConfigDef("share.coordinator.cached.buffer.max.bytes", I, 1_048_588,
+              "Largest write buffer the share coordinator keeps for reuse.", at_least(512 * 1024), dynamic=True),
     # --- tidelog extensions ---
     ConfigDef("log.flush.on.append", B, False, "tidelog: fsync every append before acknowledging it."),
     ConfigDef("metrics.port", I, -1, "tidelog: Prometheus metrics HTTP port (-1 = off, 0 = ephemeral).",
@@ -190,6 +283,42 @@ _DEFS: list[ConfigDef] = [
 ]
 
 BROKER_CONFIG_DEFS: dict[str, ConfigDef] = {d.name: d for d in _DEFS}
+
+# DynamicBrokerConfig: SSL key/trust store settings (SslConfigs.RECONFIGURABLE_CONFIGS) may be altered only with
+# a listener prefix; the security and listener settings only per broker (not at the cluster-default level),
+# except the cluster-level listener settings.
+LISTENER_PREFIX_ONLY = frozenset({
+    "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password",
+    "ssl.keystore.key", "ssl.keystore.certificate.chain", "ssl.truststore.type", "ssl.truststore.location",
+    "ssl.truststore.password", "ssl.truststore.certificates",
+})
+_CLUSTER_LEVEL_LISTENER_CONFIGS = frozenset({"max.connections", "max.connection.creation.rate",
+                                             "num.network.threads"})
+_LISTENER_CONFIGS = frozenset({
+    "listeners", "listener.security.protocol.map", "principal.builder.class", "ssl.protocol", "ssl.provider",
+    "ssl.cipher.suites", "ssl.enabled.protocols", "ssl.keymanager.algorithm", "ssl.trustmanager.algorithm",
+    "ssl.endpoint.identification.algorithm", "ssl.secure.random.implementation", "ssl.client.auth",
+    "ssl.engine.factory.class", "sasl.mechanism.inter.broker.protocol", "sasl.jaas.config",
+    "sasl.enabled.mechanisms", "sasl.kerberos.service.name", "sasl.kerberos.kinit.cmd",
+    "sasl.kerberos.ticket.renew.window.factor", "sasl.kerberos.ticket.renew.jitter",
+    "sasl.kerberos.min.time.before.relogin", "sasl.kerberos.principal.to.local.rules",
+    "sasl.login.refresh.window.factor", "sasl.login.refresh.window.jitter", "sasl.login.refresh.min.period.seconds",
+    "sasl.login.refresh.buffer.seconds", *_CLUSTER_LEVEL_LISTENER_CONFIGS,
+})
+PER_BROKER_ONLY = (LISTENER_PREFIX_ONLY | _LISTENER_CONFIGS) - _CLUSTER_LEVEL_LISTENER_CONFIGS
+# DynamicThreadPool.validateReconfiguration: these move at most by half / double per change.
+THREAD_POOL_CONFIGS = ("num.io.threads", "num.replica.fetchers", "num.recovery.threads.per.data.dir",
+                       "background.threads")
+LISTENER_CONFIG_PREFIX = "listener.name."
+
+
+def listener_base_name(name: str) -> str | None:
+    """`listener.name.<listener>.<config>` -> `<config>` (Kafka's ListenerConfigRegex), else None."""
+    if not name.startswith(LISTENER_CONFIG_PREFIX):
+        return None
+    rest = name[len(LISTENER_CONFIG_PREFIX):]
+    listener, dot, base = rest.partition(".")
+    return base if listener and dot and base else None
 
 # Kafka's DynamicBrokerConfig.brokerConfigSynonyms: configs that derive one value from several names,
 # most specific first.
@@ -201,8 +330,39 @@ _SYNONYM_GROUPS: tuple[tuple[str, ...], ...] = (
 )
 
 
+# ListenerMechanismConfigs: listener.name.<l>.<mechanism>.<config> is a synonym of <config>.
+_MECHANISM_CONFIGS = ("sasl.jaas.config", "sasl.login.callback.handler.class", "sasl.login.class",
+                      "sasl.server.callback.handler.class", "connections.max.reauth.ms")
+
+
+def definition_of(name: str) -> ConfigDef | None:
+    """The definition of a broker config, or of the base config of a listener-prefixed name."""
+    if name in BROKER_CONFIG_DEFS:
+        return BROKER_CONFIG_DEFS[name]
+    base = listener_base_name(name)
+    if base is None:
+        return None
+    if base in BROKER_CONFIG_DEFS:
+        return BROKER_CONFIG_DEFS[base]
+    mechanism = next((m for m in _MECHANISM_CONFIGS if base.endswith("." + m)), None)
+    return BROKER_CONFIG_DEFS.get(mechanism) if mechanism else None
+
+
+def per_broker_only(name: str) -> bool:
+    """DynamicBrokerConfig.perBrokerConfigs: refused at the cluster-default level."""
+    base = listener_base_name(name)
+    if base is not None:
+        return base not in _CLUSTER_LEVEL_LISTENER_CONFIGS
+    return name in PER_BROKER_ONLY
+
+
 def broker_synonyms(name: str) -> list[str]:
-    """All broker names that feed `name`'s value, most specific first (the whole group, as Kafka lists it)."""
+    """All broker names that feed `name`'s value, most specific first (the whole group, as Kafka lists it);
+    a listener-prefixed name has its base config as synonym (DynamicBrokerConfig.brokerConfigSynonyms)."""
+    base = listener_base_name(name)
+    if base is not None:
+        mechanism = next((m for m in _MECHANISM_CONFIGS if base.endswith("." + m)), None)
+        return [name, mechanism or base]
     for group in _SYNONYM_GROUPS:
         if name in group:
             return list(group)

@@ -13,7 +13,13 @@ import struct
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from tidelog.protocol.wire import EMPTY_TAGGED_FIELDS, array_length_bytes, bytes_length_bytes, string_bytes
+from tidelog.protocol.wire import (
+    EMPTY_TAGGED_FIELDS,
+    EncodedResponse,
+    array_length_bytes,
+    bytes_length_bytes,
+    string_bytes,
+)
 
 FLEXIBLE_MIN_VERSION = 12
 TOPIC_ID_MIN_VERSION = 13
@@ -91,3 +97,28 @@ def encode_fetch_response(version: int, error_code: int, session_id: int,
     if head:
         pieces.append(b"".join(head))
     return pieces
+
+
+class FetchTopicResponse:
+    __slots__ = ("key", "partitions")
+
+    def __init__(self, key: str | bytes, partitions: list[FetchPartitionResponse]) -> None:
+        self.key = key  # the topic name (v4-12) or its 16-byte id (v13+)
+        self.partitions = partitions
+
+
+class FetchResponseData(EncodedResponse):
+    """A Fetch response, encoded when the connection writes it: the client quotas read its record sizes,
+    set throttle_time_ms and empty `responses` of a throttled fetch first, as on a kafka-python response."""
+
+    def __init__(self, version: int, error_code: int, session_id: int, responses: list[FetchTopicResponse]) -> None:
+        self.version = version
+        self.error_code = error_code
+        self.session_id = session_id
+        self.responses = responses
+        self.throttle_time_ms = 0
+        self.flexible = version >= FLEXIBLE_MIN_VERSION
+
+    def pieces(self) -> list[bytes | memoryview]:
+        return encode_fetch_response(self.version, self.error_code or 0, self.session_id,
+                                     [(t.key, t.partitions) for t in self.responses], self.throttle_time_ms)

@@ -12,8 +12,8 @@ import struct
 
 from tidelog.protocol.wire import (
     EMPTY_TAGGED_FIELDS,
-    INT16,
     INT32,
+    EncodedResponse,
     WireError,
     array_length_bytes,
     read_array_length,
@@ -70,7 +70,7 @@ def decode_produce_request(frame: memoryview, pos: int, version: int) -> Produce
         raise WireError("truncated Produce request")
     acks, timeout_ms = _ACKS_TIMEOUT.unpack_from(frame, pos)
     pos += 6
-    n_topics, pos = read_array_length(frame, pos, flexible)
+    n_topics, pos = read_array_length(frame, pos, flexible)  # TopicData, PartitionData: non-nullable
     topics: list[TopicProduceData] = []
     for _ in range(n_topics):
         name, pos = read_string(frame, pos, flexible)
@@ -148,5 +148,16 @@ def encode_produce_response(version: int, responses: list[tuple[str, list[Partit
     return b"".join(out)
 
 
-__all__ = ["INT16", "PartitionProduceData", "PartitionProduceResponse", "ProduceRequestData",
-           "TopicProduceData", "decode_produce_request", "encode_produce_response"]
+
+
+class ProduceResponseData(EncodedResponse):
+    """A Produce response, encoded when the connection writes it (after the quotas set throttle_time_ms)."""
+
+    def __init__(self, version: int, responses: list[tuple[str, list[PartitionProduceResponse]]]) -> None:
+        self.version = version
+        self.responses = responses
+        self.throttle_time_ms = 0
+        self.flexible = version >= FLEXIBLE_MIN_VERSION
+
+    def pieces(self) -> list[bytes | memoryview]:
+        return [encode_produce_response(self.version, self.responses, self.throttle_time_ms)]

@@ -102,15 +102,17 @@ def read_bytes_view(buf: memoryview, pos: int, flexible: bool) -> tuple[memoryvi
     return buf[pos:end], end
 
 
-def read_array_length(buf: memoryview, pos: int, flexible: bool) -> tuple[int, int]:
-    """ARRAY (INT32 count) or COMPACT_ARRAY (UVARINT count + 1); a null array reads as empty."""
+def read_array_length(buf: memoryview, pos: int, flexible: bool, nullable: bool = False) -> tuple[int, int]:
+    """ARRAY (INT32 count) or COMPACT_ARRAY (UVARINT count + 1). A null array of a non-nullable field is
+    refused, as Kafka's generated readers do ("non-nullable field was serialized as null"); a nullable one
+    reads as empty."""
     if flexible:
         n, pos = read_uvarint(buf, pos)
         n -= 1
     else:
         n, pos = read_int32(buf, pos)
-    if n < -1:
-        raise WireError(f"bad array length {n}")
+    if n < -1 or (n == -1 and not nullable):
+        raise WireError(f"bad array length {n}" if n < -1 else "non-nullable array was serialized as null")
     if n > len(buf) - pos:  # every element takes at least one byte: a forged count cannot make us loop
         raise WireError(f"array length {n} exceeds the request")
     return max(n, 0), pos
@@ -133,18 +135,19 @@ def bytes_length_bytes(n: int, flexible: bool) -> bytes:
 
 
 class EncodedResponse:
-    """A response body already encoded by a hand-written codec. The connection frames it as it frames a
-    kafka-python response (`encode`, `flexible_version_q`, `error_code`)."""
+    """A response the hot path encodes by hand (Produce, Fetch). The connection frames it as it frames a
+    kafka-python response (`encode`, `flexible_version_q`, `error_code`), but writes `pieces()` as they are.
+    Subclasses keep their fields as plain attributes until `pieces()`, so the broker's client quotas can still
+    set `throttle_time_ms` (and empty a throttled Fetch) as they do on kafka-python objects."""
 
-    __slots__ = ("parts", "flexible", "error_code")
+    flexible = False
+    error_code: int | None = None
 
-    def __init__(self, parts: list[bytes | memoryview], flexible: bool, error_code: int | None = None) -> None:
-        self.parts = parts  # body pieces in order; record data stays a view until the frame is written
-        self.flexible = flexible
-        self.error_code = error_code
+    def pieces(self) -> list[bytes | memoryview]:
+        raise NotImplementedError
 
     def encode(self, version: int | None = None) -> bytes:
-        return b"".join(self.parts)
+        return b"".join(self.pieces())
 
     def flexible_version_q(self, version: int | None = None) -> bool:
         return self.flexible

@@ -1,16 +1,24 @@
 """What the leader checks and changes before an append (Kafka's LogValidator + the batch checks of
 UnifiedLog.analyzeAndValidateRecords): storage-format.md §8.
 
-Hot path: an uncompressed batch, or a batch already in the target codec, is changed in place (BaseOffset and
-PartitionLeaderEpoch sit outside the CRC; LogAppendTime rewrites MaxTimestamp + attributes + CRC, header
-only). Records are decoded only when a feature needs them: null-key checks on compacted topics, finite
-message.timestamp.before/after.max.ms bounds, or recompression to the topic's codec.
+Every record of every batch is walked (protocol/record_walk.py), as Kafka's LogValidator iterates them: record
+lengths, varints, key/value/header bounds, header counts, RecordsCount against the records present. A compressed
+batch is walked as a bounded stream (protocol/inflaters.py); nothing is kept of it unless it must be rebuilt.
+Errors: a malformed record -> INVALID_RECORD (Kafka's InvalidRecordException); an undecodable compressed payload
+-> CORRUPT_MESSAGE; codec ids 5-7 -> UNSUPPORTED_COMPRESSION_TYPE; a payload expanding past
+`max_decompressed_bytes` -> INVALID_RECORD (Kafka trunk's max.decompressed.message.bytes answers the same).
+Unused attribute bits (7-15 of a batch, the record attributes byte) are ignored, as Kafka ignores them.
+
+Hot path: an uncompressed batch, or a batch already in the target codec with inner offsets 0..n-1, is changed in
+place (BaseOffset and PartitionLeaderEpoch sit outside the CRC; MaxTimestamp and, for LogAppendTime, the
+timestamp-type bit are rewritten with the CRC only when they change).
 
 Divergences from Kafka, on purpose:
-  * Kafka decodes every record (and, for a compressed batch, checks inner offsets are 0..n-1). Here a batch
-    whose records are not otherwise needed is trusted beyond its header and CRC; the CRC still guards it
-    against corruption in transit, and a well-formed client always writes inner offsets 0..n-1.
   * Bytes after the last complete batch are rejected with CORRUPT_MESSAGE (Kafka silently trims them).
+  * An uncompressed batch whose inner offsets are not 0..n-1 is rebuilt (Kafka only rebuilds compressed ones).
+  * A compressed batch expanding past 64 MiB is refused (Kafka 4.3 has no such bound).
+  * Kafka answers UNKNOWN_SERVER_ERROR for codec ids 5-7 and for undecodable compressed payloads (an
+    IllegalArgumentException / KafkaException it does not map); see the error choices above.
   * offset_of_max_timestamp is the *shallow* offset, the last offset of the batch holding the max
     timestamp, which is what Kafka >= 3.8 writes into the time index (storage-format.md §9).
 """
@@ -22,6 +30,7 @@ from dataclasses import dataclass
 
 from tidelog.config.log_config import LONG_MAX, LogConfig
 from tidelog.protocol.errors import ErrorCode, KafkaError
+from tidelog.protocol.inflaters import CorruptPayloadError
 from tidelog.protocol.record_batch import (
     HEADER_SIZE,
     LOG_OVERHEAD,
@@ -35,6 +44,7 @@ from tidelog.protocol.record_batch import (
     set_partition_leader_epoch,
     write_crc,
 )
+from tidelog.protocol.record_walk import DEFAULT_MAX_DECOMPRESSED_BYTES, RecordWalk, walk_batch
 from tidelog.protocol.records import (
     CREATE_TIME,
     GZIP,
@@ -43,11 +53,9 @@ from tidelog.protocol.records import (
     ZSTD,
     CorruptRecordError,
     Record,
-    RecordSummary,
     build_batch,
     codec_for_name,
     iter_records,
-    scan_records,
 )
 
 _ATTRS = struct.Struct(">h")
@@ -79,7 +87,7 @@ def _invalid(msg: str) -> KafkaError:
 def _record_errors_error(code: ErrorCode, errors: list[tuple[int, str]]) -> KafkaError:
     shown = "; ".join(f"record {i}: {m}" for i, m in errors[:3])
     exc = KafkaError(code, f"{len(errors)} record(s) rejected (first errors: {shown})")
-    exc.record_errors = errors  # type: ignore[attr-defined]  # Produce v8+ returns them per partition
+    exc.record_errors = errors  # Produce v8+ returns them per partition
     return exc
 
 
@@ -113,6 +121,10 @@ def _check_batch(buf: bytearray, pos: int, h: RecordBatchHeader, config: LogConf
                          f"batch of {h.size} bytes exceeds max.message.bytes {config.max_message_bytes}")
     if not crc_is_valid(buf, pos, h):
         raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "record batch CRC mismatch")
+    if h.compression > ZSTD:
+        # Kafka's CompressionType.forId has no codec 5-7 (it fails there with an IllegalArgumentException, an
+        # UNKNOWN_SERVER_ERROR); the error that names the problem, and that no client retries, is this one.
+        raise KafkaError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, f"unknown compression codec {h.compression}")
     if h.last_offset_delta < 0 or h.records_count <= 0 or h.last_offset_delta + 1 != h.records_count:
         raise _invalid(f"record count {h.records_count} does not match last offset delta {h.last_offset_delta}")
     if h.is_control and from_client:
@@ -123,25 +135,52 @@ def _check_batch(buf: bytearray, pos: int, h: RecordBatchHeader, config: LogConf
         raise KafkaError(ErrorCode.INVALID_TIMESTAMP, "clients may not set the LogAppendTime timestamp type")
 
 
-def _record_errors(records: list[RecordSummary], config: LogConfig, now_ms: int, check_ts: bool,
-                   is_control: bool) -> tuple[ErrorCode, list[tuple[int, str]]] | None:
-    errors: list[tuple[int, str]] = []
-    code = ErrorCode.INVALID_RECORD
+def _walk(buf: bytearray, pos: int, h: RecordBatchHeader, want_null_keys: bool, want_ts_deltas: bool,
+          max_decompressed_bytes: int) -> RecordWalk:
+    try:
+        return walk_batch(buf, pos, h, want_null_keys=want_null_keys, want_ts_deltas=want_ts_deltas,
+                          max_decompressed_bytes=max_decompressed_bytes)
+    except CorruptPayloadError as exc:
+        # Kafka surfaces a codec failure as a KafkaException (UNKNOWN_SERVER_ERROR); CORRUPT_MESSAGE says what
+        # it is and is what a client can act on (docs/ARCHITECTURE.md, LogValidator).
+        raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"compressed records cannot be decoded: {exc}") from None
+    except CorruptRecordError as exc:  # InvalidRecordError, DecompressedSizeError
+        raise _invalid(str(exc)) from None
+
+
+def _record_errors(buf: bytearray, pos: int, h: RecordBatchHeader, walk: RecordWalk, config: LogConfig,
+                   now_ms: int, check_ts: bool, max_decompressed_bytes: int) -> None:
+    """Kafka's per-record checks (LogValidator.validateRecord): a null key on a compacted topic, then a CreateTime
+    timestamp out of range. Raises INVALID_RECORD, or INVALID_TIMESTAMP when any error is a timestamp error,
+    with every record's error in `record_errors` (Produce v8+)."""
     lo = now_ms - config.message_timestamp_before_max_ms
     hi = now_ms + config.message_timestamp_after_max_ms
-    for index, rec in enumerate(records):
-        if config.compact and rec.key_is_null and not is_control:
+    ts_bad = (check_ts and not h.is_log_append_time and walk.count > 0
+              and (h.base_timestamp + walk.min_ts_delta < lo or h.base_timestamp + walk.max_ts_delta > hi))
+    if not walk.null_key_indexes and not ts_bad:
+        return
+    deltas = _walk(buf, pos, h, False, True, max_decompressed_bytes).ts_deltas if ts_bad else None
+    null_keys = set(walk.null_key_indexes)
+    errors: list[tuple[int, str]] = []
+    code = ErrorCode.INVALID_RECORD
+    for index in range(walk.count):
+        if index in null_keys:
             errors.append((index, "Compacted topic cannot accept message without key."))
-        elif check_ts and rec.timestamp != NO_TIMESTAMP and not lo <= rec.timestamp <= hi:
-            # Kafka reports INVALID_TIMESTAMP when any record error is a timestamp error.
-            code = ErrorCode.INVALID_TIMESTAMP
-            errors.append((index, f"timestamp {rec.timestamp} is out of range [{lo}, {hi}]"))
-    return (code, errors) if errors else None
+        elif deltas is not None:
+            ts = h.base_timestamp + deltas[index]
+            if ts != NO_TIMESTAMP and not lo <= ts <= hi:
+                code = ErrorCode.INVALID_TIMESTAMP
+                errors.append((index, f"Timestamp {ts} of message with offset {index} is out of range. "
+                                      f"The timestamp should be within [{lo}, {hi}]"))
+    if errors:
+        raise _record_errors_error(code, errors)
 
 
 def validate_records(records: bytes | bytearray | memoryview, config: LogConfig, next_offset: int,
-                     leader_epoch: int, now_ms: int, from_client: bool = True) -> ValidationResult:
-    """Validate `records` and assign offsets from `next_offset`. Raises KafkaError; never returns partial work."""
+                     leader_epoch: int, now_ms: int, from_client: bool = True,
+                     max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES) -> ValidationResult:
+    """Validate `records` and assign offsets from `next_offset`. Raises KafkaError; never returns partial work.
+    `max_decompressed_bytes` bounds what one compressed batch may expand to (a decompression bomb)."""
     buf = bytearray(records)
     if not buf:
         raise _invalid("produce request has no record batch")
@@ -162,24 +201,14 @@ def validate_records(records: bytes | bytearray | memoryview, config: LogConfig,
 
     for index, (pos, h) in enumerate(batches):
         _check_batch(buf, pos, h, config, from_client)
+        # Every record of every batch is walked, as Kafka's LogValidator iterates them (DefaultRecord.readFrom).
+        walk = _walk(buf, pos, h, config.compact and not h.is_control, False, max_decompressed_bytes)
+        _record_errors(buf, pos, h, walk, config, now_ms, check_ts, max_decompressed_bytes)
         target = h.compression if target_name == "producer" else codec_for_name(target_name)
-        # Markers are never recompressed (Kafka writes them uncompressed whatever the topic says).
-        rebuild = target != h.compression and not h.is_control
-        need_ts = check_ts and (config.message_timestamp_before_max_ms < LONG_MAX
-                                or h.max_timestamp > now_ms + config.message_timestamp_after_max_ms)
-        summaries: list[RecordSummary] | None = None
-        if rebuild or need_ts or (config.compact and not h.is_control):
-            try:
-                summaries = scan_records(buf, pos)
-            except CorruptRecordError as exc:
-                raise KafkaError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from exc
-            problems = _record_errors(summaries, config, now_ms, need_ts, h.is_control)
-            if problems:
-                raise _record_errors_error(*problems)
-            if any(r.offset_delta != i for i, r in enumerate(summaries)):
-                # Kafka rebuilds a compressed batch whose inner offsets are not 0..n-1; doing the same for
-                # an uncompressed one (Kafka leaves it) keeps compacted logs readable by every client.
-                rebuild = True
+        # Markers are never recompressed (Kafka writes them uncompressed whatever the topic says). Kafka rebuilds a
+        # compressed batch whose inner offsets are not 0..n-1; doing the same for an uncompressed one (Kafka
+        # leaves it) keeps compacted logs readable by every client.
+        rebuild = (target != h.compression and not h.is_control) or not walk.offsets_in_order
 
         if rebuild:
             try:
@@ -206,7 +235,11 @@ def validate_records(records: bytes | bytearray | memoryview, config: LogConfig,
             count = h.last_offset_delta + 1
             set_base_offset(buf, pos, offset)
             set_partition_leader_epoch(buf, pos, leader_epoch)
-            batch_max_ts = _stamp_timestamps(buf, pos, h, log_append, now_ms, summaries)
+            if h.is_log_append_time or walk.count == 0:
+                records_max = h.max_timestamp
+            else:
+                records_max = h.base_timestamp + walk.max_ts_delta
+            batch_max_ts = _stamp_timestamps(buf, pos, h, log_append, now_ms, records_max)
             if out_parts is not None:
                 out_parts.append(buf[pos:pos + h.size])
         last = offset + count - 1
@@ -233,18 +266,16 @@ def validate_records(records: bytes | bytearray | memoryview, config: LogConfig,
 
 
 def _stamp_timestamps(buf: bytearray, pos: int, h: RecordBatchHeader, log_append: bool, now_ms: int,
-                      summaries: list[RecordSummary] | None) -> int:
+                      records_max: int) -> int:
     """Set MaxTimestamp and the timestamp-type bit in place; recompute the CRC only if either changed."""
     attrs = h.attributes
     if log_append:
         new_attrs, new_max = attrs | TIMESTAMP_TYPE_MASK, now_ms
     else:
         # CreateTime topic: the attributes stay as they are (a client's LogAppendTime bit was already
-        # rejected; the broker's own writes keep theirs, as Kafka's in-place path does).
-        new_attrs = attrs
-        # With the records at hand, correct a wrong MaxTimestamp as Kafka does; otherwise trust the header.
-        new_max = (max((r.timestamp for r in summaries), default=NO_TIMESTAMP) if summaries
-                   else h.max_timestamp)
+        # rejected; the broker's own writes keep theirs, as Kafka's in-place path does). MaxTimestamp becomes the
+        # largest record timestamp, as Kafka's in-place path sets it.
+        new_attrs, new_max = attrs, records_max
     if new_attrs != attrs or new_max != h.max_timestamp:
         _ATTRS.pack_into(buf, pos + 21, new_attrs)
         _INT64.pack_into(buf, pos + MAX_TIMESTAMP_OFFSET, new_max)

@@ -103,7 +103,7 @@ def apply_broker_configs(ctx: RequestContext, per_broker: bool, values: Mapping[
     """Kafka accepts only dynamically updatable broker configs; a static one is INVALID_REQUEST
     (ConfigAdminManager turns the ConfigException into InvalidRequestException)."""
     try:
-        ctx.broker.config.validate_dynamic(values)
+        ctx.broker.config.validate_dynamic(values, per_broker)
         if not validate_only:
             ctx.broker.topics.set_broker_configs(per_broker, values)
     except UnknownConfigError as exc:
@@ -120,10 +120,10 @@ def alter_resources(
 ) -> list[Any]:
     """Run `alter_one` per resource; build AlterConfigsResourceResponse entries (same shape in both APIs)."""
     result_cls = response_class(ctx.api_key).AlterConfigsResourceResponse
-    counts = Counter((r.resource_type, r.resource_name) for r in request.resources)
+    counts = Counter((r.resource_type, r.resource_name) for r in request.resources or [])
     validate_only = bool(request.validate_only)
     results: list[Any] = []
-    for resource in request.resources:
+    for resource in request.resources or []:
         result = result_cls(
             error_code=0, error_message=None, resource_type=resource.resource_type,
             resource_name=resource.resource_name,

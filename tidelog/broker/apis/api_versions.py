@@ -7,6 +7,7 @@ from typing import Any
 
 from tidelog.broker.apis import ApiEntry
 from tidelog.broker.context import RequestContext
+from tidelog.broker.features import FeatureControl
 from tidelog.protocol.api_keys import ApiKey
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import response_class
@@ -28,9 +29,11 @@ def unsupported_version_response(entry: ApiEntry) -> Any:
                   api_keys=_entries(cls, [(API_KEY, entry.min_version, entry.max_version)]))
 
 
-def respond(v: int, request: Any, advertised: list[tuple[int, int, int]]) -> Any:
-    """The answer to ApiVersions v`v`, advertising `advertised` ((key, min, max) per API). Needs no broker
-    state: the connection answers it even while the broker is still loading."""
+def respond(v: int, request: Any, advertised: list[tuple[int, int, int]],
+            features: FeatureControl | None = None) -> Any:
+    """The answer to ApiVersions v`v`, advertising `advertised` ((key, min, max) per API) and, from v3, the
+    feature levels of `features` (KIP-584). Needs no other broker state: the connection answers it even while the
+    broker is still loading."""
     cls = response_class(API_KEY)
     error = ErrorCode.NONE
     if v >= 3:
@@ -44,12 +47,23 @@ def respond(v: int, request: Any, advertised: list[tuple[int, int, int]]) -> Any
     if v >= 1:
         fields["throttle_time_ms"] = 0
     if v >= 3:
-        # No features finalized: no KIP-890 transaction.version / KIP-848 group.version (KIP-584 features).
-        fields.update(supported_features=[], finalized_features_epoch=-1, finalized_features=[],
+        # Kafka's ApiVersionsResponse.createApiVersionsResponse: supported ranges, finalized levels and their epoch
+        # (-1 and none when nothing is finalized). An INVALID_REQUEST answer carries none of them.
+        supported: list[Any] = []
+        finalized: list[Any] = []
+        epoch = -1
+        if features is not None and error == ErrorCode.NONE:
+            # KAFKA-17011: v3 clients cannot read a minimum of 0, so v3 leaves those features out.
+            supported = [cls.SupportedFeatureKey(name=n, min_version=lo, max_version=hi)
+                         for n, (lo, hi) in sorted(features.supported().items()) if v >= 4 or lo > 0]
+            levels, epoch = features.finalized_levels()
+            finalized = [cls.FinalizedFeatureKey(name=n, max_version_level=level, min_version_level=level)
+                         for n, level in sorted(levels.items())]
+        fields.update(supported_features=supported, finalized_features_epoch=epoch, finalized_features=finalized,
                       zk_migration_ready=False)
     return cls[v](**fields)
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     """Dispatched by the connection itself (see `respond`); kept for the registry's uniform interface."""
-    return respond(ctx.api_version, request, ctx.broker.registry.advertised_ranges())
+    return respond(ctx.api_version, request, ctx.broker.registry.advertised_ranges(), ctx.broker.features)

@@ -19,10 +19,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     result_cls = response_cls.CreatePartitionsTopicResult
     topics = ctx.broker.topics
     validate_only = bool(request.validate_only)
-    counts = Counter(t.name for t in request.topics)
+    counts = Counter(t.name for t in request.topics or [])
     results: list[Any] = []
     seen: set[str] = set()
-    for topic in request.topics:
+    for topic in request.topics or []:
         if topic.name in seen:
             continue
         seen.add(topic.name)

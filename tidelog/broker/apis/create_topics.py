@@ -18,7 +18,7 @@ API_KEY = 19
 
 def _requested_partitions(ctx: RequestContext, request: Any) -> int:
     total = 0
-    for topic in request.topics:
+    for topic in request.topics or []:
         if topic.assignments:
             total += len(topic.assignments)
         elif topic.num_partitions == -1:
@@ -36,13 +36,13 @@ def _check_assignments(ctx: RequestContext, topic: Any) -> int:
             "Both numPartitions or replicationFactor and replicasAssignments were set. "
             "Both cannot be used at the same time.",
         )
-    indexes = sorted(a.partition_index for a in topic.assignments)
+    indexes = sorted(a.partition_index for a in topic.assignments or [])
     if indexes != list(range(len(indexes))):
         raise KafkaError(
             ErrorCode.INVALID_REPLICA_ASSIGNMENT,
             f"Partitions should be a consecutive 0-based integer sequence, but got {indexes}.",
         )
-    for assignment in topic.assignments:
+    for assignment in topic.assignments or []:
         brokers = list(assignment.broker_ids or [])
         if not brokers:
             raise KafkaError(
@@ -71,11 +71,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     config_cls = result_cls.CreatableTopicConfigs
     topics = ctx.broker.topics
     validate_only = bool(request.validate_only)
-    counts = Counter(t.name for t in request.topics)
+    counts = Counter(t.name for t in request.topics or [])
     too_many = _requested_partitions(ctx, request) > MAX_PARTITIONS_PER_BATCH
     results: list[Any] = []
     seen: set[str] = set()
-    for topic in request.topics:
+    for topic in request.topics or []:
         name = topic.name
         if name in seen:
             continue

@@ -43,9 +43,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     topic_cls = response_cls.DeleteRecordsTopicResult
     partition_cls = topic_cls.DeleteRecordsPartitionResult
     topics = []
-    for topic in request.topics:
+    for topic in request.topics or []:
         partitions = []
-        for p in topic.partitions:
+        for p in topic.partitions or []:
             low_watermark, error = _delete_one(ctx, topic.name, p.partition_index, p.offset)
             partitions.append(partition_cls(partition_index=p.partition_index, low_watermark=low_watermark,
                                             error_code=error))

@@ -1,4 +1,6 @@
-"""DescribeCluster (key 60, KIP-700): this broker as the only broker and the controller."""
+"""DescribeCluster (key 60, KIP-700): this broker as the only broker and the controller. v1 endpoint type
+(KIP-919), v2 `include_fenced_brokers` / `is_fenced` (KIP-1073): this node is registered and never fenced, so the
+flag changes nothing."""
 
 from __future__ import annotations
 
@@ -31,7 +33,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         "cluster_id": broker.cluster_id,
         "controller_id": broker.node_id,
         "brokers": [] if error else [cls.DescribeClusterBroker(
-            broker_id=broker.node_id, host=host, port=port, rack=None)],
+            broker_id=broker.node_id, host=host, port=port, rack=None, is_fenced=False)],
         "authorized_operations": set(CLUSTER_OPERATIONS) if request.include_cluster_authorized_operations else None,
     }
     if v >= 1:

@@ -70,7 +70,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     include_synonyms = bool(request.include_synonyms)
     include_doc = version >= 3 and bool(request.include_documentation)
     results: list[Any] = []
-    for resource in request.resources:
+    for resource in request.resources or []:
         result = result_cls(
             error_code=0, error_message=None, resource_type=resource.resource_type,
             resource_name=resource.resource_name, configs=[],

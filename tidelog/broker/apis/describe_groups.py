@@ -1,4 +1,4 @@
-"""DescribeGroups (key 15) (Kafka's GroupCoordinator). Metadata and assignments are shown only when Stable."""
+"""DescribeGroups (key 15) (Kafka's GroupCoordinator), v0-6. Metadata and assignments are shown only when Stable."""
 
 from __future__ import annotations
 
@@ -32,8 +32,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                                protocol_data="", members=[], authorized_operations=ops))
             continue
         if group is None:
-            # Kafka (v0-5) describes an unknown group as Dead with no error
-            described.append(D(error_code=ErrorCode.NONE, group_id=group_id, group_state=GroupState.DEAD.value,
+            # Kafka's GroupMetadataManager.describeGroups: an unknown group is Dead; v0-5 with no error, v6+ with
+            # GROUP_ID_NOT_FOUND and the exception's message (KIP-1043).
+            missing = version >= 6
+            described.append(D(error_code=ErrorCode.GROUP_ID_NOT_FOUND if missing else ErrorCode.NONE,
+                               error_message=f"Group {group_id} not found." if missing else None,
+                               group_id=group_id, group_state=GroupState.DEAD.value,
                                protocol_type="", protocol_data="", members=[], authorized_operations=ops))
             continue
         stable = group.is_(GroupState.STABLE)

@@ -21,11 +21,9 @@ from typing import TYPE_CHECKING, Any
 from tidelog.broker.apis._shared import check_leader_epoch
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode, KafkaError
-from tidelog.protocol.fetch_codec import FLEXIBLE_MIN_VERSION as FETCH_FLEXIBLE_MIN_VERSION
-from tidelog.protocol.fetch_codec import FetchPartitionResponse, encode_fetch_response
+from tidelog.protocol.fetch_codec import FetchPartitionResponse, FetchResponseData, FetchTopicResponse
 from tidelog.protocol.record_batch import HEADER_SIZE, read_header
 from tidelog.protocol.records import ZSTD
-from tidelog.protocol.wire import EncodedResponse
 from tidelog.storage import TopicPartition
 
 if TYPE_CHECKING:
@@ -201,22 +199,20 @@ def _topic_key(key: Any, by_id: bool) -> str | bytes:
     return key.bytes if isinstance(key, uuid.UUID) else bytes(key or bytes(16))
 
 
-def _response(ctx: RequestContext, parts: list[_Partition], error: ErrorCode = ErrorCode.NONE) -> EncodedResponse:
-    """Encoded by hand (protocol/fetch_codec.py): the records stay separate pieces of the response, written
-    to the socket as they are."""
+def _response(ctx: RequestContext, parts: list[_Partition], error: ErrorCode = ErrorCode.NONE) -> FetchResponseData:
+    """Encoded by hand (protocol/fetch_codec.py) when written: the records stay separate pieces."""
     by_id = ctx.api_version >= TOPIC_ID_MIN_VERSION
-    topics: list[tuple[str | bytes, list[FetchPartitionResponse]]] = []
+    topics: list[FetchTopicResponse] = []
     last_key: Any = object()
     for part in parts:
         if part.topic_key != last_key or not topics:
             # consecutive partitions of one topic share a topic entry, as in the request
-            topics.append((_topic_key(part.topic_key, by_id), []))
+            topics.append(FetchTopicResponse(_topic_key(part.topic_key, by_id), []))
             last_key = part.topic_key
-        topics[-1][1].append(FetchPartitionResponse(
+        topics[-1].partitions.append(FetchPartitionResponse(
             part.request.partition, part.error, part.high_watermark, part.last_stable_offset,
             part.log_start_offset, part.aborted, part.records))
-    pieces = encode_fetch_response(ctx.api_version, error, INVALID_SESSION_ID, topics)
-    return EncodedResponse(pieces, ctx.api_version >= FETCH_FLEXIBLE_MIN_VERSION, int(error))
+    return FetchResponseData(ctx.api_version, int(error), INVALID_SESSION_ID, topics)
 
 
 def _replica_id(request: Any) -> int:

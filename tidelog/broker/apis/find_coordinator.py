@@ -1,11 +1,15 @@
 """FindCoordinator (key 10): this single node coordinates every group and transactional id.
 
 v0-3 carry one key and answer one node; v4+ batch `coordinator_keys` and answer one entry per key
-(docs/PROTOCOL.md). A group lookup creates `__consumer_offsets` first, as Kafka does.
+(docs/PROTOCOL.md). A group lookup creates `__consumer_offsets` first, as Kafka does. v5 only adds the
+TRANSACTION_ABORTABLE error; v6 adds the share key type (KIP-932), which this node, without share groups,
+answers as Kafka's KafkaApis.getCoordinator does when `__share_group_state` does not exist.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import logging
 from typing import Any
 
@@ -19,11 +23,32 @@ API_KEY = 10
 
 KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1
+KEY_TYPE_SHARE = 2
+SHARE_MIN_VERSION = 6
+
+
+def _valid_share_key(key: str) -> bool:
+    """Kafka's SharePartitionKey.validate: "groupId:topicId:partition" with a non-empty group id, a base64 topic
+    id and a non-negative partition (the group id may itself hold colons)."""
+    parts = key.rsplit(":", 2)
+    if len(parts) != 3 or not parts[0]:
+        return False
+    try:
+        raw = base64.urlsafe_b64decode(parts[1] + "==")
+        partition = int(parts[2])
+    except (ValueError, binascii.Error):
+        return False
+    return len(raw) == 16 and len(parts[1]) == 22 and partition >= 0
 
 
 def _lookup(ctx: RequestContext, key: str | None, key_type: int) -> tuple[ErrorCode, str | None]:
     if key is None:
         return ErrorCode.INVALID_REQUEST, "coordinator key must not be null"
+    if key_type == KEY_TYPE_SHARE:
+        if ctx.api_version < SHARE_MIN_VERSION or not _valid_share_key(key):
+            return ErrorCode.INVALID_REQUEST, None
+        # No share coordinator (share groups are not served): Kafka answers COORDINATOR_NOT_AVAILABLE.
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
     if key_type == KEY_TYPE_GROUP:
         try:
             ctx.broker.groups.ensure_offsets_topic()

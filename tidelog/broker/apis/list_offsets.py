@@ -1,5 +1,7 @@
 """ListOffsets (key 2): offsets by timestamp, earliest, latest and max timestamp (Kafka's UnifiedLog.fetchOffsetByTimestamp,
-docs/PROTOCOL.md). Versions 1-7: -4/-5 (tiered storage) need v8/v9 and are refused below them.
+docs/PROTOCOL.md). Versions 1-11. The tiered-storage specs need their version (-4 v8, -5 v9, -6 v11) and are
+UNSUPPORTED_VERSION below it; v10 only adds `timeout_ms` for remote reads, which a node without tiered storage
+never waits on.
 """
 
 from __future__ import annotations
@@ -22,9 +24,11 @@ EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
+EARLIEST_PENDING_UPLOAD_TIMESTAMP = -6  # KIP-1023
 # The first ListOffsets version that may carry each special timestamp (Kafka's ListOffsetsRequest).
 _MIN_VERSION_FOR = {LATEST_TIMESTAMP: 0, EARLIEST_TIMESTAMP: 0, MAX_TIMESTAMP: 7,
-                    EARLIEST_LOCAL_TIMESTAMP: 8, LATEST_TIERED_TIMESTAMP: 9}
+                    EARLIEST_LOCAL_TIMESTAMP: 8, LATEST_TIERED_TIMESTAMP: 9,
+                    EARLIEST_PENDING_UPLOAD_TIMESTAMP: 11}
 CONSUMER_REPLICA_ID = -1
 READ_COMMITTED = 1
 
@@ -50,6 +54,9 @@ def _lookup(ctx: RequestContext, tp: TopicPartition, p: Any, request: Any) -> tu
         bound = log_obj.high_watermark
     if ts == LATEST_TIMESTAMP:
         return ErrorCode.NONE, -1, bound, log_obj.leader_epoch
+    if ts in (LATEST_TIERED_TIMESTAMP, EARLIEST_PENDING_UPLOAD_TIMESTAMP):
+        # Kafka's UnifiedLog without remote storage: no tiered offset, answered as (-1, -1, epoch -1), no error.
+        return ErrorCode.NONE, -1, -1, -1
     found = log_obj.fetch_offset_for_timestamp(ts)
     if found is None:
         return ErrorCode.NONE, -1, -1, -1

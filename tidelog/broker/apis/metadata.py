@@ -103,6 +103,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         fields["cluster_id"] = broker.cluster_id
     if v >= 3:
         fields["throttle_time_ms"] = 0
+    if v >= 13:
+        fields["error_code"] = ErrorCode.NONE  # top-level error (KIP-1102: only REBOOTSTRAP_REQUIRED uses it)
     if 8 <= v <= 10:
         include_cluster = bool(request.include_cluster_authorized_operations)
         fields["authorized_operations"] = set(CLUSTER_OPERATIONS) if include_cluster else INT32_MIN_OMITTED

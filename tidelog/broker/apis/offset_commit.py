@@ -1,7 +1,9 @@
-"""OffsetCommit (key 8) (Kafka's GroupMetadataManager). Served from v2 (Kafka 4.0 removed v0-1)."""
+"""OffsetCommit (key 8) (Kafka's GroupMetadataManager). Served from v2 (Kafka 4.0 removed v0-1). v10 names topics
+by id (KIP-848): an unknown id answers UNKNOWN_TOPIC_ID for each of its partitions, as KafkaApis does."""
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from tidelog.broker.apis._shared import coordinator
@@ -19,6 +21,12 @@ def _partition_exists(ctx: RequestContext, tp: TopicPartition) -> bool:
     return info is not None and 0 <= tp.partition < info.partitions
 
 
+def _name_for_id(ctx: RequestContext, topic_id: Any) -> str | None:
+    raw = topic_id.bytes if isinstance(topic_id, uuid.UUID) else bytes(topic_id or b"")
+    info = ctx.broker.topics.by_id(raw) if raw and any(raw) else None
+    return None if info is None else info.name
+
+
 async def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
     cls = response_class(API_KEY)[version]
@@ -28,10 +36,20 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     order: list[tuple[str, list[int]]] = []
     errors: dict[TopicPartition, int] = {}
     offsets: dict[TopicPartition, OffsetAndMetadata] = {}
-    for topic in request.topics or []:
-        order.append((topic.name, [p.partition_index for p in topic.partitions or []]))
+    ids: dict[str, Any] = {}  # v10: the name each entry was resolved to -> the topic id asked for
+    for index, topic in enumerate(request.topics or []):
+        name = topic.name if version < 10 else _name_for_id(ctx, topic.topic_id)
+        unknown_id = name is None
+        if name is None:
+            name = f"\0unknown-{index}"  # keeps this entry's partitions apart from every real topic
+        if version >= 10:
+            ids[name] = topic.topic_id
+        order.append((name, [p.partition_index for p in topic.partitions or []]))
         for p in topic.partitions or []:
-            tp = TopicPartition(topic.name, p.partition_index)
+            tp = TopicPartition(name, p.partition_index)
+            if unknown_id:
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_ID
+                continue
             if not _partition_exists(ctx, tp):
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
@@ -50,7 +68,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             errors.update(dict.fromkeys(offsets, e.code))
     topics = []
     for name, partitions in order:
-        topics.append(cls.OffsetCommitResponseTopic(name=name, partitions=[
+        topics.append(cls.OffsetCommitResponseTopic(name=name, topic_id=ids.get(name), partitions=[
             cls.OffsetCommitResponseTopic.OffsetCommitResponsePartition(
                 partition_index=i, error_code=errors.get(TopicPartition(name, i), ErrorCode.NONE))
             for i in partitions]))

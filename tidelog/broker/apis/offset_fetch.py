@@ -1,8 +1,12 @@
-"""OffsetFetch (key 9): one group (v1-7) or several (v8+) (Kafka's GroupMetadataManager)."""
+"""OffsetFetch (key 9): one group (v1-7) or several (v8+) (Kafka's GroupMetadataManager). v10 names topics by id
+(KIP-848), as KafkaApis does: an unknown requested id answers UNKNOWN_TOPIC_ID per partition, and the "all
+topics" form leaves out topics that no longer exist (no id to name them by)."""
 
 from __future__ import annotations
 
+import uuid
 from collections import defaultdict
+from types import SimpleNamespace
 from typing import Any
 
 from tidelog.broker.apis._shared import coordinator
@@ -33,6 +37,41 @@ def _fetch(ctx: RequestContext, group_id: str, topics: list[Any] | None
     return error, list(by_topic.items())
 
 
+def _topic_id(raw: Any) -> bytes:
+    return raw.bytes if isinstance(raw, uuid.UUID) else bytes(raw or b"")
+
+
+def _group_by_ids(ctx: RequestContext, group: Any, G: Any) -> Any:
+    """One v10 group: topics named by id in the request and in the answer."""
+    T = G.OffsetFetchResponseTopics
+    P = T.OffsetFetchResponsePartitions
+    topics = ctx.broker.topics
+    known: list[Any] = []
+    unknown: list[Any] = []
+    if group.topics is not None:
+        for t in group.topics:
+            raw = _topic_id(t.topic_id)
+            info = topics.by_id(raw) if any(raw) else None
+            if info is None:
+                unknown.append(t)
+            else:
+                known.append(SimpleNamespace(name=info.name, partition_indexes=t.partition_indexes))
+    error, fetched = _fetch(ctx, group.group_id, None if group.topics is None else known)
+    answer = []
+    for name, parts in fetched:
+        info = topics.get(name)
+        if info is None:
+            continue  # a deleted topic's offsets: no id to report them under
+        answer.append(T(topic_id=uuid.UUID(bytes=bytes(info.topic_id)), partitions=[
+            P(partition_index=p, committed_offset=off, committed_leader_epoch=epoch, metadata=meta,
+              error_code=ErrorCode.NONE) for p, off, epoch, meta in parts]))
+    for t in unknown:
+        answer.append(T(topic_id=t.topic_id, partitions=[
+            P(partition_index=i, committed_offset=-1, committed_leader_epoch=-1, metadata="",
+              error_code=ErrorCode.UNKNOWN_TOPIC_ID) for i in t.partition_indexes or []]))
+    return G(group_id=group.group_id, error_code=error, topics=answer if error == ErrorCode.NONE else [])
+
+
 async def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
     cls = response_class(API_KEY)[version]
@@ -40,6 +79,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         groups = []
         G = cls.OffsetFetchResponseGroup
         for g in request.groups or []:
+            if version >= 10:
+                groups.append(_group_by_ids(ctx, g, G))
+                continue
             error, topics = _fetch(ctx, g.group_id, g.topics)
             groups.append(G(group_id=g.group_id, error_code=error, topics=[
                 G.OffsetFetchResponseTopics(name=name, partitions=[

@@ -12,14 +12,9 @@ from typing import Any
 
 from tidelog.broker.context import CloseConnection, RequestContext
 from tidelog.protocol.errors import ErrorCode, KafkaError
-from tidelog.protocol.produce_codec import (
-    FLEXIBLE_MIN_VERSION,
-    PartitionProduceResponse,
-    encode_produce_response,
-)
+from tidelog.protocol.produce_codec import PartitionProduceResponse, ProduceResponseData
 from tidelog.protocol.record_batch import ATTRIBUTES_OFFSET, COMPRESSION_MASK, HEADER_SIZE, MAGIC_OFFSET
 from tidelog.protocol.records import ZSTD
-from tidelog.protocol.wire import EncodedResponse
 from tidelog.storage import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -113,10 +108,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any | None:
                                   f" from client id {ctx.client_id!r} ({', '.join(failed)})")
         return None
 
-    version = ctx.api_version
-    body = encode_produce_response(version, [
+    return ProduceResponseData(ctx.api_version, [
         (name, [PartitionProduceResponse(index, r.error, r.base_offset, r.log_append_time, r.log_start_offset,
                                          r.record_errors, r.message if r.error != ErrorCode.NONE else None)
                 for index, r in partitions])
         for name, partitions in results])
-    return EncodedResponse([body], version >= FLEXIBLE_MIN_VERSION)

@@ -1,0 +1,56 @@
+"""tidelog's ApiVersions answer against Apache Kafka 4.3's (kafka-python 3.0.12 records each release's answer in
+`kafka.protocol.broker_version_data`): every served API advertises Kafka 4.3's range, or is listed below with
+the work that brings it there. Also what kafka-python's release probe makes of our answer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.protocol.broker_version_data import BROKER_API_VERSIONS, infer_broker_version_from_api_versions
+
+from tidelog.protocol.messages import request_class
+from tidelog.testing import BrokerHandle, KafkaWire
+
+API_VERSIONS = 18
+KAFKA_43 = BROKER_API_VERSIONS[(4, 3)]
+
+# api key -> (tidelog's advertised range, why it differs from Kafka 4.3 and what brings it level)
+KNOWN_DIFFERENCES: dict[int, tuple[tuple[int, int], str]] = {
+    0: ((0, 11), "Produce 12 (KIP-890 part 2) and 13 (topic ids, KIP-516): hand-written Produce codec work"),
+    1: ((4, 16), "Fetch 17 (KIP-853 replica directory id) and 18 (KIP-1166 high watermark): hand-written Fetch "
+                 "codec work"),
+}
+
+
+def advertised(bootstrap: str) -> dict[int, tuple[int, int]]:
+    cls = request_class(API_VERSIONS)[4]
+    with KafkaWire(bootstrap) as wire:
+        response = wire.request(API_VERSIONS, 4, cls(client_software_name="tidelog-test",
+                                                     client_software_version="1.0"))
+    return {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+
+
+def test_every_served_api_advertises_kafka_43_range_or_a_listed_difference(broker: BrokerHandle) -> None:
+    ours = advertised(broker.bootstrap)
+    mismatched: dict[int, Any] = {}
+    for key, ranges in sorted(ours.items()):
+        assert key in KAFKA_43, f"api {key} is not served by Kafka 4.3 at all"
+        if ranges == KAFKA_43[key]:
+            assert key not in KNOWN_DIFFERENCES, f"api {key} now matches Kafka 4.3: drop it from KNOWN_DIFFERENCES"
+            continue
+        listed = KNOWN_DIFFERENCES.get(key)
+        if listed is None or listed[0] != ranges:
+            mismatched[key] = (ranges, KAFKA_43[key])
+    assert not mismatched, f"(tidelog, Kafka 4.3) ranges that differ without a listed reason: {mismatched}"
+    # A listed difference for an API no longer served is stale too.
+    assert set(KNOWN_DIFFERENCES) <= set(ours)
+
+
+def test_kafka_python_identifies_our_answer_as_kafka_4_2_or_4_3(broker: BrokerHandle) -> None:
+    """kafka-python's probe reads 4.3 from DescribeLogDirs v5 (served by the admin-API work, not here) and 4.2
+    from ListOffsets v11, which we serve. The Produce/Fetch gaps do not lower it: 4.2's marker is checked first."""
+    ours = advertised(broker.bootstrap)
+    describe_log_dirs_v5 = ours.get(35, (0, -1))[1] >= 5
+    assert infer_broker_version_from_api_versions(ours) == ((4, 3) if describe_log_dirs_v5 else (4, 2))
+    # without ListOffsets v11 it would read our answer as 4.0 (ListOffsets v10)
+    assert infer_broker_version_from_api_versions({**ours, 2: (1, 10), 35: (1, 4)}) == (4, 0)

@@ -1,0 +1,34 @@
+"""UpdateFeatures (key 57, KIP-584): change finalized feature levels as Kafka's controller does on a single node
+(QuorumController.updateFeatures -> FeatureControlManager; rules in tidelog.broker.features). v1 adds
+`validate_only` and `upgrade_type`; v2 drops the per-feature results from the response."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tidelog.broker.context import RequestContext
+from tidelog.broker.features import SAFE_DOWNGRADE, UPGRADE, FeatureUpdate
+from tidelog.protocol.api_keys import ApiKey
+from tidelog.protocol.messages import response_class
+
+API_KEY = ApiKey.UPDATE_FEATURES
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    v = ctx.api_version
+    cls = response_class(API_KEY)[v]
+    updates = []
+    for u in request.feature_updates or []:
+        if v >= 1:
+            upgrade_type = u.upgrade_type
+        else:  # v0: allow_downgrade means a safe downgrade (UpdateFeaturesRequest.upgradeType)
+            upgrade_type = SAFE_DOWNGRADE if u.allow_downgrade else UPGRADE
+        updates.append(FeatureUpdate(u.feature or "", u.max_version_level, upgrade_type))
+    validate_only = bool(request.validate_only) if v >= 1 else False
+    error, message = ctx.broker.features.update(updates, validate_only)
+    fields: dict[str, Any] = {"throttle_time_ms": 0, "error_code": error, "error_message": message}
+    if v <= 1:
+        # UpdateFeaturesResponse.createWithErrors: every feature carries the top-level outcome.
+        fields["results"] = [cls.UpdatableFeatureResult(feature=u.feature, error_code=error, error_message=message)
+                             for u in updates]
+    return cls(**fields)

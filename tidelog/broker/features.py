@@ -1,0 +1,145 @@
+"""Feature levels (KIP-584) as a Kafka 4.3 KRaft node reports and changes them.
+
+A Kafka 4 broker lists its supported feature ranges and the cluster's finalized levels in ApiVersions v3+, and
+the controller changes finalized levels through UpdateFeatures (Kafka's FeatureControlManager). tidelog is a
+single node acting as broker and controller, so this module is both: it supports `metadata.version` (levels
+7 = 3.3-IV3 up to 30 = 4.3-IV0, Kafka 4.3's latest production level) and `kraft.version` (0-1), finalized at
+30 and 1 as `kafka-storage format --standalone` leaves a new 4.3 node. Features whose behaviour tidelog does
+not implement (group.version, transaction.version, share.version, ...) are neither supported nor finalized.
+
+The finalized levels and their epoch (Kafka's offset of the last metadata record, here a counter bumped by
+every applied update) live in `<first log dir>/tidelog-features.json`, replaced atomically, because Kafka keeps
+them in its metadata log.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from tidelog.protocol.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+FILE_NAME = "tidelog-features.json"
+METADATA_VERSION = "metadata.version"
+KRAFT_VERSION = "kraft.version"
+
+# Kafka's MetadataVersion: feature level -> (release-IV, didMetadataChange), from MINIMUM_VERSION (3.3-IV3) to
+# Kafka 4.3's latest production level. A downgrade across a level that changed the metadata is refused.
+METADATA_VERSIONS: dict[int, tuple[str, bool]] = {
+    7: ("3.3-IV3", True), 8: ("3.4-IV0", True), 9: ("3.5-IV0", False), 10: ("3.5-IV1", False),
+    11: ("3.5-IV2", True), 12: ("3.6-IV0", False), 13: ("3.6-IV1", True), 14: ("3.6-IV2", True),
+    15: ("3.7-IV0", True), 16: ("3.7-IV1", False), 17: ("3.7-IV2", True), 18: ("3.7-IV3", False),
+    19: ("3.7-IV4", False), 20: ("3.8-IV0", False), 21: ("3.9-IV0", False), 22: ("4.0-IV0", False),
+    23: ("4.0-IV1", True), 24: ("4.0-IV2", False), 25: ("4.0-IV3", False), 26: ("4.1-IV0", False),
+    27: ("4.1-IV1", False), 28: ("4.2-IV0", False), 29: ("4.2-IV1", False), 30: ("4.3-IV0", True),
+}
+METADATA_VERSION_43 = 30
+
+# name -> (min, max) this node supports (Kafka's BrokerFeatures / QuorumFeatures for the features above).
+SUPPORTED: dict[str, tuple[int, int]] = {METADATA_VERSION: (7, METADATA_VERSION_43), KRAFT_VERSION: (0, 1)}
+BOOTSTRAP: dict[str, int] = {METADATA_VERSION: METADATA_VERSION_43, KRAFT_VERSION: 1}
+
+# FeatureUpdate.UpgradeType (UpdateFeatures v1+); v0's allow_downgrade maps to SAFE_DOWNGRADE.
+UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3
+
+
+@dataclass(frozen=True)
+class FeatureUpdate:
+    feature: str
+    level: int
+    upgrade_type: int
+
+
+class FeatureControl:
+    """Supported and finalized feature levels of this node; `update()` applies UpdateFeatures."""
+
+    def __init__(self, log_dir: str | Path, node_id: int = 1) -> None:
+        self.path = Path(log_dir) / FILE_NAME
+        self.node_id = node_id
+        self._lock = threading.Lock()
+        self.finalized: dict[str, int] = dict(BOOTSTRAP)
+        self.epoch = 1
+        if self.path.exists():
+            data = json.loads(self.path.read_text())
+            self.finalized = {str(k): int(v) for k, v in data["finalized"].items()}
+            self.epoch = int(data["epoch"])
+
+    def supported(self) -> dict[str, tuple[int, int]]:
+        return dict(SUPPORTED)
+
+    def finalized_levels(self) -> tuple[dict[str, int], int]:
+        """(finalized levels, epoch). kraft.version is listed only when above 0 (Kafka's KRaftMetadataCache)."""
+        with self._lock:
+            levels = {k: v for k, v in self.finalized.items() if v > 0 or k == METADATA_VERSION}
+            return levels, self.epoch
+
+    def update(self, updates: list[FeatureUpdate], validate_only: bool) -> tuple[ErrorCode, str | None]:
+        """All or nothing, as FeatureControlManager.updateFeatures: the first failing update is the answer."""
+        with self._lock:
+            proposed = dict(self.finalized)
+            seen: set[str] = set()
+            for u in updates:
+                if u.feature in seen:
+                    return ErrorCode.INVALID_REQUEST, f"Feature {u.feature} was specified more than once."
+                seen.add(u.feature)
+                message = self._check(u)
+                if message is not None:
+                    return ErrorCode.INVALID_UPDATE_VERSION, message
+                proposed[u.feature] = u.level
+            if validate_only or proposed == self.finalized:
+                return ErrorCode.NONE, None
+            self.finalized = {k: v for k, v in proposed.items() if v > 0 or k in BOOTSTRAP}
+            self.epoch += 1
+            self._save()
+            log.info("Finalized features now %s (epoch %d)", self.finalized, self.epoch)
+            return ErrorCode.NONE, None
+
+    def ensure_saved(self) -> None:
+        """Write the bootstrap levels if nothing is stored yet (Kafka writes them when the node is formatted)."""
+        with self._lock:
+            if not self.path.exists():
+                self._save()
+
+    def _check(self, u: FeatureUpdate) -> str | None:
+        """None if `u` may be applied, else Kafka's message (FeatureControlManager.updateFeature)."""
+        def invalid(reason: str) -> str:
+            return f"Invalid update version {u.level} for feature {u.feature}. {reason}"
+
+        if u.upgrade_type not in (UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE):
+            return invalid("The controller does not support the given upgrade type.")
+        current = self.finalized.get(u.feature, 0)
+        if u.level < 0:
+            return invalid("A feature version cannot be less than 0.")
+        low, high = SUPPORTED.get(u.feature, (0, 0))
+        if not low <= u.level <= high:
+            if high == 0:
+                return invalid(f"Local controller {self.node_id} does not support this feature.")
+            return invalid(f"Local controller {self.node_id} only supports versions "
+                           f"SupportedVersionRange[min_version:{low}, max_version:{high}]")
+        if u.level < current and u.upgrade_type == UPGRADE:
+            return invalid("Can't downgrade the version of this feature without setting the upgrade type to "
+                           "either safe or unsafe downgrade.")
+        if u.level > current and u.upgrade_type != UPGRADE:
+            return invalid("Can't downgrade to a newer version.")
+        if u.feature == KRAFT_VERSION and u.upgrade_type != UPGRADE and u.level != current:
+            return invalid("Can't downgrade the version of this feature.")
+        if u.feature == METADATA_VERSION and u.level < current:
+            changed = any(METADATA_VERSIONS[level][1] for level in range(u.level + 1, current + 1))
+            if changed:
+                reason = ("Unsafe metadata downgrade is not supported in this version."
+                          if u.upgrade_type == UNSAFE_DOWNGRADE else
+                          "Refusing to perform the requested downgrade because it might delete metadata information.")
+                return f"Unsupported metadata.version downgrade from {current} to {u.level}. {reason}"
+        return None
+
+    def _save(self) -> None:
+        from tidelog.storage.checkpoints import write_atomic
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        data = json.dumps({"version": 1, "finalized": self.finalized, "epoch": self.epoch}, sort_keys=True)
+        write_atomic(self.path, data.encode())

@@ -1,0 +1,406 @@
+"""Client quotas: Kafka's quota configuration (DescribeClientQuotas / AlterClientQuotas, KIP-546) and the
+byte-rate enforcement of Kafka's ClientQuotaManager (KIP-13, throttling as KIP-219 does it).
+
+Configuration. A quota entity is a set of (entity type, name) pairs over `user` and `client-id` (a name of None
+is that type's default entity), or a single `ip`. Its values are `producer_byte_rate`, `consumer_byte_rate`,
+`request_percentage`, `controller_mutation_rate` (user / client-id) or `connection_creation_rate` (ip). They live
+in `<first log dir>/tidelog-quotas.json`, replaced atomically (Kafka keeps them in its metadata log).
+
+Enforcement. Produce bytes (the request size) and Fetch bytes (the response size) are recorded per quota
+entity in a windowed rate (`quota.window.num` samples of `quota.window.size.seconds`, Kafka's Rate /
+SampledStat); when the rate exceeds the entity's quota the request's throttle time is
+`(rate - quota) / quota * window` (Kafka's QuotaUtils.throttleTime), the response carries it, and the connection
+reads nothing more from that client for that long (Kafka mutes the channel). The entity whose quota applies is
+chosen as Kafka's DefaultQuotaCallback does (most specific of user+client-id, user, client-id, with defaults),
+and all clients that share it share one rate. `request_percentage` and `controller_mutation_rate` are stored and
+described but not enforced (tidelog has no request-handler thread pool and no controller mutation queue).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tidelog.clock import Clock
+from tidelog.protocol.api_keys import ApiKey
+from tidelog.protocol.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+FILE_NAME = "tidelog-quotas.json"
+USER, CLIENT_ID, IP = "user", "client-id", "ip"
+PRODUCER_BYTE_RATE = "producer_byte_rate"
+CONSUMER_BYTE_RATE = "consumer_byte_rate"
+REQUEST_PERCENTAGE = "request_percentage"
+CONTROLLER_MUTATION_RATE = "controller_mutation_rate"
+CONNECTION_CREATION_RATE = "connection_creation_rate"
+# Kafka's QuotaConfig: which keys each entity type takes, and whether the value must be integral (LONG).
+CLIENT_KEYS = {PRODUCER_BYTE_RATE: True, CONSUMER_BYTE_RATE: True, REQUEST_PERCENTAGE: False,
+               CONTROLLER_MUTATION_RATE: False}
+IP_KEYS = {CONNECTION_CREATION_RATE: False}
+# The principal of an unauthenticated (PLAINTEXT) connection, Kafka's KafkaPrincipal.ANONYMOUS.
+ANONYMOUS = "ANONYMOUS"
+
+# DescribeClientQuotas match types
+MATCH_EXACT, MATCH_DEFAULT, MATCH_ANY = 0, 1, 2
+
+Entity = tuple[tuple[str, str | None], ...]  # sorted (type, name) pairs; name None = the default entity
+
+
+def make_entity(pairs: Iterable[tuple[str, str | None]]) -> Entity:
+    return tuple(sorted(pairs))
+
+
+class QuotaError(Exception):
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def _validate_entity(entity: Entity) -> None:
+    """Kafka's ClientQuotaControlManager.validateEntity."""
+    if not entity:
+        raise QuotaError(ErrorCode.INVALID_REQUEST, "Invalid empty client quota entity")
+    types = [t for t, _ in entity]
+    if len(set(types)) != len(types):
+        raise QuotaError(ErrorCode.INVALID_REQUEST, "Invalid quota entity: an entity type appears more than once")
+    for t, name in entity:
+        if t not in (USER, CLIENT_ID, IP):
+            raise QuotaError(ErrorCode.UNSUPPORTED_VERSION, f"Unhandled client quota entity type: {t}")
+        if name is not None and name == "" and t != CLIENT_ID:
+            raise QuotaError(ErrorCode.INVALID_REQUEST, f"Invalid empty {t} quota entity name")
+    if IP in types and len(types) > 1:
+        raise QuotaError(ErrorCode.INVALID_REQUEST, "Invalid quota entity combination, IP entity should not be "
+                                                    "combined with User or ClientId")
+
+
+def _validate_value(entity: Entity, key: str, value: float) -> None:
+    """Kafka's ClientQuotaControlManager.validateQuotaKeyValue."""
+    keys = IP_KEYS if entity[0][0] == IP else CLIENT_KEYS
+    if key not in keys:
+        raise QuotaError(ErrorCode.INVALID_REQUEST, f"Invalid configuration key {key}")
+    if keys[key] and abs(value - round(value)) > 1e-6:
+        raise QuotaError(ErrorCode.INVALID_REQUEST, f"Configuration {key} must be a Long value")
+    if value <= 0 or math.isnan(value):
+        raise QuotaError(ErrorCode.INVALID_REQUEST, f"Configuration {key} must be a positive value")
+
+
+class ClientQuotaStore:
+    """Configured quotas by entity, durable in `<log dir>/tidelog-quotas.json`."""
+
+    def __init__(self, log_dir: str | Path) -> None:
+        self.path = Path(log_dir) / FILE_NAME
+        self._lock = threading.Lock()
+        self.quotas: dict[Entity, dict[str, float]] = {}
+        self.version = 0  # bumped on every change, so enforcement re-resolves entities
+        if self.path.exists():
+            for row in json.loads(self.path.read_text())["entities"]:
+                entity = make_entity((t, n) for t, n in row["entity"])
+                self.quotas[entity] = {k: float(v) for k, v in row["quotas"].items()}
+
+    def snapshot(self) -> dict[Entity, dict[str, float]]:
+        with self._lock:
+            return {e: dict(v) for e, v in self.quotas.items()}
+
+    def alter(self, entity: Entity, ops: list[tuple[str, float | None]], validate_only: bool) -> None:
+        """Apply `ops` ((key, value) to set, (key, None) to remove) to one entity; raises QuotaError."""
+        _validate_entity(entity)
+        seen: set[str] = set()
+        for key, value in ops:
+            if key in seen:
+                raise QuotaError(ErrorCode.INVALID_REQUEST, f"Duplicate quota key {key} in request")
+            seen.add(key)
+            if value is not None:
+                _validate_value(entity, key, value)
+            elif key not in (IP_KEYS if entity[0][0] == IP else CLIENT_KEYS):
+                raise QuotaError(ErrorCode.INVALID_REQUEST, f"Invalid configuration key {key}")
+        if validate_only:
+            return
+        with self._lock:
+            values = dict(self.quotas.get(entity, {}))
+            for key, value in ops:
+                if value is None:
+                    values.pop(key, None)
+                else:
+                    values[key] = value
+            if values:
+                self.quotas[entity] = values
+            else:
+                self.quotas.pop(entity, None)
+            self.version += 1
+            self._save()
+
+    def describe(self, components: list[tuple[str, int, str | None]], strict: bool) -> dict[Entity, dict[str, float]]:
+        """Kafka's ClientQuotasImage.describe: entities matching every component (and no other type if strict)."""
+        types = [t for t, _, _ in components]
+        if len(set(types)) != len(types):
+            raise QuotaError(ErrorCode.INVALID_REQUEST, "Duplicate entity type in filter")
+        for t, match_type, match in components:
+            if t not in (USER, CLIENT_ID, IP):
+                raise QuotaError(ErrorCode.INVALID_REQUEST, f"Unknown entity type: {t}")
+            if match_type == MATCH_EXACT and match is None:
+                raise QuotaError(ErrorCode.INVALID_REQUEST, "Request specified MATCH_TYPE_EXACT, but set match "
+                                                            "string to null.")
+            if match_type in (MATCH_DEFAULT, MATCH_ANY) and match is not None:
+                raise QuotaError(ErrorCode.INVALID_REQUEST, "Request specified MATCH_TYPE_DEFAULT or "
+                                                            "MATCH_TYPE_ANY, but also specified a match string.")
+            if match_type not in (MATCH_EXACT, MATCH_DEFAULT, MATCH_ANY):
+                raise QuotaError(ErrorCode.INVALID_REQUEST, f"Unknown match type {match_type}")
+        if IP in types and len(types) > 1:
+            raise QuotaError(ErrorCode.INVALID_REQUEST, "Invalid entity filter component combination, IP filter "
+                                                        "component should not be used with User or ClientId filter "
+                                                        "component.")
+        found: dict[Entity, dict[str, float]] = {}
+        for entity, values in self.snapshot().items():
+            names = dict(entity)
+            if strict and set(names) != set(types):
+                continue
+            ok = True
+            for t, match_type, match in components:
+                if t not in names:
+                    ok = False
+                elif match_type == MATCH_EXACT:
+                    ok = names[t] == match
+                elif match_type == MATCH_DEFAULT:
+                    ok = names[t] is None
+                if not ok:
+                    break
+            if ok:
+                found[entity] = values
+        return found
+
+    def _save(self) -> None:
+        from tidelog.storage.checkpoints import write_atomic
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        rows = [{"entity": [list(p) for p in e], "quotas": v} for e, v in sorted(
+            self.quotas.items(), key=lambda item: [(t, n or "") for t, n in item[0]])]
+        write_atomic(self.path, json.dumps({"version": 1, "entities": rows}, sort_keys=True).encode())
+
+
+# --- enforcement -----------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Sample:
+    start_ms: int
+    value: float = 0.0
+
+
+@dataclass
+class WindowedRate:
+    """Kafka's Rate over a SampledStat: `samples` windows of `window_ms`; the rate divides the total of the live
+    samples by the elapsed time, counted as at least `samples - 1` full windows."""
+
+    samples: int
+    window_ms: int
+    _samples: list[_Sample] = field(default_factory=list)
+
+    def idle(self, now_ms: int) -> bool:
+        """Every sample has left the window (Kafka expires such a client's sensors)."""
+        return not self._samples or now_ms - self._samples[-1].start_ms >= self.samples * self.window_ms
+
+    def record(self, value: float, now_ms: int) -> None:
+        current = self._samples[-1] if self._samples else None
+        if current is None or now_ms >= current.start_ms + self.window_ms:
+            current = _Sample(now_ms)
+            self._samples.append(current)
+        current.value += value
+        self._purge(now_ms)
+
+    def _purge(self, now_ms: int) -> None:
+        expire = self.samples * self.window_ms
+        self._samples = [s for s in self._samples if now_ms - s.start_ms < expire][-self.samples:]
+
+    def window_size_ms(self, now_ms: int) -> int:
+        self._purge(now_ms)
+        oldest = self._samples[0].start_ms if self._samples else now_ms
+        elapsed = now_ms - oldest
+        full = elapsed // self.window_ms
+        if full < self.samples - 1:
+            elapsed += (self.samples - 1 - full) * self.window_ms
+        return elapsed
+
+    def measure(self, now_ms: int) -> float:
+        """Per second."""
+        size = self.window_size_ms(now_ms)
+        return sum(s.value for s in self._samples) / (size / 1000.0)
+
+
+class ClientQuotaManager:
+    """One quota type (Kafka's ClientQuotaManager for Produce or Fetch): sensors keyed by the metric tags of the
+    entity whose quota applies."""
+
+    def __init__(self, quota_key: str, store: ClientQuotaStore, clock: Clock, samples: int, window_s: int) -> None:
+        self.quota_key = quota_key
+        self.store = store
+        self.clock = clock
+        self.samples = samples
+        self.window_ms = window_s * 1000
+        self._rates: dict[tuple[str, str], WindowedRate] = {}
+        self.throttle_total_ms: dict[tuple[str, str], float] = {}
+        self.throttle_count: dict[tuple[str, str], int] = {}
+        self._cache: dict[tuple[str, str], tuple[float | None, tuple[str, str]]] = {}
+        self._cache_version = -1
+        self._lock = threading.Lock()
+
+    def quota_for(self, user: str, client_id: str) -> tuple[float | None, tuple[str, str]]:
+        """(quota in bytes/s or None, (user tag, client-id tag)) as Kafka's DefaultQuotaCallback resolves it."""
+        if self._cache_version != self.store.version:
+            self._cache.clear()
+            self._cache_version = self.store.version
+        cached = self._cache.get((user, client_id))
+        if cached is not None:
+            return cached
+        quotas = self.store.quotas
+        candidates: list[tuple[Entity, tuple[str, str]]] = [
+            (make_entity([(USER, user), (CLIENT_ID, client_id)]), (user, client_id)),
+            (make_entity([(USER, user), (CLIENT_ID, None)]), (user, client_id)),
+            (make_entity([(USER, user)]), (user, "")),
+            (make_entity([(USER, None), (CLIENT_ID, client_id)]), (user, client_id)),
+            (make_entity([(USER, None), (CLIENT_ID, None)]), (user, client_id)),
+            (make_entity([(USER, None)]), (user, "")),
+            (make_entity([(CLIENT_ID, client_id)]), ("", client_id)),
+            (make_entity([(CLIENT_ID, None)]), ("", client_id)),
+        ]
+        result: tuple[float | None, tuple[str, str]] = (None, ("", client_id))
+        for entity, tags in candidates:
+            value = quotas.get(entity, {}).get(self.quota_key)
+            if value is not None:
+                result = (value, tags)
+                break
+        self._cache[(user, client_id)] = result
+        return result
+
+    def record_and_get_throttle_ms(self, user: str, client_id: str, value: float) -> int:
+        """Record `value` bytes for this client; the throttle time (ms) if its entity is over quota, else 0."""
+        quota, tags = self.quota_for(user, client_id)
+        now = self.clock.milliseconds()
+        with self._lock:
+            rate = self._rates.get(tags)
+            if rate is None:
+                if len(self._rates) >= 1024:
+                    # drop the sensors of clients idle for a whole window (Kafka's sensor expiry)
+                    for key in [k for k, r in self._rates.items() if r.idle(now)]:
+                        del self._rates[key]
+                        self.throttle_total_ms.pop(key, None)
+                        self.throttle_count.pop(key, None)
+                rate = self._rates[tags] = WindowedRate(self.samples, self.window_ms)
+            rate.record(value, now)
+            if quota is None:
+                return 0
+            observed = rate.measure(now)
+            if observed <= quota:
+                return 0
+            # Kafka's QuotaUtils.throttleTime: how long until the windowed rate is back at the quota.
+            throttle = round((observed - quota) / quota * rate.window_size_ms(now))
+            self.throttle_total_ms[tags] = self.throttle_total_ms.get(tags, 0.0) + throttle
+            self.throttle_count[tags] = self.throttle_count.get(tags, 0) + 1
+            return throttle
+
+    def unrecord(self, user: str, client_id: str, value: float) -> None:
+        """Take back bytes that were not sent after all (a throttled Fetch answers empty, as Kafka does)."""
+        _, tags = self.quota_for(user, client_id)
+        with self._lock:
+            rate = self._rates.get(tags)
+            if rate is not None:
+                rate.record(-value, self.clock.milliseconds())
+
+    def metrics(self) -> list[tuple[str, str, float, float]]:
+        """(user, client-id, byte-rate, throttle-time avg) per entity: Kafka's `byte-rate` / `throttle-time`."""
+        now = self.clock.milliseconds()
+        with self._lock:
+            rows = []
+            for tags, rate in self._rates.items():
+                count = self.throttle_count.get(tags, 0)
+                avg = self.throttle_total_ms.get(tags, 0.0) / count if count else 0.0
+                rows.append((tags[0], tags[1], rate.measure(now), avg))
+            return rows
+
+
+def _records_size(response: Any) -> int:
+    """The record bytes of a Fetch response (what Kafka's fetch quota counts, less a few header bytes)."""
+    total = 0
+    for topic in getattr(response, "responses", None) or []:
+        for p in getattr(topic, "partitions", None) or []:
+            records = getattr(p, "records", None)
+            if records is not None:
+                total += len(records)
+    return total
+
+
+class QuotaManagers:
+    """Kafka's QuotaManagers for the two enforced byte rates, and the hook the connection calls."""
+
+    def __init__(self, store: ClientQuotaStore, clock: Clock, samples: int = 11, window_s: int = 1) -> None:
+        self.store = store
+        self.produce = ClientQuotaManager(PRODUCER_BYTE_RATE, store, clock, samples, window_s)
+        self.fetch = ClientQuotaManager(CONSUMER_BYTE_RATE, store, clock, samples, window_s)
+
+    def throttle(self, api_key: int, client_id: str | None, request_size: int, response: Any,
+                 user: str = ANONYMOUS) -> int:
+        """Record a Produce or Fetch and return its throttle time; sets the response's `throttle_time_ms`
+        (and empties a throttled Fetch, Kafka's FetchContext.getThrottledResponse). Other APIs: 0. An acks=0
+        Produce (no response) is recorded and muted all the same, as Kafka does."""
+        if api_key == ApiKey.PRODUCE:
+            ms = self.produce.record_and_get_throttle_ms(user, client_id or "", request_size)
+        elif api_key == ApiKey.FETCH:
+            size = _records_size(response)
+            ms = self.fetch.record_and_get_throttle_ms(user, client_id or "", size)
+            if ms > 0 and response is not None:
+                self.fetch.unrecord(user, client_id or "", size)
+                response.responses = []
+        else:
+            return 0
+        if ms > 0 and response is not None:
+            response.throttle_time_ms = ms
+        return ms
+
+    def metric_rows(self) -> Mapping[str, list[tuple[str, str, float, float]]]:
+        return {"Produce": self.produce.metrics(), "Fetch": self.fetch.metrics()}
+
+
+class QuotaCollector:
+    """Kafka's quota sensors on the Prometheus registry: `kafka.server:type={Produce,Fetch},user=..,client-id=..`
+    attributes `byte-rate` and `throttle-time`, named as the JMX exporter names them."""
+
+    def __init__(self, quotas: QuotaManagers) -> None:
+        self.quotas = quotas
+
+    def describe(self) -> list[Any]:
+        return []
+
+    def collect(self) -> Any:
+        from prometheus_client.core import GaugeMetricFamily
+
+        for quota_type, rows in self.quotas.metric_rows().items():
+            rate = GaugeMetricFamily(f"kafka_server_{quota_type.lower()}_byte_rate",
+                                     f"kafka.server:type={quota_type} byte-rate", labels=["user", "client_id"])
+            throttle = GaugeMetricFamily(f"kafka_server_{quota_type.lower()}_throttle_time",
+                                         f"kafka.server:type={quota_type} throttle-time",
+                                         labels=["user", "client_id"])
+            for user, client_id, byte_rate, throttle_avg in rows:
+                rate.add_metric([user, client_id], byte_rate)
+                throttle.add_metric([user, client_id], throttle_avg)
+            yield rate
+            yield throttle
+
+
+def create_quota_managers(config: Any, clock: Clock, broker_metrics: Any) -> QuotaManagers:
+    """The store in the first log dir, the Produce/Fetch managers with `quota.window.*`, and their metrics."""
+    store = ClientQuotaStore(config.log_dirs[0])
+    quotas = QuotaManagers(store, clock, int(config.get("quota.window.num")),
+                           int(config.get("quota.window.size.seconds")))
+    collector = QuotaCollector(quotas)
+    if getattr(broker_metrics, "registry", None) is not None:
+        broker_metrics.registry.register(collector)
+    else:
+        broker_metrics.collectors.append(collector)
+    return quotas
