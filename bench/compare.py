@@ -1,7 +1,10 @@
 """tidelog vs librdkafka's mock cluster, one interleaved run, same client (confluent-kafka / librdkafka) for both.
 Prints figures and tidelog/mock ratios only; there is no pass/fail.
 
-    python bench/compare.py [--seconds S] [--quick]
+    python bench/compare.py [--seconds S] [--quick] [--only SUBSTRING] [--tidelog-root CHECKOUT]
+
+Before/after: `git archive main | tar -x -C /tmp/base` then `--tidelog-root /tmp/base` measures that checkout's
+broker with this same bench (copy a built tidelog/protocol/_record_walk*.so along, or it runs the pure-Python walk).
 
 Both brokers run as subprocesses so their CPU time and memory can be read from /proc/<pid>:
   * tidelog: `python -m tidelog serve` on an ephemeral port with a fresh log dir;
