@@ -154,8 +154,9 @@ def test_init_producer_id_over_the_wire_is_unique_across_restart(tmp_path: Path)
         first = [init(b.bootstrap) for _ in range(3)]
         assert all(err == 0 and epoch == 0 for err, _, epoch in first)
         assert len({pid for _, pid, _ in first}) == 3
-        # transactions are not implemented yet: a clear, non-retriable error
-        assert init(b.bootstrap, "txn-1")[0] == 53  # TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        # a transactional id gets its producer id from the same blocks (the transaction coordinator)
+        err, txn_pid, txn_epoch = init(b.bootstrap, "txn-1")
+        assert (err, txn_epoch) == (0, 0) and txn_pid not in {pid for _, pid, _ in first}
         assert init(b.bootstrap, "")[0] == ErrorCode.INVALID_REQUEST
     with run_broker(log_dir=tmp_path) as b:
         again = [init(b.bootstrap, version=0) for _ in range(2)]

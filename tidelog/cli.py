@@ -46,6 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
                             "(tidelog.testing.BrokerProcess; see tidelog/broker/fault_control.py)")
     serve.add_argument("--log-format", choices=("console", "json"), default="console")
     serve.add_argument("--log-level", default="INFO")
+    # Test-only: exit abruptly at a named storage/cleaner step (tidelog.storage.fault_hooks.FaultPoint).
+    serve.add_argument("--crash-at", metavar="STEP", help=argparse.SUPPRESS)
     dump = sub.add_parser("dump-log", help="print the batches/records of log segments (kafka-dump-log style)",
                           add_help=False)
     dump.add_argument("args", nargs=argparse.REMAINDER)
@@ -115,7 +117,12 @@ def run_serve(args: argparse.Namespace) -> int:
             from tidelog.broker.faults import FaultInjector
 
             faults = FaultInjector()
-        server = Server(config, faults=faults)
+        hooks = None
+        if args.crash_at:
+            from tidelog.storage.fault_hooks import ExitAt
+
+            hooks = ExitAt(args.crash_at)
+        server = Server(config, faults=faults, fault_hooks=hooks)
         try:
             await server.start(sock=sock)
             from tidelog.broker.malloc_tuning import tune_malloc

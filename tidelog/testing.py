@@ -122,12 +122,14 @@ def _new_loop() -> asyncio.AbstractEventLoop:
 def run_broker(log_dir: str | os.PathLike[str] | None = None, port: int = 0,
                overrides: Mapping[str, Any] | None = None, clock: Clock | None = None,
                registry: ApiRegistry | None = None, faults: FaultInjector | None = None,
-               topics: Mapping[str, int | Mapping[str, Any]] | None = None) -> Iterator[BrokerHandle]:
+               topics: Mapping[str, int | Mapping[str, Any]] | None = None,
+               fault_hooks: Any = None) -> Iterator[BrokerHandle]:
     """Start a broker in a background thread; stop it (clean shutdown) on exit. A temporary log dir is
     created (and removed afterwards) when `log_dir` is None. `registry` (tidelog.broker.registry.ApiRegistry) replaces
     the handler modules, for tests of the dispatch itself. `faults`: the FaultInjector to use (a new one by
     default). `topics`: created before the handle is returned, name -> partitions or
-    {"partitions": n, "configs": {...}}."""
+    {"partitions": n, "configs": {...}}. `fault_hooks` (tidelog.storage.fault_hooks.FaultHooks) is handed to
+    storage, the cleaner and the coordinators."""
     from tidelog.broker.server import Server
     from tidelog.config.broker_config import BrokerConfig
 
@@ -148,7 +150,7 @@ def run_broker(log_dir: str | os.PathLike[str] | None = None, port: int = 0,
     async def main() -> None:
         nonlocal stop_event
         stop_event = asyncio.Event()
-        server = Server(config, clock, registry, faults=injector)
+        server = Server(config, clock, registry, faults=injector, fault_hooks=fault_hooks)
         try:
             await server.start()
         except BaseException as exc:

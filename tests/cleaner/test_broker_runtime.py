@@ -56,7 +56,7 @@ def test_policy_switch_at_runtime(broker: Any) -> None:
                                               "cleanup.policy": "compact"})
     produce_old(broker.bootstrap, "switch", 30, age_ms=2 * HOUR)
     log = broker.state.log_manager.get_log(TopicPartition("switch", 0))
-    broker.state.cleaner.retention.cleanup_logs()  # a retention pass skips a compact-only log
+    broker.state.log_manager.retention.cleanup_logs()  # a retention pass skips a compact-only log
     assert log.log_start_offset == 0
     broker.call(lambda: broker.state.topics.set_overrides("switch", {
         "segment.bytes": "1024", "retention.ms": str(HOUR), "cleanup.policy": "compact,delete"}))

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import io
+import struct
 import subprocess
 import sys
 from pathlib import Path
 
 from cleaner_env import Env, produce
 
+from tidelog.protocol.records import Record, build_batch
 from tidelog.storage import dump_log
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,3 +47,38 @@ def test_cli_subcommand(env: Env) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "baseOffset: 0 lastOffset: 0 count: 1" in proc.stdout
     assert "| offset: 0 CreateTime:" in proc.stdout
+
+
+def test_dump_log_prints_end_txn_markers(env: Env) -> None:
+    log = env.log()
+    ts = env.clock.milliseconds()
+    log.append_as_leader(build_batch([Record(0, ts, b"k", b"v")], 0, producer_id=77, producer_epoch=1,
+                                     base_sequence=0, is_transactional=True))
+    log.append_control_marker(77, 1, coordinator_epoch=4, commit=True)
+    log.append_control_marker(77, 1, coordinator_epoch=4, commit=False)
+    out = io.StringIO()
+    assert dump_log.main([str(log.segments.first_segment.log_path), "--deep-iteration"], out) == 0
+    text = out.getvalue()
+    assert "baseOffset: 1 lastOffset: 1 count: 1 baseSequence: -1" in text
+    assert "isTransactional: true isControl: true" in text
+    assert "| offset: 1 CreateTime:" in text and "endTxnMarker: COMMIT coordinatorEpoch: 4" in text
+    assert "| offset: 2 CreateTime:" in text and "endTxnMarker: ABORT coordinatorEpoch: 4" in text
+
+
+def test_transaction_log_decoder(env: Env) -> None:
+    log = env.log()
+    # TransactionLogKey v0 and TransactionLogValue v0 (Kafka's TransactionLog schemas), written by hand
+    key = struct.pack(">hh", 0, 6) + b"txn-id"
+    topic = b"orders"
+    value = (struct.pack(">hqhib", 0, 1000, 2, 60_000, 1) + struct.pack(">i", 1) + struct.pack(">h", len(topic))
+             + topic + struct.pack(">iii", 2, 0, 3) + struct.pack(">qq", 1_700_000_000_500, 1_700_000_000_000))
+    ts = env.clock.milliseconds()
+    log.append_as_leader(build_batch([Record(0, ts, key, value), Record(1, ts, key, None)], 0))
+    out = io.StringIO()
+    assert dump_log.main([str(log.segments.first_segment.log_path), "--transaction-log-decoder"], out) == 0
+    text = out.getvalue()
+    assert ('key: {"type":"0","data":{"transactionalId":"txn-id"}} payload: {"version":"0","data":{'
+            '"producerId":1000,"producerEpoch":2,"transactionTimeoutMs":60000,"transactionStatus":1,'
+            '"transactionPartitions":[{"topic":"orders","partitionIds":[0,3]}],'
+            '"transactionLastUpdateTimestampMs":1700000000500,"transactionStartTimestampMs":1700000000000}}') in text
+    assert 'key: {"type":"0","data":{"transactionalId":"txn-id"}} payload: <DELETE>' in text

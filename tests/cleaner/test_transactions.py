@@ -138,3 +138,67 @@ def test_open_transaction_holds_back_cleaning(env: Env) -> None:
     values = {r.key: (r.offset, r.value) for r in read_all(log)}
     assert values[b"k"] == (2, b"2") and values[b"x"] == (1, b"txn")
     assert 0 not in {r.offset for r in read_all(log)}
+
+
+def test_compacted_topic_with_transactions_and_tombstones(env: Env) -> None:
+    """Issue #8 done-when 6: committed and aborted transactions and tombstones on a compacted log. After
+    cleaning the aborted records are gone and the latest committed values stay; markers (and tombstones) survive
+    the pass that stamps their delete horizon and go once delete.retention.ms (1 s here) has passed; a COMMIT
+    marker whose transaction still has data stays (Kafka's CleanedTransactionMetadata)."""
+    log = env.log()
+    keep, gone, aborted = 2001, 2002, 2003
+
+    def txn(pid: int, kvs: list[tuple[str, str]]) -> None:
+        ts = env.clock.milliseconds()
+        log.append_as_leader(build_batch([Record(i, ts, k.encode(), v.encode()) for i, (k, v) in enumerate(kvs)], 0,
+                                         producer_id=pid, producer_epoch=0, base_sequence=0, is_transactional=True))
+
+    produce(log, "t", "to-be-deleted")            # 0
+    txn(keep, [("a", "a-committed")])             # 1
+    txn(gone, [("b", "b-old")])                   # 2
+    txn(aborted, [("a", "a-aborted"), ("c", "c-aborted")])  # 3-4
+    commit_keep = log.append_control_marker(keep, 0, 1, commit=True).first_offset       # 5
+    commit_gone = log.append_control_marker(gone, 0, 1, commit=True).first_offset       # 6
+    abort = log.append_control_marker(aborted, 0, 1, commit=False).first_offset         # 7
+    produce(log, "b", "b-new")                    # 8 supersedes the committed b-old
+    produce(log, "t", None)                       # 9 tombstone for t
+    assert log.last_stable_offset == log.high_watermark == 10
+    log.roll()
+    produce(log, "tail", "x")
+
+    def markers() -> dict[int, bool]:  # marker offset -> has a delete horizon
+        return {h.base_offset: h.has_delete_horizon for h in batch_headers(log) if h.is_control}
+
+    def latest() -> dict[bytes | None, bytes | None]:
+        return {r.key: r.value for r in read_all(log)}
+
+    assert env.cleaner.clean_once()
+    values = latest()
+    assert b"a-aborted" not in values.values() and b"c" not in values  # aborted records gone
+    assert values[b"a"] == b"a-committed" and values[b"b"] == b"b-new" and values[b"t"] is None
+    assert set(markers()) == {commit_keep, commit_gone, abort}  # every marker survives the first pass
+    [tombstone] = headers_at(log, 9)
+    assert tombstone.has_delete_horizon and tombstone.delete_horizon_ms == env.clock.milliseconds() + 1000
+
+    # The transactional producers expire; passes go on until only horizons are left to wait for.
+    env.clock.advance(DAY + 1)
+    log.remove_expired_producers()
+    for n in range(3):
+        dirty_and_roll(log, n)
+        assert env.cleaner.clean_once()
+    stamped = markers()
+    assert stamped[commit_gone] and stamped[abort]  # horizon set: data gone, still in the log
+    assert not stamped[commit_keep]                 # its transaction's data (a) is still there
+    assert b"t" not in latest()                     # the tombstone's horizon has passed
+
+    env.clock.advance(999)  # just before the horizon: another pass keeps them
+    dirty_and_roll(log, 8)
+    assert env.cleaner.clean_once()
+    assert set(markers()) == {commit_keep, commit_gone, abort}
+    env.clock.advance(1)  # delete.retention.ms (1000) after the stamping pass
+    dirty_and_roll(log, 9)
+    assert env.cleaner.clean_once()
+    assert set(markers()) == {commit_keep}
+    values = latest()
+    assert values[b"a"] == b"a-committed" and values[b"b"] == b"b-new"
+    assert log.collect_aborted_transactions(0, log.log_end_offset) == []

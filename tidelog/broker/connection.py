@@ -37,7 +37,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-CORK_BYTES = 256 * 1024  # responses held back while further pipelined requests are handled, at most
 
 
 class Connection:
@@ -68,10 +67,6 @@ class Connection:
         transport = stream.transport
         assert transport is not None
         high_water = transport.get_write_buffer_limits()[1]
-        # Responses to pipelined Produce requests already received are written together (fewer send calls);
-        # requests are still handled one at a time and answered in order.
-        pending: list[bytes | memoryview] = []
-        pending_size = 0
         try:
             while True:
                 self._watch()
@@ -103,9 +98,6 @@ class Connection:
                 del frame  # the request's buffer is not needed once it is answered
                 if out is None:
                     metrics.record_bytes(size + 4, 0)
-                    if pending and (self._throttle_ms or stream.next_api_key() != ApiKey.PRODUCE):
-                        stream.write(pending)
-                        pending, pending_size = [], 0
                     await self._mute_if_throttled()
                     continue
                 pieces, response_size, api_name, error_code = out
@@ -114,14 +106,7 @@ class Connection:
                 metrics.record_request(api_name, error_code, time.perf_counter() - started)
                 if transport.is_closing():
                     return  # the client went away (or was closed as idle) while its request was handled
-                pending.extend(pieces)
-                pending_size += response_size
-                if not self._throttle_ms and pending_size < CORK_BYTES and stream.next_api_key() == ApiKey.PRODUCE:
-                    # A pipelined Produce is waiting; its handler never waits on anything, so answer it
-                    # too and write both responses in one send.
-                    continue
-                stream.write(pending)
-                pending, pending_size = [], 0
+                stream.write(pieces)
                 if transport.get_write_buffer_size() > high_water:
                     # The client is not taking our bytes as fast as we write them: wait (and watch it).
                     self._watch()
@@ -137,8 +122,6 @@ class Connection:
         finally:
             self._stop_idle_timer()
             metrics.connection_closed()
-            if pending and stream.transport is not None and not stream.transport.is_closing():
-                stream.write(pending)  # answers to requests before the one that closed the connection
             stream.close()
             try:
                 await stream.wait_closed()

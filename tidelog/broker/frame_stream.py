@@ -165,12 +165,6 @@ class FrameStream(asyncio.BufferedProtocol):
 
     # --- the handler's side ----------------------------------------------------------------------------------
 
-    def next_api_key(self) -> int | None:
-        """The api key of the next complete frame waiting, None if none is (or it is too short to say)."""
-        if not self._frames or len(self._frames[0]) < 2:
-            return None
-        return int.from_bytes(self._frames[0][:2], "big", signed=True)
-
     @property
     def partial(self) -> int:
         """Bytes of an incomplete frame received so far (0 between frames)."""

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from tidelog.broker.faults import FaultInjector
     from tidelog.broker.frame_stream import FrameStream
     from tidelog.broker.state import BrokerState
+    from tidelog.storage.fault_hooks import FaultHooks
 
 log = logging.getLogger(__name__)
 
@@ -38,10 +39,11 @@ WARM_UP_DELAY_S = 0.2
 
 class Server:
     def __init__(self, config: BrokerConfig, clock: Clock | None = None, registry: ApiRegistry | None = None,
-                 faults: FaultInjector | None = None) -> None:
+                 faults: FaultInjector | None = None, fault_hooks: FaultHooks | None = None) -> None:
         self.config = config
         self.clock = clock
         self.faults = faults  # tidelog.broker.faults: scripted errors/latency for tests; None in production
+        self.fault_hooks = fault_hooks  # tidelog.storage.fault_hooks: named storage/coordinator steps; tests only
         self.registry = registry or ApiRegistry()
         self.endpoints = ListenerEndpoints(config)
         self.metrics = BrokerMetrics()
@@ -129,7 +131,8 @@ class Server:
         from tidelog.broker.state import build_broker_state
 
         state = build_broker_state(self.config, self.clock, endpoints=self.endpoints, metrics=self.metrics,
-                                   registry=self.registry, features=self.features)
+                                   registry=self.registry, features=self.features,
+                                   fault_hooks=self.fault_hooks)
         self.state = state  # visible to start()'s clean-up even if loading fails below
         state.load_logs()
         self.registry.load()

@@ -12,6 +12,7 @@ import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from tidelog.broker.endpoints import ListenerEndpoints
 from tidelog.broker.features import FeatureControl
@@ -26,7 +27,9 @@ from tidelog.cleaner.log_cleaner import LogCleaner
 from tidelog.clock import Clock
 from tidelog.config.broker_config import BrokerConfig
 from tidelog.coordinator.group import GroupCoordinator, create_group_coordinator
+from tidelog.coordinator.transaction import TransactionCoordinator, create_transaction_coordinator
 from tidelog.storage.checkpoints import random_kafka_uuid, uuid_to_base64
+from tidelog.storage.fault_hooks import NO_FAULTS, FaultHooks
 from tidelog.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
@@ -53,6 +56,8 @@ class BrokerState:
     features: FeatureControl
     quotas: QuotaManagers
     cluster_id: str = ""
+    fault_hooks: FaultHooks = NO_FAULTS  # storage.fault_hooks: tests inject faults at named steps
+    txn_coordinator: TransactionCoordinator | None = None  # built right after the state (it reads the state)
     _started: bool = field(default=False, init=False)
 
     @property
@@ -95,14 +100,20 @@ class BrokerState:
         """Start the group coordinator (replays __consumer_offsets; arms loop timers, so on the loop thread)
         and the cleaner threads, after load_logs()."""
         self.groups.startup()
+        if self.txn_coordinator is not None:
+            self.txn_coordinator.startup()
         self.cleaner.startup()
 
     def shutdown(self) -> None:
         if not self._started:
             return
         self._started = False
-        for name, stop in (("group coordinator", self.groups.shutdown), ("cleaner", self.cleaner.shutdown),
-                           ("fetch purgatory", self.purgatory.shutdown)):
+        stops: list[tuple[str, Any]] = []
+        if self.txn_coordinator is not None:
+            stops.append(("transaction coordinator", self.txn_coordinator.shutdown))
+        stops += [("group coordinator", self.groups.shutdown), ("cleaner", self.cleaner.shutdown),
+                  ("fetch purgatory", self.purgatory.shutdown)]
+        for name, stop in stops:
             try:
                 stop()
             except Exception:  # noqa: BLE001 - keep going: the logs must still be closed cleanly
@@ -121,12 +132,18 @@ class BrokerState:
 
 def build_broker_state(config: BrokerConfig, clock: Clock | None = None, *,
                        endpoints: ListenerEndpoints | None = None, metrics: BrokerMetrics | None = None,
-                       registry: ApiRegistry | None = None, features: FeatureControl | None = None) -> BrokerState:
-    """Construct every subsystem (no log is read yet: `load_logs()` does that)."""
+                       registry: ApiRegistry | None = None, features: FeatureControl | None = None,
+                       fault_hooks: FaultHooks | None = None) -> BrokerState:
+    """Construct every subsystem (no log is read yet: `load_logs()` does that). Without a `clock` the broker
+    runs on the system clock and its housekeeping threads run on their own; a test's clock drives them."""
+    own_clock = clock is None
     clock = clock or Clock()
     metrics = metrics or BrokerMetrics()
+    hooks = fault_hooks or NO_FAULTS
     log_manager = LogManager(list(config.log_dirs), config.default_log_config(), clock,
-                             flush_on_append=config.log_flush_on_append)
+                             flush_on_append=config.log_flush_on_append, background_tasks=own_clock,
+                             retention_check_interval_ms=config.log_retention_check_interval_ms,
+                             fault_hooks=hooks)
     topics = TopicManager(config, log_manager)
     state = BrokerState(
         config=config,
@@ -143,7 +160,9 @@ def build_broker_state(config: BrokerConfig, clock: Clock | None = None, *,
         cleaner=create_log_cleaner(config, clock, log_manager, topics, metrics),
         features=features or FeatureControl(config.log_dirs[0], config.node_id),
         quotas=create_quota_managers(config, clock, metrics),
+        fault_hooks=hooks,
     )
     state.features.ensure_saved()
+    state.txn_coordinator = create_transaction_coordinator(state)
     metrics.set_log_sizes(state.log_sizes)
     return state

@@ -1,5 +1,5 @@
 """Decide, batch by batch, what a cleaning pass keeps (Kafka's LogCleaner filter + MemoryRecords.filterTo),
-log-cleaner.md §5.2-§5.5.
+docs/STORAGE.md "Cleaning rules".
 
 Headers decide first; records are decoded only for batches that survive the batch-level decision.
 """
@@ -23,7 +23,7 @@ from tidelog.protocol.record_batch import (
     RecordBatchHeader,
     compute_crc,
 )
-from tidelog.protocol.records import CREATE_TIME, LOG_APPEND_TIME, build_batch, iter_records
+from tidelog.protocol.records import CREATE_TIME, LOG_APPEND_TIME, Record, build_batch, iter_records
 
 log = logging.getLogger(__name__)
 
@@ -42,14 +42,14 @@ class LastRecord:
 
 @dataclass(slots=True, frozen=True)
 class FilteredBatch:
-    data: bytes | bytearray  # what to write (empty: nothing)
+    data: bytes | bytearray | memoryview  # what to write (empty: nothing)
     max_timestamp: int
     last_offset: int
     records_kept: int
 
 
 def empty_header(header: RecordBatchHeader) -> bytearray:
-    """A 61-byte batch with no records that keeps the original's offsets and producer fields (§5.4)."""
+    """A 61-byte batch with no records that keeps the original's offsets and producer fields (Kafka's RETAIN_EMPTY batches)."""
     attributes = header.attributes & _EMPTY_KEPT_ATTRIBUTES
     out = bytearray(HEADER_SIZE)
     _HEADER.pack_into(out, 0, header.base_offset, HEADER_SIZE - LOG_OVERHEAD, header.partition_leader_epoch, 2, 0,
@@ -97,7 +97,7 @@ class BatchFilter:
         batch = memoryview(buf)[pos : pos + header.size]
         if header.is_control:
             can_discard = self.txn.on_control_batch_read(header, batch)
-            # Markers piggy-back on the tombstone horizon: discarded only once it has passed (§5.5).
+            # Markers piggy-back on the tombstone horizon: discarded only once it has passed (KIP-534).
             discard_records = can_discard and header.has_delete_horizon and header.delete_horizon_ms <= self.now
         else:
             can_discard = self.txn.on_batch_read(header)
@@ -161,7 +161,7 @@ class BatchFilter:
             return FilteredBatch(data, header.max_timestamp, header.last_offset, 0)
         return None
 
-    def _rebuild(self, header: RecordBatchHeader, kept: list, need_horizon: bool) -> bytearray:
+    def _rebuild(self, header: RecordBatchHeader, kept: list[Record], need_horizon: bool) -> bytearray:
         if need_horizon:
             horizon = self.now + self.delete_retention_ms
         elif header.has_delete_horizon:

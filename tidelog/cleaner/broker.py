@@ -1,4 +1,5 @@
-"""Wiring of the cleaner and the retention task into the broker (one call from tidelog/broker/state.py)."""
+"""Wiring of the cleaner into the broker (one call from tidelog/broker/state.py); retention belongs to
+LogManager, the cleaner only registers with it."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ from typing import TYPE_CHECKING
 
 from tidelog.cleaner import metrics
 from tidelog.cleaner.log_cleaner import CleanerConfig, LogCleaner
-from tidelog.storage.retention import RetentionTask
 
 if TYPE_CHECKING:
     from tidelog.broker.metrics import BrokerMetrics
@@ -31,15 +31,14 @@ _RECONFIGURABLE = {
 
 def create_log_cleaner(config: BrokerConfig, clock: Clock, log_manager: LogManager, topics: TopicManager,
                        broker_metrics: BrokerMetrics) -> LogCleaner:
-    """A LogCleaner over the broker's LogManager, with the retention task attached, its metrics registered
+    """A LogCleaner over the broker's LogManager, known to its retention task, its metrics registered
     and a config listener that applies dynamic log.cleaner.* changes (topic policy changes need nothing:
     the cleaner reads each log's current config every round)."""
     cleaner = LogCleaner(CleanerConfig.from_broker_config(config), config.log_dirs, log_manager.all_logs,
-                         clock, checkpoint_store=log_manager)
-    cleaner.retention = RetentionTask(
-        log_manager.all_logs, clock, config.log_retention_check_interval_ms,
-        cleaner=cleaner if config.log_cleaner_enable else None,
-    )
+                         clock, checkpoint_store=log_manager, fault_hooks=log_manager.fault_hooks)
+    if config.log_cleaner_enable:
+        # LogManager's retention task pauses the cleaner on each log it works on (Kafka's cleanupLogs).
+        log_manager.retention.cleaner = cleaner
     metrics.register(cleaner, broker_metrics)
 
     def on_config_change(topic: str | None) -> None:

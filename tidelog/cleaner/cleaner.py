@@ -1,4 +1,4 @@
-"""One cleaning pass over one log (Kafka's Cleaner), log-cleaner.md §4-§6.
+"""One cleaning pass over one log (Kafka's Cleaner), docs/STORAGE.md "Offset map", "Cleaning rules", "Cleaner swap".
 
 build the offset map over the dirty section -> group [0, endOffset) into size-bounded groups -> copy each group
 through the batch filter into a `.cleaned` segment -> Log.replace_segments swaps it in.
@@ -21,9 +21,9 @@ from tidelog.cleaner.transactions import CleanedTransactionMetadata
 from tidelog.clock import Clock
 from tidelog.protocol.record_batch import HEADER_SIZE, RecordBatchHeader, batch_size_at, iter_batches
 from tidelog.storage import TopicPartition
+from tidelog.storage.fault_hooks import NO_FAULTS, FaultHooks, FaultPoint
 from tidelog.storage.log_file_utils import (
     CLEANED_FILE_SUFFIX,
-    SWAP_FILE_SUFFIX,
 )
 from tidelog.storage.log_segment import LogSegment
 
@@ -32,7 +32,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 INT32_MAX = 0x7FFFFFFF
-CRASH_ENV = "TIDELOG_CLEANER_CRASH_AT"
 
 
 class LogCleaningAbortedError(Exception):
@@ -46,7 +45,7 @@ class SegmentCorruptError(Exception):
 
 @dataclass(slots=True)
 class LogToClean:
-    """A log chosen for cleaning with its cleanable range (Kafka's LogToClean), log-cleaner.md §3.2-§3.3."""
+    """A log chosen for cleaning with its cleanable range (Kafka's LogToClean), docs/STORAGE.md "Choosing what to clean"."""
 
     topic_partition: TopicPartition
     log: Any
@@ -66,37 +65,6 @@ class LogToClean:
         return self.cleanable_bytes / self.total_bytes if self.total_bytes else 0.0
 
 
-def maybe_crash(step: str) -> None:
-    """Test hook: `TIDELOG_CLEANER_CRASH_AT=<step>` makes the process exit abruptly at that swap step."""
-    if os.environ.get(CRASH_ENV) == step:
-        os._exit(137)
-
-
-def _install_swap_crash_hooks(cleaned: LogSegment, old_segments: list[LogSegment]) -> None:
-    """Test hook for the steps inside Log.replace_segments (log-cleaner.md §6): exit right after
-    `swap` (.cleaned -> .swap), `deleted-first` / `deleted` (first / last old segment renamed .deleted) or
-    `live` (.swap -> final name). Wraps methods of these segment objects only."""
-    step = os.environ.get(CRASH_ENV)
-    if step in ("swap", "live"):
-        rename = cleaned.change_file_suffixes
-        trigger = SWAP_FILE_SUFFIX if step == "swap" else ""
-
-        def hooked(old_suffix: str, new_suffix: str) -> None:
-            rename(old_suffix, new_suffix)
-            if new_suffix == trigger:
-                os._exit(137)
-
-        cleaned.change_file_suffixes = hooked  # type: ignore[method-assign]
-    elif step in ("deleted-first", "deleted"):
-        target = old_segments[0] if step == "deleted-first" else old_segments[-1]
-        to_deleted = target.rename_to_deleted
-
-        def hooked_delete() -> None:
-            to_deleted()
-            os._exit(137)
-
-        target.rename_to_deleted = hooked_delete  # type: ignore[method-assign]
-
 
 def last_records_of_active_producers(log: Log) -> dict[int, LastRecord]:
     """Kafka's UnifiedLog.lastRecordsOfActiveProducers: per non-expired producer, its last data offset."""
@@ -107,7 +75,7 @@ def group_segments_by_size(
     segments: list[LogSegment], max_size: int, max_index_size: int, first_uncleanable_offset: int
 ) -> list[list[LogSegment]]:
     """Greedy oldest-first grouping so each output segment stays within segment.bytes, segment.index.bytes and
-    the int32 relative-offset range (log-cleaner.md §5.1)."""
+    the int32 relative-offset range (docs/STORAGE.md "Cleaning rules")."""
     groups: list[list[LogSegment]] = []
     segs = list(segments)
     i = 0
@@ -137,6 +105,7 @@ def group_segments_by_size(
     return groups
 
 
+
 class Cleaner:
     """The worker of one cleaner thread. `check_done(tp)` raises LogCleaningAbortedError when the
     partition's cleaning was aborted; it is called before every chunk read."""
@@ -150,8 +119,10 @@ class Cleaner:
         throttler: Throttler,
         clock: Clock,
         check_done: Callable[[TopicPartition], None],
+        fault_hooks: FaultHooks = NO_FAULTS,
     ) -> None:
         self.id = cleaner_id
+        self.fault_hooks = fault_hooks
         self.offset_map = offset_map
         self.io_buffer_size = max(io_buffer_size, HEADER_SIZE)
         self.max_io_buffer_size = max_io_buffer_size
@@ -194,7 +165,7 @@ class Cleaner:
     def build_offset_map(
         self, log: Log, start: int, end: int, offset_map: SkimpyOffsetMap, stats: CleanerStats
     ) -> None:
-        """Map the latest offset of every key in [start, end); stops early when the map is full (§4.1)."""
+        """Map the latest offset of every key in [start, end); stops early when the map is full (a partial pass)."""
         offset_map.clear()
         with log.lock:
             dirty = log.segments.values(start, end)
@@ -258,7 +229,7 @@ class Cleaner:
         self, log: Log, segment: LogSegment, position: int, stats: CleanerStats, for_map: bool
     ) -> Iterator[tuple[bytes, int, list[tuple[int, RecordBatchHeader]]]]:
         """Yield (chunk bytes, chunk file position, [(absolute position, header)]) of whole batches, reading
-        `io_buffer_size` bytes at a time and growing the buffer for a batch that does not fit (§3.7)."""
+        `io_buffer_size` bytes at a time and growing the buffer for a batch that does not fit (Kafka's Cleaner.growBuffersOrFail)."""
         buffer_size = self.io_buffer_size
         max_buffer = max(self.max_io_buffer_size, log.config.max_message_bytes)
         size = segment.size
@@ -301,7 +272,7 @@ class Cleaner:
     ) -> None:
         """Copy the group into one `.cleaned` segment and swap it in."""
         base = segments[0].base_offset
-        cleaned = log.new_cleaned_segment(base)  # step 0 of §6: leftovers of an earlier attempt go first
+        cleaned = log.new_cleaned_segment(base)  # docs/STORAGE.md "Cleaner swap": leftovers of an earlier attempt go first
         txn_metadata.cleaned_index = cleaned.txn_index
         try:
             batch_filter = BatchFilter(
@@ -321,12 +292,11 @@ class Cleaner:
                 self._clean_into(log, segment, cleaned, batch_filter, stats)
             cleaned.on_became_inactive_segment()
             cleaned.flush()
-            # Keep the last source segment's mtime: time retention of compact,delete logs reads it (§5.7).
+            # Keep the last source segment's mtime: time retention of compact,delete logs reads it.
             modified_ns = os.stat(segments[-1].log_path).st_mtime_ns
             for path in (cleaned.log_path, cleaned.offset_index.path, cleaned.time_index.path):
                 os.utime(path, ns=(modified_ns, modified_ns))
-            maybe_crash("cleaned")
-            _install_swap_crash_hooks(cleaned, segments)
+            self.fault_hooks.at(FaultPoint.CLEANED, cleaned)
             logger.info("Swapping in cleaned segment %s for segment(s) %s in log %s", cleaned, segments,
                         log.topic_partition)
             log.replace_segments([cleaned], segments)

@@ -1,5 +1,5 @@
 """The log cleaner: `log.cleaner.threads` threads beside the event loop (Kafka's LogCleaner / CleanerThread),
-log-cleaner.md §3.1, §3.7, §8.
+docs/STORAGE.md "Choosing what to clean", "Cleaner metrics".
 
 Each thread repeatedly takes the filthiest cleanable log, cleans it, then applies retention to the compacted
 logs, and sleeps `log.cleaner.backoff.ms` when nothing was eligible. `clean_once()` runs one such round on the
@@ -21,6 +21,7 @@ from tidelog.cleaner.offset_map import SkimpyOffsetMap
 from tidelog.cleaner.stats import CleanerStats, Throttler
 from tidelog.clock import Clock
 from tidelog.storage import TopicPartition
+from tidelog.storage.fault_hooks import NO_FAULTS, FaultHooks, FaultPoint
 from tidelog.storage.retention import delete_old_segments
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ DOUBLE_MAX = 1.7976931348623157e308
 
 @dataclass(frozen=True, slots=True)
 class CleanerConfig:
-    """Kafka's CleanerConfig: the broker-wide log.cleaner.* settings (§3.7)."""
+    """Kafka's CleanerConfig: the broker-wide log.cleaner.* settings."""
 
     num_threads: int = 1
     dedupe_buffer_size: int = 134_217_728
@@ -113,8 +114,10 @@ class LogCleaner:
         logs: Callable[[], dict[TopicPartition, Log]],
         clock: Clock,
         checkpoint_store: Any = None,
+        fault_hooks: FaultHooks = NO_FAULTS,
     ) -> None:
         config.validate()
+        self.fault_hooks = fault_hooks
         self.config = config
         self.clock = clock
         self._logs = logs
@@ -125,13 +128,10 @@ class LogCleaner:
         self._sync_thread = CleanerThread(self, -1)  # state for clean_once(); never started
         self._lock = threading.Lock()
         self.summaries: list[str] = []  # the last few summary lines (for tests and tooling)
-        self.retention: Any = None  # a storage.retention.RetentionTask started and stopped with the cleaner
 
     # --- lifecycle ------------------------------------------------------------------------------------
 
     def startup(self) -> None:
-        if self.retention is not None:
-            self.retention.start()
         self._start_threads()
 
     def _start_threads(self) -> None:
@@ -146,8 +146,6 @@ class LogCleaner:
 
     def shutdown(self) -> None:
         """Prompt: wakes sleeping threads; a running pass stops at its next chunk (abort check)."""
-        if self.retention is not None:
-            self.retention.shutdown()
         self._stop_threads()
 
     def _stop_threads(self) -> None:
@@ -188,6 +186,7 @@ class LogCleaner:
             self.throttler,
             self.clock,
             self._check_done,
+            self.fault_hooks,
         )
 
     def _check_done(self, tp: TopicPartition) -> None:
@@ -249,9 +248,7 @@ class LogCleaner:
         summary = stats.summary(f"{tp.topic}-{tp.partition}", cleanable.first_dirty_offset, end_offset)
         logger.info(summary)
         self.summaries = (self.summaries + [summary])[-20:]
-        from tidelog.cleaner.cleaner import maybe_crash
-
-        maybe_crash("before-checkpoint")
+        self.fault_hooks.at(FaultPoint.BEFORE_CHECKPOINT, tp)
         self.manager.done_cleaning(tp, log_dir_of(log), end_offset)
 
     # --- hooks for LogManager-style callers ----------------------------------------------------------------
@@ -270,7 +267,7 @@ class LogCleaner:
         self.manager.abort_cleaning(tp)
         self.manager.remove_partition(tp, log_dir)
 
-    # --- metrics (§8) --------------------------------------------------------------------------------------
+    # --- metrics (Kafka's LogCleaner gauges) --------------------------------------------------------------------------------------
 
     def _stats_threads(self) -> list[CleanerThread]:
         return [*self.threads, self._sync_thread]

@@ -1,5 +1,5 @@
 """Which log to clean next, cleaning states and the cleaner checkpoints (Kafka's LogCleanerManager),
-log-cleaner.md §3.2-§3.6 and §7."""
+docs/STORAGE.md "Choosing what to clean", "Cleaner checkpoint"."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def log_dir_of(log: Log) -> Path:
 
 
 def cleanable_offsets(log: Log, last_clean_offset: int | None, now: int) -> OffsetsToClean:
-    """[first dirty, first uncleanable) of a log (Kafka's LogCleanerManager.cleanableOffsets), §3.2."""
+    """[first dirty, first uncleanable) of a log (Kafka's LogCleanerManager.cleanableOffsets)."""
     log_start = log.log_start_offset
     force = False
     if last_clean_offset is None:
@@ -63,7 +63,7 @@ def cleanable_offsets(log: Log, last_clean_offset: int | None, now: int) -> Offs
 
 
 def max_compaction_delay(log: Log, first_dirty_offset: int, now: int) -> int:
-    """How long the oldest dirty record has waited beyond max.compaction.lag.ms (KIP-354), §3.4."""
+    """How long the oldest dirty record has waited beyond max.compaction.lag.ms (KIP-354)."""
     segments = [s for s in log.segments.values(first_dirty_offset) if s is not log.active_segment]
     first_batch_timestamps = []
     for segment in segments:
@@ -78,7 +78,7 @@ def max_compaction_delay(log: Log, first_dirty_offset: int, now: int) -> int:
 
 
 def calculate_cleanable_bytes(log: Log, first_dirty_offset: int, uncleanable_offset: int) -> tuple[int, int]:
-    """(first uncleanable offset rounded down to a segment base, cleanable bytes), §3.3."""
+    """(first uncleanable offset rounded down to a segment base, cleanable bytes), docs/STORAGE.md "Choosing what to clean"."""
     floor = log.segments.floor_segment(uncleanable_offset)
     if floor is None or floor is log.active_segment:
         first_uncleanable_segment = log.active_segment
@@ -127,7 +127,7 @@ class LogCleanerManager:
         self._states: dict[TopicPartition, tuple[str, int]] = {}
         self.uncleanable_partitions: dict[Path, set[TopicPartition]] = {}
         self.checkpoints = {d: OffsetCheckpointFile(d / CLEANER_OFFSET_CHECKPOINT_FILE) for d in self.log_dirs}
-        # gauges (§8)
+        # gauges (Kafka's LogCleanerManager metrics)
         self.dirtiest_log_cleanable_ratio = 0.0
         self.time_of_last_run = clock.milliseconds()
         self.max_compaction_delay_secs = 0
@@ -156,7 +156,7 @@ class LogCleanerManager:
 
     def update_checkpoints(self, log_dir: Path, update: tuple[TopicPartition, int] | None = None,
                            remove: TopicPartition | None = None) -> None:
-        """Rewrite the directory's checkpoint; entries of partitions not hosted any more are dropped (§7)."""
+        """Rewrite the directory's checkpoint; entries of partitions not hosted any more are dropped (docs/STORAGE.md "Cleaner checkpoint")."""
         if self.checkpoint_store is not None:
             # the store rewrites every dir's file with the partitions it hosts (others dropped)
             if update is not None:
@@ -180,7 +180,7 @@ class LogCleanerManager:
                 entries.pop(remove, None)
             file.write(entries)
 
-    # --- choosing a log (§3.5) ----------------------------------------------------------------------------
+    # --- choosing a log (filthiest first) ----------------------------------------------------------------------------
 
     def grab_filthiest_compacted_log(self, now: int | None = None) -> LogToClean | None:
         now = self.clock.milliseconds() if now is None else now
@@ -214,7 +214,7 @@ class LogCleanerManager:
             return filthiest
 
     def deletable_logs(self) -> list[tuple[TopicPartition, Log]]:
-        """Compacted logs the cleaner thread applies retention to; each is marked in progress (§3.1 step 3)."""
+        """Compacted logs the cleaner thread applies retention to; each is marked in progress (Kafka's LogCleanerManager.deletableLogs)."""
         with self._lock:
             out = []
             for tp, log in self._logs().items():
@@ -236,7 +236,7 @@ class LogCleanerManager:
                 self._lock.notify_all()
 
     def pause_cleaning_for_non_compacted_partitions(self) -> list[tuple[TopicPartition, Log]]:
-        """For the retention task: mark every non-compacted idle log paused while it works (§1)."""
+        """For the retention task: mark every non-compacted idle log paused while it works (Kafka's pauseCleaningForNonCompactedPartitions)."""
         with self._lock:
             out = []
             for tp, log in self._logs().items():
@@ -245,7 +245,7 @@ class LogCleanerManager:
                     out.append((tp, log))
             return out
 
-    # --- states (§3.6) ----------------------------------------------------------------------------------
+    # --- states (LogCleaningState) ----------------------------------------------------------------------------------
 
     def cleaning_state(self, tp: TopicPartition) -> tuple[str, int] | None:
         with self._lock:
@@ -322,7 +322,7 @@ class LogCleanerManager:
             return any(tp in s for s in self.uncleanable_partitions.values())
 
     def maintain_uncleanable_partitions(self) -> None:
-        """Forget uncleanable marks of partitions no longer hosted (§3.1 step 5); refresh the bytes gauge."""
+        """Forget uncleanable marks of partitions no longer hosted (Kafka's maintainUncleanablePartitions); refresh the bytes gauge."""
         with self._lock:
             hosted = self._logs()
             checkpoints = None

@@ -1,4 +1,4 @@
-"""Kafka's cleaner metrics on the broker's Prometheus registry (log-cleaner.md §8).
+"""Kafka's cleaner metrics on the broker's Prometheus registry (docs/STORAGE.md "Cleaner metrics").
 
 Names follow the JMX exporter convention for `kafka.log:type=LogCleaner,name=...` and
 `kafka.log:type=LogCleanerManager,name=...`: lower-cased, non-alphanumerics as `_`.

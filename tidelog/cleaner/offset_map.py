@@ -1,4 +1,4 @@
-"""The cleaner's key -> latest-offset map (Kafka's OffsetMap / SkimpyOffsetMap), log-cleaner.md §4.
+"""The cleaner's key -> latest-offset map (Kafka's OffsetMap / SkimpyOffsetMap), docs/STORAGE.md "Offset map".
 
 An open-addressing hash table held in one bytearray of `memory` bytes: each slot is 16 bytes of MD5(key)
 followed by the big-endian int64 offset. Two keys with the same MD5 are treated as one key (Kafka accepts that).
@@ -114,7 +114,7 @@ class SkimpyOffsetMap:
             pos, found = self._find(digest, 1)
             if not found:
                 return -1
-        return _OFFSET.unpack_from(buf, pos + HASH_SIZE)[0]
+        return int(_OFFSET.unpack_from(buf, pos + HASH_SIZE)[0])
 
     def update_latest_offset(self, offset: int) -> None:
         """Raise the covered range without storing a key (gaps, control batches, a fully scanned segment)."""

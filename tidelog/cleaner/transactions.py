@@ -1,4 +1,4 @@
-"""Transaction bookkeeping of one cleaning pass (Kafka's CleanedTransactionMetadata), log-cleaner.md §5.6.
+"""Transaction bookkeeping of one cleaning pass (Kafka's CleanedTransactionMetadata), docs/STORAGE.md "Cleaning rules".
 
 Aborted ranges come from the `.txnindex` files. The tracker is fed every batch in offset order and says whether
 that batch is discardable; ABORT markers that must stay are re-entered in the output segment's `.txnindex`.
@@ -31,7 +31,7 @@ def control_type(batch: bytes | bytearray | memoryview, pos: int = 0) -> int | N
     for record in iter_records(batch, pos):
         if record.key is None or len(record.key) < 4:
             return -1  # Kafka parses an unreadable key as UNKNOWN: kept, never discarded
-        return _CONTROL_KEY.unpack_from(record.key, 0)[1]
+        return int(_CONTROL_KEY.unpack_from(record.key, 0)[1])
     return None
 
 

@@ -53,6 +53,9 @@ _MESSAGES: dict[int, tuple[str, str, str]] = {
     46: ("admin.topics", "ListPartitionReassignmentsRequest", "ListPartitionReassignmentsResponse"),
     47: ("consumer.group", "OffsetDeleteRequest", "OffsetDeleteResponse"),
     60: ("admin.cluster", "DescribeClusterRequest", "DescribeClusterResponse"),
+    61: ("admin.transactions", "DescribeProducersRequest", "DescribeProducersResponse"),
+    65: ("admin.transactions", "DescribeTransactionsRequest", "DescribeTransactionsResponse"),
+    66: ("admin.transactions", "ListTransactionsRequest", "ListTransactionsResponse"),
     75: ("admin.topics", "DescribeTopicPartitionsRequest", "DescribeTopicPartitionsResponse"),
 }
 

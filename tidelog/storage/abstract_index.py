@@ -1,4 +1,4 @@
-"""Shared machinery of the offset and time indexes (Kafka's AbstractIndex), storage-format.md §9.
+"""Shared machinery of the offset and time indexes (Kafka's AbstractIndex), docs/STORAGE.md "Segments and indexes".
 
 The file is preallocated to the maximum size and kept memory-mapped for lookups; the number of valid
 entries lives in memory. Entries are *written* with pwrite rather than through the mapping: Linux keeps

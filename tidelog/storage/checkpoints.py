@@ -1,4 +1,4 @@
-"""Checkpoint and identity files of a log directory (storage-format.md §3, §4).
+"""Checkpoint and identity files of a log directory (docs/STORAGE.md "Checkpoints").
 
 Kafka's CheckpointFile / OffsetCheckpointFile / LeaderEpochCheckpointFile / PartitionMetadataFile /
 MetaProperties / CleanShutdownFileHandler. Every write goes through `<name>.tmp`, fsync, atomic rename.
@@ -111,7 +111,7 @@ class OffsetCheckpointFile:
         return result
 
     def read_or_empty(self) -> dict[TopicPartition, int]:
-        """Startup treats an unreadable checkpoint as empty (storage-format.md §11)."""
+        """Startup treats an unreadable checkpoint as empty (docs/STORAGE.md "Recovery")."""
         try:
             return self.read()
         except (CheckpointError, OSError, UnicodeDecodeError):

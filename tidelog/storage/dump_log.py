@@ -5,9 +5,10 @@
 from __future__ import annotations
 
 import argparse
+import json
 import struct
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO
 
@@ -25,7 +26,39 @@ def _text(blob: bytes | None) -> str:
     return blob.decode("utf-8", errors="backslashreplace")
 
 
-def dump_log_file(path: Path, out: TextIO, print_data: bool, deep: bool) -> None:
+RecordDecoder = Callable[[bytes | None, bytes | None], str]
+
+
+def transaction_log_decoder(key: bytes | None, value: bytes | None) -> str:
+    """`__transaction_state` records as Kafka's DumpLogSegments TransactionLogMessageParser prints them
+    (TransactionLogKey v0 / TransactionLogValue v0-1 as JSON)."""
+    from tidelog.coordinator.transaction.records import decode_key, decode_value
+
+    if key is None:
+        return "key: null payload: null"
+    try:
+        key_json = json.dumps({"type": "0", "data": {"transactionalId": decode_key(key)}}, separators=(",", ":"))
+        if value is None:
+            return f"key: {key_json} payload: <DELETE>"
+        v = decode_value(value)
+    except ValueError as e:
+        return f"key: {_text(key)} payload: could not decode as a transaction log record ({e})"
+    partitions = None if v.transaction_partitions is None else [
+        {"topic": t, "partitionIds": ids} for t, ids in v.transaction_partitions.items()]
+    data = {"producerId": v.producer_id, "producerEpoch": v.producer_epoch,
+            "transactionTimeoutMs": v.transaction_timeout_ms, "transactionStatus": v.transaction_status,
+            "transactionPartitions": partitions,
+            "transactionLastUpdateTimestampMs": v.transaction_last_update_timestamp_ms,
+            "transactionStartTimestampMs": v.transaction_start_timestamp_ms}
+    if v.version >= 1:
+        data.update(previousProducerId=v.previous_producer_id, nextProducerId=v.next_producer_id,
+                    clientTransactionVersion=v.client_transaction_version)
+    payload = json.dumps({"version": str(v.version), "data": data}, separators=(",", ":"))
+    return f"key: {key_json} payload: {payload}"
+
+
+def dump_log_file(path: Path, out: TextIO, print_data: bool, deep: bool,
+                  decoder: RecordDecoder | None = None) -> None:
     data = path.read_bytes()
     base = offset_from_file_name(path.name)
     print(f"Log starting offset: {base if base is not None else 0}", file=out)
@@ -59,6 +92,8 @@ def dump_log_file(path: Path, out: TextIO, print_data: bool, deep: bool) -> None
                     epoch = struct.unpack_from(">i", r.value, 2)[0] if r.value and len(r.value) >= 6 else -1
                     line += f" endTxnMarker: {'COMMIT' if kind == 1 else 'ABORT' if kind == 0 else kind} " \
                             f"coordinatorEpoch: {epoch}"
+                elif decoder is not None:
+                    line += " " + decoder(r.key, r.value)
                 elif print_data:
                     line += f" key: {_text(r.key)} payload: {_text(r.value)}"
                 print(line, file=out)
@@ -92,14 +127,15 @@ def dump_txn_index(path: Path, out: TextIO) -> None:
               f"lastStableOffset: {lso}", file=out)
 
 
-def dump_file(path: Path, out: TextIO, print_data: bool = False, deep: bool = False) -> None:
+def dump_file(path: Path, out: TextIO, print_data: bool = False, deep: bool = False,
+              decoder: RecordDecoder | None = None) -> None:
     print(f"Dumping {path}", file=out)
     name = path.name
     for temp in (".cleaned", ".swap", ".deleted"):
         if name.endswith(temp):
             name = name[: -len(temp)]
     if name.endswith(".log"):
-        dump_log_file(path, out, print_data, deep)
+        dump_log_file(path, out, print_data, deep, decoder)
     elif name.endswith(".index"):
         dump_index(path, out, struct.Struct(">ii"), time_index=False)
     elif name.endswith(".timeindex"):
@@ -116,6 +152,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     parser.add_argument("--files", help="comma-separated list of files (kafka-dump-log.sh style)")
     parser.add_argument("--print-data-log", action="store_true", help="print record keys and values")
     parser.add_argument("--deep-iteration", action="store_true", help="print every record, not just batches")
+    parser.add_argument("--transaction-log-decoder", action="store_true",
+                        help="decode __transaction_state records (implies --print-data-log)")
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     out = out or sys.stdout
     paths = list(args.paths) + ([p for p in args.files.split(",") if p] if args.files else [])
@@ -125,7 +163,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     for p in paths:
         path = Path(p)
         try:
-            dump_file(path, out, args.print_data_log, args.deep_iteration)
+            decoder = transaction_log_decoder if args.transaction_log_decoder else None
+            dump_file(path, out, args.print_data_log or decoder is not None, args.deep_iteration, decoder)
         except OSError as e:
             print(f"Could not read {path}: {e}", file=sys.stderr)
             status = 1

@@ -1,4 +1,4 @@
-"""Leader-epoch history of a partition (Kafka's LeaderEpochFileCache), storage-format.md §3.
+"""Leader-epoch history of a partition (Kafka's LeaderEpochFileCache), docs/STORAGE.md "Checkpoints".
 
 Entries `(epoch, start_offset)` ascending in both columns, persisted to `leader-epoch-checkpoint`
 whenever they change.

@@ -11,6 +11,7 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import os
+import struct
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -21,7 +22,10 @@ from tidelog.clock import Clock
 from tidelog.config.log_config import LogConfig
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.record_batch import HEADER_SIZE, iter_batches, read_header
+from tidelog.protocol.records import Record, build_batch
 from tidelog.storage import TopicPartition
+from tidelog.storage.batch_effects import apply_written_batch
+from tidelog.storage.fault_hooks import NO_FAULTS, FaultHooks, FaultPoint
 from tidelog.storage.leader_epoch import LeaderEpochFileCache
 from tidelog.storage.log_file_utils import (
     CLEANED_FILE_SUFFIX,
@@ -30,15 +34,21 @@ from tidelog.storage.log_file_utils import (
     filename_prefix_from_offset,
     fsync_dir,
 )
+from tidelog.storage.log_loader import LoadedLogOffsets, LogLoader
 from tidelog.storage.log_segment import LogSegment, RollParams, random_segment_jitter
 from tidelog.storage.log_segments import LogSegments
 from tidelog.storage.log_validator import validate_records
-from tidelog.storage.producer_state import ProducerStateManager, read_control_record
+from tidelog.storage.producer_state import (
+    CONTROL_TYPE_ABORT,
+    CONTROL_TYPE_COMMIT,
+    ProducerStateManager,
+    read_control_record,
+)
 from tidelog.storage.scheduler import Scheduler
 from tidelog.storage.transaction_index import AbortedTxn
 
 if TYPE_CHECKING:
-    from tidelog.storage.log_segment import RecordBatchHeader
+    from tidelog.protocol.record_batch import RecordBatchHeader
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +59,22 @@ EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
 
 
+_CONTROL_KEY = struct.Struct(">hh")  # version 0, type (ControlRecordType ABORT 0 / COMMIT 1)
+_CONTROL_VALUE = struct.Struct(">hi")  # version 0, coordinator epoch (EndTransactionMarker)
+
+
+@dataclass(frozen=True, slots=True)
+class ActiveProducer:
+    """One producer's state on a partition (DescribeProducers' ProducerState)."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int
+    current_txn_start_offset: int  # -1: no open transaction
+
+
 @dataclass
 class LogAppendInfo:
     first_offset: int
@@ -56,6 +82,9 @@ class LogAppendInfo:
     log_append_time: int  # -1 unless LogAppendTime
     log_start_offset: int
     duplicate: bool = False
+    # Set by append_as_leader(defer_flush=True) when the flush policy wants this append fsynced before it
+    # is acknowledged: the caller runs `flush_appended(info)` on a worker, then `expose_flushed(info)`.
+    flush_required: bool = False
 
 
 def _storage_error(e: BaseException) -> KafkaError:
@@ -74,8 +103,12 @@ class Log:
         producer_id_expiration_ms: int = 86_400_000,
         flush_on_append: bool = False,
         flush_executor: concurrent.futures.Executor | None = None,
+        fault_hooks: FaultHooks = NO_FAULTS,
+        loaded: LoadedLogOffsets | None = None,
     ) -> None:
-        """Use `Log.load()` (or LogManager) to open a log; this only sets up empty state."""
+        """Use `Log.load()` (or LogManager) to open a log: it passes what LogLoader found as `loaded`;
+        without it the log is empty state."""
+        self.fault_hooks = fault_hooks
         self.dir = Path(directory)
         self.topic_partition = topic_partition
         self.config = config
@@ -85,14 +118,19 @@ class Log:
         self.flush_on_append = flush_on_append
         self._flush_executor = flush_executor
         self.lock = threading.RLock()
-        self.segments = LogSegments()
-        self.leader_epoch_cache = LeaderEpochFileCache(self.dir)
-        self.producer_state_manager = ProducerStateManager(self.dir, producer_id_expiration_ms)
-        self.log_start_offset = 0
-        self.recovery_point = 0
-        self.high_watermark = 0
+        if loaded is None:
+            loaded = LoadedLogOffsets(0, 0, 0, LogSegments(), ProducerStateManager(self.dir, producer_id_expiration_ms),
+                                      LeaderEpochFileCache(self.dir))
+        self.segments = loaded.segments
+        self.leader_epoch_cache = loaded.leader_epoch_cache
+        self.producer_state_manager = loaded.producer_state_manager
+        self.log_start_offset = loaded.log_start_offset
+        self.recovery_point = loaded.recovery_point
+        # HW from replication-offset-checkpoint is clamped to [log start, LEO]; with a single replica the
+        # leader raises it to LEO at once (Kafka's Partition.maybeIncrementLeaderHW), so it starts at LEO.
+        self.high_watermark = loaded.next_offset
         self.leader_epoch = 0
-        self._next_offset = 0
+        self._next_offset = loaded.next_offset
         self._unflushed_messages = 0
         self._last_flush_ms = clock.milliseconds()
         self._listeners: list[Callable[[Log], None]] = []
@@ -117,18 +155,26 @@ class Log:
         **kwargs: object,
     ) -> Log:
         """Open a partition directory (creating it if needed), recovering after an unclean shutdown
-        (storage-format.md §11). `recovery_point`/`log_start_offset`/`high_watermark` come from the
-        log-dir checkpoints."""
-        from tidelog.storage.log_loader import LogLoader
-
-        Path(directory).mkdir(parents=True, exist_ok=True)
-        log_obj = cls(Path(directory), topic_partition, config, clock, topic_id, **kwargs)  # type: ignore[arg-type]
-        LogLoader(log_obj, had_clean_shutdown, recovery_point, log_start_offset).load()
-        # HW from replication-offset-checkpoint is clamped to [log start, LEO]; with a single replica the
-        # leader then raises it to LEO at once (storage-format.md §11), so the checkpoint value is moot.
+        (docs/STORAGE.md "Recovery"). `recovery_point`/`log_start_offset`/`high_watermark` come from the
+        log-dir checkpoints; the HW checkpoint is moot with one replica (see __init__)."""
         del high_watermark
-        log_obj.high_watermark = log_obj._next_offset
-        return log_obj
+        path = Path(directory)
+        path.mkdir(parents=True, exist_ok=True)
+        expiration = kwargs.pop("producer_id_expiration_ms", 86_400_000)
+        assert isinstance(expiration, int)
+        loaded = LogLoader(
+            path,
+            topic_partition,
+            config,
+            clock,
+            ProducerStateManager(path, expiration),
+            LeaderEpochFileCache(path),
+            had_clean_shutdown,
+            recovery_point,
+            log_start_offset,
+        ).load()
+        return cls(path, topic_partition, config, clock, topic_id, producer_id_expiration_ms=expiration,
+                   loaded=loaded, **kwargs)  # type: ignore[arg-type]
 
     # --- offsets ---------------------------------------------------------------------------------------
 
@@ -142,6 +188,26 @@ class Log:
         if first_unstable is None:
             return self.high_watermark
         return min(first_unstable, self.high_watermark)
+
+    def first_unstable_offset(self) -> int | None:
+        """First offset of the oldest open transaction, or None (Kafka's UnifiedLog.firstUnstableOffset)."""
+        with self.lock:
+            return self.producer_state_manager.first_unstable_offset()
+
+    def active_producers(self) -> list[ActiveProducer]:
+        """Every producer this partition tracks, for DescribeProducers (Kafka's UnifiedLog.activeProducers)."""
+        with self.lock:
+            return [
+                ActiveProducer(
+                    producer_id=e.producer_id,
+                    producer_epoch=e.producer_epoch,
+                    last_sequence=e.last_seq,
+                    last_timestamp=e.last_timestamp,
+                    coordinator_epoch=e.coordinator_epoch,
+                    current_txn_start_offset=e.current_txn_first_offset,
+                )
+                for e in self.producer_state_manager.producers.values()
+            ]
 
     @property
     def active_segment(self) -> LogSegment:
@@ -167,11 +233,19 @@ class Log:
     # --- append ----------------------------------------------------------------------------------------
 
     def append_as_leader(
-        self, records: bytes | bytearray | memoryview, leader_epoch: int = 0, from_client: bool = True
+        self,
+        records: bytes | bytearray | memoryview,
+        leader_epoch: int = 0,
+        from_client: bool = True,
+        defer_flush: bool = False,
     ) -> LogAppendInfo:
         """Validate, assign offsets, check producer state, roll if needed, write, index, flush policy.
 
         `from_client=False` is for the broker's own writes (transaction markers, coordinator records).
+        `defer_flush=True` (the Produce path on the event loop): when the flush policy (log.flush.on.append,
+        flush.messages, flush.ms) asks for an fsync, none is done here; the result has `flush_required`
+        and the records stay invisible (the high watermark does not move) until the caller has run
+        `flush_appended(info)` off the loop and then `expose_flushed(info)`.
         Raises KafkaError; on failure nothing becomes visible and no offset is consumed."""
         with self.lock:
             if self.closed:
@@ -212,6 +286,9 @@ class Log:
                 if header.base_offset <= result.offset_of_max_timestamp <= header.last_offset:
                     shallow_offset_of_max_ts = header.last_offset
                     break
+            sync = self.flush_on_append and not defer_flush
+            if sync:
+                self.fault_hooks.at(FaultPoint.FSYNC, self.topic_partition)
             try:
                 segment = self._maybe_roll(len(out), result.max_timestamp, result.first_offset, result.last_offset)
                 segment.append(
@@ -219,50 +296,84 @@ class Log:
                     result.max_timestamp,
                     shallow_offset_of_max_ts,
                     out,
-                    sync=self.flush_on_append,
+                    sync=sync,
                 )
             except OSError as e:
                 log.error("append to %s failed: %s", self.topic_partition, e)
                 raise _storage_error(e) from e
             self._after_write(segment, headers, control_bytes, now)
             self._next_offset = result.last_offset + 1
-            self.high_watermark = self._next_offset
             self._unflushed_messages += result.record_count
-            self._maybe_flush(now)
             info = LogAppendInfo(result.first_offset, result.last_offset, result.log_append_time, self.log_start_offset)
+            if defer_flush and (self.flush_on_append or self._flush_due(now)):
+                info.flush_required = True
+                return info  # visible (HW, listeners) only after the fsync: expose_flushed()
+            self.high_watermark = self._next_offset
+            self._maybe_flush(now)
+        self._notify_listeners()
+        return info
+
+    def flush_appended(self, info: LogAppendInfo) -> None:
+        """Worker thread: fsync everything up to and including a deferred append (raises OSError)."""
+        self.flush(info.last_offset + 1)
+
+    def expose_flushed(self, info: LogAppendInfo) -> None:
+        """Event-loop thread, after flush_appended(info): the records become visible to fetchers."""
+        with self.lock:
+            self.high_watermark = max(self.high_watermark, min(info.last_offset + 1, self._next_offset))
+        self._notify_listeners()
+
+    def _notify_listeners(self) -> None:
         for listener in list(self._listeners):
             try:
                 listener(self)
             except Exception:
                 log.exception("append listener failed")
-        return info
+
+    def append_control_marker(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        commit: bool,
+        timestamp_ms: int | None = None,
+        defer_flush: bool = False,
+    ) -> LogAppendInfo:
+        """Write a COMMIT/ABORT marker for `producer_id` (Kafka's WriteTxnMarkers path: one control batch,
+        transactional, base sequence -1, key version 0 + type, value version 0 + coordinator epoch;
+        EndTransactionMarker). Completes the producer's open transaction (an ABORT goes to `.txnindex`),
+        advances the LSO and wakes fetch waiters. A marker without an open transaction is still written,
+        as Kafka does. Raises KafkaError(INVALID_PRODUCER_EPOCH) for an epoch older than the producer's
+        (ProducerAppendInfo.checkProducerEpoch) and TRANSACTION_COORDINATOR_FENCED for an older
+        coordinator epoch. `defer_flush` as for append_as_leader (then `LogManager.flush_appended`)."""
+        ts = self.clock.milliseconds() if timestamp_ms is None else timestamp_ms
+        key = _CONTROL_KEY.pack(0, CONTROL_TYPE_COMMIT if commit else CONTROL_TYPE_ABORT)
+        value = _CONTROL_VALUE.pack(0, coordinator_epoch)
+        batch = build_batch(
+            [Record(0, ts, key, value)],
+            0,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            base_sequence=-1,
+            is_transactional=True,
+            is_control=True,
+            partition_leader_epoch=self.leader_epoch,
+        )
+        return self.append_as_leader(batch, self.leader_epoch, from_client=False, defer_flush=defer_flush)
 
     def _after_write(
         self, segment: LogSegment, headers: list[RecordBatchHeader], control_bytes: dict[int, bytes], now: int
     ) -> None:
         """Leader epochs, producer state and `.txnindex` for batches that are now in the log."""
-        psm = self.producer_state_manager
         for header in headers:
-            if header.partition_leader_epoch >= 0:
-                try:
-                    self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
-                except OSError as e:
-                    # In memory it is updated; the next successful write (or recovery) persists it.
-                    log.error("could not write leader-epoch-checkpoint of %s: %s", self.topic_partition, e)
-            completed = psm.update(header, control_bytes.get(header.base_offset), now)
-            if completed is not None and completed.is_aborted:
-                try:
-                    segment.txn_index.append(
-                        AbortedTxn(
-                            completed.producer_id,
-                            completed.first_offset,
-                            completed.last_offset,
-                            psm.last_stable_offset(completed),
-                        )
-                    )
-                except (OSError, ValueError) as e:
-                    # The marker is in the log; recovery rebuilds .txnindex from it if this entry is lost.
-                    log.error("could not write aborted txn to %s: %s", segment.txn_index.path, e)
+            apply_written_batch(
+                header,
+                control_bytes.get(header.base_offset),
+                self.producer_state_manager,
+                self.leader_epoch_cache,
+                segment.txn_index,
+                now,
+            )
 
     def _max_segment_ms(self) -> int:
         if self.config.compact:
@@ -286,7 +397,7 @@ class Log:
     # --- roll / flush ----------------------------------------------------------------------------------
 
     def roll(self, expected_next_offset: int | None = None) -> LogSegment:
-        """Start a new active segment at max(expected_next_offset, LEO) (storage-format.md §10).
+        """Start a new active segment at max(expected_next_offset, LEO) (docs/STORAGE.md "Rolling").
 
         The old segment gets its final time-index entry and trimmed files; a producer snapshot is
         written under the new base offset; the old segment is fsynced in the background, after which
@@ -314,7 +425,7 @@ class Log:
             psm.map_end_offset = max(psm.map_end_offset, new_offset)
             snapshot = psm.take_snapshot(sync=False)
             if snapshot is not None:
-                self._unsynced_files.append(snapshot)  # fsynced with the old segment (storage-format §10)
+                self._unsynced_files.append(snapshot)  # fsynced with the old segment (docs/STORAGE.md "Rolling")
             self._schedule_flush(new_offset)
             return segment
 
@@ -350,6 +461,7 @@ class Log:
                 return
             segments = self.segments.values(self.recovery_point, target)
             unsynced, self._unsynced_files = self._unsynced_files, []
+        self.fault_hooks.at(FaultPoint.FSYNC, self.topic_partition)
         for segment in segments:
             if not segment.is_closed:
                 segment.flush()
@@ -363,10 +475,13 @@ class Log:
                 self._unflushed_messages = 0
             self._last_flush_ms = self.clock.milliseconds()
 
-    def _maybe_flush(self, now: int) -> None:
-        if self._unflushed_messages >= self.config.flush_messages or (
+    def _flush_due(self, now: int) -> bool:
+        return self._unflushed_messages >= self.config.flush_messages or (
             self.config.flush_ms < 2**62 and now - self._last_flush_ms >= self.config.flush_ms
-        ):
+        )
+
+    def _maybe_flush(self, now: int) -> None:
+        if self._flush_due(now):
             try:
                 self.flush()
             except OSError as e:
@@ -384,7 +499,7 @@ class Log:
     # --- read ------------------------------------------------------------------------------------------
 
     def read(self, fetch_offset: int, max_bytes: int, upper_bound: int, min_one_batch: bool) -> bytes:
-        """Raw `.log` bytes from the start of the batch holding `fetch_offset` (storage-format.md §12).
+        """Raw `.log` bytes from the start of the batch holding `fetch_offset` (docs/STORAGE.md "Reads").
 
         The result is a copy read with os.pread from one segment (the `.log` files are not mapped: pages
         stay in the kernel's page cache, not in the broker's RSS); later appends, rolls or deletion of the
@@ -436,7 +551,7 @@ class Log:
     # --- timestamps / epochs ---------------------------------------------------------------------------
 
     def fetch_offset_for_timestamp(self, timestamp: int) -> tuple[int, int, int] | None:
-        """(timestamp, offset, leader epoch or -1) per storage-format.md §13, or None if nothing matches.
+        """(timestamp, offset, leader epoch or -1) per docs/STORAGE.md "Offsets by timestamp", or None if nothing matches.
 
         Handles -1 (LEO; callers bound it to HW/LSO), -2/-4 (log start), -3 (max timestamp), -5
         (None: no tiered storage) and timestamps >= 0."""
@@ -548,7 +663,7 @@ class Log:
                     self.scheduler.schedule_once(f"delete-file {snap}", _unlinker(snap), delay)
 
     def replace_segments(self, new_segments: list[LogSegment], old_segments: list[LogSegment]) -> None:
-        """Swap cleaner output in for the segments it replaces (log-cleaner.md §6, Kafka's replaceSegments).
+        """Swap cleaner output in for the segments it replaces (docs/STORAGE.md "Cleaner swap", Kafka's replaceSegments).
 
         `new_segments` were opened with `LogSegment.open(..., file_suffix='.cleaned')`, written, then
         `on_became_inactive_segment()` and `flush()`ed by the caller. Steps: rename new `.cleaned` ->
@@ -560,25 +675,37 @@ class Log:
             old_sorted = sorted(old_segments, key=lambda s: s.base_offset)
             new_bases = {s.base_offset for s in new_sorted}
             try:
+                hooks = self.fault_hooks
                 for segment in reversed(new_sorted):
                     if segment.has_suffix(CLEANED_FILE_SUFFIX):
                         segment.change_file_suffixes(CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX)
+                        hooks.at(FaultPoint.SWAP, segment)
                     self.segments.add(segment)
                 not_replaced = []
-                for segment in old_sorted:
+                for i, segment in enumerate(old_sorted):
                     if segment.base_offset not in new_bases:
                         if self.segments.get(segment.base_offset) is segment:
                             self.segments.remove(segment.base_offset)
                         not_replaced.append(segment)
                     self._async_delete([segment], delete_snapshots=False)
+                    if i == 0:
+                        hooks.at(FaultPoint.DELETED_FIRST, segment)
+                    if i == len(old_sorted) - 1:
+                        hooks.at(FaultPoint.DELETED, segment)
                 if not_replaced:
                     self._async_delete_snapshots([s.base_offset for s in not_replaced])
                 for segment in new_sorted:
                     if segment.has_suffix(SWAP_FILE_SUFFIX):
                         segment.change_file_suffixes(SWAP_FILE_SUFFIX, "")
-                fsync_dir(self.dir)
+                        hooks.at(FaultPoint.LIVE, segment)
             except OSError as e:
                 raise _storage_error(e) from e
+        # The directory fsync makes the renames durable; it runs outside `lock` so appends and fetches
+        # of this partition are not stalled behind the disk (a crash before it is settled by recovery).
+        try:
+            fsync_dir(self.dir)
+        except OSError as e:
+            raise _storage_error(e) from e
 
     def _async_delete_snapshots(self, offsets: list[int]) -> None:
         for offset in offsets:
@@ -603,8 +730,10 @@ class Log:
     def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
         """Aborted transactions overlapping [start, upper bound): `.txnindex` of the segment holding start
         and later ones until an entry's LSO reaches the bound (Kafka's LocalLog.collectAbortedTransactions)."""
+        if upper_bound_offset <= start_offset:
+            return []
         with self.lock:
-            segments = self.segments.values(start_offset)
+            segments = self.segments.values(start_offset, upper_bound_offset)
         found: list[AbortedTxn] = []
         for segment in segments:
             result = segment.txn_index.collect_aborted_txns(start_offset, upper_bound_offset)

@@ -1,4 +1,4 @@
-"""File naming of a partition directory (Kafka's LogFileUtils / LocalLog naming helpers), storage-format.md §1."""
+"""File naming of a partition directory (Kafka's LogFileUtils / LocalLog naming helpers), docs/STORAGE.md "Directory layout"."""
 
 from __future__ import annotations
 

@@ -1,15 +1,20 @@
 """Opening a partition directory (Kafka's LogLoader): settle interrupted swaps, load segments, recover
-after an unclean shutdown, rebuild producer state (storage-format.md §11, log-cleaner.md §6)."""
+after an unclean shutdown, rebuild producer state (docs/STORAGE.md "Recovery", "Cleaner swap")."""
 
 from __future__ import annotations
 
 import logging
 import os
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from tidelog.clock import Clock
+from tidelog.config.log_config import LogConfig
 from tidelog.protocol.record_batch import HEADER_SIZE, LOG_OVERHEAD, RecordBatchHeader, read_header
+from tidelog.storage import TopicPartition
 from tidelog.storage.abstract_index import CorruptIndexError, IndexError_
+from tidelog.storage.batch_effects import apply_written_batch
+from tidelog.storage.leader_epoch import LeaderEpochFileCache
 from tidelog.storage.log_file_utils import (
     CLEANED_FILE_SUFFIX,
     DELETED_FILE_SUFFIX,
@@ -25,10 +30,8 @@ from tidelog.storage.log_file_utils import (
     offset_index_file,
 )
 from tidelog.storage.log_segment import LogSegment
-from tidelog.storage.transaction_index import AbortedTxn
-
-if TYPE_CHECKING:
-    from tidelog.storage.log import Log
+from tidelog.storage.log_segments import LogSegments
+from tidelog.storage.producer_state import ProducerStateManager
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +58,7 @@ def scan_next_offset(path: Path, base_offset: int) -> int:
 
 
 def settle_swap_files(directory: Path) -> None:
-    """log-cleaner.md §6 startup steps 1-5: drop `.deleted`/`.cleaned`, roll back or complete `.swap`."""
+    """docs/STORAGE.md "Cleaner swap" startup steps 1-5: drop `.deleted`/`.cleaned`, roll back or complete `.swap`."""
     names = sorted(os.listdir(directory))
     min_cleaned: int | None = None
     cleaned: list[Path] = []
@@ -110,58 +113,85 @@ def delete_orphan_indexes(directory: Path) -> None:
                 (directory / name).unlink(missing_ok=True)
 
 
-class LogLoader:
-    def __init__(self, log_obj: Log, had_clean_shutdown: bool, recovery_point: int, log_start_offset: int) -> None:
-        self.log = log_obj
-        self.had_clean_shutdown = had_clean_shutdown
-        self.recovery_point_checkpoint = recovery_point
-        self.log_start_offset_checkpoint = log_start_offset
+@dataclass
+class LoadedLogOffsets:
+    """What LogLoader.load() found (Kafka's LoadedLogOffsets plus the state it built): Log is made from it."""
 
-    def load(self) -> None:
-        lg = self.log
-        directory = lg.dir
-        settle_swap_files(directory)
-        delete_orphan_indexes(directory)
+    log_start_offset: int
+    recovery_point: int
+    next_offset: int  # LEO: the offset after the last valid batch
+    segments: LogSegments
+    producer_state_manager: ProducerStateManager  # rebuilt up to next_offset, ongoing transactions included
+    leader_epoch_cache: LeaderEpochFileCache  # truncated to [log start, LEO]
+
+
+class LogLoader:
+    """Loads one partition directory; never sees a Log (Kafka's LogLoader works on LocalLog's parts too)."""
+
+    def __init__(
+        self,
+        directory: Path,
+        topic_partition: TopicPartition,
+        config: LogConfig,
+        clock: Clock,
+        producer_state_manager: ProducerStateManager,
+        leader_epoch_cache: LeaderEpochFileCache,
+        had_clean_shutdown: bool,
+        recovery_point_checkpoint: int,
+        log_start_offset_checkpoint: int,
+    ) -> None:
+        self.dir = Path(directory)
+        self.topic_partition = topic_partition
+        self.config = config
+        self.clock = clock
+        self.producer_state = producer_state_manager
+        self.epoch_cache = leader_epoch_cache
+        self.had_clean_shutdown = had_clean_shutdown
+        self.recovery_point_checkpoint = recovery_point_checkpoint
+        self.log_start_offset_checkpoint = log_start_offset_checkpoint
+        self.segments = LogSegments()
+
+    def load(self) -> LoadedLogOffsets:
+        tp = self.topic_partition
+        settle_swap_files(self.dir)
+        delete_orphan_indexes(self.dir)
         self._load_segments()
         if not self.had_clean_shutdown:
             self._recover_unflushed()
-        last = lg.segments.last_segment
+        segments = self.segments
+        last = segments.last_segment
         leo = last.read_next_offset() if last is not None else 0
         if last is not None and leo < self.log_start_offset_checkpoint:
-            log.warning("%s: every segment is below the log start checkpoint; deleting them", lg.topic_partition)
-            for segment in list(lg.segments):
-                lg.segments.remove(segment.base_offset)
+            log.warning("%s: every segment is below the log start checkpoint; deleting them", tp)
+            for segment in list(segments):
+                segments.remove(segment.base_offset)
                 segment.delete_if_exists()
-        if lg.segments.is_empty:
+        if segments.is_empty:
             leo = max(0, self.log_start_offset_checkpoint)  # a new empty segment: LEO is its base
-            lg.segments.add(LogSegment.open(directory, leo, lg.config, lg.clock, preallocate=lg.config.preallocate))
-        active = lg.segments.active_segment
-        first = lg.segments.first_segment
+            segments.add(LogSegment.open(self.dir, leo, self.config, self.clock, preallocate=self.config.preallocate))
+        first = segments.first_segment
         assert first is not None
-        lg._next_offset = leo
-        lg.log_start_offset = max(self.log_start_offset_checkpoint, first.base_offset)
-        if self.had_clean_shutdown:
-            lg.recovery_point = leo
-        else:
-            lg.recovery_point = min(self.recovery_point_checkpoint, leo)
-        lg.leader_epoch_cache.truncate_from_end(leo)
-        lg.leader_epoch_cache.truncate_from_start(lg.log_start_offset)
-        lg.leader_epoch_cache.ensure_file()
-        self._rebuild_producer_state(leo)
-        active.resize_indexes(lg.config.segment_index_bytes)
+        log_start_offset = max(self.log_start_offset_checkpoint, first.base_offset)
+        recovery_point = leo if self.had_clean_shutdown else min(self.recovery_point_checkpoint, leo)
+        self.epoch_cache.truncate_from_end(leo)
+        self.epoch_cache.truncate_from_start(log_start_offset)
+        self.epoch_cache.ensure_file()
+        self._rebuild_producer_state(log_start_offset, leo)
+        segments.active_segment.resize_indexes(self.config.segment_index_bytes)
+        return LoadedLogOffsets(log_start_offset, recovery_point, leo, segments, self.producer_state,
+                                self.epoch_cache)
 
     # --- segments -----------------------------------------------------------------------------------------
 
     def _load_segments(self) -> None:
-        lg = self.log
         bases = sorted(
             off
-            for name in os.listdir(lg.dir)
+            for name in os.listdir(self.dir)
             if name.endswith(LOG_FILE_SUFFIX) and (off := offset_from_file_name(name)) is not None
         )
         for base in bases:
-            index_missing = not offset_index_file(lg.dir, base).exists()
-            segment = LogSegment.open(lg.dir, base, lg.config, lg.clock, file_already_exists=True)
+            index_missing = not offset_index_file(self.dir, base).exists()
+            segment = LogSegment.open(self.dir, base, self.config, self.clock, file_already_exists=True)
             needs_rebuild = index_missing or not segment.txn_index.sanity_check()
             try:
                 segment.offset_index.sanity_check()
@@ -169,75 +199,65 @@ class LogLoader:
             except CorruptIndexError as e:
                 log.warning("%s; rebuilding", e)
                 needs_rebuild = True
-            lg.segments.add(segment)
+            self.segments.add(segment)
             if needs_rebuild:
-                log.info("%s: rebuilding indexes of segment %d", lg.topic_partition, base)
+                log.info("%s: rebuilding indexes of segment %d", self.topic_partition, base)
                 self._recover_segment(segment)
 
     def _recover_segment(self, segment: LogSegment) -> int:
-        """Recover one segment with producer state built up to its base (for correct `.txnindex`)."""
-        lg = self.log
-        psm = lg.producer_state_manager
-        psm.reload(0, segment.base_offset, lg.clock.milliseconds())
+        """Recover one segment with producer state built up to its base (for correct `.txnindex`): each
+        valid batch goes through the same apply_written_batch as an append (Kafka's LogLoader.recoverSegment)."""
+        psm = self.producer_state
+        psm.reload(0, segment.base_offset, self.clock.milliseconds())
         self._replay(psm.map_end_offset, segment.base_offset)
+        now = self.clock.milliseconds()
 
         def on_batch(header: RecordBatchHeader, data: bytes) -> None:
-            if header.partition_leader_epoch >= 0:
-                lg.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
-            completed = psm.update(header, data if header.is_control else None, lg.clock.milliseconds())
-            if completed is not None and completed.is_aborted:
-                segment.txn_index.append(
-                    AbortedTxn(
-                        completed.producer_id,
-                        completed.first_offset,
-                        completed.last_offset,
-                        psm.last_stable_offset(completed),
-                    )
-                )
+            apply_written_batch(header, data if header.is_control else None, psm, self.epoch_cache,
+                                segment.txn_index, now, strict=True)
 
         return segment.recover(on_batch)
 
     def _recover_unflushed(self) -> None:
-        lg = self.log
-        unflushed = lg.segments.values(self.recovery_point_checkpoint)
+        tp = self.topic_partition
+        unflushed = self.segments.values(self.recovery_point_checkpoint)
         for i, segment in enumerate(unflushed):
             try:
                 truncated = self._recover_segment(segment)
             except (OSError, IndexError_, ValueError) as e:
-                log.error("%s: recovery of segment %d failed (%s); emptying it", lg.topic_partition,
-                          segment.base_offset, e)
-                segment.truncate_to(segment.base_offset)
-                os.ftruncate(segment._fd, 0)
-                segment._size = 0
+                log.error("%s: recovery of segment %d failed (%s); emptying it", tp, segment.base_offset, e)
+                segment.truncate_fully()
                 truncated = 1
             if truncated > 0:
-                log.warning("%s: truncated %d invalid bytes from segment %d", lg.topic_partition, truncated,
-                            segment.base_offset)
+                log.warning("%s: truncated %d invalid bytes from segment %d", tp, truncated, segment.base_offset)
                 for later in unflushed[i + 1 :]:
-                    log.warning("%s: deleting segment %d after a truncated one", lg.topic_partition,
-                                later.base_offset)
-                    lg.segments.remove(later.base_offset)
+                    log.warning("%s: deleting segment %d after a truncated one", tp, later.base_offset)
+                    self.segments.remove(later.base_offset)
                     later.delete_if_exists()
                 break
 
     # --- producer state ------------------------------------------------------------------------------------
 
     def _replay(self, from_offset: int, to_offset: int) -> None:
-        psm = self.log.producer_state_manager
+        """Producer state only (Kafka's loadProducersFromRecords) for batches in [from_offset, to_offset)."""
         if from_offset >= to_offset:
             return
-        now = self.log.clock.milliseconds()
-        for segment, pos, header in self.log.batches_from(from_offset):
-            if header.base_offset >= to_offset:
-                break
-            if header.base_offset < from_offset:
+        psm = self.producer_state
+        now = self.clock.milliseconds()
+        for segment in self.segments.values(from_offset, to_offset):
+            mapping = segment.translate_offset(from_offset)
+            if mapping is None:
                 continue
-            data = segment.read_bytes(pos, header.size) if header.is_control else None
-            psm.update(header, data, now)
+            for pos, header in segment.batches(mapping.position):
+                if header.base_offset >= to_offset:
+                    return
+                if header.base_offset < from_offset:
+                    continue
+                data = segment.read_bytes(pos, header.size) if header.is_control else None
+                psm.update(header, data, now)
 
-    def _rebuild_producer_state(self, leo: int) -> None:
-        lg = self.log
-        psm = lg.producer_state_manager
-        psm.truncate_and_reload(lg.log_start_offset, leo, lg.clock.milliseconds())
+    def _rebuild_producer_state(self, log_start_offset: int, leo: int) -> None:
+        psm = self.producer_state
+        psm.truncate_and_reload(log_start_offset, leo, self.clock.milliseconds())
         self._replay(psm.map_end_offset, leo)
         psm.map_end_offset = leo

@@ -1,4 +1,4 @@
-"""All logs of the broker across its log directories (Kafka's LogManager), storage-format.md §1, §3, §4, §11.
+"""All logs of the broker across its log directories (Kafka's LogManager), docs/STORAGE.md "Directory layout", "Checkpoints", "Recovery".
 
 Owns the per-directory identity (meta.properties, .lock, .kafka_cleanshutdown), the offset checkpoints,
 the Clock-driven deletion scheduler and a background flush thread.
@@ -6,6 +6,7 @@ the Clock-driven deletion scheduler and a background flush thread.
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import fcntl
 import logging
@@ -16,6 +17,7 @@ import threading
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from tidelog.clock import Clock
 from tidelog.config.log_config import LogConfig
@@ -37,7 +39,8 @@ from tidelog.storage.checkpoints import (
     write_clean_shutdown_file,
     write_meta_properties,
 )
-from tidelog.storage.log import Log
+from tidelog.storage.fault_hooks import NO_FAULTS, FaultHooks
+from tidelog.storage.log import Log, LogAppendInfo
 from tidelog.storage.log_file_utils import (
     DELETE_DIR_SUFFIX,
     FUTURE_DIR_SUFFIX,
@@ -45,9 +48,13 @@ from tidelog.storage.log_file_utils import (
     fsync_dir,
     parse_topic_partition_name,
 )
+from tidelog.storage.retention import RetentionTask
 from tidelog.storage.scheduler import Scheduler
 
 log = logging.getLogger(__name__)
+
+
+APPEND_FLUSH_THREADS = 4
 
 
 class LogDirLockedError(Exception):
@@ -69,17 +76,22 @@ class LogManager:
         cluster_id: str | None = None,
         producer_id_expiration_ms: int = 86_400_000,
         config_provider: Callable[[TopicPartition], LogConfig] | None = None,
-        background_tasks: bool | None = None,
+        background_tasks: bool = False,
         background_interval_ms: int = 1000,
         checkpoint_interval_ms: int = 60_000,
+        fault_hooks: FaultHooks = NO_FAULTS,
+        retention_check_interval_ms: int | None = None,
     ) -> None:
         """`config_provider(tp)` (optional) gives the effective LogConfig of a partition found on disk at
         startup (topic overrides); without it `default_config` is used until `Log.update_config()`.
 
         `background_tasks`: run `run_periodic_tasks()` on a daemon thread every `background_interval_ms`
         of real time (checkpoints every `checkpoint_interval_ms`, flush.ms, delayed deletions, producer
-        expiry). Default (None): on with the real system Clock, off with a test clock such as ManualClock,
-        where tests drive `run_periodic_tasks()` / `run_scheduled_deletions()` themselves."""
+        expiry). Off by default: tests on a ManualClock drive `run_periodic_tasks()` /
+        `run_scheduled_deletions()` themselves; the broker turns it on when it runs on the system clock.
+
+        `retention` (a RetentionTask, Kafka's LogManager.cleanupLogs) always exists for one-off passes;
+        with `retention_check_interval_ms` its thread runs from startup() to shutdown()."""
         if not log_dirs:
             raise ValueError("at least one log dir is required")
         self.log_dirs = [Path(d).absolute() for d in log_dirs]
@@ -90,6 +102,7 @@ class LogManager:
         self._cluster_id = cluster_id
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self.config_provider = config_provider
+        self.fault_hooks = fault_hooks
         self.scheduler = Scheduler(clock)
         self._logs: dict[TopicPartition, Log] = {}
         self._log_dir_of: dict[TopicPartition, Path] = {}
@@ -97,21 +110,42 @@ class LogManager:
         self._lock_fds: dict[Path, int] = {}
         self._meta: dict[Path, dict[str, str]] = {}
         self._flush_executor: concurrent.futures.ThreadPoolExecutor | None = None
+        # fsyncs of deferred appends (Produce with log.flush.on.append / flush.messages): several workers,
+        # so a slow disk under one partition does not hold up another partition's acknowledgements.
+        self._append_flush_executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._started = False
         self._last_checkpoint_ms = 0
         self._last_expiry_check_ms = clock.milliseconds()
         self.producer_id_expiration_check_interval_ms = 600_000
-        self.background_tasks = type(clock) is Clock if background_tasks is None else background_tasks
+        self.background_tasks = background_tasks
+        self.retention_check_interval_ms = retention_check_interval_ms
+        self.retention = RetentionTask(self.all_logs, clock, retention_check_interval_ms or 300_000)
         self.background_interval_ms = background_interval_ms
         self.checkpoint_interval_ms = checkpoint_interval_ms
         self._stop = threading.Event()
         self._background: threading.Thread | None = None
+
+    # --- deferred append flushes ------------------------------------------------------------------------
+
+    async def flush_appended(self, lg: Log, info: LogAppendInfo) -> None:
+        """On the event loop, after `lg.append_as_leader(..., defer_flush=True)` returned `info` with
+        `flush_required`: fsync on a worker thread (the loop keeps serving other requests), then make the
+        records visible. Raises OSError when the fsync failed (the caller answers KAFKA_STORAGE_ERROR)."""
+        executor = self._append_flush_executor
+        if executor is None:
+            lg.flush_appended(info)
+        else:
+            await asyncio.get_running_loop().run_in_executor(executor, lg.flush_appended, info)
+        lg.expose_flushed(info)
 
     # --- startup / shutdown ----------------------------------------------------------------------------
 
     def startup(self) -> None:
         """Lock and identify every log dir, then load each partition (recovering after an unclean shutdown)."""
         self._flush_executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="log-flush")
+        self._append_flush_executor = concurrent.futures.ThreadPoolExecutor(
+            max_workers=APPEND_FLUSH_THREADS, thread_name_prefix="log-append-flush"
+        )
         _raise_open_file_limit()
         for log_dir in self.log_dirs:
             log_dir.mkdir(parents=True, exist_ok=True)
@@ -121,6 +155,8 @@ class LogManager:
             self._load_dir(log_dir)
         self._started = True
         self._last_checkpoint_ms = self.clock.milliseconds()
+        if self.retention_check_interval_ms is not None:
+            self.retention.start()
         if self.background_tasks:
             self._stop.clear()
             self._background = threading.Thread(target=self._background_loop, name="log-manager", daemon=True)
@@ -245,12 +281,13 @@ class LogManager:
         else:
             log.info("loaded %s (new directory, no partitions)", log_dir)
 
-    def _log_kwargs(self) -> dict[str, object]:
+    def _log_kwargs(self) -> dict[str, Any]:
         return {
             "scheduler": self.scheduler,
             "producer_id_expiration_ms": self.producer_id_expiration_ms,
             "flush_on_append": self.flush_on_append,
             "flush_executor": self._flush_executor,
+            "fault_hooks": self.fault_hooks,
         }
 
     def _register(self, tp: TopicPartition, lg: Log, log_dir: Path) -> None:
@@ -260,6 +297,7 @@ class LogManager:
 
     def shutdown(self) -> None:
         """Flush and close every log, write all checkpoints, then `.kafka_cleanshutdown` per dir."""
+        self.retention.shutdown()
         self._stop.set()
         if self._background is not None:
             self._background.join()
@@ -268,6 +306,9 @@ class LogManager:
             if self._flush_executor is not None:
                 self._flush_executor.shutdown(wait=True)
                 self._flush_executor = None
+            if self._append_flush_executor is not None:
+                self._append_flush_executor.shutdown(wait=True)
+                self._append_flush_executor = None
             failed_dirs: set[Path] = set()
             for tp, lg in self._logs.items():
                 try:
@@ -391,7 +432,7 @@ class LogManager:
     def cluster_id(self) -> str | None:
         return self._cluster_id
 
-    # --- cleaner checkpoints (log-cleaner.md §7) ---------------------------------------------------------
+    # --- cleaner checkpoints (docs/STORAGE.md "Cleaner checkpoint") ---------------------------------------------------------
 
     def _cleaner_checkpoint_file(self, log_dir: Path) -> OffsetCheckpointFile:
         return OffsetCheckpointFile(log_dir / CLEANER_OFFSET_CHECKPOINT_FILE)

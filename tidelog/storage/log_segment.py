@@ -1,8 +1,8 @@
 """One segment of a log: `.log` + `.index` + `.timeindex` [+ `.txnindex`] (Kafka's LogSegment).
 
 Batches arrive already validated, with offsets assigned; the segment writes them, keeps the sparse
-indexes (storage-format.md §9), answers offset -> position translation and reads, decides when to
-roll (§10), and recovers itself after an unclean shutdown (§11).
+indexes (docs/STORAGE.md "Segments and indexes"), answers offset -> position translation and reads, decides when to
+roll (docs/STORAGE.md "Rolling"), and recovers itself after an unclean shutdown ("Recovery").
 """
 
 from __future__ import annotations
@@ -271,7 +271,7 @@ class LogSegment:
         records: bytes | bytearray | memoryview,
         sync: bool = False,
     ) -> None:
-        """Write validated batches at the end, then maintain the sparse indexes (storage-format.md §9).
+        """Write validated batches at the end, then maintain the sparse indexes (docs/STORAGE.md "Segments and indexes").
 
         `shallow_offset_of_max_timestamp` is the last offset of the batch holding `largest_timestamp`.
         With `sync` the `.log` is fdatasync'ed before returning (flush_on_append). On OSError the segment
@@ -346,7 +346,7 @@ class LogSegment:
         return now - self.created
 
     def should_roll(self, params: RollParams) -> bool:
-        """storage-format.md §10 conditions 1-5."""
+        """The roll conditions of docs/STORAGE.md "Rolling" (Kafka's LogSegment.shouldRoll)."""
         reached_roll_ms = (
             self.time_waited_for_roll(params.now, params.max_timestamp_in_messages)
             > params.max_segment_ms - self.roll_jitter_ms
@@ -471,6 +471,18 @@ class LogSegment:
         last_ts, last_off = self.time_index.last_entry
         self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far = last_ts, last_off
         return removed
+
+    def truncate_fully(self) -> None:
+        """Empty the segment and its indexes whatever their state (recovery of an unreadable segment)."""
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.txn_index.reset()
+        os.ftruncate(self._fd, 0)
+        self._size = 0
+        self.created = self._clock.milliseconds()
+        self._rolling_based_timestamp = None
+        self.bytes_since_last_index_entry = 0
+        self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far = NO_TIMESTAMP, self.base_offset
 
     # --- files -------------------------------------------------------------------------------------------
 

@@ -1,5 +1,5 @@
 """What the leader checks and changes before an append (Kafka's LogValidator + the batch checks of
-UnifiedLog.analyzeAndValidateRecords): storage-format.md §8.
+UnifiedLog.analyzeAndValidateRecords): docs/STORAGE.md "Validation".
 
 Every record of every batch is walked (protocol/record_walk.py), as Kafka's LogValidator iterates them: record
 lengths, varints, key/value/header bounds, header counts, RecordsCount against the records present. A compressed
@@ -20,7 +20,7 @@ Divergences from Kafka, on purpose:
   * Kafka answers UNKNOWN_SERVER_ERROR for codec ids 5-7 and for undecodable compressed payloads (an
     IllegalArgumentException / KafkaException it does not map); see the error choices above.
   * offset_of_max_timestamp is the *shallow* offset, the last offset of the batch holding the max
-    timestamp, which is what Kafka >= 3.8 writes into the time index (storage-format.md §9).
+    timestamp, which is what Kafka >= 3.8 writes into the time index (docs/STORAGE.md "Segments and indexes").
 """
 
 from __future__ import annotations
@@ -129,7 +129,8 @@ def _check_batch(buf: bytearray, pos: int, h: RecordBatchHeader, config: LogConf
         raise _invalid(f"record count {h.records_count} does not match last offset delta {h.last_offset_delta}")
     if h.is_control and from_client:
         raise _invalid("clients may not write control batches")
-    if h.producer_id >= 0 and h.base_sequence < 0 and not h.is_control:  # markers carry no sequence
+    # Kafka checks this only for AppendOrigin.CLIENT: TxnOffsetCommit batches carry NO_SEQUENCE
+    if from_client and h.producer_id >= 0 and h.base_sequence < 0 and not h.is_control:
         raise _invalid("a batch with a producer id must have a base sequence")
     if from_client and h.is_log_append_time:
         raise KafkaError(ErrorCode.INVALID_TIMESTAMP, "clients may not set the LogAppendTime timestamp type")

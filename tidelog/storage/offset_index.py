@@ -1,4 +1,4 @@
-"""`.index`: 8-byte entries `int32 relativeOffset, int32 position` (Kafka's OffsetIndex), storage-format.md §9."""
+"""`.index`: 8-byte entries `int32 relativeOffset, int32 position` (Kafka's OffsetIndex), docs/STORAGE.md "Segments and indexes"."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ class OffsetIndex(AbstractIndex):
 
     def _relative_offset(self, n: int) -> int:
         assert self._mmap is not None
-        return _ENTRY.unpack_from(self._mmap, n * 8)[0]
+        return int(_ENTRY.unpack_from(self._mmap, n * 8)[0])
 
     @property
     def last_offset(self) -> int:

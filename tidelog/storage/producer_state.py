@@ -1,5 +1,5 @@
 """Idempotent/transactional producer state of one partition (Kafka's ProducerStateManager,
-ProducerStateEntry, BatchMetadata, ProducerAppendInfo), protocol-compat.md §4.2, storage-format.md §9.
+ProducerStateEntry, BatchMetadata, ProducerAppendInfo), docs/STORAGE.md "Producer state", "Segments and indexes".
 
 Per producer id: the epoch and the last 5 batches appended (sequence and offset ranges), so retried
 batches are recognised as duplicates and gaps/fencing are rejected. Persisted as `<offset>.snapshot`
@@ -169,7 +169,7 @@ class ProducerStateManager:
         return entry.find_duplicate_batch(header) if entry is not None else None
 
     def check_append(self, header: RecordBatchHeader, from_client: bool = True) -> None:
-        """Epoch and sequence rules of Kafka's ProducerAppendInfo (protocol-compat.md §4.2 steps 2-5)."""
+        """Epoch and sequence rules of Kafka's ProducerAppendInfo (docs/STORAGE.md "Producer state")."""
         if header.producer_id < 0:
             return
         entry = self.producers.get(header.producer_id)

@@ -1,5 +1,5 @@
 """Segment deletion by log start offset, size and time (Kafka's UnifiedLog.deleteOldSegments and
-LogManager.cleanupLogs), log-cleaner.md §1-§2.
+LogManager.cleanupLogs), docs/STORAGE.md "Retention".
 
 `delete_old_segments(log, now)` is one pass over one log. `RetentionTask` runs it over every log whose policy
 lacks `compact`, every `log.retention.check.interval.ms`; compacted logs get it from the cleaner threads.

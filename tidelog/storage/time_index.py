@@ -1,4 +1,4 @@
-"""`.timeindex`: 12-byte entries `int64 timestamp, int32 relativeOffset` (Kafka's TimeIndex), storage-format.md §9."""
+"""`.timeindex`: 12-byte entries `int64 timestamp, int32 relativeOffset` (Kafka's TimeIndex), docs/STORAGE.md "Segments and indexes"."""
 
 from __future__ import annotations
 
@@ -21,11 +21,11 @@ class TimeIndex(AbstractIndex):
 
     def _timestamp(self, n: int) -> int:
         assert self._mmap is not None
-        return _ENTRY.unpack_from(self._mmap, n * 12)[0]
+        return int(_ENTRY.unpack_from(self._mmap, n * 12)[0])
 
     def _relative_offset(self, n: int) -> int:
         assert self._mmap is not None
-        return _ENTRY.unpack_from(self._mmap, n * 12)[1]
+        return int(_ENTRY.unpack_from(self._mmap, n * 12)[1])
 
     def is_full(self) -> bool:
         # Kafka keeps the last slot free for the final entry written at roll/close (TimeIndex.isFull).

@@ -1,4 +1,4 @@
-"""`.txnindex`: 34-byte aborted-transaction entries (Kafka's TransactionIndex / AbortedTxn), storage-format.md §9.
+"""`.txnindex`: 34-byte aborted-transaction entries (Kafka's TransactionIndex / AbortedTxn), docs/STORAGE.md "Segments and indexes".
 
 Not preallocated; the file only comes into existence when the first entry is written.
 """

@@ -58,8 +58,15 @@ API_TABLE: tuple[ApiEntry, ...] = (
     ApiEntry(ApiKey.DESCRIBE_GROUPS, "describe_groups", 0, 6),
     ApiEntry(ApiKey.DELETE_GROUPS, "delete_groups", 0, 2),
     ApiEntry(ApiKey.OFFSET_DELETE, "offset_delete", 0, 0),
-    # idempotent producer
+    # idempotent and transactional producers, transaction coordinator
     ApiEntry(ApiKey.INIT_PRODUCER_ID, "init_producer_id", 0, 5),
+    ApiEntry(ApiKey.ADD_PARTITIONS_TO_TXN, "add_partitions_to_txn", 0, 3),
+    ApiEntry(ApiKey.ADD_OFFSETS_TO_TXN, "add_offsets_to_txn", 0, 4),
+    ApiEntry(ApiKey.END_TXN, "end_txn", 0, 4),
+    ApiEntry(ApiKey.TXN_OFFSET_COMMIT, "txn_offset_commit", 0, 4),
+    ApiEntry(ApiKey.DESCRIBE_PRODUCERS, "describe_producers", 0, 0),
+    ApiEntry(ApiKey.DESCRIBE_TRANSACTIONS, "describe_transactions", 0, 0),
+    ApiEntry(ApiKey.LIST_TRANSACTIONS, "list_transactions", 0, 2),
 )
 
 # Module names of the registered APIs (kept for tools that list them).

@@ -17,6 +17,7 @@ from tidelog.protocol.messages import response_class
 if TYPE_CHECKING:
     from tidelog.broker.topics import TopicInfo
     from tidelog.coordinator.group import GroupCoordinator
+    from tidelog.coordinator.transaction import TransactionCoordinator
     from tidelog.storage.log import Log
 
 
@@ -137,3 +138,17 @@ def alter_resources(
             result.error_code, result.error_message = int(exc.code), exc.message
         results.append(result)
     return results
+
+
+def txn_coordinator(ctx: RequestContext) -> TransactionCoordinator:
+    coordinator = ctx.broker.txn_coordinator
+    if coordinator is None:
+        raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "transaction coordinator not running")
+    return coordinator
+
+
+def for_version(error: int, version: int, fenced_since: int) -> int:
+    """KIP-588: PRODUCER_FENCED only for request versions that know it; older ones get INVALID_PRODUCER_EPOCH."""
+    if error == ErrorCode.PRODUCER_FENCED and version < fenced_since:
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    return error

@@ -99,7 +99,8 @@ def _upper_bound(log_obj: Log, params: _FetchParams) -> int:
 
 
 def _aborted_transactions(log_obj: Log, fetch_offset: int, data: memoryview | bytes) -> list[tuple[int, int]]:
-    """(producer id, first offset) of aborted transactions overlapping the returned bytes (§9 .txnindex)."""
+    """(producer id, first offset) of aborted transactions overlapping the returned bytes
+    (Kafka: LocalLog.collectAbortedTransactions over the segments' `.txnindex`)."""
     # The bound is the offset after the last batch whose header was returned (a trailing partial batch
     # counts: the client may read into it).
     upper = fetch_offset
@@ -108,19 +109,7 @@ def _aborted_transactions(log_obj: Log, fetch_offset: int, data: memoryview | by
         header = read_header(data, pos)
         upper = max(upper, header.next_offset)
         pos += header.size
-    if upper <= fetch_offset:
-        return []
-    with log_obj.lock:
-        segments = log_obj.segments.values(fetch_offset)
-    found: list[tuple[int, int]] = []
-    for segment in segments:
-        if segment.base_offset >= upper:
-            break
-        result = segment.txn_index.collect_aborted_txns(fetch_offset, upper)
-        found.extend((t.producer_id, t.first_offset) for t in result.aborted_transactions)
-        if result.is_complete:
-            break
-    return found
+    return [(t.producer_id, t.first_offset) for t in log_obj.collect_aborted_transactions(fetch_offset, upper)]
 
 
 def _read_all(ctx: RequestContext, parts: list[_Partition], params: _FetchParams) -> tuple[int, bool]:

@@ -1,9 +1,10 @@
 """FindCoordinator (key 10): this single node coordinates every group and transactional id.
 
 v0-3 carry one key and answer one node; v4+ batch `coordinator_keys` and answer one entry per key
-(docs/PROTOCOL.md). A group lookup creates `__consumer_offsets` first, as Kafka does. v5 only adds the
-TRANSACTION_ABORTABLE error; v6 adds the share key type (KIP-932), which this node, without share groups,
-answers as Kafka's KafkaApis.getCoordinator does when `__share_group_state` does not exist.
+(docs/PROTOCOL.md). A group lookup creates `__consumer_offsets` first, a transaction lookup
+`__transaction_state`, as Kafka does. v5 only adds the TRANSACTION_ABORTABLE error; v6 adds the share key type
+(KIP-932), which this node, without share groups, answers as Kafka's KafkaApis.getCoordinator does when
+`__share_group_state` does not exist.
 """
 
 from __future__ import annotations
@@ -57,7 +58,11 @@ def _lookup(ctx: RequestContext, key: str | None, key_type: int) -> tuple[ErrorC
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, str(e)
         return ErrorCode.NONE, None
     if key_type == KEY_TYPE_TRANSACTION:
-        return ErrorCode.NONE, None
+        txn = ctx.broker.txn_coordinator
+        if txn is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, "the transaction coordinator is not running"
+        error = txn.ensure_topic()  # creates __transaction_state, as Kafka does on the first lookup
+        return error, None if error == ErrorCode.NONE else "cannot create __transaction_state"
     return ErrorCode.INVALID_REQUEST, f"unsupported key type {key_type}"
 
 

@@ -1,11 +1,6 @@
-"""InitProducerId (key 22) for idempotent producers (KIP-98, KIP-360).
-
-Without a transactional id Kafka always allocates a fresh producer id with epoch 0 (the v3+ id/epoch fields
-are ignored). Transactions are not implemented yet: a transactional InitProducerId is answered with
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53). Every listed client treats that as fatal and non-retriable and
-names the transactional id in the exception (Java: TransactionalIdAuthorizationException; librdkafka:
-fatal error), so a transactional producer fails fast and clearly instead of retrying until max.block.ms
-(COORDINATOR_NOT_AVAILABLE would be retried) or reporting a broker bug (UNKNOWN_SERVER_ERROR).
+"""InitProducerId (key 22): idempotent producers get a fresh id; transactional ones go to the transaction
+coordinator (new id, or the epoch bumped and an open transaction of the previous incarnation aborted;
+KIP-360 id/epoch from v3). v6 (KIP-939 two-phase commit) is not offered.
 """
 
 from __future__ import annotations
@@ -13,30 +8,42 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from tidelog.broker.apis._shared import for_version, txn_coordinator
 from tidelog.broker.context import RequestContext
-from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
 
 log = logging.getLogger(__name__)
 
 API_KEY = 22
-
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
+PRODUCER_FENCED_SINCE = 4
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    cls = response_class(API_KEY)[ctx.api_version]
+    version = ctx.api_version
+    cls = response_class(API_KEY)[version]
 
     def answer(error: int, producer_id: int = -1, epoch: int = -1) -> Any:
-        return cls(throttle_time_ms=0, error_code=error, producer_id=producer_id, producer_epoch=epoch)
+        return cls(throttle_time_ms=0, error_code=for_version(error, version, PRODUCER_FENCED_SINCE),
+                   producer_id=producer_id, producer_epoch=epoch)
 
     transactional_id = request.transactional_id
     if transactional_id is not None:
         if transactional_id == "":
             return answer(ErrorCode.INVALID_REQUEST)
-        log.info("transactional InitProducerId for %r refused: transactions are not supported yet",
-                 transactional_id)
-        return answer(TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        try:
+            coordinator = txn_coordinator(ctx)
+        except KafkaError as e:
+            return answer(e.code)
+        expected_id = request.producer_id if version >= 3 else -1
+        expected_epoch = request.producer_epoch if version >= 3 else -1
+        try:
+            result = coordinator.handle_init_producer_id(transactional_id, request.transaction_timeout_ms,
+                                                         expected_id, expected_epoch)
+        except (OSError, RuntimeError) as e:  # producer id block could not be reserved
+            log.error("cannot allocate a producer id: %s", e)
+            return answer(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        return answer(result.error, result.producer_id, result.producer_epoch)
     manager = ctx.broker.producer_ids
     if manager is None:
         return answer(ErrorCode.COORDINATOR_NOT_AVAILABLE)

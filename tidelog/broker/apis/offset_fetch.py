@@ -18,22 +18,29 @@ from tidelog.storage import TopicPartition
 API_KEY = 9
 
 
-def _fetch(ctx: RequestContext, group_id: str, topics: list[Any] | None
-           ) -> tuple[int, list[tuple[str, list[tuple[int, int, int, str]]]]]:
-    """(group error, [(topic, [(partition, offset, leader_epoch, metadata)])]) in request order."""
+Partition = tuple[int, int, int, str, int]  # (partition, offset, leader_epoch, metadata, error)
+
+
+def _fetch(ctx: RequestContext, group_id: str, topics: list[Any] | None, require_stable: bool = False
+           ) -> tuple[int, list[tuple[str, list[Partition]]]]:
+    """(group error, [(topic, [partition entries])]) in request order. With `require_stable` (v7+, KIP-447) a
+    partition with offsets pending in an open transaction answers UNSTABLE_OFFSET_COMMIT; the client retries."""
     partitions = None
     if topics is not None:
         partitions = [TopicPartition(t.name, i) for t in topics for i in t.partition_indexes or []]
     try:
-        error, offsets = coordinator(ctx).fetch_offsets(group_id, partitions)
+        groups = coordinator(ctx)
+        error, offsets = groups.fetch_offsets(group_id, partitions)
     except KafkaError as e:
         return e.code, []
-    by_topic: dict[str, list[tuple[int, int, int, str]]] = defaultdict(list)
+    by_topic: dict[str, list[Partition]] = defaultdict(list)
     for tp, om in offsets.items():
-        if om is None:
-            by_topic[tp.topic].append((tp.partition, -1, -1, ""))
+        if require_stable and groups.has_pending_txn_offsets(group_id, tp):
+            by_topic[tp.topic].append((tp.partition, -1, -1, "", ErrorCode.UNSTABLE_OFFSET_COMMIT))
+        elif om is None:
+            by_topic[tp.topic].append((tp.partition, -1, -1, "", ErrorCode.NONE))
         else:
-            by_topic[tp.topic].append((tp.partition, om.offset, om.leader_epoch, om.metadata))
+            by_topic[tp.topic].append((tp.partition, om.offset, om.leader_epoch, om.metadata, ErrorCode.NONE))
     return error, list(by_topic.items())
 
 
@@ -41,7 +48,7 @@ def _topic_id(raw: Any) -> bytes:
     return raw.bytes if isinstance(raw, uuid.UUID) else bytes(raw or b"")
 
 
-def _group_by_ids(ctx: RequestContext, group: Any, G: Any) -> Any:
+def _group_by_ids(ctx: RequestContext, group: Any, G: Any, require_stable: bool) -> Any:
     """One v10 group: topics named by id in the request and in the answer."""
     T = G.OffsetFetchResponseTopics
     P = T.OffsetFetchResponsePartitions
@@ -56,7 +63,7 @@ def _group_by_ids(ctx: RequestContext, group: Any, G: Any) -> Any:
                 unknown.append(t)
             else:
                 known.append(SimpleNamespace(name=info.name, partition_indexes=t.partition_indexes))
-    error, fetched = _fetch(ctx, group.group_id, None if group.topics is None else known)
+    error, fetched = _fetch(ctx, group.group_id, None if group.topics is None else known, require_stable)
     answer = []
     for name, parts in fetched:
         info = topics.get(name)
@@ -64,7 +71,7 @@ def _group_by_ids(ctx: RequestContext, group: Any, G: Any) -> Any:
             continue  # a deleted topic's offsets: no id to report them under
         answer.append(T(topic_id=uuid.UUID(bytes=bytes(info.topic_id)), partitions=[
             P(partition_index=p, committed_offset=off, committed_leader_epoch=epoch, metadata=meta,
-              error_code=ErrorCode.NONE) for p, off, epoch, meta in parts]))
+              error_code=perr) for p, off, epoch, meta, perr in parts]))
     for t in unknown:
         answer.append(T(topic_id=t.topic_id, partitions=[
             P(partition_index=i, committed_offset=-1, committed_leader_epoch=-1, metadata="",
@@ -80,23 +87,24 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         G = cls.OffsetFetchResponseGroup
         for g in request.groups or []:
             if version >= 10:
-                groups.append(_group_by_ids(ctx, g, G))
+                groups.append(_group_by_ids(ctx, g, G, bool(request.require_stable)))
                 continue
-            error, topics = _fetch(ctx, g.group_id, g.topics)
+            error, topics = _fetch(ctx, g.group_id, g.topics, bool(request.require_stable))
             groups.append(G(group_id=g.group_id, error_code=error, topics=[
                 G.OffsetFetchResponseTopics(name=name, partitions=[
                     G.OffsetFetchResponseTopics.OffsetFetchResponsePartitions(
                         partition_index=p, committed_offset=off, committed_leader_epoch=epoch, metadata=meta,
-                        error_code=ErrorCode.NONE)
-                    for p, off, epoch, meta in parts])
+                        error_code=perr)
+                    for p, off, epoch, meta, perr in parts])
                 for name, parts in topics]))
         return cls(throttle_time_ms=0, groups=groups)
     # v1 has no "all partitions" form: null topics only mean that from v2
-    error, topics = _fetch(ctx, request.group_id, request.topics if version >= 2 else request.topics or [])
+    error, topics = _fetch(ctx, request.group_id, request.topics if version >= 2 else request.topics or [],
+                           version >= 7 and bool(request.require_stable))
     T = cls.OffsetFetchResponseTopic
     return cls(throttle_time_ms=0, error_code=error, topics=[
         T(name=name, partitions=[
             T.OffsetFetchResponsePartition(partition_index=p, committed_offset=off, committed_leader_epoch=epoch,
-                                           metadata=meta, error_code=ErrorCode.NONE if version >= 2 else error)
-            for p, off, epoch, meta in parts])
+                                           metadata=meta, error_code=perr if version >= 2 else error)
+            for p, off, epoch, meta, perr in parts])
         for name, parts in topics])

@@ -7,15 +7,25 @@ KIP-890 part 2 and v13 topic ids in Produce, neither implemented.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
 from tidelog.broker.context import CloseConnection, RequestContext
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.produce_codec import PartitionProduceResponse, ProduceResponseData
-from tidelog.protocol.record_batch import ATTRIBUTES_OFFSET, COMPRESSION_MASK, HEADER_SIZE, MAGIC_OFFSET
+from tidelog.protocol.record_batch import (
+    ATTRIBUTES_OFFSET,
+    COMPRESSION_MASK,
+    CONTROL_FLAG,
+    HEADER_SIZE,
+    MAGIC_OFFSET,
+    TRANSACTIONAL_FLAG,
+    read_header,
+)
 from tidelog.protocol.records import ZSTD
 from tidelog.storage import TopicPartition
+from tidelog.storage.log import Log, LogAppendInfo
 
 log = logging.getLogger(__name__)
 
@@ -50,8 +60,23 @@ def _precheck_records(records: bytes | memoryview | None, version: int) -> Error
     return ErrorCode.NONE
 
 
-def _append(ctx: RequestContext, tp: TopicPartition, records: bytes | memoryview | None,
-            acks: int) -> _PartitionResult:
+def _verify_transaction(ctx: RequestContext, tp: TopicPartition, records: bytes | memoryview) -> ErrorCode:
+    """KIP-890 part 1: a transactional batch only goes to a partition added to its ongoing transaction.
+    (A client's control batch is left to LogValidator, which refuses it with INVALID_RECORD.)"""
+    if len(records) < HEADER_SIZE or records[MAGIC_OFFSET] != 2:
+        return ErrorCode.NONE
+    attributes = records[ATTRIBUTES_OFFSET + 1]
+    if not attributes & TRANSACTIONAL_FLAG or attributes & CONTROL_FLAG:
+        return ErrorCode.NONE
+    coordinator = ctx.broker.txn_coordinator
+    if coordinator is None:
+        return ErrorCode.NONE
+    header = read_header(records)
+    return coordinator.verify_transactional_produce(tp, header.producer_id, header.producer_epoch)
+
+
+def _append(ctx: RequestContext, tp: TopicPartition, records: bytes | memoryview | None, acks: int,
+            pending: list[tuple[Log, LogAppendInfo, _PartitionResult]]) -> _PartitionResult:
     topics = ctx.broker.topics
     info = topics.get(tp.topic)
     if info is None or not 0 <= tp.partition < info.partitions:
@@ -71,17 +96,37 @@ def _append(ctx: RequestContext, tp: TopicPartition, records: bytes | memoryview
                                 message=f"ISR size 1 is below min.insync.replicas "
                                         f"{log_obj.config.min_insync_replicas}")
     assert records is not None
+    error = _verify_transaction(ctx, tp, records)
+    if error != ErrorCode.NONE:
+        return _PartitionResult(error)
     try:
-        appended = log_obj.append_as_leader(records, log_obj.leader_epoch)
+        appended = log_obj.append_as_leader(records, log_obj.leader_epoch, defer_flush=True)
     except KafkaError as e:
         return _PartitionResult(e.code, record_errors=e.record_errors, message=e.message)
-    return _PartitionResult(ErrorCode.NONE, appended.first_offset, appended.log_append_time,
-                            appended.log_start_offset)
+    result = _PartitionResult(ErrorCode.NONE, appended.first_offset, appended.log_append_time,
+                              appended.log_start_offset)
+    if appended.flush_required:
+        pending.append((log_obj, appended, result))
+    return result
+
+
+async def _flush(ctx: RequestContext, pending: list[tuple[Log, LogAppendInfo, _PartitionResult]]) -> None:
+    """fsyncs the flush policy asks for run on workers, off the loop; each partition's result is final
+    once its own fsync is done (a failed one answers KAFKA_STORAGE_ERROR)."""
+    async def one(log_obj: Log, info: LogAppendInfo, result: _PartitionResult) -> None:
+        try:
+            await ctx.broker.log_manager.flush_appended(log_obj, info)
+        except (OSError, KafkaError) as e:
+            log.error("flush of %s failed: %s", log_obj.topic_partition, e)
+            result.error, result.base_offset, result.message = ErrorCode.KAFKA_STORAGE_ERROR, -1, str(e)
+
+    await asyncio.gather(*(one(*p) for p in pending))
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any | None:
     acks = request.acks
     results: list[tuple[str, list[tuple[int, _PartitionResult]]]] = []
+    pending: list[tuple[Log, LogAppendInfo, _PartitionResult]] = []
     for topic in request.topic_data or []:
         partitions = []
         for p in topic.partition_data or []:
@@ -90,12 +135,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any | None:
                 result = _PartitionResult(ErrorCode.INVALID_REQUIRED_ACKS)
             else:
                 try:
-                    result = _append(ctx, tp, p.records, acks)
+                    result = _append(ctx, tp, p.records, acks, pending)
                 except Exception as e:  # never let one partition take the broker down
                     log.exception("produce to %s failed", tp)
                     result = _PartitionResult(ErrorCode.UNKNOWN_SERVER_ERROR, message=str(e))
             partitions.append((p.index, result))
         results.append((topic.name, partitions))
+    if pending:
+        await _flush(ctx, pending)
 
     if acks == 0:
         # No response to carry an error, so Kafka (KafkaApis.handleProduceRequest) closes the connection when
@@ -108,6 +155,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any | None:
                                   f" from client id {ctx.client_id!r} ({', '.join(failed)})")
         return None
 
+    # Encoded by hand when the connection writes it (protocol/produce_codec.py); the client quotas may set its
+    # throttle_time_ms first.
     return ProduceResponseData(ctx.api_version, [
         (name, [PartitionProduceResponse(index, r.error, r.base_offset, r.log_append_time, r.log_start_offset,
                                          r.record_errors, r.message if r.error != ErrorCode.NONE else None)

@@ -502,6 +502,48 @@ class GroupCoordinator:
             return E.REBALANCE_IN_PROGRESS
         return E.NONE
 
+    # ---------------------------------------------------------------------------------- TxnOffsetCommit
+    def txn_commit_offsets(self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
+                           group_instance_id: str | None, generation_id: int,
+                           offsets: dict[TopicPartition, OffsetAndMetadata]) -> dict[TopicPartition, int]:
+        """Stage the offsets of a transaction (Kafka's GroupCoordinator.handleTxnCommitOffsets). KIP-447: a
+        producer passing the consumer's generation/member id is fenced like an OffsetCommit from that member.
+        The offsets become visible when the transaction's marker reaches `__consumer_offsets`."""
+        if not group_id:
+            return dict.fromkeys(offsets, E.INVALID_GROUP_ID)
+        group = self.manager.get_group(group_id)
+        if group is None:
+            group = self.manager.add_group(GroupMetadata(group_id, state_timestamp_ms=self._wall()))
+        if group.is_(GroupState.DEAD):
+            error: int = E.COORDINATOR_NOT_AVAILABLE
+        elif generation_id < 0 and group.is_(GroupState.EMPTY):
+            error = E.NONE
+        elif group.is_fenced(member_id, group_instance_id):
+            error = E.FENCED_INSTANCE_ID
+        elif member_id and not group.has_member(member_id):
+            error = E.UNKNOWN_MEMBER_ID
+        elif generation_id >= 0 and generation_id != group.generation_id:
+            error = E.ILLEGAL_GENERATION
+        else:
+            error = E.NONE
+        if error != E.NONE:
+            return dict.fromkeys(offsets, error)
+        result: dict[TopicPartition, int] = {}
+        valid: dict[TopicPartition, OffsetAndMetadata] = {}
+        for tp, om in offsets.items():
+            if len(om.metadata.encode()) > self.config.offset_metadata_max_bytes:
+                result[tp] = E.OFFSET_METADATA_TOO_LARGE
+            else:
+                valid[tp] = om
+        if valid:
+            store_error = self.manager.store_txn_offsets(group, producer_id, producer_epoch, valid)
+            result.update(dict.fromkeys(valid, store_error))
+        return result
+
+    def on_transaction_completed(self, offsets_partition: int, producer_id: int, commit: bool) -> None:
+        """A transaction marker was written to `__consumer_offsets` partition `offsets_partition`."""
+        self.manager.complete_txn_offsets(offsets_partition, producer_id, commit)
+
     # --------------------------------------------------------------------------------------- OffsetFetch
     def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None
                       ) -> tuple[int, dict[TopicPartition, OffsetAndMetadata | None]]:
@@ -512,6 +554,11 @@ class GroupCoordinator:
         if partitions is None:
             return E.NONE, dict(group.offsets)
         return E.NONE, {tp: group.offsets.get(tp) for tp in partitions}
+
+    def has_pending_txn_offsets(self, group_id: str, tp: TopicPartition) -> bool:
+        """KIP-447: OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT for such a partition."""
+        group = self.manager.get_group(group_id)
+        return group is not None and group.has_pending_txn_offsets(tp)
 
     # -------------------------------------------------------------------------------- admin operations
     # Each admin operation first applies every deadline that has passed, so its answer never depends on

@@ -53,6 +53,8 @@ class GroupMetadata:
     static_members: dict[str, str] = field(default_factory=dict)        # group.instance.id -> member id
     pending_members: dict[str, int] = field(default_factory=dict)       # member id -> expiry (monotonic ms)
     offsets: dict[TopicPartition, OffsetAndMetadata] = field(default_factory=dict)
+    # TxnOffsetCommit offsets staged until their transaction ends: producer id -> offsets
+    pending_txn_offsets: dict[int, dict[TopicPartition, OffsetAndMetadata]] = field(default_factory=dict)
     # rebalance bookkeeping (monotonic ms); -1 = no deadline
     join_deadline_ms: int = -1
     initial_delay_deadline_ms: int = -1          # group.initial.rebalance.delay.ms window (InitialDelayedJoin)
@@ -65,6 +67,21 @@ class GroupMetadata:
             raise AssertionError(f"group {self.group_id}: illegal transition {self.state} -> {state}")
         self.state = state
         self.state_timestamp_ms = now_ms
+
+    def prepare_txn_offset_commit(self, producer_id: int, offsets: dict[TopicPartition, OffsetAndMetadata]) -> None:
+        """Kafka's GroupMetadata.prepareTxnOffsetCommit: staged, invisible to OffsetFetch until committed."""
+        self.pending_txn_offsets.setdefault(producer_id, {}).update(offsets)
+
+    def complete_pending_txn_offset_commit(self, producer_id: int, commit: bool) -> int:
+        """Kafka's completePendingTxnOffsetCommit: a COMMIT marker makes the staged offsets the group's
+        offsets, an ABORT drops them. Returns how many offsets were settled."""
+        pending = self.pending_txn_offsets.pop(producer_id, {})
+        if commit:
+            self.offsets.update(pending)
+        return len(pending)
+
+    def has_pending_txn_offsets(self, tp: TopicPartition) -> bool:
+        return any(tp in offsets for offsets in self.pending_txn_offsets.values())
 
     def is_(self, state: GroupState) -> bool:
         return self.state is state

@@ -98,6 +98,38 @@ class GroupMetadataManager:
             group.offsets.update(offsets)
         return error
 
+    def store_txn_offsets(self, group: GroupMetadata, producer_id: int, producer_epoch: int,
+                          offsets: dict[TopicPartition, OffsetAndMetadata]) -> ErrorCode:
+        """TxnOffsetCommit: the records go to `__consumer_offsets` in a transactional batch of the producer;
+        the offsets stay pending in the group until the marker that ends the transaction (Kafka's
+        GroupMetadataManager.storeOffsets with a producer id + GroupMetadata.prepareTxnOffsetCommit)."""
+        records: list[Record] = []
+        for tp, om in offsets.items():
+            key = rec.encode_offset_commit_key(rec.OffsetCommitKey(group.group_id, tp.topic, tp.partition))
+            value = rec.encode_offset_commit_value(rec.OffsetCommitValue(
+                om.offset, om.leader_epoch, om.metadata, om.commit_timestamp, om.expire_timestamp))
+            records.append((key, value))
+        if self.store is not None and records:
+            try:
+                self.store.append(self.partition_for(group.group_id), records, producer_id, producer_epoch)
+            except KafkaError as e:
+                log.warning("writing txn offsets of group %s failed: %s", group.group_id, e.code.name)
+                return _store_error(e.code, for_commit=True)
+            except OSError as e:
+                log.warning("writing txn offsets of group %s failed: %s", group.group_id, e)
+                return ErrorCode.KAFKA_STORAGE_ERROR
+        group.prepare_txn_offset_commit(producer_id, offsets)
+        return ErrorCode.NONE
+
+    def complete_txn_offsets(self, partition: int, producer_id: int, commit: bool) -> int:
+        """The transaction of `producer_id` ended with a marker on `__consumer_offsets` partition `partition`
+        (Kafka's GroupCoordinator.onTransactionCompleted -> scheduleHandleTxnCompletion)."""
+        settled = 0
+        for group in self.groups.values():
+            if producer_id in group.pending_txn_offsets and self.partition_for(group.group_id) == partition:
+                settled += group.complete_pending_txn_offset_commit(producer_id, commit)
+        return settled
+
     def offset_tombstones(self, group_id: str, partitions: list[TopicPartition]) -> list[Record]:
         return [(rec.encode_offset_commit_key(rec.OffsetCommitKey(group_id, tp.topic, tp.partition)), None)
                 for tp in partitions]
@@ -152,7 +184,7 @@ class GroupMetadataManager:
                 removed += len(expired)
                 log.info("expired %d offset(s) of group %s", len(expired), group.group_id)
             if (group.is_(GroupState.EMPTY) and not group.offsets and not group.members
-                    and not group.pending_members):
+                    and not group.pending_members and not group.pending_txn_offsets):
                 self.delete_group(group)
         return removed
 
@@ -163,13 +195,25 @@ class GroupMetadataManager:
             return
         offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
         metadata: dict[str, rec.GroupMetadataValue | None] = {}
+        # TxnOffsetCommit records waiting for their marker: (partition, producer id) -> group -> offsets
+        pending: dict[tuple[int, int], dict[str, dict[TopicPartition, OffsetAndMetadata]]] = {}
         count = 0
-        for _, key_bytes, value_bytes in self.store.load():
+        for partition, key_bytes, value_bytes, producer_id, control in self.store.load():
+            if control is not None:
+                # Kafka's loadGroupsAndOffsets: a COMMIT marker applies the producer's pending offsets in
+                # this partition in order, an ABORT drops them
+                for group_id, txn_offsets in pending.pop((partition, producer_id), {}).items():
+                    if control:
+                        offsets.setdefault(group_id, {}).update(txn_offsets)
+                continue
             try:
                 key = rec.decode_key(key_bytes)
                 if isinstance(key, rec.OffsetCommitKey):
                     tp = TopicPartition(key.topic, key.partition)
-                    group_offsets = offsets.setdefault(key.group, {})
+                    if producer_id >= 0:
+                        group_offsets = pending.setdefault((partition, producer_id), {}).setdefault(key.group, {})
+                    else:
+                        group_offsets = offsets.setdefault(key.group, {})
                     if value_bytes is None:
                         group_offsets.pop(tp, None)
                     else:
@@ -183,10 +227,14 @@ class GroupMetadataManager:
             except rec.RecordFormatError as e:
                 log.warning("skipping undecodable __consumer_offsets record: %s", e)
         now_mono = self.clock.monotonic_ms()
-        for group_id in set(offsets) | set(metadata):
+        open_txns: dict[str, dict[int, dict[TopicPartition, OffsetAndMetadata]]] = {}
+        for (_, producer_id), by_group in pending.items():
+            for group_id, txn_offsets in by_group.items():
+                open_txns.setdefault(group_id, {})[producer_id] = txn_offsets
+        for group_id in set(offsets) | set(metadata) | set(open_txns):
             value = metadata.get(group_id)
             group_offsets = offsets.get(group_id, {})
-            if value is None and not group_offsets:
+            if value is None and not group_offsets and group_id not in open_txns:
                 continue
             group = GroupMetadata(group_id)
             if value is not None:
@@ -203,6 +251,8 @@ class GroupMetadataManager:
                 # Kafka loads a group with members as Stable; their session timers start now.
                 group.state = GroupState.STABLE if group.members else GroupState.EMPTY
             group.offsets = group_offsets
+            # transactions still open at the end of the log: their marker comes from the txn coordinator
+            group.pending_txn_offsets = open_txns.get(group_id, {})
             self.groups[group_id] = group
         log.info("loaded %d group(s) from %d __consumer_offsets record(s)", len(self.groups), count)
 

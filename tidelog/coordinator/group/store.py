@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from tidelog.clock import Clock
 from tidelog.coordinator.group.config import GroupCoordinatorConfig
@@ -39,20 +39,44 @@ def partition_for(group_id: str, num_partitions: int) -> int:
     return (0 if h == -(1 << 31) else abs(h)) % num_partitions
 
 
+class StoredRecord(NamedTuple):
+    """One record of `__consumer_offsets` as replayed. `producer_id` >= 0 marks a TxnOffsetCommit record
+    (a transactional batch); a COMMIT/ABORT marker of that producer comes as `control` True/False with an
+    empty key."""
+
+    partition: int
+    key: bytes
+    value: bytes | None
+    producer_id: int = -1
+    control: bool | None = None
+
+
 class OffsetsStore(Protocol):
     num_partitions: int
 
-    def append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None: ...
+    def append(self, partition: int, records: list[tuple[bytes, bytes | None]], producer_id: int = -1,
+               producer_epoch: int = -1) -> None: ...
 
-    def load(self) -> Iterator[tuple[int, bytes, bytes | None]]: ...
+    def load(self) -> Iterator[StoredRecord]: ...
 
     def ensure_topic(self) -> None: ...
 
 
-def build_batch(records: list[tuple[bytes, bytes | None]], timestamp_ms: int) -> bytes:
-    """One uncompressed RecordBatch v2 (offsets from 0; the log assigns the real ones)."""
+def build_batch(records: list[tuple[bytes, bytes | None]], timestamp_ms: int, producer_id: int = -1,
+                producer_epoch: int = -1) -> bytes:
+    """One uncompressed RecordBatch v2 (offsets from 0; the log assigns the real ones). With a producer id
+    it is a transactional batch of that producer (Kafka writes TxnOffsetCommit records that way)."""
     return bytes(records_build_batch([Record(i, timestamp_ms, key, value) for i, (key, value) in enumerate(records)],
-                                     0))
+                                     0, producer_id=producer_id, producer_epoch=producer_epoch,
+                                     is_transactional=producer_id >= 0))
+
+
+def _is_commit_marker(data: bytes, pos: int) -> bool:
+    """A control batch's record key is (version INT16, type INT16); type 1 is COMMIT, 0 ABORT."""
+    for record in iter_records(data, pos):
+        key = record.key or b""
+        return len(key) >= 4 and int.from_bytes(key[2:4], "big") == 1
+    return False
 
 
 class TopicOffsetsStore:
@@ -76,15 +100,17 @@ class TopicOffsetsStore:
     def exists(self) -> bool:
         return self._topics.get(GROUP_METADATA_TOPIC_NAME) is not None
 
-    def append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
+    def append(self, partition: int, records: list[tuple[bytes, bytes | None]], producer_id: int = -1,
+               producer_epoch: int = -1) -> None:
         self.ensure_topic()
         log_ = self._topics.log(TopicPartition(GROUP_METADATA_TOPIC_NAME, partition))
         if log_ is None:
             raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "offsets topic partition missing")
         # from_client=False: the coordinator's own write (Kafka's AppendOrigin.COORDINATOR)
-        log_.append_as_leader(build_batch(records, self._clock.milliseconds()), from_client=False)
+        log_.append_as_leader(build_batch(records, self._clock.milliseconds(), producer_id, producer_epoch),
+                              from_client=False)
 
-    def load(self) -> Iterator[tuple[int, bytes, bytes | None]]:
+    def load(self) -> Iterator[StoredRecord]:
         info = self._topics.get(GROUP_METADATA_TOPIC_NAME)
         if info is None:
             return
@@ -100,11 +126,15 @@ class TopicOffsetsStore:
                 for pos, header in iter_batches(data):
                     next_offset = max(next_offset, header.next_offset)
                     if header.is_control:
+                        if header.producer_id >= 0 and header.base_offset >= offset:
+                            yield StoredRecord(partition, b"", None, header.producer_id,
+                                               _is_commit_marker(data, pos))
                         continue
+                    txn_pid = header.producer_id if header.is_transactional else -1
                     for record in iter_records(data, pos):
                         if record.offset < offset or record.key is None:
                             continue  # before the fetch offset, or keyless (Kafka never writes it)
-                        yield partition, record.key, record.value
+                        yield StoredRecord(partition, record.key, record.value, txn_pid)
                 if next_offset <= offset:
                     log.warning("cannot make progress loading %s-%d at %d", GROUP_METADATA_TOPIC_NAME,
                                 partition, offset)

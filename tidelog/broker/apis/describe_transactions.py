@@ -1,0 +1,34 @@
+"""DescribeTransactions (key 65, KIP-664): state, producer id/epoch, timeout, start time and partitions of
+transactional ids (for a prepared transaction: the partitions still waiting for their marker)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tidelog.broker.apis._shared import txn_coordinator
+from tidelog.broker.context import RequestContext
+from tidelog.protocol.errors import KafkaError
+from tidelog.protocol.messages import response_class
+
+API_KEY = 65
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    cls = response_class(API_KEY)[ctx.api_version]
+    S = cls.TransactionState
+    out = []
+    for tid in request.transactional_ids or []:
+        try:
+            error, meta = txn_coordinator(ctx).describe(tid)
+        except KafkaError as e:
+            error, meta = e.code, None
+        if meta is None:
+            out.append(S(error_code=error, transactional_id=tid, transaction_state="", transaction_timeout_ms=0,
+                         transaction_start_time_ms=-1, producer_id=-1, producer_epoch=-1, topics=[]))
+            continue
+        out.append(S(error_code=error, transactional_id=tid, transaction_state=meta.state.state_name,
+                     transaction_timeout_ms=meta.txn_timeout_ms,
+                     transaction_start_time_ms=meta.txn_start_timestamp_ms, producer_id=meta.producer_id,
+                     producer_epoch=meta.producer_epoch,
+                     topics=[S.TopicData(topic=t, partitions=ids) for t, ids in meta.topics().items()]))
+    return cls(throttle_time_ms=0, transaction_states=out)

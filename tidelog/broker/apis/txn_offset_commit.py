@@ -1,0 +1,58 @@
+"""TxnOffsetCommit (key 28): offsets committed as part of a transaction (sendOffsetsToTransaction). They are
+written to `__consumer_offsets` in a transactional batch and stay pending until the transaction's marker;
+v3+ carries the consumer's generation/member id so a zombie is fenced (KIP-447). v5 (KIP-890 part 2) is not
+offered.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tidelog.broker.apis._shared import coordinator as group_coordinator
+from tidelog.broker.apis._shared import for_version, txn_coordinator
+from tidelog.broker.context import RequestContext
+from tidelog.coordinator.group import OffsetAndMetadata
+from tidelog.protocol.errors import ErrorCode, KafkaError
+from tidelog.protocol.messages import response_class
+from tidelog.storage import TopicPartition
+
+API_KEY = 28
+PRODUCER_FENCED_SINCE = 2
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    version = ctx.api_version
+    cls = response_class(API_KEY)[version]
+    now = ctx.broker.clock.milliseconds()
+    offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+    order: list[tuple[str, list[int]]] = []
+    for t in request.topics or []:
+        ids = []
+        for p in t.partitions or []:
+            epoch = p.committed_leader_epoch if version >= 2 else -1
+            offsets[TopicPartition(t.name, p.partition_index)] = OffsetAndMetadata(
+                p.committed_offset, epoch, p.committed_metadata or "", now)
+            ids.append(p.partition_index)
+        order.append((t.name, ids))
+    try:
+        error = txn_coordinator(ctx).check_txn_offset_commit(request.transactional_id, request.producer_id,
+                                                             request.producer_epoch)
+        if error == ErrorCode.NONE:
+            results = group_coordinator(ctx).txn_commit_offsets(
+                request.group_id, request.producer_id, request.producer_epoch,
+                request.member_id if version >= 3 else "",
+                request.group_instance_id if version >= 3 else None,
+                request.generation_id if version >= 3 else -1, offsets)
+        else:
+            results = dict.fromkeys(offsets, error)
+    except KafkaError as e:
+        results = dict.fromkeys(offsets, e.code)
+    T = cls.TxnOffsetCommitResponseTopic
+    P = T.TxnOffsetCommitResponsePartition
+    return cls(throttle_time_ms=0, topics=[
+        T(name=name, partitions=[
+            P(partition_index=i,
+              error_code=for_version(results.get(TopicPartition(name, i), ErrorCode.NONE), version,
+                                     PRODUCER_FENCED_SINCE))
+            for i in ids])
+        for name, ids in order])

@@ -1,0 +1,340 @@
+"""Kafka's `TransactionCoordinator` on a single node (KIP-98, KIP-360, KIP-447, KIP-890 part 1).
+
+Every handler runs on the event loop thread and finishes its log writes before it returns, so state changes
+of one transactional id never interleave. EndTxn writes PrepareCommit/PrepareAbort, then the markers, then
+CompleteCommit/CompleteAbort; if a marker write fails the id stays prepared (other requests for it get
+CONCURRENT_TRANSACTIONS) and the periodic task retries. After a restart, load() finds prepared transactions
+and completes them the same way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from tidelog.clock import Clock
+from tidelog.coordinator.transaction.config import TransactionConfig
+from tidelog.coordinator.transaction.fault_hooks import TxnFaultPoint
+from tidelog.coordinator.transaction.marker_channel import TransactionMarkerChannelManager
+from tidelog.coordinator.transaction.metadata import TransactionMetadata, TransactionState
+from tidelog.coordinator.transaction.state_manager import TransactionStateManager
+from tidelog.protocol.errors import ErrorCode
+from tidelog.storage import TopicPartition
+from tidelog.storage.fault_hooks import NO_FAULTS
+
+log = logging.getLogger(__name__)
+
+E = ErrorCode
+S = TransactionState
+
+
+@dataclass(slots=True)
+class InitProducerIdResult:
+    error: ErrorCode
+    producer_id: int = -1
+    producer_epoch: int = -1
+
+
+class TransactionCoordinator:
+    def __init__(self, state: TransactionStateManager, markers: TransactionMarkerChannelManager,
+                 allocate_producer_id: Callable[[], int], config: TransactionConfig, clock: Clock,
+                 fault_hooks: Any = None) -> None:
+        self.state = state
+        # storage.fault_hooks objects; typed Any because FaultHooks.at names only storage's FaultPoint
+        self.fault_hooks: Any = fault_hooks if fault_hooks is not None else NO_FAULTS
+        markers.fault_hooks = self.fault_hooks
+        self.markers = markers
+        self._allocate_producer_id = allocate_producer_id
+        self.config = config
+        self.clock = clock
+        self.active = False
+        self._timer: asyncio.TimerHandle | None = None
+        self._next_expiry_check = 0
+        # Kafka's TransactionCoordinator metrics (see metrics.py)
+        self.aborted_timed_out = 0
+        self.completed = {True: 0, False: 0}
+
+    # ----------------------------------------------------------------------------------------- lifecycle
+    def startup(self, schedule: bool = True) -> None:
+        """Replay `__transaction_state`, finish transactions a crash left prepared, start the periodic task."""
+        self.state.load()
+        self.active = True
+        for meta in list(self.state.transactions.values()):
+            if meta.in_prepare:
+                log.info("completing %s of transactional id %s after restart", meta.state.state_name,
+                         meta.transactional_id)
+                self._send_markers_and_complete(meta)
+        self._next_expiry_check = (self.clock.milliseconds()
+                                   + self.config.transaction_remove_expired_transaction_cleanup_interval_ms)
+        if schedule:
+            self._schedule()
+
+    def shutdown(self) -> None:
+        self.active = False
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _schedule(self) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # no loop (unit tests drive run_periodic_tasks themselves)
+        delay = self.config.transaction_abort_timed_out_transaction_cleanup_interval_ms / 1000
+        self._timer = loop.call_later(delay, self._on_timer)
+
+    def _on_timer(self) -> None:
+        if not self.active:
+            return
+        try:
+            self.run_periodic_tasks()
+        except Exception:  # noqa: BLE001 - the timer must keep running
+            log.exception("transaction coordinator periodic task failed")
+        self._schedule()
+
+    def run_periodic_tasks(self) -> None:
+        """Abort timed-out transactions, retry unfinished markers, expire idle transactional ids."""
+        self.abort_timed_out_transactions()
+        for meta in list(self.state.transactions.values()):
+            if meta.in_prepare:
+                self._send_markers_and_complete(meta)
+        if self.clock.milliseconds() >= self._next_expiry_check:
+            self.state.remove_expired_transactional_ids()
+            self._next_expiry_check = (self.clock.milliseconds()
+                                       + self.config.transaction_remove_expired_transaction_cleanup_interval_ms)
+
+    def _unavailable(self) -> ErrorCode | None:
+        if self.state.loading:
+            return E.COORDINATOR_LOAD_IN_PROGRESS
+        if not self.active:
+            return E.COORDINATOR_NOT_AVAILABLE
+        return None
+
+    def ensure_topic(self) -> ErrorCode:
+        """FindCoordinator(TRANSACTION): Kafka creates `__transaction_state` on the first lookup."""
+        try:
+            self.state.ensure_topic()
+        except Exception as e:  # noqa: BLE001 - any failure means "not available yet", the client retries
+            log.warning("cannot create __transaction_state: %s", e)
+            return E.COORDINATOR_NOT_AVAILABLE
+        return E.NONE
+
+    # ------------------------------------------------------------------------------------ InitProducerId
+    def handle_init_producer_id(self, transactional_id: str, txn_timeout_ms: int, expected_producer_id: int = -1,
+                                expected_epoch: int = -1) -> InitProducerIdResult:
+        if not 0 < txn_timeout_ms <= self.config.transaction_max_timeout_ms:
+            return InitProducerIdResult(E.INVALID_TRANSACTION_TIMEOUT)
+        unavailable = self._unavailable()
+        if unavailable is not None:
+            return InitProducerIdResult(unavailable)
+        meta = self.state.get(transactional_id)
+        if meta is None or meta.state is S.DEAD:
+            new = TransactionMetadata(transactional_id, self._allocate_producer_id(), 0, txn_timeout_ms)
+            error = self.state.append_transaction_to_log(new)
+            return InitProducerIdResult(error, new.producer_id, new.producer_epoch) if error == E.NONE \
+                else InitProducerIdResult(error)
+        if meta.in_prepare:
+            return InitProducerIdResult(E.CONCURRENT_TRANSACTIONS)
+        if expected_producer_id >= 0:
+            # KIP-360: the producer says which id/epoch it holds
+            if expected_producer_id == meta.producer_id and expected_epoch == meta.last_producer_epoch \
+                    and meta.state is not S.ONGOING:
+                return InitProducerIdResult(E.NONE, meta.producer_id, meta.producer_epoch)  # a retried bump
+            if expected_producer_id == meta.previous_producer_id and meta.producer_epoch == 0 \
+                    and meta.state is not S.ONGOING:
+                return InitProducerIdResult(E.NONE, meta.producer_id, meta.producer_epoch)  # retried id rollover
+            if expected_producer_id != meta.producer_id or expected_epoch != meta.producer_epoch:
+                return InitProducerIdResult(E.PRODUCER_FENCED)
+        if meta.state is S.ONGOING:
+            # a new incarnation of the producer: fence the old epoch and abort its open transaction
+            error = self._fence_and_abort(meta)
+            if error != E.NONE:
+                return InitProducerIdResult(error)
+            meta = self.state.get(transactional_id) or meta
+            if meta.in_prepare:
+                return InitProducerIdResult(E.CONCURRENT_TRANSACTIONS)
+        new = meta.transition(S.EMPTY)
+        new.partitions = set()
+        new.txn_start_timestamp_ms = -1
+        new.txn_timeout_ms = txn_timeout_ms
+        if meta.is_producer_epoch_exhausted:
+            new.previous_producer_id = meta.producer_id
+            new.producer_id = self._allocate_producer_id()
+            new.producer_epoch = 0
+            new.last_producer_epoch = -1
+        else:
+            new.producer_epoch = meta.producer_epoch + 1
+            new.last_producer_epoch = meta.producer_epoch
+        error = self.state.append_transaction_to_log(new)
+        if error != E.NONE:
+            return InitProducerIdResult(error)
+        return InitProducerIdResult(E.NONE, new.producer_id, new.producer_epoch)
+
+    # ------------------------------------------------------------------------- AddPartitions / AddOffsets
+    def _check_producer(self, transactional_id: str, producer_id: int, producer_epoch: int
+                        ) -> tuple[ErrorCode, TransactionMetadata | None]:
+        unavailable = self._unavailable()
+        if unavailable is not None:
+            return unavailable, None
+        meta = self.state.get(transactional_id)
+        if meta is None or meta.state is S.DEAD or meta.producer_id != producer_id:
+            return E.INVALID_PRODUCER_ID_MAPPING, None
+        if meta.producer_epoch != producer_epoch:
+            return E.PRODUCER_FENCED, None
+        return E.NONE, meta
+
+    def handle_add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                              partitions: Iterable[TopicPartition]) -> ErrorCode:
+        error, meta = self._check_producer(transactional_id, producer_id, producer_epoch)
+        if meta is None:
+            return error
+        wanted = set(partitions)
+        if meta.in_prepare:
+            return E.CONCURRENT_TRANSACTIONS
+        if meta.state is S.ONGOING and wanted <= meta.partitions:
+            return E.NONE
+        if meta.state not in (S.EMPTY, S.ONGOING, S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
+            return E.INVALID_TXN_STATE
+        new = meta.transition(S.ONGOING)
+        if meta.state is not S.ONGOING:
+            new.partitions = set()
+            new.txn_start_timestamp_ms = self.clock.milliseconds()
+        new.partitions |= wanted
+        return self.state.append_transaction_to_log(new)
+
+    def check_txn_offset_commit(self, transactional_id: str, producer_id: int, producer_epoch: int) -> ErrorCode:
+        """TxnOffsetCommit from a producer this coordinator does not know as is gets Kafka's producer errors."""
+        error, meta = self._check_producer(transactional_id, producer_id, producer_epoch)
+        if meta is None:
+            return error
+        return E.NONE if meta.state is S.ONGOING else E.INVALID_TXN_STATE
+
+    # ---------------------------------------------------------------------------------------- EndTxn
+    def handle_end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> ErrorCode:
+        error, meta = self._check_producer(transactional_id, producer_id, producer_epoch)
+        if meta is None:
+            return error
+        state = meta.state
+        if state is S.ONGOING:
+            return self._end_transaction(meta, commit)
+        if state is S.COMPLETE_COMMIT:
+            return E.NONE if commit else E.INVALID_TXN_STATE  # a retried commit succeeded already
+        if state is S.COMPLETE_ABORT:
+            return E.INVALID_TXN_STATE if commit else E.NONE
+        if state is S.PREPARE_COMMIT:
+            return E.CONCURRENT_TRANSACTIONS if commit else E.INVALID_TXN_STATE
+        if state is S.PREPARE_ABORT:
+            return E.INVALID_TXN_STATE if commit else E.CONCURRENT_TRANSACTIONS
+        return E.INVALID_TXN_STATE  # Empty, Dead, PrepareEpochFence
+
+    def _end_transaction(self, meta: TransactionMetadata, commit: bool) -> ErrorCode:
+        self.fault_hooks.at(TxnFaultPoint.BEFORE_PREPARE, meta.transactional_id)
+        prepared = meta.transition(S.PREPARE_COMMIT if commit else S.PREPARE_ABORT)
+        error = self.state.append_transaction_to_log(prepared)
+        if error != E.NONE:
+            return error
+        self.fault_hooks.at(TxnFaultPoint.AFTER_PREPARE, meta.transactional_id)
+        # Kafka answers EndTxn once the prepare record is durable; the markers follow (here: at once)
+        cached = self.state.get(meta.transactional_id)
+        if cached is not None:
+            self._send_markers_and_complete(cached)
+        return E.NONE
+
+    def _send_markers_and_complete(self, prepared: TransactionMetadata) -> None:
+        commit = prepared.state is S.PREPARE_COMMIT
+        if not self.markers.write_markers(prepared, commit):
+            return
+        self.fault_hooks.at(TxnFaultPoint.BEFORE_COMPLETE, prepared.transactional_id)
+        complete = prepared.transition(S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT)
+        complete.partitions = set()
+        if self.state.append_transaction_to_log(complete) == E.NONE:
+            self.completed[commit] += 1
+
+    def _fence_and_abort(self, meta: TransactionMetadata) -> ErrorCode:
+        """Kafka's prepareFenceProducerEpoch + abort: the epoch is bumped (unless exhausted) so the old
+        producer's writes and EndTxn are refused, then the transaction is aborted with the new epoch."""
+        fenced = meta.transition(S.PREPARE_EPOCH_FENCE)
+        if not meta.is_producer_epoch_exhausted:
+            fenced.producer_epoch += 1
+        prepared = fenced.transition(S.PREPARE_ABORT)
+        error = self.state.append_transaction_to_log(prepared)
+        if error != E.NONE:
+            return error
+        cached = self.state.get(meta.transactional_id)
+        if cached is not None:
+            self._send_markers_and_complete(cached)
+        return E.NONE
+
+    def abort_timed_out_transactions(self) -> list[str]:
+        """Kafka's abortTimedOutTransactions (every transaction.abort.timed.out.transaction.cleanup.interval.ms)."""
+        aborted = []
+        for meta in self.state.timed_out_transactions():
+            log.info("aborting transaction of %s (producer id %d epoch %d): older than its timeout %d ms",
+                     meta.transactional_id, meta.producer_id, meta.producer_epoch, meta.txn_timeout_ms)
+            if self._fence_and_abort(meta) == E.NONE:
+                aborted.append(meta.transactional_id)
+                self.aborted_timed_out += 1
+        return aborted
+
+    # ---------------------------------------------------------------------------- KIP-890 part 1 (Produce)
+    def verify_transactional_produce(self, tp: TopicPartition, producer_id: int, producer_epoch: int) -> ErrorCode:
+        """A transactional batch may only go to a partition added to the producer's ongoing transaction."""
+        meta = self.state.by_producer_id(producer_id)
+        if meta is not None and producer_epoch < meta.producer_epoch:
+            return E.INVALID_PRODUCER_EPOCH  # fenced (e.g. its transaction timed out): Kafka's PRODUCER_FENCED
+        if meta is None or meta.state is not S.ONGOING or tp not in meta.partitions:
+            return E.INVALID_TXN_STATE
+        return E.NONE
+
+    # ------------------------------------------------------------------------------------------- admin
+    def describe(self, transactional_id: str) -> tuple[ErrorCode, TransactionMetadata | None]:
+        unavailable = self._unavailable()
+        if unavailable is not None:
+            return unavailable, None
+        meta = self.state.get(transactional_id)
+        if meta is None or meta.state is S.DEAD:
+            return E.TRANSACTIONAL_ID_NOT_FOUND, None
+        return E.NONE, meta
+
+    def list_transactions(self, states: Iterable[str], producer_ids: Iterable[int], duration_ms: int = -1
+                          ) -> tuple[ErrorCode, list[str], list[TransactionMetadata]]:
+        """(error, unknown state filters, matching transactions) as Kafka's ListTransactions."""
+        unavailable = self._unavailable()
+        if unavailable is not None:
+            return unavailable, [], []
+        wanted_states: set[TransactionState] = set()
+        unknown = []
+        for name in states:
+            state = TransactionState.from_name(name)
+            if state is None:
+                unknown.append(name)
+            else:
+                wanted_states.add(state)
+        pids = set(producer_ids)
+        now = self.clock.milliseconds()
+        out = []
+        for meta in self.state.transactions.values():
+            if meta.state is S.DEAD:
+                continue
+            if (states and meta.state not in wanted_states) or (pids and meta.producer_id not in pids):
+                continue
+            if duration_ms >= 0 and (meta.state is not S.ONGOING or now - meta.txn_start_timestamp_ms <= duration_ms):
+                continue
+            out.append(meta)
+        return E.NONE, unknown, out
+
+
+def create_transaction_coordinator(broker: Any) -> TransactionCoordinator:
+    """The coordinator for a BrokerState (its config, clock, TopicManager, producer ids and groups)."""
+    config = TransactionConfig.from_broker_config(broker.config)
+    state = TransactionStateManager(broker.topics, config, broker.clock)
+    markers = TransactionMarkerChannelManager(broker.topics, lambda: broker.groups, broker.clock)
+    coordinator = TransactionCoordinator(state, markers, broker.producer_ids.generate_producer_id, config,
+                                         broker.clock, getattr(broker, "fault_hooks", None))
+    from tidelog.coordinator.transaction.metrics import register_metrics
+
+    register_metrics(broker.metrics, coordinator)
+    return coordinator
