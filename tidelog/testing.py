@@ -418,3 +418,124 @@ class KafkaWire:
             return True
         except TimeoutError:
             return False
+
+
+# --- security: a broker with TLS and SASL users in one call ---
+
+SECURE_LISTENERS = ("PLAINTEXT", "SSL", "SASL_SSL", "SASL_PLAINTEXT")
+
+
+class SecureBrokerHandle:
+    """A running broker with PLAINTEXT, SSL (client certificates requested), SASL_SSL and SASL_PLAINTEXT
+    listeners, a throwaway CA (`ca.ca_pem`), PLAIN and SCRAM users, and client settings for each client library."""
+
+    def __init__(self, broker: BrokerHandle, ca: Any, users: Mapping[str, str]) -> None:
+        self.broker = broker
+        self.state = broker.state
+        self.ca = ca
+        self.users = dict(users)
+        ports = broker.server.ports
+        self.listeners = {name: f"127.0.0.1:{ports[name]}" for name in SECURE_LISTENERS}
+        self.bootstrap = self.listeners["SASL_SSL"]
+
+    def client_cert(self, common_name: str) -> Any:
+        """A client certificate signed by the CA; the broker's principal for it is
+        `User:CN=<common_name>,OU=test,O=tidelog-test`."""
+        return self.ca.issue(common_name)
+
+    def confluent_config(self, listener: str = "SASL_SSL", mechanism: str = "SCRAM-SHA-512",
+                         user: str | None = None, cert: Any = None) -> dict[str, str]:
+        """librdkafka / confluent-kafka / kcat (-X) settings for `listener`."""
+        conf = {"bootstrap.servers": self.listeners[listener], "security.protocol": listener}
+        if "SSL" in listener:
+            conf["ssl.ca.location"] = str(self.ca.ca_pem)
+            if cert is not None:
+                conf["ssl.certificate.location"] = str(cert.cert_pem)
+                conf["ssl.key.location"] = str(cert.key_pem)
+        if listener.startswith("SASL"):
+            user = user or next(iter(self.users))
+            conf.update({"sasl.mechanism": mechanism, "sasl.username": user, "sasl.password": self.users[user]})
+        return conf
+
+    def kafka_python_config(self, listener: str = "SASL_SSL", mechanism: str = "SCRAM-SHA-512",
+                            user: str | None = None, cert: Any = None) -> dict[str, Any]:
+        """kafka-python / aiokafka keyword arguments (aiokafka wants `ssl_context` built from ssl_cafile)."""
+        conf: dict[str, Any] = {"bootstrap_servers": self.listeners[listener], "security_protocol": listener}
+        if "SSL" in listener:
+            conf["ssl_cafile"] = str(self.ca.ca_pem)
+            if cert is not None:
+                conf["ssl_certfile"] = str(cert.cert_pem)
+                conf["ssl_keyfile"] = str(cert.key_pem)
+        if listener.startswith("SASL"):
+            user = user or next(iter(self.users))
+            conf.update({"sasl_mechanism": mechanism, "sasl_plain_username": user,
+                         "sasl_plain_password": self.users[user]})
+        return conf
+
+    def java_properties(self, listener: str = "SASL_SSL", mechanism: str = "SCRAM-SHA-512",
+                        user: str | None = None, cert: Any = None) -> dict[str, str]:
+        """Java client properties (PEM truststore/keystore, KIP-651)."""
+        props = {"bootstrap.servers": self.listeners[listener], "security.protocol": listener}
+        if "SSL" in listener:
+            props.update({"ssl.truststore.type": "PEM", "ssl.truststore.location": str(self.ca.ca_pem)})
+            if cert is not None:
+                props.update({"ssl.keystore.type": "PEM", "ssl.keystore.location": str(cert.keystore_pem)})
+        if listener.startswith("SASL"):
+            user = user or next(iter(self.users))
+            module = ("org.apache.kafka.common.security.plain.PlainLoginModule" if mechanism == "PLAIN"
+                      else "org.apache.kafka.common.security.scram.ScramLoginModule")
+            props.update({"sasl.mechanism": mechanism, "sasl.jaas.config":
+                          f'{module} required username="{user}" password="{self.users[user]}";'})
+        return props
+
+
+def _jaas_quote(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"')
+
+
+@contextlib.contextmanager
+def run_secure_broker(log_dir: str | os.PathLike[str] | None = None, users: Mapping[str, str] | None = None,
+                      mechanisms: Sequence[str] = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"),
+                      ssl_client_auth: str = "requested", authorizer: bool = False,
+                      super_users: Sequence[str] = (), overrides: Mapping[str, Any] | None = None,
+                      clock: Clock | None = None) -> Iterator[SecureBrokerHandle]:
+    """`run_broker` with TLS and SASL: a throwaway CA and broker certificate are generated, every user in
+    `users` (name -> password) can log in with PLAIN and SCRAM-SHA-256/512. `authorizer=True` turns on
+    StandardAuthorizer with `super_users` (e.g. ["User:admin"])."""
+    from tidelog.security.scram_store import MECHANISMS, ScramCredential, ScramCredentialStore
+    from tidelog.security.throwaway_ca import ThrowawayCA
+
+    users = dict(users or {"alice": "alice-secret", "admin": "admin-secret"})
+    tmp = None
+    if log_dir is None:
+        tmp = tempfile.mkdtemp(prefix="tidelog-secure-")
+        log_dir = tmp
+    data_dir = Path(log_dir) / "data"
+    try:
+        ca = ThrowawayCA(Path(log_dir) / "certs")
+        server_cert = ca.issue("localhost", server=True)
+        store = ScramCredentialStore(data_dir)
+        for name, password in users.items():
+            for mechanism in MECHANISMS:
+                store.put(name, mechanism, ScramCredential.from_password(mechanism, password))
+        plain_users = " ".join(f'user_{n}="{_jaas_quote(p)}"' for n, p in users.items())
+        settings: dict[str, Any] = {
+            "listeners": ",".join(f"{n}://127.0.0.1:0" for n in SECURE_LISTENERS),
+            "ssl.keystore.type": "PEM", "ssl.keystore.location": str(server_cert.keystore_pem),
+            "ssl.truststore.type": "PEM", "ssl.truststore.location": str(ca.ca_pem),
+            "ssl.client.auth": ssl_client_auth,
+            "sasl.enabled.mechanisms": ",".join(mechanisms),
+            "connection.failed.authentication.delay.ms": 0,
+        }
+        for listener in ("sasl_ssl", "sasl_plaintext"):
+            settings[f"listener.name.{listener}.plain.sasl.jaas.config"] = (
+                f"org.apache.kafka.common.security.plain.PlainLoginModule required {plain_users};")
+        if authorizer:
+            settings["authorizer.class.name"] = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+            settings["super.users"] = ";".join(super_users)
+        settings.update(overrides or {})
+        with run_broker(data_dir, overrides=settings, clock=clock) as broker:
+            yield SecureBrokerHandle(broker, ca, users)
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)

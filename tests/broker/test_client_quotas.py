@@ -218,3 +218,16 @@ def test_throttled_produce_reports_throttle_time_on_the_wire(quota_broker: Broke
     with KafkaWire(quota_broker.bootstrap, client_id="wire-unlimited") as wire:
         assert [wire.request(0, 9, produce_request("quota-wire", 0, records)).throttle_time_ms
                 for _ in range(3)] == [0, 0, 0]
+
+
+def test_entity_type_given_twice_with_a_default_name_is_invalid_request() -> None:
+    """A type repeated with one default (null) name: INVALID_REQUEST, not a handler failure (found by the API
+    fuzz: the names of one type do not compare when one is null)."""
+    with run_broker() as broker, KafkaWire(broker.bootstrap) as wire:
+        cls = request_class(ALTER)[1]
+        E = cls.EntryData
+        entry = E(entity=[E.EntityData(entity_type="user", entity_name=None),
+                          E.EntityData(entity_type="user", entity_name="alice")],
+                  ops=[E.OpData(key="producer_byte_rate", value=1.0, remove=False)])
+        response = wire.request(ALTER, 1, cls(entries=[entry], validate_only=False))
+        assert [e.error_code for e in response.entries] == [42]  # INVALID_REQUEST

@@ -59,11 +59,17 @@ class Connection:
         self._closed_idle = False
         self._busy = False
         self._throttle_ms = 0  # set by a Produce/Fetch over its client quota
+        # TLS/SASL listeners: the authentication phase (tidelog.security.authenticator); None on PLAINTEXT.
+        self.session = server.security.new_session(listener)
 
     async def run(self) -> None:
         metrics = self.metrics
         metrics.connection_opened()
         stream = self.stream
+        if self.session is not None and not await self.session.start(self):  # client certificate (logged)
+            metrics.connection_closed()
+            stream.close()
+            return
         transport = stream.transport
         assert transport is not None
         high_water = transport.get_write_buffer_limits()[1]
@@ -86,7 +92,10 @@ class Connection:
                 self._unwatch()  # a request being handled is not idleness (Kafka mutes the channel)
                 started = time.perf_counter()
                 try:
-                    out = await self.handle_frame(frame)
+                    if self.session is None:
+                        out = await self.handle_frame(frame)
+                    else:
+                        out = await self.session.handle_frame(self, frame)
                 except ProtocolError as exc:
                     log.log(logging.ERROR if exc.traceback else logging.WARNING, "Closing connection from %s: %s",
                             self.peer, exc, exc_info=exc.__cause__ if exc.traceback else None)
@@ -185,7 +194,7 @@ class Connection:
                                 f"{entry.min_version}-{entry.max_version}, client {header.client_id!r})")
         request = self._decode(header, frame, name)
         ctx = RequestContext(self.server.broker, api_key, api_version, header.correlation_id, header.client_id,
-                             self.client_host, self.listener)
+                             self.client_host, self.listener, self.session)
         faults = self.server.faults  # FaultInjector (tests): one attribute check when nothing is injected
         try:
             if faults is None or not faults.armed:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from tidelog.broker.state import BrokerState
@@ -18,6 +18,7 @@ class RequestContext:
     client_id: str | None
     client_host: str
     listener: str = "PLAINTEXT"
+    session: Any = None  # tidelog.security.authenticator.Session on TLS/SASL listeners (principal), else None
 
 
 class CloseConnection(Exception):

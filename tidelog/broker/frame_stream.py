@@ -188,9 +188,12 @@ class FrameStream(asyncio.BufferedProtocol):
                 self.transport.resume_reading()
         return frame
 
-    def write(self, pieces: Iterable[bytes | memoryview]) -> None:
+    def write(self, pieces: Iterable[bytes | memoryview] | bytes) -> None:
         assert self.transport is not None
-        self.transport.writelines(pieces)
+        if isinstance(pieces, bytes):
+            self.transport.write(pieces)
+        else:
+            self.transport.writelines(pieces)
 
     async def drain(self) -> None:
         if self.transport is None or self.transport.is_closing():

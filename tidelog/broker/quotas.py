@@ -54,7 +54,9 @@ Entity = tuple[tuple[str, str | None], ...]  # sorted (type, name) pairs; name N
 
 
 def make_entity(pairs: Iterable[tuple[str, str | None]]) -> Entity:
-    return tuple(sorted(pairs))
+    # Sorted by type only: a name may be None (the default entity), which does not compare with a str; a type
+    # given twice is refused by _validate_entity.
+    return tuple(sorted(pairs, key=lambda pair: pair[0] or ""))
 
 
 class QuotaError(Exception):

@@ -25,6 +25,7 @@ from tidelog.broker.registry import ApiRegistry
 from tidelog.clock import Clock
 from tidelog.config.broker_config import BrokerConfig
 from tidelog.protocol.api_keys import ApiKey
+from tidelog.security.manager import BrokerSecurity
 
 if TYPE_CHECKING:
     from tidelog.broker.faults import FaultInjector
@@ -47,6 +48,7 @@ class Server:
         self.registry = registry or ApiRegistry()
         self.endpoints = ListenerEndpoints(config)
         self.metrics = BrokerMetrics()
+        self.security = BrokerSecurity(config, clock)  # TLS contexts and SASL settings are checked here
         self.features = FeatureControl(config.log_dirs[0], config.node_id)  # ApiVersions reports them from the start
         self.state: BrokerState | None = None  # built by finish_startup()
         self._servers: list[asyncio.AbstractServer] = []
@@ -100,14 +102,15 @@ class Server:
             max_frame = int(self.config.socket_request_max_bytes)
             return lambda: FrameStream(max_frame, on_connect)
 
-        loop = asyncio.get_running_loop()
         try:
             for i, (name, host, port) in enumerate(self.endpoints.listeners):
                 factory = stream_for(name)
+                # loop.create_server, or for a TLS listener the same behind its SSLProtocol (security.tls)
+                start = self.security.protocol_server_starter(name)
                 if i == 0 and sock is not None:
-                    server = await loop.create_server(factory, sock=sock)
+                    server = await start(factory, sock=sock)
                 else:
-                    server = await loop.create_server(factory, host or None, port, reuse_address=True)
+                    server = await start(factory, host or None, port, reuse_address=True)
                 self._servers.append(server)
                 bound_host, bound_port = server.sockets[0].getsockname()[:2]
                 self.ports[name] = bound_port
@@ -132,7 +135,7 @@ class Server:
 
         state = build_broker_state(self.config, self.clock, endpoints=self.endpoints, metrics=self.metrics,
                                    registry=self.registry, features=self.features,
-                                   fault_hooks=self.fault_hooks)
+                                   fault_hooks=self.fault_hooks, security=self.security)
         self.state = state  # visible to start()'s clean-up even if loading fails below
         state.load_logs()
         self.registry.load()

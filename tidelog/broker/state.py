@@ -28,6 +28,7 @@ from tidelog.clock import Clock
 from tidelog.config.broker_config import BrokerConfig
 from tidelog.coordinator.group import GroupCoordinator, create_group_coordinator
 from tidelog.coordinator.transaction import TransactionCoordinator, create_transaction_coordinator
+from tidelog.security.manager import BrokerSecurity
 from tidelog.storage.checkpoints import random_kafka_uuid, uuid_to_base64
 from tidelog.storage.fault_hooks import NO_FAULTS, FaultHooks
 from tidelog.storage.log_manager import LogManager
@@ -55,6 +56,7 @@ class BrokerState:
     cleaner: LogCleaner
     features: FeatureControl
     quotas: QuotaManagers
+    security: BrokerSecurity  # listeners' TLS/SASL, SCRAM users, ACLs, authorizer
     cluster_id: str = ""
     fault_hooks: FaultHooks = NO_FAULTS  # storage.fault_hooks: tests inject faults at named steps
     txn_coordinator: TransactionCoordinator | None = None  # built right after the state (it reads the state)
@@ -133,7 +135,8 @@ class BrokerState:
 def build_broker_state(config: BrokerConfig, clock: Clock | None = None, *,
                        endpoints: ListenerEndpoints | None = None, metrics: BrokerMetrics | None = None,
                        registry: ApiRegistry | None = None, features: FeatureControl | None = None,
-                       fault_hooks: FaultHooks | None = None) -> BrokerState:
+                       fault_hooks: FaultHooks | None = None,
+                       security: BrokerSecurity | None = None) -> BrokerState:
     """Construct every subsystem (no log is read yet: `load_logs()` does that). Without a `clock` the broker
     runs on the system clock and its housekeeping threads run on their own; a test's clock drives them."""
     own_clock = clock is None
@@ -161,6 +164,7 @@ def build_broker_state(config: BrokerConfig, clock: Clock | None = None, *,
         features=features or FeatureControl(config.log_dirs[0], config.node_id),
         quotas=create_quota_managers(config, clock, metrics),
         fault_hooks=hooks,
+        security=security or BrokerSecurity(config, clock),
     )
     state.features.ensure_saved()
     state.txn_coordinator = create_transaction_coordinator(state)

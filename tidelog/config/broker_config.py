@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ENV_PREFIX = "TIDELOG_"
+LISTENER_PREFIX = "listener.name."
 
 
 class UnknownConfigError(ConfigError):
@@ -122,8 +123,10 @@ def parse_listeners(text: str, config_name: str = "listeners") -> list[tuple[str
     for item in (part.strip() for part in text.split(",")):
         if not item:
             continue
-        parts = urlsplit(item)
-        if not parts.scheme or "://" not in item:
+        # Listener names may hold '_' (SASL_SSL), which URL schemes may not: split the name off first.
+        name, sep, rest = item.partition("://")
+        parts = urlsplit("listener://" + rest)
+        if not sep or not name:
             raise ConfigError(f"Invalid {config_name} entry {item!r}: expected NAME://host:port")
         try:
             port = parts.port
@@ -186,6 +189,9 @@ class BrokerConfig:
     fetch_max_bytes: int
     connections_max_idle_ms: int
     sasl_enabled_mechanisms: list[str]
+    authorizer_class_name: str
+    connections_max_reauth_ms: int
+    connection_failed_authentication_delay_ms: int
 
     def __init__(
         self,
@@ -196,9 +202,14 @@ class BrokerConfig:
     ) -> None:
         self._static_raw: dict[str, str] = {}
         self.unknown: dict[str, str] = {}
+        # `listener.name.<listener>.<config>`: per-listener overrides (Kafka's ListenerName.configPrefix),
+        # read by tidelog.security.listener_config.
+        self.listener_overrides: dict[str, str] = {}
         for name, value in (static or {}).items():
             if name in BROKER_CONFIG_DEFS:
                 self._static_raw[name] = value
+            elif name.startswith(LISTENER_PREFIX):
+                self.listener_overrides[name] = value
             else:
                 self.unknown[name] = value
         if self.unknown:

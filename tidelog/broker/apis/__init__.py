@@ -67,6 +67,14 @@ API_TABLE: tuple[ApiEntry, ...] = (
     ApiEntry(ApiKey.DESCRIBE_PRODUCERS, "describe_producers", 0, 0),
     ApiEntry(ApiKey.DESCRIBE_TRANSACTIONS, "describe_transactions", 0, 0),
     ApiEntry(ApiKey.LIST_TRANSACTIONS, "list_transactions", 0, 2),
+    # security (tidelog/security): SASL (KIP-152), ACLs (v0 removed in Kafka 4.0, KIP-896), SCRAM users (KIP-554)
+    ApiEntry(ApiKey.SASL_HANDSHAKE, "sasl_handshake", 0, 1),
+    ApiEntry(ApiKey.SASL_AUTHENTICATE, "sasl_authenticate", 0, 2),
+    ApiEntry(ApiKey.DESCRIBE_ACLS, "describe_acls", 1, 3),
+    ApiEntry(ApiKey.CREATE_ACLS, "create_acls", 1, 3),
+    ApiEntry(ApiKey.DELETE_ACLS, "delete_acls", 1, 3),
+    ApiEntry(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, "describe_user_scram_credentials", 0, 0),
+    ApiEntry(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, "alter_user_scram_credentials", 0, 0),
 )
 
 # Module names of the registered APIs (kept for tools that list them).

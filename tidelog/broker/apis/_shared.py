@@ -13,6 +13,8 @@ from tidelog.config.broker_config import ReadOnlyConfigError, UnknownConfigError
 from tidelog.config.definitions import ConfigError
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
+from tidelog.security.acl_store import AclOperation
+from tidelog.security.authorizer import GROUP, authorize, check_config_resource
 
 if TYPE_CHECKING:
     from tidelog.broker.topics import TopicInfo
@@ -24,6 +26,12 @@ if TYPE_CHECKING:
 
 def coordinator(ctx: RequestContext) -> GroupCoordinator:
     return ctx.broker.groups
+
+
+def check_group(ctx: RequestContext, op: AclOperation, group_id: str | None) -> None:
+    """KafkaApis: the group APIs need `op` on the group, else GROUP_AUTHORIZATION_FAILED."""
+    if not authorize(ctx, op, GROUP, group_id or ""):
+        raise KafkaError(ErrorCode.GROUP_AUTHORIZATION_FAILED, None)
 
 
 
@@ -132,6 +140,7 @@ def alter_resources(
         try:
             if counts[(resource.resource_type, resource.resource_name)] > 1:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
+            check_config_resource(ctx, resource.resource_type, resource.resource_name or "", alter=True)
             check_duplicate_keys(resource.configs)
             alter_one(ctx, resource, validate_only)
         except KafkaError as exc:

@@ -9,6 +9,7 @@ from tidelog.broker.apis._shared import MAX_PARTITIONS_PER_BATCH
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
+from tidelog.security.authorizer import TOPIC, Op, authorize
 
 API_KEY = 37
 
@@ -30,6 +31,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         try:
             if counts[topic.name] > 1:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, "Duplicate topic in request.")
+            if not authorize(ctx, Op.ALTER, TOPIC, topic.name):  # KafkaApis.handleCreatePartitionsRequest
+                raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "The topic authorization is failed.")
             info = topics.check_create_partitions(topic.name, topic.count)
             if topic.count - info.partitions > MAX_PARTITIONS_PER_BATCH:
                 raise KafkaError(ErrorCode.POLICY_VIOLATION, "Excessively large number of partitions per request.")

@@ -11,6 +11,7 @@ from tidelog.broker.context import RequestContext
 from tidelog.config import topic_config
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
+from tidelog.security.authorizer import TOPIC, Op, authorize_cluster, authorized_names
 
 API_KEY = 19
 
@@ -75,6 +76,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     too_many = _requested_partitions(ctx, request) > MAX_PARTITIONS_PER_BATCH
     results: list[Any] = []
     seen: set[str] = set()
+    # KafkaApis.handleCreateTopicsRequest: CREATE on the cluster, else CREATE per topic
+    creatable = None if authorize_cluster(ctx, Op.CREATE) else authorized_names(
+        ctx, Op.CREATE, TOPIC, [t.name for t in request.topics or []])
     for topic in request.topics or []:
         name = topic.name
         if name in seen:
@@ -86,6 +90,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         if version >= 7:
             result.topic_id = uuid.UUID(int=0)
         try:
+            if creatable is not None and name not in creatable:
+                raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
             if too_many:
                 raise KafkaError(ErrorCode.POLICY_VIOLATION, "Excessively large number of partitions per request.")
             if counts[name] > 1:

@@ -6,8 +6,9 @@ from typing import Any
 
 from tidelog.broker.apis._shared import coordinator
 from tidelog.broker.context import RequestContext
-from tidelog.protocol.errors import KafkaError
+from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
+from tidelog.security.authorizer import GROUP, Op, authorized_names
 
 API_KEY = 42
 
@@ -15,9 +16,13 @@ API_KEY = 42
 async def handle(ctx: RequestContext, request: Any) -> Any:
     cls = response_class(API_KEY)[ctx.api_version]
     names = list(request.groups_names or [])
-    try:
-        result = coordinator(ctx).delete_groups(names)
-    except KafkaError as e:
-        result = dict.fromkeys(names, e.code)
+    deletable = authorized_names(ctx, Op.DELETE, GROUP, names)  # KafkaApis.handleDeleteGroupsRequest
+    allowed = [n for n in names if n in deletable]
+    result: dict[str, int] = dict.fromkeys(names, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    if allowed:
+        try:
+            result.update(coordinator(ctx).delete_groups(allowed))
+        except KafkaError as e:
+            result.update(dict.fromkeys(allowed, e.code))
     return cls(throttle_time_ms=0, results=[cls.DeletableGroupResult(group_id=n, error_code=result[n])
                                             for n in names])

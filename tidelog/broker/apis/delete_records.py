@@ -12,6 +12,7 @@ from typing import Any
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
+from tidelog.security.authorizer import TOPIC, Op, authorized_names
 from tidelog.storage import TopicPartition
 from tidelog.storage.retention import delete_records
 
@@ -43,10 +44,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     topic_cls = response_cls.DeleteRecordsTopicResult
     partition_cls = topic_cls.DeleteRecordsPartitionResult
     topics = []
+    deletable = authorized_names(ctx, Op.DELETE, TOPIC, [t.name for t in request.topics or []])
     for topic in request.topics or []:
         partitions = []
         for p in topic.partitions or []:
-            low_watermark, error = _delete_one(ctx, topic.name, p.partition_index, p.offset)
+            if topic.name not in deletable:  # KafkaApis.handleDeleteRecordsRequest: DELETE per topic
+                low_watermark, error = -1, int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            else:
+                low_watermark, error = _delete_one(ctx, topic.name, p.partition_index, p.offset)
             partitions.append(partition_cls(partition_index=p.partition_index, low_watermark=low_watermark,
                                             error_code=error))
         topics.append(topic_cls(name=topic.name, partitions=partitions))

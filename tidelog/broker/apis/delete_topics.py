@@ -8,6 +8,7 @@ from typing import Any
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
+from tidelog.security.authorizer import TOPIC, Op, authorize
 
 API_KEY = 20
 
@@ -41,6 +42,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 name = info.name
             if name is None:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, "Topic name or topic id is required.")
+            if not authorize(ctx, Op.DELETE, TOPIC, name):  # KafkaApis.handleDeleteTopicsRequest
+                raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
             info = topics.delete_topic(name)
             if version >= 6:
                 result.topic_id = uuid.UUID(bytes=info.topic_id)

@@ -19,6 +19,7 @@ from tidelog.config import topic_config
 from tidelog.config.definitions import ConfigEntry, ConfigSource, ConfigType
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
+from tidelog.security.authorizer import check_config_resource
 
 API_KEY = 32
 
@@ -76,6 +77,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             resource_name=resource.resource_name, configs=[],
         )
         try:
+            check_config_resource(ctx, resource.resource_type, resource.resource_name or "", alter=False)
             entries = _entries(ctx, resource, include_synonyms, include_doc)
         except KafkaError as exc:
             result.error_code, result.error_message = int(exc.code), exc.message

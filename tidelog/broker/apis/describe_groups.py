@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from tidelog.broker.apis._shared import coordinator
+from tidelog.broker.apis._shared import check_group, coordinator
 from tidelog.broker.context import RequestContext
 from tidelog.coordinator.group import GroupState
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
+from tidelog.security.authorizer import Op
 
 API_KEY = 15
 
@@ -26,6 +27,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     described = []
     for group_id in request.groups or []:
         try:
+            check_group(ctx, Op.DESCRIBE, group_id)
             group = coordinator(ctx).describe_group(group_id)
         except KafkaError as e:
             described.append(D(error_code=e.code, group_id=group_id, group_state="", protocol_type="",

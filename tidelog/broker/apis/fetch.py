@@ -24,6 +24,7 @@ from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.fetch_codec import FetchPartitionResponse, FetchResponseData, FetchTopicResponse
 from tidelog.protocol.record_batch import HEADER_SIZE, read_header
 from tidelog.protocol.records import ZSTD
+from tidelog.security.authorizer import TOPIC, Op, authorized_names
 from tidelog.storage import TopicPartition
 
 if TYPE_CHECKING:
@@ -226,6 +227,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     params = _FetchParams(version, INT32_MAX if max_bytes is None else max_bytes, request.min_bytes,
                           getattr(request, "isolation_level", 0) or 0, _replica_id(request))
     parts = _resolve(ctx, request)
+    # KafkaApis.handleFetchRequest: READ per topic (consumers), else TOPIC_AUTHORIZATION_FAILED per partition
+    readable = authorized_names(ctx, Op.READ, TOPIC, {p.name for p in parts if p.name is not None})
+    for part in parts:
+        if part.name is not None and part.name not in readable:
+            part.name, part.error = None, ErrorCode.TOPIC_AUTHORIZATION_FAILED
     total, has_error = _read_all(ctx, parts, params)
     purgatory = getattr(ctx.broker, "purgatory", None)
     loop = asyncio.get_running_loop()

@@ -17,6 +17,7 @@ from typing import Any
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
+from tidelog.security.authorizer import GROUP, TRANSACTIONAL_ID, Op, authorize
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +46,11 @@ def _valid_share_key(key: str) -> bool:
 def _lookup(ctx: RequestContext, key: str | None, key_type: int) -> tuple[ErrorCode, str | None]:
     if key is None:
         return ErrorCode.INVALID_REQUEST, "coordinator key must not be null"
+    # KafkaApis.handleFindCoordinatorRequest: DESCRIBE on the group / transactional id
+    if key_type == KEY_TYPE_GROUP and not authorize(ctx, Op.DESCRIBE, GROUP, key):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, None
+    if key_type == KEY_TYPE_TRANSACTION and not authorize(ctx, Op.DESCRIBE, TRANSACTIONAL_ID, key):
+        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None
     if key_type == KEY_TYPE_SHARE:
         if ctx.api_version < SHARE_MIN_VERSION or not _valid_share_key(key):
             return ErrorCode.INVALID_REQUEST, None
@@ -70,6 +76,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
     cls = response_class(API_KEY)[version]
     broker = ctx.broker
+    host, port = broker.advertised_endpoint(ctx.listener)  # the endpoint of the listener asked (as Metadata)
     key_type = request.key_type if version >= 1 else KEY_TYPE_GROUP
     if version >= 4:
         coordinators = []
@@ -77,14 +84,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             error, message = _lookup(ctx, key, key_type)
             ok = error == ErrorCode.NONE
             coordinators.append(cls.Coordinator(
-                key=key, node_id=broker.node_id if ok else -1, host=broker.advertised_host if ok else "",
-                port=broker.advertised_port if ok else -1, error_code=error, error_message=message))
+                key=key, node_id=broker.node_id if ok else -1, host=host if ok else "",
+                port=port if ok else -1, error_code=error, error_message=message))
         return cls(throttle_time_ms=0, coordinators=coordinators)
     error, message = _lookup(ctx, request.key, key_type)
     ok = error == ErrorCode.NONE
     fields: dict[str, Any] = {
         "error_code": error, "node_id": broker.node_id if ok else -1,
-        "host": broker.advertised_host if ok else "", "port": broker.advertised_port if ok else -1,
+        "host": host if ok else "", "port": port if ok else -1,
     }
     if version >= 1:
         fields.update(throttle_time_ms=0, error_message=message)

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from tidelog.broker.apis._shared import coordinator
+from tidelog.broker.apis._shared import check_group, coordinator
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import KafkaError
 from tidelog.protocol.messages import response_class
+from tidelog.security.authorizer import Op
 
 API_KEY = 12
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     try:
+        check_group(ctx, Op.READ, request.group_id)
         error = coordinator(ctx).heartbeat(
             request.group_id, request.member_id,
             request.group_instance_id if ctx.api_version >= 3 else None, request.generation_id)

@@ -12,6 +12,14 @@ from tidelog.broker.apis._shared import for_version, txn_coordinator
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
+from tidelog.security.authorizer import (
+    TOPIC,
+    TRANSACTIONAL_ID,
+    Op,
+    authorize,
+    authorize_by_resource_type,
+    authorize_cluster,
+)
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +39,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if transactional_id is not None:
         if transactional_id == "":
             return answer(ErrorCode.INVALID_REQUEST)
+        if not authorize(ctx, Op.WRITE, TRANSACTIONAL_ID, transactional_id):  # KafkaApis.handleInitProducerIdRequest
+            return answer(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         try:
             coordinator = txn_coordinator(ctx)
         except KafkaError as e:
@@ -44,6 +54,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             log.error("cannot allocate a producer id: %s", e)
             return answer(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         return answer(result.error, result.producer_id, result.producer_epoch)
+    if not (authorize_cluster(ctx, Op.IDEMPOTENT_WRITE) or authorize_by_resource_type(ctx, Op.WRITE, TOPIC)):
+        return answer(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)  # KIP-679: idempotence needs a WRITE on some topic
     manager = ctx.broker.producer_ids
     if manager is None:
         return answer(ErrorCode.COORDINATOR_NOT_AVAILABLE)

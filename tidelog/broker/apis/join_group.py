@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from tidelog.broker.apis._shared import coordinator
+from tidelog.broker.apis._shared import check_group, coordinator
 from tidelog.broker.context import RequestContext
 from tidelog.coordinator.group.member import JoinResult
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
+from tidelog.security.authorizer import Op
 
 API_KEY = 11
 
@@ -16,6 +17,7 @@ API_KEY = 11
 async def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
     try:
+        check_group(ctx, Op.READ, request.group_id)
         groups = coordinator(ctx)
         result = await groups.join_group(
             group_id=request.group_id,

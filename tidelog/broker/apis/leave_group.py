@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from tidelog.broker.apis._shared import coordinator
+from tidelog.broker.apis._shared import check_group, coordinator
 from tidelog.broker.context import RequestContext
 from tidelog.coordinator.group import LeaveMember
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
+from tidelog.security.authorizer import Op
 
 API_KEY = 13
 
@@ -21,6 +22,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     else:
         leaving = [LeaveMember(request.member_id or "")]
     try:
+        check_group(ctx, Op.READ, request.group_id)
         top, errors = coordinator(ctx).leave_group(request.group_id, leaving)
     except KafkaError as e:
         top, errors = e.code, [ErrorCode.NONE] * len(leaving)

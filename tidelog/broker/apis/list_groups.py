@@ -8,6 +8,7 @@ from tidelog.broker.apis._shared import coordinator
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
+from tidelog.security.authorizer import GROUP, Op, authorize_cluster, authorized_names
 
 API_KEY = 16
 
@@ -24,6 +25,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     states = {s.lower() for s in (request.states_filter or [])} if version >= 4 else set()
     types = {t.lower() for t in (request.types_filter or [])} if version >= 5 else set()
     listed = []
+    if not authorize_cluster(ctx, Op.DESCRIBE):  # KafkaApis.handleListGroupsRequest: else DESCRIBE per group
+        visible = authorized_names(ctx, Op.DESCRIBE, GROUP, [g.group_id for g in groups])
+        groups = [g for g in groups if g.group_id in visible]
     for g in groups:
         if states and g.state.value.lower() not in states:
             continue

@@ -13,6 +13,7 @@ from tidelog.broker.apis._shared import check_leader_epoch
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
+from tidelog.security.authorizer import TOPIC, Op, authorized_names
 from tidelog.storage import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -79,11 +80,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             tp = TopicPartition(t.name, p.partition_index)
             (duplicates if tp in seen else seen).add(tp)
     topics = []
+    describable = authorized_names(ctx, Op.DESCRIBE, TOPIC, [t.name for t in request.topics or []])
     for topic in request.topics or []:
         partitions = []
         for p in topic.partitions or []:
             tp = TopicPartition(topic.name, p.partition_index)
-            if tp in duplicates:
+            if topic.name not in describable:  # KafkaApis.handleListOffsetRequest: DESCRIBE per topic
+                error, ts, offset, epoch = ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1, -1, -1
+            elif tp in duplicates:
                 # Kafka answers every copy of a partition listed twice with INVALID_REQUEST.
                 error, ts, offset, epoch = ErrorCode.INVALID_REQUEST, -1, -1, -1
             else:

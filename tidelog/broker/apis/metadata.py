@@ -15,6 +15,7 @@ from tidelog.broker.apis._shared import CLUSTER_OPERATIONS, TOPIC_OPERATIONS
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
+from tidelog.security.authorizer import TOPIC, Op, authorize, authorize_cluster, authorized_names
 from tidelog.storage import TopicPartition
 
 API_KEY = 3
@@ -75,7 +76,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     requested = request.topics
     entries: list[Any] = []
     if requested is None or (v == 0 and not requested):
-        entries = [topic_entry(ctx, cls, info, include_topic_ops) for info in topics.topics()]
+        all_topics = list(topics.topics())
+        describable = authorized_names(ctx, Op.DESCRIBE, TOPIC, [info.name for info in all_topics])
+        entries = [topic_entry(ctx, cls, info, include_topic_ops) for info in all_topics if info.name in describable]
     else:
         allow_create = v < 4 or bool(request.allow_auto_topic_creation)
         seen: set[Any] = set()
@@ -90,6 +93,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 info = topics.by_id(topic_id.bytes) if topic_id != ZERO_UUID else None
                 if info is None:
                     entries.append(error_entry(cls, ErrorCode.UNKNOWN_TOPIC_ID, None, topic_id))
+                elif not authorize(ctx, Op.DESCRIBE, TOPIC, info.name):
+                    entries.append(error_entry(cls, ErrorCode.TOPIC_AUTHORIZATION_FAILED, None, topic_id))
                 else:
                     entries.append(topic_entry(ctx, cls, info, include_topic_ops))
                 continue
@@ -115,6 +120,9 @@ def _named_topic(ctx: RequestContext, cls: Any, name: str, allow_create: bool, i
     from tidelog.broker.topics import validate_topic_name
 
     topics = ctx.broker.topics
+    # KafkaApis.getTopicMetadata: DESCRIBE to see a topic, CREATE (cluster or topic) to auto-create it
+    if not authorize(ctx, Op.DESCRIBE, TOPIC, name):
+        return error_entry(cls, ErrorCode.TOPIC_AUTHORIZATION_FAILED, name)
     info = topics.get(name)
     if info is not None:
         return topic_entry(ctx, cls, info, include_ops)
@@ -124,6 +132,8 @@ def _named_topic(ctx: RequestContext, cls: Any, name: str, allow_create: bool, i
         return error_entry(cls, int(exc.code), name)
     if not (allow_create and ctx.broker.config.auto_create_topics_enable):
         return error_entry(cls, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name)
+    if not (authorize_cluster(ctx, Op.CREATE) or authorize(ctx, Op.CREATE, TOPIC, name)):
+        return error_entry(cls, ErrorCode.TOPIC_AUTHORIZATION_FAILED, name)
     try:
         info = _auto_create(ctx, name)
     except KafkaError as exc:

@@ -11,6 +11,7 @@ from tidelog.broker.context import RequestContext
 from tidelog.coordinator.group import OffsetAndMetadata
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
+from tidelog.security.authorizer import GROUP, TOPIC, Op, authorize
 from tidelog.storage import TopicPartition
 
 API_KEY = 8
@@ -36,6 +37,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     order: list[tuple[str, list[int]]] = []
     errors: dict[TopicPartition, int] = {}
     offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+    # KafkaApis.handleOffsetCommitRequest: READ on the group, then READ per topic
+    group_ok = authorize(ctx, Op.READ, GROUP, request.group_id or "")
     ids: dict[str, Any] = {}  # v10: the name each entry was resolved to -> the topic id asked for
     for index, topic in enumerate(request.topics or []):
         name = topic.name if version < 10 else _name_for_id(ctx, topic.topic_id)
@@ -45,8 +48,15 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         if version >= 10:
             ids[name] = topic.topic_id
         order.append((name, [p.partition_index for p in topic.partitions or []]))
+        readable = group_ok and (unknown_id or authorize(ctx, Op.READ, TOPIC, name))
         for p in topic.partitions or []:
             tp = TopicPartition(name, p.partition_index)
+            if not group_ok:
+                errors[tp] = ErrorCode.GROUP_AUTHORIZATION_FAILED
+                continue
+            if not readable:
+                errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             if unknown_id:
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_ID
                 continue

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from tidelog.broker.apis._shared import coordinator
+from tidelog.broker.apis._shared import check_group, coordinator
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
+from tidelog.security.authorizer import TOPIC, Op, authorized_names
 from tidelog.storage import TopicPartition
 
 API_KEY = 47
@@ -18,8 +19,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     T = cls.OffsetDeleteResponseTopic
     requested = [(t.name, [p.partition_index for p in t.partitions or []]) for t in request.topics or []]
     partitions = [TopicPartition(name, i) for name, idx in requested for i in idx]
+    # KafkaApis.handleOffsetDeleteRequest: DELETE on the group, READ per topic
+    readable = authorized_names(ctx, Op.READ, TOPIC, [name for name, _ in requested])
+    denied = {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED for tp in partitions if tp.topic not in readable}
     try:
-        error, errors = coordinator(ctx).delete_offsets(request.group_id, partitions)
+        check_group(ctx, Op.DELETE, request.group_id)
+        error, errors = coordinator(ctx).delete_offsets(request.group_id,
+                                                        [tp for tp in partitions if tp not in denied])
+        errors = {**errors, **denied}
     except KafkaError as e:
         error, errors = e.code, {}
     if error != ErrorCode.NONE:

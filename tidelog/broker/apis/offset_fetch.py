@@ -13,6 +13,7 @@ from tidelog.broker.apis._shared import coordinator
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
+from tidelog.security.authorizer import GROUP, TOPIC, Op, authorize, authorized_names
 from tidelog.storage import TopicPartition
 
 API_KEY = 9
@@ -25,14 +26,25 @@ def _fetch(ctx: RequestContext, group_id: str, topics: list[Any] | None, require
            ) -> tuple[int, list[tuple[str, list[Partition]]]]:
     """(group error, [(topic, [partition entries])]) in request order. With `require_stable` (v7+, KIP-447) a
     partition with offsets pending in an open transaction answers UNSTABLE_OFFSET_COMMIT; the client retries."""
+    # KafkaApis.handleOffsetFetchRequest: DESCRIBE on the group; DESCRIBE per topic (requested topics the
+    # principal may not describe answer TOPIC_AUTHORIZATION_FAILED, "all topics" leaves them out)
+    if not authorize(ctx, Op.DESCRIBE, GROUP, group_id or ""):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, []
     partitions = None
+    denied: list[TopicPartition] = []
     if topics is not None:
         partitions = [TopicPartition(t.name, i) for t in topics for i in t.partition_indexes or []]
+        describable = authorized_names(ctx, Op.DESCRIBE, TOPIC, {tp.topic for tp in partitions})
+        denied = [tp for tp in partitions if tp.topic not in describable]
+        partitions = [tp for tp in partitions if tp.topic in describable]
     try:
         groups = coordinator(ctx)
         error, offsets = groups.fetch_offsets(group_id, partitions)
     except KafkaError as e:
         return e.code, []
+    if topics is None:
+        describable = authorized_names(ctx, Op.DESCRIBE, TOPIC, {tp.topic for tp in offsets})
+        offsets = {tp: om for tp, om in offsets.items() if tp.topic in describable}
     by_topic: dict[str, list[Partition]] = defaultdict(list)
     for tp, om in offsets.items():
         if require_stable and groups.has_pending_txn_offsets(group_id, tp):
@@ -41,6 +53,8 @@ def _fetch(ctx: RequestContext, group_id: str, topics: list[Any] | None, require
             by_topic[tp.topic].append((tp.partition, -1, -1, "", ErrorCode.NONE))
         else:
             by_topic[tp.topic].append((tp.partition, om.offset, om.leader_epoch, om.metadata, ErrorCode.NONE))
+    for tp in denied:
+        by_topic[tp.topic].append((tp.partition, -1, -1, "", ErrorCode.TOPIC_AUTHORIZATION_FAILED))
     return error, list(by_topic.items())
 
 
@@ -105,6 +119,6 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     return cls(throttle_time_ms=0, error_code=error, topics=[
         T(name=name, partitions=[
             T.OffsetFetchResponsePartition(partition_index=p, committed_offset=off, committed_leader_epoch=epoch,
-                                           metadata=meta, error_code=perr if version >= 2 else error)
+                                           metadata=meta, error_code=perr if version >= 2 or perr else error)
             for p, off, epoch, meta, perr in parts])
         for name, parts in topics])

@@ -11,6 +11,7 @@ from tidelog.broker.apis._shared import check_leader_epoch
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import response_class
+from tidelog.security.authorizer import TOPIC, Op, authorized_names
 from tidelog.storage import TopicPartition
 
 if TYPE_CHECKING:
@@ -42,13 +43,16 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     T = cls.OffsetForLeaderTopicResult
     P = T.EpochEndOffset
     topics = []
+    describable = authorized_names(ctx, Op.DESCRIBE, TOPIC, [t.topic for t in request.topics or []])
     for topic in request.topics or []:
         partitions = []
         for p in topic.partitions or []:
             error = ErrorCode.NONE
             epoch, end_offset = UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
             log_obj = ctx.broker.topics.log(TopicPartition(topic.topic, p.partition))
-            if log_obj is None:
+            if topic.topic not in describable:  # KafkaApis.handleOffsetForLeaderEpochRequest
+                error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif log_obj is None:
                 error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 error = check_leader_epoch(log_obj, p.current_leader_epoch)

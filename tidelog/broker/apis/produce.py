@@ -24,6 +24,7 @@ from tidelog.protocol.record_batch import (
     read_header,
 )
 from tidelog.protocol.records import ZSTD
+from tidelog.security.authorizer import TOPIC, TRANSACTIONAL_ID, Op, authorize, authorized_names
 from tidelog.storage import TopicPartition
 from tidelog.storage.log import Log, LogAppendInfo
 
@@ -126,12 +127,20 @@ async def _flush(ctx: RequestContext, pending: list[tuple[Log, LogAppendInfo, _P
 async def handle(ctx: RequestContext, request: Any) -> Any | None:
     acks = request.acks
     results: list[tuple[str, list[tuple[int, _PartitionResult]]]] = []
+    # KafkaApis.handleProduceRequest: WRITE on the transactional id, then WRITE per topic
+    transactional_id = getattr(request, "transactional_id", None)
+    txn_denied = transactional_id is not None and not authorize(ctx, Op.WRITE, TRANSACTIONAL_ID, transactional_id)
+    writable = authorized_names(ctx, Op.WRITE, TOPIC, [t.name for t in request.topic_data or []])
     pending: list[tuple[Log, LogAppendInfo, _PartitionResult]] = []
     for topic in request.topic_data or []:
         partitions = []
         for p in topic.partition_data or []:
             tp = TopicPartition(topic.name, p.index)
-            if acks not in (-1, 0, 1):
+            if txn_denied:
+                result = _PartitionResult(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+            elif topic.name not in writable:
+                result = _PartitionResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            elif acks not in (-1, 0, 1):
                 result = _PartitionResult(ErrorCode.INVALID_REQUIRED_ACKS)
             else:
                 try:

@@ -1,0 +1,6 @@
+"""Security: TLS listeners, SASL authentication and ACL authorization with Kafka's config names and semantics.
+
+`listener_config` resolves a listener's settings (`listener.name.<l>.*` overrides), `ssl_context` builds the
+stdlib SSLContext, `sasl/` holds the mechanism servers, `authenticator` drives a connection's authentication
+phase, `scram_store`/`acl_store` keep credentials and ACLs durable, `authorizer` is Kafka's StandardAuthorizer.
+"""

@@ -1,0 +1,201 @@
+"""Kafka's StandardAuthorizer (and AclAuthorizer, same semantics on one node): super.users,
+allow.everyone.if.no.acl.found, LITERAL / PREFIXED / wildcard ACLs, host filters, DENY over ALLOW, implied
+operations (READ/WRITE/DELETE/ALTER imply DESCRIBE, ALTER_CONFIGS implies DESCRIBE_CONFIGS).
+
+Handlers enter it with one call (`authorize`, `authorized_names`, `authorize_by_resource_type`); without an
+authorizer configured each is a single attribute check that answers True.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from tidelog.config.definitions import ConfigError
+from tidelog.security.acl_store import (
+    WILDCARD_HOST,
+    WILDCARD_PRINCIPAL,
+    WILDCARD_RESOURCE,
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AclStore,
+    PatternType,
+    ResourceType,
+)
+from tidelog.security.principal import ANONYMOUS
+
+if TYPE_CHECKING:
+    from tidelog.broker.context import RequestContext
+
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+ACL_AUTHORIZER = "kafka.security.authorizer.AclAuthorizer"
+AUTHORIZER_CLASSES = (STANDARD_AUTHORIZER, ACL_AUTHORIZER, "kafka.security.auth.SimpleAclAuthorizer")
+
+# AclEntry.supportedOperations implications for ALLOW rules (a DENY only denies its own operation or ALL).
+_IMPLIED_BY: dict[AclOperation, frozenset[AclOperation]] = {
+    AclOperation.DESCRIBE: frozenset({AclOperation.DESCRIBE, AclOperation.READ, AclOperation.WRITE,
+                                      AclOperation.DELETE, AclOperation.ALTER, AclOperation.ALL}),
+    AclOperation.DESCRIBE_CONFIGS: frozenset({AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS,
+                                              AclOperation.ALL}),
+}
+
+CLUSTER = ResourceType.CLUSTER
+TOPIC = ResourceType.TOPIC
+GROUP = ResourceType.GROUP
+TRANSACTIONAL_ID = ResourceType.TRANSACTIONAL_ID
+Op = AclOperation
+
+
+def _allows(acl_op: AclOperation, op: AclOperation) -> bool:
+    implied = _IMPLIED_BY.get(op)
+    return acl_op in implied if implied is not None else acl_op in (op, AclOperation.ALL)
+
+
+class StandardAuthorizer:
+    def __init__(self, store: AclStore, super_users: Iterable[str], allow_if_no_acl: bool) -> None:
+        self.store = store
+        self.super_users = frozenset(super_users)
+        self.allow_everyone_if_no_acl_found = allow_if_no_acl
+        self._literal: dict[tuple[ResourceType, str], list[AclBinding]] = {}
+        self._prefixed: dict[ResourceType, list[AclBinding]] = {}
+        self._index(store.acls())
+        store.listeners.append(self._index)
+
+    @classmethod
+    def from_config(cls, config: Any, store: AclStore) -> StandardAuthorizer:
+        name = str(config.get("authorizer.class.name") or "")
+        if name not in AUTHORIZER_CLASSES:
+            raise ConfigError(f"authorizer.class.name {name} is not supported: use {STANDARD_AUTHORIZER} "
+                              f"or {ACL_AUTHORIZER}")
+        supers = [s.strip() for s in str(config.get("super.users") or "").split(";") if s.strip()]
+        return cls(store, supers, bool(config.get("allow.everyone.if.no.acl.found")))
+
+    def _index(self, acls: list[AclBinding]) -> None:
+        literal: dict[tuple[ResourceType, str], list[AclBinding]] = {}
+        prefixed: dict[ResourceType, list[AclBinding]] = {}
+        for acl in acls:
+            if acl.pattern_type == PatternType.LITERAL:
+                literal.setdefault((acl.resource_type, acl.resource_name), []).append(acl)
+            elif acl.pattern_type == PatternType.PREFIXED:
+                prefixed.setdefault(acl.resource_type, []).append(acl)
+        self._literal, self._prefixed = literal, prefixed  # swapped whole: readers never see a partial index
+
+    def _matching(self, resource_type: ResourceType, name: str) -> list[AclBinding]:
+        found = list(self._literal.get((resource_type, name), ()))
+        if name != WILDCARD_RESOURCE:
+            found += self._literal.get((resource_type, WILDCARD_RESOURCE), ())
+        found += [a for a in self._prefixed.get(resource_type, ()) if name.startswith(a.resource_name)]
+        return found
+
+    def authorize(self, principal: str, host: str, op: AclOperation, resource_type: ResourceType,
+                  name: str) -> bool:
+        if principal in self.super_users:
+            return True
+        acls = self._matching(resource_type, name)
+        if not acls:
+            return self.allow_everyone_if_no_acl_found
+        allowed = False
+        for acl in acls:
+            if acl.principal not in (principal, WILDCARD_PRINCIPAL) or acl.host not in (host, WILDCARD_HOST):
+                continue
+            if acl.permission_type == AclPermissionType.DENY:
+                if acl.operation in (op, AclOperation.ALL):
+                    return False  # DENY wins over every ALLOW
+            elif not allowed and _allows(acl.operation, op):
+                allowed = True
+        return allowed
+
+    def authorize_by_resource_type(self, principal: str, host: str, op: AclOperation,
+                                   resource_type: ResourceType) -> bool:
+        """Kafka's Authorizer.authorizeByResourceType (KIP-679): is `op` allowed on at least one resource of the
+        type — an ALLOW rule not cancelled by a DENY on the same or a covering pattern."""
+        if principal in self.super_users:
+            return True
+        denied_literal: set[str] = set()
+        denied_prefixes: list[str] = []
+        allows: list[AclBinding] = []
+        for acl in self.store.acls():
+            if acl.resource_type != resource_type:
+                continue
+            if acl.principal not in (principal, WILDCARD_PRINCIPAL) or acl.host not in (host, WILDCARD_HOST):
+                continue
+            if acl.permission_type == AclPermissionType.DENY and acl.operation in (op, AclOperation.ALL):
+                if acl.pattern_type == PatternType.LITERAL:
+                    if acl.resource_name == WILDCARD_RESOURCE:
+                        return False
+                    denied_literal.add(acl.resource_name)
+                else:
+                    denied_prefixes.append(acl.resource_name)
+            elif acl.permission_type == AclPermissionType.ALLOW and _allows(acl.operation, op):
+                allows.append(acl)
+        for acl in allows:
+            covered = any(acl.resource_name.startswith(p) for p in denied_prefixes)
+            if acl.pattern_type == PatternType.LITERAL:
+                covered = covered or acl.resource_name in denied_literal
+            if not covered:
+                return True
+        # Nothing explicitly allowed: what an unknown resource of the type would get (allow.everyone...).
+        return self.authorize(principal, host, op, resource_type, "__tidelog_no_such_resource__")
+
+
+# --- the calls handlers make ---
+
+def _principal(ctx: RequestContext) -> str:
+    session = ctx.session
+    return str(session.principal) if session is not None else str(ANONYMOUS)
+
+
+def authorize(ctx: RequestContext, op: AclOperation, resource_type: ResourceType, name: str) -> bool:
+    """May the request's principal perform `op` on the resource? True when no authorizer is configured."""
+    authorizer = ctx.broker.security.authorizer
+    if authorizer is None:
+        return True
+    return bool(authorizer.authorize(_principal(ctx), ctx.client_host, op, resource_type, name))
+
+
+def authorize_cluster(ctx: RequestContext, op: AclOperation) -> bool:
+    from tidelog.security.acl_store import CLUSTER_NAME
+
+    return authorize(ctx, op, ResourceType.CLUSTER, CLUSTER_NAME)
+
+
+def authorized_names(ctx: RequestContext, op: AclOperation, resource_type: ResourceType,
+                     names: Iterable[str]) -> set[str]:
+    """The subset of `names` the principal may `op` (all of them without an authorizer)."""
+    authorizer = ctx.broker.security.authorizer
+    if authorizer is None:
+        return set(names)
+    principal = _principal(ctx)
+    return {n for n in names if authorizer.authorize(principal, ctx.client_host, op, resource_type, n)}
+
+
+def authorize_by_resource_type(ctx: RequestContext, op: AclOperation, resource_type: ResourceType) -> bool:
+    authorizer = ctx.broker.security.authorizer
+    if authorizer is None:
+        return True
+    return bool(authorizer.authorize_by_resource_type(_principal(ctx), ctx.client_host, op, resource_type))
+
+
+_CONFIG_TOPIC, _CONFIG_BROKER, _CONFIG_BROKER_LOGGER, _CONFIG_GROUP = 2, 4, 8, 32  # ConfigResource.Type
+
+
+def check_config_resource(ctx: RequestContext, config_resource_type: int, name: str, alter: bool) -> None:
+    """KafkaApis / ConfigHelper: DESCRIBE_CONFIGS (ALTER_CONFIGS to change) on the topic, group or cluster
+    (BROKER_LOGGER: DESCRIBE / ALTER_CONFIGS on the cluster). Raises KafkaError with Kafka's code."""
+    if ctx.broker.security.authorizer is None:
+        return
+    from tidelog.protocol.errors import ErrorCode, KafkaError
+
+    op = Op.ALTER_CONFIGS if alter else Op.DESCRIBE_CONFIGS
+    if config_resource_type == _CONFIG_TOPIC:
+        if not authorize(ctx, op, TOPIC, name):
+            raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, None)
+    elif config_resource_type == _CONFIG_GROUP:
+        if not authorize(ctx, op, GROUP, name):
+            raise KafkaError(ErrorCode.GROUP_AUTHORIZATION_FAILED, None)
+    else:
+        if config_resource_type == _CONFIG_BROKER_LOGGER and not alter:
+            op = Op.DESCRIBE
+        if not authorize_cluster(ctx, op):
+            raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
