@@ -222,5 +222,11 @@ def test_any_mutation_gives_a_kafka_error_or_a_valid_result(data: st.DataObject)
     else:
         h = read_header(result.records)
         assert h.base_offset == 5 and crc_is_valid(result.records, 0, h)
-        # accepted means readable: a client's decoder walks every record of it without error
-        assert len(list(DefaultRecordBatch(bytes(result.records)))) == h.records_count
+        # accepted means readable: a client's decoder walks every record of it without error. Header keys are
+        # strings that Kafka decodes leniently (invalid UTF-8 becomes U+FFFD); kafka-python decodes strictly, so
+        # such a batch is counted with our own record iterator instead.
+        try:
+            count = len(list(DefaultRecordBatch(bytes(result.records))))
+        except UnicodeDecodeError:
+            count = len(list(iter_records(bytes(result.records), 0)))
+        assert count == h.records_count
