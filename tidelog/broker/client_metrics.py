@@ -210,11 +210,11 @@ class ClientMetricsManager:
 
     # --- client instances ---
 
-    def _selectors(self, instance_id: uuid.UUID, client_id: str, host: str, port: int) -> dict[str, str]:
+    def _selectors(self, instance_id: uuid.UUID, client_id: str, host: str, port: int | None) -> dict[str, str]:
         return {"client_instance_id": str(instance_id), "client_id": client_id, "client_software_name": "",
                 "client_software_version": "", "client_source_address": host, "client_source_port": str(port) if port else ""}
 
-    def _instance(self, instance_id: uuid.UUID, client_id: str, host: str, port: int) -> ClientInstance:
+    def _instance(self, instance_id: uuid.UUID, client_id: str, host: str, port: int | None) -> ClientInstance:
         now = self.clock.milliseconds()
         self._expire(now)
         current = self._instances.get(instance_id)
@@ -250,7 +250,7 @@ class ClientMetricsManager:
                 self._series.pop(iid, None)
 
     def get_subscriptions(self, instance_id: uuid.UUID | None, client_id: str, host: str,
-                          port: int) -> tuple[ErrorCode, ClientInstance]:
+                          port: int | None) -> tuple[ErrorCode, ClientInstance]:
         if instance_id is None or instance_id.int == 0:
             instance_id = uuid.uuid4()
             while instance_id in self._instances:
@@ -265,7 +265,7 @@ class ClientMetricsManager:
         return error, instance
 
     def push(self, instance_id: uuid.UUID | None, subscription_id: int, terminating: bool, compression: int,
-             metrics: bytes, client_id: str, host: str, port: int) -> ErrorCode:
+             metrics: bytes, client_id: str, host: str, port: int | None) -> ErrorCode:
         """ClientMetricsManager.processPushTelemetryRequest: validate, then decode and keep the metrics."""
         if instance_id is None or instance_id.int == 0:
             return ErrorCode.INVALID_REQUEST

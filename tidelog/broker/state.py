@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tidelog.broker.endpoints import ListenerEndpoints
 from tidelog.broker.client_metrics import ClientMetricsManager, create_client_metrics_manager
+from tidelog.broker.endpoints import ListenerEndpoints
 from tidelog.broker.features import FeatureControl
 from tidelog.broker.fetch_session import FetchSessionCache, create_fetch_session_cache
 from tidelog.broker.metrics import BrokerMetrics
