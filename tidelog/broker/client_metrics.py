@@ -37,6 +37,7 @@ TELEMETRY_MAX_BYTES = 1024 * 1024  # Kafka's telemetry.max.bytes default
 # ClientMetricsManager.getSupportedCompressionTypes: every CompressionType but NONE, in enum order
 ACCEPTED_COMPRESSION_TYPES = (1, 2, 3, 4)
 _MAX_SERIES_PER_CLIENT = 5000  # a client pushing more distinct series is cut off (bounded broker memory)
+_MAX_INSTANCES = 16384  # Kafka's ClientMetricsManager.CACHE_MAX_SIZE: least recently seen instances go first
 
 
 def _split_list(value: str) -> list[str]:
@@ -166,6 +167,7 @@ class ClientMetricsManager:
         self._configs: dict[str, dict[str, str]] = {}
         self._subscriptions: dict[str, Subscription] = {}
         self._version = 0
+        self._next_expiry_ms = 0
         self._instances: dict[uuid.UUID, ClientInstance] = {}
         self._series: dict[uuid.UUID, _ClientSeries] = {}
         self._lock = threading.Lock()  # the Prometheus scrape reads series on its own thread
@@ -241,9 +243,17 @@ class ClientMetricsManager:
         return instance
 
     def _expire(self, now: int) -> None:
-        # Kafka's instance cache expiry: an instance idle for 3 push intervals (at least a minute) is dropped
+        # Kafka's instance cache expiry: an instance idle for 3 push intervals (at least a minute) is dropped;
+        # beyond the cache size, the least recently seen ones. Checked at most once a second.
+        if now < self._next_expiry_ms and len(self._instances) < _MAX_INSTANCES:
+            return
+        self._next_expiry_ms = now + 1000
         dead = [iid for iid, inst in self._instances.items()
                 if now - inst.last_seen_ms > max(3 * inst.push_interval_ms, 60_000)]
+        excess = len(self._instances) - len(dead) - (_MAX_INSTANCES - 1)
+        if excess > 0:
+            alive = sorted((inst.last_seen_ms, iid) for iid, inst in self._instances.items() if iid not in dead)
+            dead += [iid for _, iid in alive[:excess]]
         for iid in dead:
             del self._instances[iid]
             with self._lock:

@@ -18,14 +18,19 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     manager = ctx.broker.client_metrics
     error, instance = manager.get_subscriptions(request.client_instance_id, ctx.client_id or "",
                                                 ctx.client_host, None)
-    return response_class(API_KEY)[ctx.api_version](
+    response_cls = response_class(API_KEY)[ctx.api_version]
+    if error is not ErrorCode.NONE:  # KafkaApis answers an error with the response's defaults
+        return response_cls(throttle_time_ms=0, error_code=int(error), client_instance_id=None, subscription_id=0,
+                            accepted_compression_types=[], push_interval_ms=0, telemetry_max_bytes=0,
+                            delta_temporality=False, requested_metrics=[])
+    return response_cls(
         throttle_time_ms=0,
-        error_code=int(error),
+        error_code=0,
         client_instance_id=instance.instance_id,
         subscription_id=instance.subscription_id,
         accepted_compression_types=list(ACCEPTED_COMPRESSION_TYPES),
         push_interval_ms=instance.push_interval_ms,
         telemetry_max_bytes=manager.telemetry_max_bytes,
         delta_temporality=True,  # ClientMetricsManager always asks for delta temporality
-        requested_metrics=list(instance.metrics) if error is ErrorCode.NONE or instance.metrics else [],
+        requested_metrics=list(instance.metrics),
     )
