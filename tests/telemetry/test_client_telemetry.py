@@ -68,6 +68,13 @@ def otlp_gauge(name: str, value: float) -> bytes:
     return _ld(1, _ld(2, _ld(2, metric)))
 
 
+def kafka_uuid(value: uuid.UUID) -> str:
+    """Kafka's Uuid.toString: URL-safe base64 without padding."""
+    import base64
+
+    return base64.urlsafe_b64encode(value.bytes).decode().rstrip("=")
+
+
 def scrape(broker: Any) -> str:
     metrics = broker.state.metrics
     deadline = time.monotonic() + 60
@@ -128,7 +135,7 @@ def test_push_errors_and_metrics_on_prometheus() -> None:
         body = scrape(broker)
         line = [x for x in body.splitlines()
                 if x.startswith("tidelog_client_org_apache_kafka_producer_record_queue_time_avg{")]
-        assert line and f'client_instance_id="{instance}"' in line[0] and 'client_id="wire-1"' in line[0]
+        assert line and f'client_instance_id="{kafka_uuid(instance)}"' in line[0] and 'client_id="wire-1"' in line[0]
         assert 'node_id="1"' in line[0] and line[0].endswith(" 2.5")
         # unsupported codec (checked after the push-interval check, as Kafka does): a fresh instance
         fresh = get_subs(wire, None)

@@ -329,9 +329,11 @@ class ClientMetricsManager:
                     series.value = point.value
 
     def snapshot(self) -> list[tuple[str, str, str, tuple[tuple[str, str], ...], str, bool, float]]:
-        """(instance id, client id, metric, attributes, kind, monotonic, value) of every series."""
+        """(instance id as Kafka prints it, client id, metric, attributes, kind, monotonic, value) per series."""
+        from tidelog.storage.checkpoints import uuid_to_base64
+
         with self._lock:
-            return [(str(iid), cs.client_id, metric, attrs, s.kind, s.monotonic, s.value)
+            return [(uuid_to_base64(iid.bytes), cs.client_id, metric, attrs, s.kind, s.monotonic, s.value)
                     for iid, cs in self._series.items() for (metric, attrs), s in cs.series.items()]
 
 
