@@ -142,6 +142,9 @@ def test_push_errors_and_metrics_on_prometheus() -> None:
         assert push(wire, fresh.client_instance_id, fresh.subscription_id, codec=9) == 76
         # after UNSUPPORTED_COMPRESSION_TYPE the client may ask for its subscription again at once
         assert get_subs(wire, fresh.client_instance_id).error_code == 0
+        # undecodable payload (not gzip): INVALID_RECORD
+        bad = get_subs(wire, None)
+        assert push(wire, bad.client_instance_id, bad.subscription_id, b"not gzip", codec=GZIP) == 87
         # too large: a fresh instance, payload over telemetry.max.bytes
         other = get_subs(wire, None)
         big = b"\x00" * (other.telemetry_max_bytes + 1)
@@ -190,3 +193,26 @@ def test_librdkafka_pushes_metrics_to_prometheus() -> None:
         producer.flush(10)
         assert found, "librdkafka pushed no metrics"
         assert any("client_instance_id=" in x for x in found)
+
+
+def test_delta_sums_accumulate_as_counters() -> None:
+    from tidelog.clock import ManualClock
+
+    from .test_otlp import otlp_sum
+
+    clock = ManualClock()
+    with run_broker(overrides={"metrics.port": 0}, clock=clock) as broker, KafkaWire(broker.bootstrap) as wire:
+        assert alter(wire, "sums", {"metrics": "org.apache.kafka.", "interval.ms": "1000"}).error_code == 0
+        sub = get_subs(wire, None)
+        payload = otlp_sum("org.apache.kafka.producer.record.send.total", 5, 1, True)
+        assert push(wire, sub.client_instance_id, sub.subscription_id, payload) == 0
+        clock.advance(1000)
+        assert push(wire, sub.client_instance_id, sub.subscription_id, payload) == 0
+        ignored = otlp_sum("other.metric", 1, 1, True)  # not under the requested prefix
+        clock.advance(1000)
+        assert push(wire, sub.client_instance_id, sub.subscription_id, ignored) == 0
+        body = scrape(broker)
+        assert "# TYPE tidelog_client_org_apache_kafka_producer_record_send_total counter" in body
+        [line] = [x for x in body.splitlines() if x.startswith("tidelog_client_org_apache_kafka_producer_record_send")]
+        assert line.endswith(" 10.0")
+        assert "tidelog_client_other_metric" not in body
