@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tidelog.broker.client_metrics import ClientMetricsManager, create_client_metrics_manager
 from tidelog.broker.endpoints import ListenerEndpoints
 from tidelog.broker.features import FeatureControl
 from tidelog.broker.fetch_session import FetchSessionCache, create_fetch_session_cache
@@ -59,6 +60,7 @@ class BrokerState:
     features: FeatureControl
     quotas: QuotaManagers
     security: BrokerSecurity  # listeners' TLS/SASL, SCRAM users, ACLs, authorizer
+    client_metrics: ClientMetricsManager  # KIP-714 subscriptions and pushed client metrics
     cluster_id: str = ""
     fault_hooks: FaultHooks = NO_FAULTS  # storage.fault_hooks: tests inject faults at named steps
     txn_coordinator: TransactionCoordinator | None = None  # built right after the state (it reads the state)
@@ -168,6 +170,7 @@ def build_broker_state(config: BrokerConfig, clock: Clock | None = None, *,
         quotas=create_quota_managers(config, clock, metrics),
         fault_hooks=hooks,
         security=security or BrokerSecurity(config, clock),
+        client_metrics=create_client_metrics_manager(config, clock, metrics),
     )
     state.features.ensure_saved()
     state.txn_coordinator = create_transaction_coordinator(state)

@@ -66,6 +66,9 @@ _MESSAGES: dict[int, tuple[str, str, str]] = {
     # not in kafka-python 3.0.12: tidelog's own codecs from Kafka's JSON schemas (absolute module name)
     68: ("tidelog.protocol.kip848", "ConsumerGroupHeartbeatRequest", "ConsumerGroupHeartbeatResponse"),
     69: ("tidelog.protocol.kip848", "ConsumerGroupDescribeRequest", "ConsumerGroupDescribeResponse"),
+    71: ("tidelog.protocol.telemetry", "GetTelemetrySubscriptionsRequest", "GetTelemetrySubscriptionsResponse"),
+    72: ("tidelog.protocol.telemetry", "PushTelemetryRequest", "PushTelemetryResponse"),
+    74: ("tidelog.protocol.telemetry", "ListConfigResourcesRequest", "ListConfigResourcesResponse"),
     65: ("admin.transactions", "DescribeTransactionsRequest", "DescribeTransactionsResponse"),
     66: ("admin.transactions", "ListTransactionsRequest", "ListTransactionsResponse"),
     75: ("admin.topics", "DescribeTopicPartitionsRequest", "DescribeTopicPartitionsResponse"),

@@ -84,6 +84,10 @@ API_TABLE: tuple[ApiEntry, ...] = (
     ApiEntry(ApiKey.DELETE_ACLS, "delete_acls", 1, 3),
     ApiEntry(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, "describe_user_scram_credentials", 0, 0),
     ApiEntry(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, "alter_user_scram_credentials", 0, 0),
+    # client telemetry (KIP-714, tidelog.broker.client_metrics); 74 v0 was ListClientMetricsResources
+    ApiEntry(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, "get_telemetry_subscriptions", 0, 0),
+    ApiEntry(ApiKey.PUSH_TELEMETRY, "push_telemetry", 0, 0),
+    ApiEntry(ApiKey.LIST_CONFIG_RESOURCES, "list_config_resources", 0, 1),
 )
 
 # Module names of the registered APIs (kept for tools that list them).

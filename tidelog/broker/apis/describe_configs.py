@@ -14,6 +14,7 @@ from tidelog.broker.apis._shared import (
     check_broker_name,
     topic_info,
 )
+from tidelog.broker.client_metrics import CLIENT_METRICS, INTERVAL_MS_CONFIG, MATCH_CONFIG, METRICS_CONFIG
 from tidelog.broker.context import RequestContext
 from tidelog.config import topic_config
 from tidelog.config.definitions import ConfigEntry, ConfigSource, ConfigType
@@ -48,6 +49,15 @@ def _logger_entries(names: list[str] | None) -> list[ConfigEntry]:
     return entries
 
 
+def _client_metrics_entries(ctx: RequestContext, name: str, keys: list[str] | None) -> list[ConfigEntry]:
+    """ConfigHelper: the subscription's stored configs (none for an unknown name), source CLIENT_METRICS_CONFIG."""
+    if not name:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, "Client metrics subscription name must not be empty")
+    types = {METRICS_CONFIG: ConfigType.LIST, MATCH_CONFIG: ConfigType.LIST, INTERVAL_MS_CONFIG: ConfigType.INT}
+    return [ConfigEntry(key, value, ConfigSource.CLIENT_METRICS_CONFIG, type=types.get(key, ConfigType.UNKNOWN))
+            for key, value in sorted(ctx.broker.client_metrics.configs(name).items()) if not keys or key in keys]
+
+
 def _entries(ctx: RequestContext, resource: Any, include_synonyms: bool, include_doc: bool) -> list[ConfigEntry]:
     keys = list(resource.configuration_keys) if resource.configuration_keys else None
     if resource.resource_type == TOPIC:
@@ -59,6 +69,8 @@ def _entries(ctx: RequestContext, resource: Any, include_synonyms: bool, include
     if resource.resource_type == BROKER_LOGGER:
         check_broker_name(ctx, resource.resource_name, allow_default=False)
         return _logger_entries(keys)
+    if resource.resource_type == CLIENT_METRICS:
+        return _client_metrics_entries(ctx, resource.resource_name or "", keys)
     raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type: {resource.resource_type}")
 
 

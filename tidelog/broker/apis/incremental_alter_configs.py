@@ -18,6 +18,7 @@ from tidelog.broker.apis._shared import (
     check_broker_name,
     topic_info,
 )
+from tidelog.broker.client_metrics import CLIENT_METRICS, INTERVAL_MS_CONFIG, MATCH_CONFIG, METRICS_CONFIG
 from tidelog.broker.context import RequestContext
 from tidelog.config.broker_defs import BROKER_CONFIG_DEFS
 from tidelog.config.definitions import ConfigType, to_string
@@ -135,8 +136,24 @@ def _alter_loggers(ctx: RequestContext, resource: Any, validate_only: bool) -> N
             logger.setLevel(logging.NOTSET if level is None else level)
 
 
+def _alter_client_metrics(ctx: RequestContext, resource: Any, validate_only: bool) -> None:
+    # ClientMetricsConfigs: `metrics` and `match` are lists (APPEND/SUBTRACT allowed), `interval.ms` an int
+    manager = ctx.broker.client_metrics
+    name = resource.resource_name or ""
+
+    def type_of(config_name: str) -> ConfigType | None:
+        if config_name in (METRICS_CONFIG, MATCH_CONFIG):
+            return ConfigType.LIST
+        return ConfigType.INT if config_name == INTERVAL_MS_CONFIG else None
+
+    new = apply_ops(manager.configs(name), resource.configs, type_of, lambda _name: "", ErrorCode.INVALID_REQUEST)
+    manager.set_configs(name, new, validate_only)
+
+
 def _alter_one(ctx: RequestContext, resource: Any, validate_only: bool) -> None:
-    if resource.resource_type == TOPIC:
+    if resource.resource_type == CLIENT_METRICS:
+        _alter_client_metrics(ctx, resource, validate_only)
+    elif resource.resource_type == TOPIC:
         _alter_topic(ctx, resource, validate_only)
     elif resource.resource_type == BROKER:
         _alter_broker(ctx, resource, validate_only)

@@ -1,0 +1,36 @@
+"""GetTelemetrySubscriptions (key 71), v0 (KIP-714): the client's instance id (a new one for the zero uuid)
+and what its matching CLIENT_METRICS subscriptions ask it to push (Kafka's ClientMetricsManager)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tidelog.broker.client_metrics import ACCEPTED_COMPRESSION_TYPES
+from tidelog.broker.context import RequestContext
+from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.messages import response_class
+
+API_KEY = 71
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    # KafkaApis handles it without an ACL check: every client may ask for its subscription
+    manager = ctx.broker.client_metrics
+    error, instance = manager.get_subscriptions(request.client_instance_id, ctx.client_id or "",
+                                                ctx.client_host, None)
+    response_cls = response_class(API_KEY)[ctx.api_version]
+    if error is not ErrorCode.NONE:  # KafkaApis answers an error with the response's defaults
+        return response_cls(throttle_time_ms=0, error_code=int(error), client_instance_id=None, subscription_id=0,
+                            accepted_compression_types=[], push_interval_ms=0, telemetry_max_bytes=0,
+                            delta_temporality=False, requested_metrics=[])
+    return response_cls(
+        throttle_time_ms=0,
+        error_code=0,
+        client_instance_id=instance.instance_id,
+        subscription_id=instance.subscription_id,
+        accepted_compression_types=list(ACCEPTED_COMPRESSION_TYPES),
+        push_interval_ms=instance.push_interval_ms,
+        telemetry_max_bytes=manager.telemetry_max_bytes,
+        delta_temporality=True,  # ClientMetricsManager always asks for delta temporality
+        requested_metrics=list(instance.metrics),
+    )

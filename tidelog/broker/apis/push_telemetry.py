@@ -1,0 +1,19 @@
+"""PushTelemetry (key 72), v0 (KIP-714): a client's OTLP metrics for its subscription, checked as Kafka's
+ClientMetricsManager does (stale subscription id, too early, codec, size, push after `terminating`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tidelog.broker.context import RequestContext
+from tidelog.protocol.messages import response_class
+
+API_KEY = 72
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    error = ctx.broker.client_metrics.push(
+        request.client_instance_id, request.subscription_id, bool(request.terminating), request.compression_type,
+        bytes(request.metrics or b""), ctx.client_id or "", ctx.client_host, None,
+    )
+    return response_class(API_KEY)[ctx.api_version](throttle_time_ms=0, error_code=int(error))
