@@ -29,18 +29,17 @@ from tidelog.security.manager import BrokerSecurity
 if TYPE_CHECKING:
     from tidelog.broker.faults import FaultInjector
     from tidelog.broker.state import BrokerState
-    from tidelog.storage.fault_hooks import FaultHooks
 
 log = logging.getLogger(__name__)
 
 
 class Server:
     def __init__(self, config: BrokerConfig, clock: Clock | None = None, registry: ApiRegistry | None = None,
-                 faults: FaultInjector | None = None, fault_hooks: FaultHooks | None = None) -> None:
+                 faults: FaultInjector | None = None) -> None:
         self.config = config
         self.clock = clock
-        self.faults = faults  # tidelog.broker.faults: scripted errors/latency for tests; None in production
-        self.fault_hooks = fault_hooks  # tidelog.storage.fault_hooks: named storage/coordinator steps; tests only
+        # tidelog.broker.faults: scripted errors, latency and internal-step hooks for tests; None in production
+        self.faults = faults
         self.registry = registry or ApiRegistry()
         self.endpoints = ListenerEndpoints(config)
         self.metrics = BrokerMetrics()
@@ -129,7 +128,7 @@ class Server:
 
         state = build_broker_state(self.config, self.clock, endpoints=self.endpoints, metrics=self.metrics,
                                    registry=self.registry, features=self.features,
-                                   fault_hooks=self.fault_hooks, security=self.security)
+                                   fault_hooks=self.faults, security=self.security)
         self.state = state  # visible to start()'s clean-up even if loading fails below
         state.load_logs()
         self.registry.load()
