@@ -151,7 +151,7 @@ def _tp(p: int) -> Any:
                                   FaultPoint.ALTER_DIR_FUTURE_RENAMED, FaultPoint.ALTER_DIR_CURRENT_DELETED])
 def test_crash_at_each_move_step(tmp_path: Path, step: FaultPoint) -> None:
     a, b = tmp_path / "data" / "a", tmp_path / "data" / "b"
-    broker = BrokerProcess(tmp_path / "data" / "a", overrides={"log.dirs": f"{a},{b}"},
+    broker = BrokerProcess(tmp_path / "data" / "a", overrides={"log.dirs": f"{a},{b}", "log.segment.delete.delay.ms": 0},
                            args=["--crash-at", str(step)])
     broker.start()
     try:
@@ -179,5 +179,9 @@ def test_crash_at_each_move_step(tmp_path: Path, step: FaultPoint) -> None:
         names = [n for d in (a, b) for n in os.listdir(d) if n.startswith(TOPIC)]
         assert names.count(f"{TOPIC}-0") == 1 and (target / f"{TOPIC}-0").is_dir()
         assert not any(n.endswith("-future") for n in names)
+        deadline = time.monotonic() + 30  # a leftover `-delete` dir goes after file.delete.delay.ms (0 here)
+        while any(n.endswith("-delete") for d in (a, b) for n in os.listdir(d)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not any(n.endswith("-delete") for d in (a, b) for n in os.listdir(d))
     finally:
         broker.kill()

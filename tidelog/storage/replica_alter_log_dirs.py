@@ -229,10 +229,16 @@ class ReplicaAlterLogDirsManager:
             os.replace(future.path, final_path)
             fsync_dir(future.target_dir)
             hooks.at(FaultPoint.ALTER_DIR_FUTURE_RENAMED, tp)
-            # Loaded as after an unclean shutdown from the active segment on: its indexes are rebuilt.
-            new_log = Log.load(final_path, tp, source.config, self.manager.clock, source.topic_id,
-                               had_clean_shutdown=False, recovery_point=active_base,
-                               log_start_offset=log_start, **self.manager.log_kwargs())
+            try:
+                # Loaded as after an unclean shutdown from the active segment on: its indexes are rebuilt.
+                new_log = Log.load(final_path, tp, source.config, self.manager.clock, source.topic_id,
+                                   had_clean_shutdown=False, recovery_point=active_base,
+                                   log_start_offset=log_start, **self.manager.log_kwargs())
+            except BaseException:
+                # The source stays in use and keeps appending: this copy must not win at the next start-up.
+                shutil.rmtree(final_path, ignore_errors=True)
+                fsync_dir(future.target_dir)
+                raise
             new_log.leader_epoch = source.leader_epoch
             source_dir = source.dir
             source_log_dir = self.manager.log_dir_of(tp)
