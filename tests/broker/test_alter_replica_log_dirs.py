@@ -5,6 +5,7 @@ exactly one complete copy in use after the restart, which finishes the move."""
 from __future__ import annotations
 
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -69,6 +70,16 @@ def create_topic(bootstrap: str, partitions: int = 2) -> None:
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     try:
         admin.create_topics([NewTopic(TOPIC, partitions, 1, topic_configs={"segment.bytes": "20000"})])
+    finally:
+        admin.close()
+
+
+def delete_records(bootstrap: str, before: int) -> None:
+    from kafka import KafkaAdminClient, TopicPartition
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.delete_records({TopicPartition(TOPIC, 0): before})
     finally:
         admin.close()
 
@@ -140,6 +151,46 @@ def test_cluster_alter_is_authorized(tmp_path: Path) -> None:
         assert broker.state.log_manager.preferred_log_dirs() == {}  # nothing recorded, nothing moved
 
 
+class HoldAt:
+    """Fault hooks that hold the move's worker thread at one point until released."""
+
+    def __init__(self, point: FaultPoint) -> None:
+        self.point = point
+        self.reached = threading.Event()
+        self.release = threading.Event()
+
+    def at(self, point: FaultPoint, subject: object = None) -> None:
+        if point == self.point:
+            self.reached.set()
+            assert self.release.wait(60)
+
+
+def test_describe_log_dirs_shows_the_future_replica_while_moving(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    hooks = HoldAt(FaultPoint.ALTER_DIR_FUTURE_COPIED)
+    with run_broker(tmp_path / "unused", overrides={"log.dirs": f"{a},{b}"}, fault_hooks=hooks) as broker:
+        create_topic(broker.bootstrap)
+        source = str(broker.state.log_manager.log_dir_of(_tp(0)))
+        target = str(b) if source == str(a) else str(a)
+        produce(broker.bootstrap, 0, 300)
+        assert alter(broker.bootstrap, {target: [(TOPIC, 0)]}) == {(TOPIC, 0): 0}
+        assert hooks.reached.wait(60)
+        try:
+            dirs = describe(broker.bootstrap)
+            assert (TOPIC, 0, False) in dirs[source] and (TOPIC, 0, False) not in dirs[target]
+            # everything appended so far is copied; the swap waits
+            assert dirs[target][(TOPIC, 0, True)] == (dirs[source][(TOPIC, 0, False)][0], 0)
+            produce(broker.bootstrap, 300, 50)  # appends go on while the future replica is held back
+            dirs = describe(broker.bootstrap)
+            size, lag = dirs[target][(TOPIC, 0, True)]
+            assert 0 < size < dirs[source][(TOPIC, 0, False)][0] and lag == 50
+        finally:
+            hooks.release.set()
+        wait_moved(broker.bootstrap, target)
+        assert not any(k[2] for d in describe(broker.bootstrap).values() for k in d)
+        assert consume_all(broker.bootstrap) == expected(350)
+
+
 def _tp(p: int) -> Any:
     from tidelog.storage import TopicPartition
 
@@ -157,6 +208,7 @@ def test_crash_at_each_move_step(tmp_path: Path, step: FaultPoint) -> None:
     try:
         create_topic(broker.bootstrap, partitions=1)
         produce(broker.bootstrap, 0, 300)
+        delete_records(broker.bootstrap, 5)  # a log start inside the first segment survives the move
         source = a if (a / f"{TOPIC}-0").is_dir() else b
         target = b if source == a else a
         assert alter(broker.bootstrap, {str(target): [(TOPIC, 0)]}) == {(TOPIC, 0): 0}
@@ -173,9 +225,9 @@ def test_crash_at_each_move_step(tmp_path: Path, step: FaultPoint) -> None:
         broker.args = []
         broker.start()  # the restart completes (or redoes) the move
         wait_moved(broker.bootstrap, str(target))
-        assert consume_all(broker.bootstrap) == expected(300)
+        assert consume_all(broker.bootstrap) == expected(300)[5:]
         produce(broker.bootstrap, 300, 20)
-        assert consume_all(broker.bootstrap) == expected(320)
+        assert consume_all(broker.bootstrap) == expected(320)[5:]
         names = [n for d in (a, b) for n in os.listdir(d) if n.startswith(TOPIC)]
         assert names.count(f"{TOPIC}-0") == 1 and (target / f"{TOPIC}-0").is_dir()
         assert not any(n.endswith("-future") for n in names)

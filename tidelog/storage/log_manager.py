@@ -306,6 +306,22 @@ class LogManager:
             if cleaner is not None:
                 self.update_cleaner_checkpoint(tp, cleaner)
 
+    def checkpoint_moved_log_start(self, log_dir: Path, tp: TopicPartition, log_start: int, first_base: int) -> None:
+        """Before a moved copy gets its normal name in `log_dir`: its log start goes into that dir's checkpoint
+        too, so a crash before the swap completes does not bring back records DeleteRecords removed."""
+        with self._lock:
+            path = OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT_FILE)
+            entries = path.read_or_empty()
+            if log_start > first_base:
+                entries[tp] = log_start
+            else:
+                entries.pop(tp, None)
+            path.write(entries)
+
+    @property
+    def lock(self) -> threading.RLock:
+        return self._lock
+
     def is_log_dir_online(self, log_dir: Path) -> bool:
         return log_dir in self._lock_fds
 

@@ -121,12 +121,16 @@ class ReplicaAlterLogDirsManager:
 
     async def _run(self, future: FutureLog) -> None:
         hooks = self.manager.fault_hooks
+        cleaner = getattr(self.manager.retention, "cleaner", None)
+        paused = False
         try:
             source = self.manager.get_log(future.tp)
             if source is None:
                 return
+            if cleaner is not None:  # no cleaner swap while segments are copied (Kafka's abortAndPauseCleaning)
+                await asyncio.to_thread(cleaner.abort_and_pause_cleaning, future.tp)
+                paused = True
             await asyncio.to_thread(self._create_future_dir, future, source)
-            hooks.at(FaultPoint.ALTER_DIR_FUTURE_CREATED, future.tp)
             # Copy until only the active segment's tail is left, so the final step under the lock is short.
             while not future.cancelled:
                 source = self.manager.get_log(future.tp)
@@ -135,7 +139,8 @@ class ReplicaAlterLogDirsManager:
                 pending = await asyncio.to_thread(self._copy_pass, future, source, False)
                 if pending == 0:
                     break
-            hooks.at(FaultPoint.ALTER_DIR_FUTURE_COPIED, future.tp)
+            # Hooks of the copy run on a worker thread: a test may hold the move there while the loop serves.
+            await asyncio.to_thread(hooks.at, FaultPoint.ALTER_DIR_FUTURE_COPIED, future.tp)
             if future.cancelled:
                 return
             source = self.manager.get_log(future.tp)
@@ -149,6 +154,8 @@ class ReplicaAlterLogDirsManager:
             log.exception("moving %s to %s failed", future.tp, future.target_dir)
             shutil.rmtree(future.path, ignore_errors=True)
         finally:
+            if paused and cleaner is not None:
+                cleaner.resume_cleaning([future.tp])
             if self.futures.get(future.tp) is future:
                 del self.futures[future.tp]
 
@@ -157,6 +164,7 @@ class ReplicaAlterLogDirsManager:
         PartitionMetadataFile(future.path).write(source.topic_id)
         fsync_dir(future.path)
         fsync_dir(future.target_dir)
+        self.manager.fault_hooks.at(FaultPoint.ALTER_DIR_FUTURE_CREATED, future.tp)
 
     def _copy_pass(self, future: FutureLog, source: Log, final: bool) -> int:
         """Copy the source's files the future dir lacks or has stale copies of; returns how many files of
@@ -207,14 +215,16 @@ class ReplicaAlterLogDirsManager:
                 path = future.path / name
                 if name not in wanted and offset_from_file_name(name) is not None and path.is_file():
                     path.unlink()
-        future.copied_offset = next_offset if final else (active if active is not None else next_offset)
+        future.copied_offset = next_offset  # the active segment was copied up to this offset's batch end
         return copied
 
     def _complete(self, future: FutureLog, source: Log) -> None:
         """Catch up and swap under the source's lock (Kafka's replaceCurrentWithFutureLog)."""
         hooks = self.manager.fault_hooks
         tp = future.tp
-        with source.lock:
+        # The manager's lock too (taken first, as LogManager does): no periodic checkpoint of the target dir
+        # runs between its log-start entry for the moved copy and the swap.
+        with self.manager.lock, source.lock:
             source.flush()
             psm = source.producer_state_manager
             psm.map_end_offset = max(psm.map_end_offset, source.log_end_offset)
@@ -226,6 +236,9 @@ class ReplicaAlterLogDirsManager:
             active_base = source.active_segment.base_offset
             log_start = source.log_start_offset
             final_path = future.target_dir / tp.dir_name()
+            first = source.segments.first_segment
+            self.manager.checkpoint_moved_log_start(future.target_dir, tp, log_start,
+                                                    first.base_offset if first is not None else log_start)
             os.replace(future.path, final_path)
             fsync_dir(future.target_dir)
             hooks.at(FaultPoint.ALTER_DIR_FUTURE_RENAMED, tp)
