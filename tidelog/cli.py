@@ -120,6 +120,9 @@ def run_serve(args: argparse.Namespace) -> int:
         server = Server(config, faults=faults)
         try:
             await server.start(sock=sock)
+            from tidelog.broker.malloc_tuning import tune_malloc
+
+            tune_malloc()  # large request and fetch buffers reused from the heap, not mapped afresh each time
             if faults is not None and args.fault_control_port is not None:
                 from tidelog.broker.fault_control import FaultControlChannel
 
