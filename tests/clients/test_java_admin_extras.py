@@ -114,3 +114,84 @@ def test_kafka_python_describe_log_dirs(broker: Any) -> None:
     assert sorted(topics["kp-log-dirs"]) == [0, 1, 2, 3, 4]
     assert topics["kp-log-dirs"][0] == broker.call(
         lambda: broker.state.topics.log(TopicPartition("kp-log-dirs", 0)).size_in_bytes())
+
+
+MOVE_SRC = ROOT / "tests" / "java" / "LogDirsMove.java"
+
+
+def move_classpath(java_client: Any) -> str:
+    del java_client
+    digest = hashlib.sha256(MOVE_SRC.read_bytes()).hexdigest()[:12]
+    classes = CACHE / f"java-log-dirs-move-{digest}"
+    if not (classes / "LogDirsMove.class").is_file():
+        tmp = classes.with_suffix(f".tmp{os.getpid()}")
+        tmp.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["javac", "-cp", str(JAR_DIR / "kafka-clients.jar"), "-d", str(tmp), str(MOVE_SRC)],
+                       check=True, timeout=300)
+        if classes.exists():
+            subprocess.run(["rm", "-rf", str(tmp)], check=True)
+        else:
+            tmp.rename(classes)
+    return os.pathsep.join([str(classes), *(str(JAR_DIR / j) for j in JARS)])
+
+
+@pytest.mark.java
+@pytest.mark.slow
+def test_java_admin_moves_partition_between_log_dirs(tmp_path: Any, java_client: Any) -> None:
+    """alterReplicaLogDirs moves a partition online (kafka-python producing meanwhile); describeLogDirs and
+    describeReplicaLogDirs show it in the new dir; every record reads back, also after a restart."""
+    import threading
+
+    from kafka import KafkaConsumer, KafkaProducer
+    from kafka import TopicPartition as KTP
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    from tidelog.testing import run_broker
+
+    topic = "java-moving"
+    a, b = tmp_path / "a", tmp_path / "b"
+    overrides = {"log.dirs": f"{a},{b}"}
+
+    def produce(bootstrap: str, start: int, count: int) -> None:
+        producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", retries=20, enable_idempotence=True)
+        for i in range(start, start + count):
+            producer.send(topic, value=b"r%05d" % i + b"." * 300, partition=0)
+            if i % 20 == 0:
+                producer.flush(60)
+        producer.flush(60)
+        producer.close()
+
+    def consume(bootstrap: str) -> list[bytes]:
+        consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, consumer_timeout_ms=3000)
+        consumer.assign([KTP(topic, 0)])
+        consumer.seek_to_beginning(KTP(topic, 0))
+        values = [m.value[:6] for m in consumer]
+        consumer.close()
+        return values
+
+    with run_broker(tmp_path / "unused", overrides=overrides) as broker:
+        admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+        admin.create_topics([NewTopic(topic, 2, 1, topic_configs={"segment.bytes": "50000"})])
+        admin.close()
+        produce(broker.bootstrap, 0, 1000)
+        source = broker.state.log_manager.log_dir_of(TopicPartition(topic, 0))
+        target = str(b if source == a else a)
+        during = threading.Thread(target=produce, args=(broker.bootstrap, 1000, 500))
+        during.start()
+        cmd = ["java", *JVM_FLAGS, "-cp", move_classpath(java_client), "LogDirsMove", broker.bootstrap, topic,
+               target, str(tmp_path / "not-a-log-dir")]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+        during.join(120)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        steps = {d["step"]: d for d in (json.loads(ln) for ln in proc.stdout.splitlines() if ln.startswith("{"))}
+        assert [r[0] for r in steps["before"]["dirs"][str(source)]].count(f"{topic}-0") == 1
+        assert steps["alter"] == {"step": "alter", "p0": None, "p1": "LogDirNotFoundException"}
+        assert steps["replica"]["current"] == target and steps["replica"]["future"] is None
+        after = steps["after"]["dirs"]
+        assert f"{topic}-0" in [r[0] for r in after[target]] and not any(r[2] for rs in after.values() for r in rs)
+        assert f"{topic}-0" not in [r[0] for r in after[str(source)]]
+        produce(broker.bootstrap, 1500, 100)  # after the move
+        assert consume(broker.bootstrap) == [b"r%05d" % i for i in range(1600)]
+    with run_broker(tmp_path / "unused", overrides=overrides) as broker:
+        assert str(broker.state.log_manager.log_dir_of(TopicPartition(topic, 0))) == target
+        assert consume(broker.bootstrap) == [b"r%05d" % i for i in range(1600)]

@@ -109,6 +109,7 @@ class BrokerState:
         if self.txn_coordinator is not None:
             self.txn_coordinator.startup()
         self.cleaner.startup()
+        self.log_manager.alter_log_dirs.startup()  # resume AlterReplicaLogDirs moves (needs the loop)
 
     def shutdown(self) -> None:
         if not self._started:

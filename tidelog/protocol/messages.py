@@ -46,6 +46,7 @@ _MESSAGES: dict[int, tuple[str, str, str]] = {
     31: ("admin.acl", "DeleteAclsRequest", "DeleteAclsResponse"),
     32: ("admin.configs", "DescribeConfigsRequest", "DescribeConfigsResponse"),
     33: ("admin.configs", "AlterConfigsRequest", "AlterConfigsResponse"),
+    34: ("admin.cluster", "AlterReplicaLogDirsRequest", "AlterReplicaLogDirsResponse"),
     35: ("admin.cluster", "DescribeLogDirsRequest", "DescribeLogDirsResponse"),
     36: ("sasl", "SaslAuthenticateRequest", "SaslAuthenticateResponse"),
     37: ("admin.topics", "CreatePartitionsRequest", "CreatePartitionsResponse"),

@@ -22,6 +22,12 @@ class FaultPoint(StrEnum):
     BEFORE_CHECKPOINT = "before-checkpoint"  # the pass is done, cleaner-offset-checkpoint not yet written
     # Flush: just before a partition's segments are fsynced (subject: the TopicPartition).
     FSYNC = "fsync"
+    # AlterReplicaLogDirs move steps (Kafka's ReplicaAlterLogDirsThread / LogManager.replaceCurrentWithFutureLog),
+    # see docs/STORAGE.md "Moving a partition between log dirs" (subject: the TopicPartition).
+    ALTER_DIR_FUTURE_CREATED = "alter-dir-future-created"  # `-future` dir made, nothing copied yet
+    ALTER_DIR_FUTURE_COPIED = "alter-dir-future-copied"  # closed segments copied, source still appending
+    ALTER_DIR_FUTURE_RENAMED = "alter-dir-future-renamed"  # complete future renamed to the normal name
+    ALTER_DIR_CURRENT_DELETED = "alter-dir-current-deleted"  # old dir renamed `-delete`, not yet removed
 
 
 class FaultHooks(Protocol):

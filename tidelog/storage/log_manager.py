@@ -48,6 +48,7 @@ from tidelog.storage.log_file_utils import (
     fsync_dir,
     parse_topic_partition_name,
 )
+from tidelog.storage.replica_alter_log_dirs import ReplicaAlterLogDirsManager
 from tidelog.storage.retention import RetentionTask
 from tidelog.storage.scheduler import Scheduler
 
@@ -55,6 +56,9 @@ log = logging.getLogger(__name__)
 
 
 APPEND_FLUSH_THREADS = 4
+# Where AlterReplicaLogDirs asked each partition to live (Kafka keeps LogManager.preferredLogDirs in memory;
+# persisted here so a restart completes the move): `<topic> <partition> 0` lines in the preferred dir.
+PREFERRED_LOG_DIR_CHECKPOINT_FILE = "preferred-log-dir-checkpoint"
 
 
 class LogDirLockedError(Exception):
@@ -124,6 +128,8 @@ class LogManager:
         self.checkpoint_interval_ms = checkpoint_interval_ms
         self._stop = threading.Event()
         self._background: threading.Thread | None = None
+        self._preferred_dirs: dict[TopicPartition, Path] = {}
+        self.alter_log_dirs = ReplicaAlterLogDirsManager(self)
 
     # --- deferred append flushes ------------------------------------------------------------------------
 
@@ -151,6 +157,8 @@ class LogManager:
             log_dir.mkdir(parents=True, exist_ok=True)
             self._lock_dir(log_dir)
             self._load_meta_properties(log_dir)
+        self._load_preferred_dirs()
+        self._resolve_interrupted_moves()
         for log_dir in self.log_dirs:
             self._load_dir(log_dir)
         self._started = True
@@ -220,6 +228,96 @@ class LogManager:
             props = ordered
         self._cluster_id = props["cluster.id"]
         self._meta[log_dir] = props
+
+    # --- preferred log dirs and interrupted moves (docs/STORAGE.md "Moving a partition between log dirs") --
+
+    def _load_preferred_dirs(self) -> None:
+        for log_dir in self.log_dirs:
+            for tp in OffsetCheckpointFile(log_dir / PREFERRED_LOG_DIR_CHECKPOINT_FILE).read_or_empty():
+                self._preferred_dirs[tp] = log_dir
+
+    def _write_preferred_dirs(self) -> None:
+        for log_dir in self.log_dirs:
+            entries = {tp: 0 for tp, d in self._preferred_dirs.items() if d == log_dir}
+            path = log_dir / PREFERRED_LOG_DIR_CHECKPOINT_FILE
+            if entries or path.exists():
+                OffsetCheckpointFile(path).write(entries)
+
+    def preferred_log_dirs(self) -> dict[TopicPartition, Path]:
+        return dict(self._preferred_dirs)
+
+    def maybe_update_preferred_log_dir(self, tp: TopicPartition, log_dir: Path) -> None:
+        """Kafka's LogManager.maybeUpdatePreferredLogDir, persisted before any file of the move exists."""
+        with self._lock:
+            if self._preferred_dirs.get(tp) != log_dir:
+                self._preferred_dirs[tp] = log_dir
+                self._write_preferred_dirs()
+
+    def _resolve_interrupted_moves(self) -> None:
+        """Before loading: a `-future` dir of an unfinished move is discarded (the move restarts from the
+        preferred dir); of two normal-named copies (crash between the swap's renames) the one in the
+        preferred dir is complete and stays, the other is removed."""
+        found: dict[TopicPartition, list[Path]] = {}
+        for log_dir in self.log_dirs:
+            for name in sorted(os.listdir(log_dir)):
+                path = log_dir / name
+                if not path.is_dir():
+                    continue
+                if name.endswith(FUTURE_DIR_SUFFIX):
+                    log.warning("discarding %s of an unfinished log dir move", path)
+                    shutil.rmtree(path, ignore_errors=True)
+                    continue
+                parsed = parse_topic_partition_name(name)
+                if parsed is not None and not name.endswith((DELETE_DIR_SUFFIX, STRAY_DIR_SUFFIX)):
+                    found.setdefault(TopicPartition(*parsed), []).append(log_dir)
+        for tp, dirs in found.items():
+            preferred = self._preferred_dirs.get(tp)
+            if len(dirs) < 2 or preferred not in dirs:
+                continue
+            for log_dir in dirs:
+                if log_dir != preferred:
+                    log.warning("removing %s: the move of %s to %s had completed", log_dir / tp.dir_name(), tp,
+                                preferred)
+                    shutil.rmtree(log_dir / tp.dir_name(), ignore_errors=True)
+                    fsync_dir(log_dir)
+
+    def replace_current_with_future_log(self, tp: TopicPartition, source: Log, new_log: Log, new_dir: Path,
+                                        old_dir: Path | None) -> None:
+        """Kafka's LogManager.replaceCurrentWithFutureLog, in memory: `new_log` (in `new_dir`) serves `tp`
+        from now on; readers waiting on the old log's appends now wait on the new one."""
+        with self._lock:
+            for listener in list(source._listeners):
+                new_log.add_append_listener(listener)
+            source.close_handlers()
+            self._register(tp, new_log, new_dir)
+            for log_dir in {new_dir, old_dir}:
+                if log_dir is not None:
+                    self._write_checkpoints(log_dir)
+            cleaner = self.cleaner_checkpoints().get(tp)
+            if cleaner is not None:
+                self.update_cleaner_checkpoint(tp, cleaner)
+
+    def checkpoint_moved_log_start(self, log_dir: Path, tp: TopicPartition, log_start: int, first_base: int) -> None:
+        """Before a moved copy gets its normal name in `log_dir`: its log start goes into that dir's checkpoint
+        too, so a crash before the swap completes does not bring back records DeleteRecords removed."""
+        with self._lock:
+            path = OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT_FILE)
+            entries = path.read_or_empty()
+            if log_start > first_base:
+                entries[tp] = log_start
+            else:
+                entries.pop(tp, None)
+            path.write(entries)
+
+    @property
+    def lock(self) -> threading.RLock:
+        return self._lock
+
+    def is_log_dir_online(self, log_dir: Path) -> bool:
+        return log_dir in self._lock_fds
+
+    def log_kwargs(self) -> dict[str, Any]:
+        return self._log_kwargs()
 
     def _load_dir(self, log_dir: Path) -> None:
         clean_file = log_dir / CLEAN_SHUTDOWN_FILE
@@ -298,6 +396,7 @@ class LogManager:
     def shutdown(self) -> None:
         """Flush and close every log, write all checkpoints, then `.kafka_cleanshutdown` per dir."""
         self.retention.shutdown()
+        self.alter_log_dirs.shutdown()
         self._stop.set()
         if self._background is not None:
             self._background.join()
@@ -360,6 +459,8 @@ class LogManager:
                 if d in counts:
                     counts[d] += 1
             log_dir = min(counts, key=lambda d: (counts[d], self.log_dirs.index(d)))
+            if self._preferred_dirs.get(tp) in counts:  # AlterReplicaLogDirs before the partition existed
+                log_dir = self._preferred_dirs[tp]
             path = log_dir / tp.dir_name()
             path.mkdir(parents=True, exist_ok=True)
             PartitionMetadataFile(path).write(topic_id)
@@ -371,6 +472,11 @@ class LogManager:
     def delete_log(self, tp: TopicPartition) -> None:
         """Rename the partition dir to `<topic>-<partition>.<uuid>-delete`, then remove it."""
         with self._lock:
+            future = self.alter_log_dirs.futures.get(tp)
+            if future is not None:
+                self.alter_log_dirs._abandon(future)
+            if self._preferred_dirs.pop(tp, None) is not None:
+                self._write_preferred_dirs()
             lg = self._logs.pop(tp, None)
             log_dir = self._log_dir_of.pop(tp, None)
             if lg is None or log_dir is None:

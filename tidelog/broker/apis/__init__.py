@@ -41,6 +41,7 @@ API_TABLE: tuple[ApiEntry, ...] = (
     ApiEntry(ApiKey.DESCRIBE_CLUSTER, "describe_cluster", 0, 2),
     ApiEntry(ApiKey.DELETE_RECORDS, "delete_records", 0, 2),
     # admin extras tools call (single node: nothing to reassign or elect)
+    ApiEntry(ApiKey.ALTER_REPLICA_LOG_DIRS, "alter_replica_log_dirs", 1, 2),
     ApiEntry(ApiKey.DESCRIBE_LOG_DIRS, "describe_log_dirs", 1, 5),
     ApiEntry(ApiKey.LIST_PARTITION_REASSIGNMENTS, "list_partition_reassignments", 0, 0),
     ApiEntry(ApiKey.ALTER_PARTITION_REASSIGNMENTS, "alter_partition_reassignments", 0, 1),

@@ -1,6 +1,6 @@
 """DescribeLogDirs (key 35): each log dir with the size of every partition it holds (Kafka's
-ReplicaManager.describeLogDirs). One replica per partition, so the offset lag is always 0 and nothing is a
-future replica; v4+ reports the dir's file-system total and usable bytes; v5 (KIP-1066) never a cordoned dir."""
+ReplicaManager.describeLogDirs). A partition being moved by AlterReplicaLogDirs also shows its future replica
+in the target dir (is_future_key, offset lag = LEO - copied offset); v4+ reports the dir's file-system total and usable bytes; v5 (KIP-1066) never a cordoned dir."""
 
 from __future__ import annotations
 
@@ -49,6 +49,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             continue
         by_dir.setdefault(log_dir, {}).setdefault(tp.topic, []).append(
             P(partition_index=tp.partition, partition_size=lg.size_in_bytes(), offset_lag=0, is_future_key=False))
+    for tp, future in sorted(manager.alter_log_dirs.future_logs().items()):
+        source = manager.get_log(tp)
+        if source is None or (wanted is not None and tp not in wanted):
+            continue
+        by_dir.setdefault(future.target_dir, {}).setdefault(tp.topic, []).append(
+            P(partition_index=tp.partition, partition_size=future.size_in_bytes(),
+              offset_lag=max(0, source.log_end_offset - future.copied_offset), is_future_key=True))
     results = []
     for log_dir, topics in by_dir.items():
         total, usable = _disk_space(log_dir)
