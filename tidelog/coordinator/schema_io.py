@@ -93,6 +93,9 @@ class SchemaReader:
         self.data = bytes(data)
         self.pos = 0
 
+    def at_end(self) -> bool:
+        return self.pos >= len(self.data)
+
     def take(self, n: int) -> bytes:
         if n < 0 or self.pos + n > len(self.data):
             raise RecordFormatError("truncated record")
