@@ -22,7 +22,7 @@ from tidelog.broker import fetch_session
 from tidelog.broker.apis._shared import check_leader_epoch
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode, KafkaError
-from tidelog.protocol.messages import response_class
+from tidelog.protocol.fetch_codec import FetchPartitionResponse, FetchResponseData, FetchTopicResponse
 from tidelog.protocol.record_batch import HEADER_SIZE, read_header
 from tidelog.protocol.records import ZSTD
 from tidelog.security.authorizer import TOPIC, Op, authorized_names
@@ -53,7 +53,7 @@ class _Partition:
     request: Any
     log: Log | None = None
     error: ErrorCode = ErrorCode.NONE
-    records: memoryview | bytes = b""  # a view of the segment mapping: copied only into the response
+    records: memoryview | bytes = b""  # read from the segment (os.pread): written to the socket as is
     high_watermark: int = -1
     last_stable_offset: int = -1
     log_start_offset: int = -1
@@ -164,7 +164,7 @@ def _read_partition(part: _Partition, log_obj: Log, params: _FetchParams, max_by
     except Exception:  # a storage bug answers this partition with an error instead of failing the request
         log.exception("fetch from %s-%d failed", part.name, part.request.partition)
         return ErrorCode.UNKNOWN_SERVER_ERROR
-    part.records = data  # no bytes(): the encoder copies the view straight into the response frame
+    part.records = data
     if params.version < ZSTD_MIN_VERSION and _has_zstd(part.records):
         # Fetch v10 is the first that may carry zstd batches (KIP-110); older readers get an error.
         part.records = b""
@@ -184,31 +184,27 @@ def _has_zstd(data: memoryview | bytes) -> bool:
     return False
 
 
+def _topic_key(key: Any, by_id: bool) -> str | bytes:
+    if not by_id:
+        return str(key)
+    return key.bytes if isinstance(key, uuid.UUID) else bytes(key or bytes(16))
+
+
 def _response(ctx: RequestContext, parts: list[_Partition], error: ErrorCode = ErrorCode.NONE,
-              session_id: int = INVALID_SESSION_ID) -> Any:
-    cls = response_class(API_KEY)[ctx.api_version]
-    T = cls.FetchableTopicResponse
-    P = T.PartitionData
-    A = P.AbortedTransaction
+              session_id: int = INVALID_SESSION_ID) -> FetchResponseData:
+    """Encoded by hand (protocol/fetch_codec.py) when written: the records stay separate pieces."""
     by_id = ctx.api_version >= TOPIC_ID_MIN_VERSION
-    topics: list[Any] = []
+    topics: list[FetchTopicResponse] = []
     last_key: Any = object()
     for part in parts:
         if part.topic_key != last_key or not topics:
             # consecutive partitions of one topic share a topic entry, as in the request
-            topic = T(topic_id=part.topic_key, partitions=[]) if by_id else T(topic=part.topic_key, partitions=[])
-            topics.append(topic)
+            topics.append(FetchTopicResponse(_topic_key(part.topic_key, by_id), []))
             last_key = part.topic_key
-        topics[-1].partitions.append(P(
-            partition_index=part.request.partition, error_code=part.error,
-            high_watermark=part.high_watermark, last_stable_offset=part.last_stable_offset,
-            log_start_offset=part.log_start_offset, diverging_epoch=None, current_leader=None,
-            snapshot_id=None,
-            aborted_transactions=None if part.aborted is None else
-            [A(producer_id=pid, first_offset=first) for pid, first in part.aborted],
-            preferred_read_replica=-1, records=part.records))
-    return cls(throttle_time_ms=0, error_code=error, session_id=session_id, responses=topics,
-               node_endpoints=[])
+        topics[-1].partitions.append(FetchPartitionResponse(
+            part.request.partition, part.error, part.high_watermark, part.last_stable_offset,
+            part.log_start_offset, part.aborted, part.records))
+    return FetchResponseData(ctx.api_version, int(error), session_id, topics)
 
 
 def _replica_id(request: Any) -> int:
