@@ -10,7 +10,6 @@ ConsumerProtocolAssignment. When the group moves on, its Heartbeat gets REBALANC
 
 from __future__ import annotations
 
-import struct
 import uuid
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -23,6 +22,7 @@ from tidelog.coordinator.group.consumer_group import (
     MemberState,
 )
 from tidelog.coordinator.group.member import JoinResult, SyncResult
+from tidelog.coordinator.schema_io import SchemaReader, SchemaWriter
 from tidelog.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -40,63 +40,38 @@ class Subscription:
     rack_id: str | None
 
 
-class _Reader:
-    def __init__(self, data: bytes) -> None:
-        self.data, self.pos = data, 0
-
-    def take(self, n: int) -> bytes:
-        if n < 0 or self.pos + n > len(self.data):
-            raise ValueError("truncated")
-        out = self.data[self.pos:self.pos + n]
-        self.pos += n
-        return out
-
-    def i16(self) -> int:
-        return int(struct.unpack(">h", self.take(2))[0])
-
-    def i32(self) -> int:
-        return int(struct.unpack(">i", self.take(4))[0])
-
-    def string(self) -> str | None:
-        n = self.i16()
-        return None if n < 0 else self.take(n).decode()
-
-    def done(self) -> bool:
-        return self.pos >= len(self.data)
-
-
 def parse_subscription(data: bytes) -> Subscription:
     """ConsumerProtocolSubscription v0-3: Topics, UserData, OwnedPartitions (v1+), GenerationId (v2+),
     RackId (v3+). Raises ValueError on malformed bytes."""
-    r = _Reader(bytes(data))
+    r = SchemaReader(data)
     version = r.i16()
     topics = [r.string() or "" for _ in range(max(0, r.i32()))]
-    n = r.i32()  # UserData
-    if n > 0:
-        r.take(n)
+    r.bytes_()  # UserData
     owned: dict[str, list[int]] = {}
     rack = None
-    if version >= 1 and not r.done():
+    if version >= 1 and not r.at_end():
         for _ in range(max(0, r.i32())):
             topic = r.string() or ""
             owned[topic] = [r.i32() for _ in range(max(0, r.i32()))]
-        if version >= 2 and not r.done():
+        if version >= 2 and not r.at_end():
             r.i32()  # GenerationId
-        if version >= 3 and not r.done():
+        if version >= 3 and not r.at_end():
             rack = r.string()
     return Subscription(version, topics, owned, rack)
 
 
 def encode_assignment(version: int, partitions: dict[str, list[int]]) -> bytes:
     """ConsumerProtocolAssignment (AssignedPartitions, UserData null) at the member's subscription version."""
-    out = bytearray(struct.pack(">hi", max(0, min(version, 3)), len(partitions)))
+    w = SchemaWriter()
+    w.i16(max(0, min(version, 3)))
+    w.array_len(len(partitions))
     for topic, parts in sorted(partitions.items()):
-        name = topic.encode()
-        out += struct.pack(">h", len(name)) + name + struct.pack(">i", len(parts))
+        w.string(topic)
+        w.array_len(len(parts))
         for p in sorted(parts):
-            out += struct.pack(">i", p)
-    out += struct.pack(">i", -1)
-    return bytes(out)
+            w.i32(p)
+    w.bytes_(None)  # UserData
+    return w.to_bytes()
 
 
 class ClassicMembers:
@@ -225,7 +200,7 @@ def parse_assignment(data: bytes) -> dict[str, list[int]]:
     """ConsumerProtocolAssignment (any version): AssignedPartitions by topic name."""
     if not data:
         return {}
-    r = _Reader(bytes(data))
+    r = SchemaReader(data)
     r.i16()
     out: dict[str, list[int]] = {}
     for _ in range(max(0, r.i32())):

@@ -19,11 +19,11 @@ tombstone. Key versions 9-15 and 17+ (share and streams groups) are not consumer
 
 from __future__ import annotations
 
-import struct
 import uuid
 from dataclasses import dataclass, field
 
 from tidelog.coordinator.group.assignors import Assignment
+from tidelog.coordinator.schema_io import RecordFormatError, SchemaReader, SchemaWriter
 
 GROUP_METADATA, PARTITION_METADATA, MEMBER_METADATA = 3, 4, 5
 TARGET_ASSIGNMENT_METADATA, TARGET_ASSIGNMENT_MEMBER, CURRENT_MEMBER_ASSIGNMENT = 6, 7, 8
@@ -32,120 +32,7 @@ CONSUMER_GROUP_KEY_VERSIONS = frozenset({*range(3, 9), REGULAR_EXPRESSION})
 _GROUP_ONLY = frozenset({GROUP_METADATA, PARTITION_METADATA, TARGET_ASSIGNMENT_METADATA})
 
 
-class ConsumerRecordError(ValueError):
-    pass
-
-
-# ------------------------------------------------------------------------------------------------ codec
-class _Out:
-    def __init__(self) -> None:
-        self.buf = bytearray()
-
-    def i8(self, v: int) -> None:
-        self.buf += struct.pack(">b", v)
-
-    def i16(self, v: int) -> None:
-        self.buf += struct.pack(">h", v)
-
-    def i32(self, v: int) -> None:
-        self.buf += struct.pack(">i", v)
-
-    def i64(self, v: int) -> None:
-        self.buf += struct.pack(">q", v)
-
-    def uvarint(self, v: int) -> None:
-        while v >= 0x80:
-            self.buf.append((v & 0x7F) | 0x80)
-            v >>= 7
-        self.buf.append(v)
-
-    def string(self, v: str) -> None:  # non-flexible (keys)
-        data = v.encode()
-        self.i16(len(data))
-        self.buf += data
-
-    def cstring(self, v: str | None) -> None:  # compact, nullable
-        if v is None:
-            self.uvarint(0)
-            return
-        data = v.encode()
-        self.uvarint(len(data) + 1)
-        self.buf += data
-
-    def cbytes(self, v: bytes) -> None:
-        self.uvarint(len(v) + 1)
-        self.buf += v
-
-    def alen(self, n: int) -> None:
-        self.uvarint(n + 1)
-
-    def uuid(self, v: uuid.UUID) -> None:
-        self.buf += v.bytes
-
-    def no_tags(self) -> None:
-        self.uvarint(0)
-
-
-class _In:
-    def __init__(self, data: bytes) -> None:
-        self.data = bytes(data)
-        self.pos = 0
-
-    def _take(self, n: int) -> bytes:
-        if n < 0 or self.pos + n > len(self.data):
-            raise ConsumerRecordError("truncated record")
-        out = self.data[self.pos:self.pos + n]
-        self.pos += n
-        return out
-
-    def i8(self) -> int:
-        return int(struct.unpack(">b", self._take(1))[0])
-
-    def i16(self) -> int:
-        return int(struct.unpack(">h", self._take(2))[0])
-
-    def i32(self) -> int:
-        return int(struct.unpack(">i", self._take(4))[0])
-
-    def i64(self) -> int:
-        return int(struct.unpack(">q", self._take(8))[0])
-
-    def uvarint(self) -> int:
-        shift = value = 0
-        while True:
-            b = self._take(1)[0]
-            value |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return value
-            shift += 7
-            if shift > 35:
-                raise ConsumerRecordError("varint too long")
-
-    def string(self) -> str:
-        n = self.i16()
-        if n < 0:
-            raise ConsumerRecordError("null string in key")
-        return self._take(n).decode()
-
-    def cstring(self) -> str | None:
-        n = self.uvarint()
-        return None if n == 0 else self._take(n - 1).decode()
-
-    def cbytes(self) -> bytes:
-        n = self.uvarint()
-        return b"" if n == 0 else self._take(n - 1)
-
-    def alen(self) -> int:
-        n = self.uvarint()
-        return 0 if n == 0 else n - 1
-
-    def uuid(self) -> uuid.UUID:
-        return uuid.UUID(bytes=self._take(16))
-
-    def skip_tags(self) -> None:
-        for _ in range(self.uvarint()):
-            self.uvarint()
-            self._take(self.uvarint())
+ConsumerRecordError = RecordFormatError  # the name callers catch; one error for every internal-topic record
 
 
 # ------------------------------------------------------------------------------------------------- keys
@@ -157,23 +44,23 @@ class ConsumerGroupKey:
 
 
 def encode_key(key: ConsumerGroupKey) -> bytes:
-    out = _Out()
+    out = SchemaWriter()
     out.i16(key.record_type)
     out.string(key.group_id)
     if key.record_type not in _GROUP_ONLY:
         assert key.member_id is not None
         out.string(key.member_id)
-    return bytes(out.buf)
+    return out.to_bytes()
 
 
 def decode_key(data: bytes) -> ConsumerGroupKey | None:
     """The key of a consumer-group record, or None for any other record type."""
-    r = _In(data)
+    r = SchemaReader(data)
     version = r.i16()
     if version not in CONSUMER_GROUP_KEY_VERSIONS:
         return None
-    group_id = r.string()
-    member_id = None if version in _GROUP_ONLY else r.string()
+    group_id = r.required_string()
+    member_id = None if version in _GROUP_ONLY else r.required_string()
     return ConsumerGroupKey(version, group_id, member_id)
 
 
@@ -215,42 +102,42 @@ class CurrentAssignmentValue:
     pending_revocation: Assignment = field(default_factory=dict)
 
 
-def _write_partitions(out: _Out, assignment: Assignment) -> None:
+def _write_partitions(out: SchemaWriter, assignment: Assignment) -> None:
     items = sorted(((t, sorted(ps)) for t, ps in assignment.items() if ps), key=lambda kv: str(kv[0]))
-    out.alen(len(items))
+    out.array_len(len(items), True)
     for topic_id, parts in items:
         out.uuid(topic_id)
-        out.alen(len(parts))
+        out.array_len(len(parts), True)
         for p in parts:
             out.i32(p)
         out.no_tags()
 
 
-def _read_partitions(r: _In) -> Assignment:
+def _read_partitions(r: SchemaReader) -> Assignment:
     result: Assignment = {}
-    for _ in range(r.alen()):
+    for _ in range(r.array_len(True)):
         topic_id = r.uuid()
-        result[topic_id] = {r.i32() for _ in range(r.alen())}
+        result[topic_id] = {r.i32() for _ in range(r.array_len(True))}
         r.skip_tags()
     return result
 
 
-def _value(version_body: _Out) -> bytes:
+def _value(version_body: SchemaWriter) -> bytes:
     version_body.no_tags()
-    return bytes(version_body.buf)
+    return version_body.to_bytes()
 
 
-def _start() -> _Out:
-    out = _Out()
+def _start() -> SchemaWriter:
+    out = SchemaWriter()
     out.i16(0)  # every value schema is at version 0
     return out
 
 
-def _open(data: bytes) -> _In:
-    r = _In(data)
+def _open(data: bytes) -> SchemaReader:
+    r = SchemaReader(data)
     version = r.i16()
     if version != 0:
-        raise ConsumerRecordError(f"unknown value version {version}")
+        raise RecordFormatError(f"unknown value version {version}")
     return r
 
 
@@ -267,12 +154,12 @@ def decode_epoch(data: bytes) -> int:
 
 def encode_partition_metadata(topics: list[TopicMetadata]) -> bytes:
     out = _start()
-    out.alen(len(topics))
+    out.array_len(len(topics), True)
     for t in sorted(topics, key=lambda t: t.name):
         out.uuid(t.topic_id)
-        out.cstring(t.name)
+        out.string(t.name, True)
         out.i32(t.num_partitions)
-        out.alen(0)  # PartitionMetadata: no rack information on one node
+        out.array_len(0, True)  # PartitionMetadata: no rack information on one node
         out.no_tags()
     return _value(out)
 
@@ -280,12 +167,12 @@ def encode_partition_metadata(topics: list[TopicMetadata]) -> bytes:
 def decode_partition_metadata(data: bytes) -> list[TopicMetadata]:
     r = _open(data)
     topics = []
-    for _ in range(r.alen()):
-        topic_id, name, n = r.uuid(), r.cstring(), r.i32()
-        for _ in range(r.alen()):  # PartitionMetadata [Partition, Racks []string]
+    for _ in range(r.array_len(True)):
+        topic_id, name, n = r.uuid(), r.string(True), r.i32()
+        for _ in range(r.array_len(True)):  # PartitionMetadata [Partition, Racks []string]
             r.i32()
-            for _ in range(r.alen()):
-                r.cstring()
+            for _ in range(r.array_len(True)):
+                r.string(True)
             r.skip_tags()
         r.skip_tags()
         topics.append(TopicMetadata(topic_id, name or "", n))
@@ -294,54 +181,49 @@ def decode_partition_metadata(data: bytes) -> list[TopicMetadata]:
 
 def encode_member_metadata(v: MemberMetadataValue) -> bytes:
     out = _start()
-    out.cstring(v.instance_id)
-    out.cstring(v.rack_id)
-    out.cstring(v.client_id)
-    out.cstring(v.client_host)
-    out.alen(len(v.subscribed_topic_names))
+    out.string(v.instance_id, True)
+    out.string(v.rack_id, True)
+    out.string(v.client_id, True)
+    out.string(v.client_host, True)
+    out.array_len(len(v.subscribed_topic_names), True)
     for name in v.subscribed_topic_names:
-        out.cstring(name)
-    out.cstring(v.subscribed_topic_regex)
+        out.string(name, True)
+    out.string(v.subscribed_topic_regex, True)
     out.i32(v.rebalance_timeout_ms)
-    out.cstring(v.server_assignor)
+    out.string(v.server_assignor, True)
     if v.classic is None:
         return _value(out)  # no ClassicMemberMetadata: a consumer-protocol member
-    tagged = _Out()
+    tagged = SchemaWriter()
     tagged.i32(v.classic[0])
-    tagged.alen(len(v.classic[1]))
+    tagged.array_len(len(v.classic[1]), True)
     for name, metadata in v.classic[1]:
-        tagged.cstring(name)
-        tagged.cbytes(metadata)
+        tagged.string(name, True)
+        tagged.bytes_(metadata, True)
         tagged.no_tags()
     tagged.no_tags()
-    out.uvarint(1)  # one tagged field
-    out.uvarint(0)  # tag 0
-    out.uvarint(len(tagged.buf))
-    out.buf += tagged.buf
-    return bytes(out.buf)
+    out.tagged_fields([(0, tagged.to_bytes())])
+    return out.to_bytes()
 
 
 def decode_member_metadata(data: bytes) -> MemberMetadataValue:
     r = _open(data)
-    instance_id, rack_id = r.cstring(), r.cstring()
-    client_id, client_host = r.cstring() or "", r.cstring() or ""
-    topics = [r.cstring() or "" for _ in range(r.alen())]
-    regex = r.cstring()
+    instance_id, rack_id = r.string(True), r.string(True)
+    client_id, client_host = r.string(True) or "", r.string(True) or ""
+    topics = [r.string(True) or "" for _ in range(r.array_len(True))]
+    regex = r.string(True)
     rebalance_timeout = r.i32()
-    assignor = r.cstring()
+    assignor = r.string(True)
     classic = None
-    for _ in range(r.uvarint()):
-        tag, size = r.uvarint(), r.uvarint()
-        body = r._take(size)
-        if tag == 0:
-            t = _In(body)
-            session_timeout = t.i32()
-            protocols = []
-            for _ in range(t.alen()):
-                name, metadata = t.cstring() or "", t.cbytes()
-                t.skip_tags()
-                protocols.append((name, metadata))
-            classic = (session_timeout, protocols)
+    body = r.tagged_fields().get(0)
+    if body is not None:
+        t = SchemaReader(body)
+        session_timeout = t.i32()
+        protocols = []
+        for _ in range(t.array_len(True)):
+            name, metadata = t.string(True) or "", t.bytes_(True) or b""
+            t.skip_tags()
+            protocols.append((name, metadata))
+        classic = (session_timeout, protocols)
     return MemberMetadataValue(instance_id, rack_id, client_id, client_host, topics, regex, rebalance_timeout,
                                assignor, classic)
 
@@ -380,9 +262,9 @@ def decode_current_assignment(data: bytes) -> CurrentAssignmentValue:
 
 def encode_regular_expression(v: RegularExpressionValue) -> bytes:
     out = _start()
-    out.alen(len(v.topics))
+    out.array_len(len(v.topics), True)
     for t in v.topics:
-        out.cstring(t)
+        out.string(t, True)
     out.i64(v.version)
     out.i64(v.timestamp)
     return _value(out)
@@ -390,7 +272,7 @@ def encode_regular_expression(v: RegularExpressionValue) -> bytes:
 
 def decode_regular_expression(data: bytes) -> RegularExpressionValue:
     r = _open(data)
-    topics = [r.cstring() or "" for _ in range(r.alen())]
+    topics = [r.string(True) or "" for _ in range(r.array_len(True))]
     version, timestamp = r.i64(), r.i64()
     r.skip_tags()
     return RegularExpressionValue(topics, version, timestamp)

@@ -473,6 +473,15 @@ class GroupCoordinator:
             return dict.fromkeys(offsets, error)
         group = self.manager.get_group(group_id)
         assert group is not None
+        result, valid = self._split_oversized_metadata(offsets)
+        if valid:
+            store_error = self.manager.store_offsets(group, valid)
+            result.update(dict.fromkeys(valid, store_error))
+        return result
+
+    def _split_oversized_metadata(self, offsets: dict[TopicPartition, OffsetAndMetadata]
+                                  ) -> tuple[dict[TopicPartition, int], dict[TopicPartition, OffsetAndMetadata]]:
+        """(OFFSET_METADATA_TOO_LARGE for each commit over offset.metadata.max.bytes, the commits to store)."""
         result: dict[TopicPartition, int] = {}
         valid: dict[TopicPartition, OffsetAndMetadata] = {}
         for tp, om in offsets.items():
@@ -480,10 +489,7 @@ class GroupCoordinator:
                 result[tp] = E.OFFSET_METADATA_TOO_LARGE
             else:
                 valid[tp] = om
-        if valid:
-            store_error = self.manager.store_offsets(group, valid)
-            result.update(dict.fromkeys(valid, store_error))
-        return result
+        return result, valid
 
     def _validate_commit(self, group_id: str, member_id: str, instance_id: str | None,
                          generation_id: int, unknown_group_error: int) -> int:
@@ -539,13 +545,7 @@ class GroupCoordinator:
             error = E.NONE
         if error != E.NONE:
             return dict.fromkeys(offsets, error)
-        result: dict[TopicPartition, int] = {}
-        valid: dict[TopicPartition, OffsetAndMetadata] = {}
-        for tp, om in offsets.items():
-            if len(om.metadata.encode()) > self.config.offset_metadata_max_bytes:
-                result[tp] = E.OFFSET_METADATA_TOO_LARGE
-            else:
-                valid[tp] = om
+        result, valid = self._split_oversized_metadata(offsets)
         if valid:
             store_error = self.manager.store_txn_offsets(group, producer_id, producer_epoch, valid)
             result.update(dict.fromkeys(valid, store_error))

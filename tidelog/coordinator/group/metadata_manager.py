@@ -85,14 +85,17 @@ class GroupMetadataManager:
     def store_group(self, group: GroupMetadata, assignments: dict[str, bytes] | None = None) -> ErrorCode:
         return self._append(group.group_id, [self.group_record(group, assignments)], for_commit=False)
 
+    @staticmethod
+    def offset_records(group_id: str, offsets: dict[TopicPartition, OffsetAndMetadata]) -> list[Record]:
+        """One OffsetCommit record per partition (the plain and the transactional commit write the same)."""
+        return [(rec.encode_offset_commit_key(rec.OffsetCommitKey(group_id, tp.topic, tp.partition)),
+                 rec.encode_offset_commit_value(rec.OffsetCommitValue(
+                     om.offset, om.leader_epoch, om.metadata, om.commit_timestamp, om.expire_timestamp)))
+                for tp, om in offsets.items()]
+
     def store_offsets(self, group: GroupMetadata, offsets: dict[TopicPartition, OffsetAndMetadata]) -> ErrorCode:
         """Append the commit records; on success the offsets become visible in the cache."""
-        records: list[Record] = []
-        for tp, om in offsets.items():
-            key = rec.encode_offset_commit_key(rec.OffsetCommitKey(group.group_id, tp.topic, tp.partition))
-            value = rec.encode_offset_commit_value(rec.OffsetCommitValue(
-                om.offset, om.leader_epoch, om.metadata, om.commit_timestamp, om.expire_timestamp))
-            records.append((key, value))
+        records = self.offset_records(group.group_id, offsets)
         error = self._append(group.group_id, records, for_commit=True)
         if error == ErrorCode.NONE:
             group.offsets.update(offsets)
@@ -103,12 +106,7 @@ class GroupMetadataManager:
         """TxnOffsetCommit: the records go to `__consumer_offsets` in a transactional batch of the producer;
         the offsets stay pending in the group until the marker that ends the transaction (Kafka's
         GroupMetadataManager.storeOffsets with a producer id + GroupMetadata.prepareTxnOffsetCommit)."""
-        records: list[Record] = []
-        for tp, om in offsets.items():
-            key = rec.encode_offset_commit_key(rec.OffsetCommitKey(group.group_id, tp.topic, tp.partition))
-            value = rec.encode_offset_commit_value(rec.OffsetCommitValue(
-                om.offset, om.leader_epoch, om.metadata, om.commit_timestamp, om.expire_timestamp))
-            records.append((key, value))
+        records = self.offset_records(group.group_id, offsets)
         if self.store is not None and records:
             try:
                 self.store.append(self.partition_for(group.group_id), records, producer_id, producer_epoch)

@@ -8,101 +8,16 @@ written by Kafka itself loads too. Key versions 3+ belong to KIP-848 groups and 
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass, field
+
+from tidelog.coordinator.schema_io import RecordFormatError as RecordFormatError  # callers catch it from here
+from tidelog.coordinator.schema_io import SchemaReader, SchemaWriter
 
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
 OFFSET_COMMIT_VALUE_VERSION = 3
 OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRE = 1
 GROUP_METADATA_VALUE_VERSION = 3
-
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
-
-
-class RecordFormatError(ValueError):
-    """A key or value that does not parse in any known schema version."""
-
-
-# ----------------------------------------------------------------------------------------------- encoding
-class _Writer:
-    def __init__(self) -> None:
-        self.buf = bytearray()
-
-    def i16(self, v: int) -> None:
-        self.buf += _I16.pack(v)
-
-    def i32(self, v: int) -> None:
-        self.buf += _I32.pack(v)
-
-    def i64(self, v: int) -> None:
-        self.buf += _I64.pack(v)
-
-    def string(self, v: str | None) -> None:
-        if v is None:
-            self.i16(-1)
-            return
-        raw = v.encode()
-        self.i16(len(raw))
-        self.buf += raw
-
-    def bytes_(self, v: bytes | None) -> None:
-        if v is None:
-            self.i32(-1)
-            return
-        self.i32(len(v))
-        self.buf += v
-
-
-class _Reader:
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-        self.pos = 0
-
-    def _take(self, n: int) -> bytes:
-        if n < 0 or self.pos + n > len(self.data):
-            raise RecordFormatError("truncated record")
-        out = self.data[self.pos : self.pos + n]
-        self.pos += n
-        return out
-
-    def i16(self) -> int:
-        return int(_I16.unpack(self._take(2))[0])
-
-    def i32(self) -> int:
-        return int(_I32.unpack(self._take(4))[0])
-
-    def i64(self) -> int:
-        return int(_I64.unpack(self._take(8))[0])
-
-    def uvarint(self) -> int:
-        shift = result = 0
-        while True:
-            b = self._take(1)[0]
-            result |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return result
-            shift += 7
-            if shift > 35:
-                raise RecordFormatError("varint too long")
-
-    def string(self, flexible: bool = False) -> str | None:
-        n = self.uvarint() - 1 if flexible else self.i16()
-        return None if n < 0 else self._take(n).decode()
-
-    def bytes_(self, flexible: bool = False) -> bytes | None:
-        n = self.uvarint() - 1 if flexible else self.i32()
-        return None if n < 0 else bytes(self._take(n))
-
-    def array_len(self, flexible: bool = False) -> int:
-        return self.uvarint() - 1 if flexible else self.i32()
-
-    def skip_tags(self) -> None:
-        for _ in range(self.uvarint()):
-            self.uvarint()
-            self._take(self.uvarint())
 
 
 # ------------------------------------------------------------------------------------------------- types
@@ -151,24 +66,24 @@ class GroupMetadataValue:
 
 # ------------------------------------------------------------------------------------------------- keys
 def encode_offset_commit_key(key: OffsetCommitKey) -> bytes:
-    w = _Writer()
+    w = SchemaWriter()
     w.i16(OFFSET_COMMIT_KEY_VERSION)
     w.string(key.group)
     w.string(key.topic)
     w.i32(key.partition)
-    return bytes(w.buf)
+    return w.to_bytes()
 
 
 def encode_group_metadata_key(key: GroupMetadataKey) -> bytes:
-    w = _Writer()
+    w = SchemaWriter()
     w.i16(GROUP_METADATA_KEY_VERSION)
     w.string(key.group)
-    return bytes(w.buf)
+    return w.to_bytes()
 
 
 def decode_key(data: bytes) -> OffsetCommitKey | GroupMetadataKey | None:
     """The key, or None for KIP-848 record types (key versions 3+) this coordinator does not use."""
-    r = _Reader(data)
+    r = SchemaReader(data)
     version = r.i16()
     if version in (0, 1):
         group, topic, partition = r.string(), r.string(), r.i32()
@@ -187,7 +102,7 @@ def decode_key(data: bytes) -> OffsetCommitKey | GroupMetadataKey | None:
 
 # ----------------------------------------------------------------------------------------------- values
 def encode_offset_commit_value(value: OffsetCommitValue) -> bytes:
-    w = _Writer()
+    w = SchemaWriter()
     if value.expire_timestamp >= 0:
         # Kafka keeps v1 for commits that asked for their own retention (OffsetCommit v2-4 retention_time_ms).
         w.i16(OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRE)
@@ -201,11 +116,11 @@ def encode_offset_commit_value(value: OffsetCommitValue) -> bytes:
         w.i32(value.leader_epoch)
         w.string(value.metadata)
         w.i64(value.commit_timestamp)
-    return bytes(w.buf)
+    return w.to_bytes()
 
 
 def decode_offset_commit_value(data: bytes) -> OffsetCommitValue:
-    r = _Reader(data)
+    r = SchemaReader(data)
     version = r.i16()
     if not 0 <= version <= 4:
         raise RecordFormatError(f"unknown offset commit value version {version}")
@@ -221,7 +136,7 @@ def decode_offset_commit_value(data: bytes) -> OffsetCommitValue:
 
 
 def encode_group_metadata_value(value: GroupMetadataValue) -> bytes:
-    w = _Writer()
+    w = SchemaWriter()
     w.i16(GROUP_METADATA_VALUE_VERSION)
     w.string(value.protocol_type)
     w.i32(value.generation)
@@ -238,11 +153,11 @@ def encode_group_metadata_value(value: GroupMetadataValue) -> bytes:
         w.i32(m.session_timeout)
         w.bytes_(m.subscription)
         w.bytes_(m.assignment)
-    return bytes(w.buf)
+    return w.to_bytes()
 
 
 def decode_group_metadata_value(data: bytes) -> GroupMetadataValue:
-    r = _Reader(data)
+    r = SchemaReader(data)
     version = r.i16()
     if not 0 <= version <= 4:
         raise RecordFormatError(f"unknown group metadata value version {version}")

@@ -12,8 +12,8 @@ from typing import Any, NamedTuple, Protocol
 
 from tidelog.clock import Clock
 from tidelog.coordinator.group.config import GroupCoordinatorConfig
+from tidelog.coordinator.internal_topic import iter_stored_batches
 from tidelog.protocol.errors import ErrorCode, KafkaError
-from tidelog.protocol.record_batch import iter_batches
 from tidelog.protocol.records import Record, iter_records
 from tidelog.protocol.records import build_batch as records_build_batch
 from tidelog.storage import TopicPartition
@@ -21,7 +21,6 @@ from tidelog.storage import TopicPartition
 log = logging.getLogger(__name__)
 
 GROUP_METADATA_TOPIC_NAME = "__consumer_offsets"
-_READ_CHUNK = 1 << 20
 
 
 def java_string_hash(s: str) -> int:
@@ -115,29 +114,15 @@ class TopicOffsetsStore:
         if info is None:
             return
         self.num_partitions = info.partitions
-        for partition in range(info.partitions):
-            log_ = self._topics.log(TopicPartition(GROUP_METADATA_TOPIC_NAME, partition))
-            if log_ is None:
+        for batch in iter_stored_batches(self._topics, GROUP_METADATA_TOPIC_NAME, info.partitions):
+            header, partition = batch.header, batch.partition
+            if header.is_control:
+                if header.producer_id >= 0 and header.base_offset >= batch.fetch_offset:
+                    yield StoredRecord(partition, b"", None, header.producer_id,
+                                       _is_commit_marker(batch.data, batch.pos))
                 continue
-            offset, end = log_.log_start_offset, log_.high_watermark
-            while offset < end:
-                data = bytes(log_.read(offset, _READ_CHUNK, end, True))
-                next_offset = offset
-                for pos, header in iter_batches(data):
-                    next_offset = max(next_offset, header.next_offset)
-                    if header.is_control:
-                        if header.producer_id >= 0 and header.base_offset >= offset:
-                            yield StoredRecord(partition, b"", None, header.producer_id,
-                                               _is_commit_marker(data, pos))
-                        continue
-                    txn_pid = header.producer_id if header.is_transactional else -1
-                    for record in iter_records(data, pos):
-                        if record.offset < offset or record.key is None:
-                            continue  # before the fetch offset, or keyless (Kafka never writes it)
-                        yield StoredRecord(partition, record.key, record.value, txn_pid)
-                if next_offset <= offset:
-                    log.warning("cannot make progress loading %s-%d at %d", GROUP_METADATA_TOPIC_NAME,
-                                partition, offset)
-                    break
-                offset = next_offset
-
+            txn_pid = header.producer_id if header.is_transactional else -1
+            for record in iter_records(batch.data, batch.pos):
+                if record.offset < batch.fetch_offset or record.key is None:
+                    continue  # before the fetch offset, or keyless (Kafka never writes it)
+                yield StoredRecord(partition, record.key, record.value, txn_pid)

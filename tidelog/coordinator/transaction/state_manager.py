@@ -14,18 +14,17 @@ from typing import Any
 
 from tidelog.clock import Clock
 from tidelog.coordinator.group.store import partition_for
+from tidelog.coordinator.internal_topic import iter_stored_batches
 from tidelog.coordinator.transaction import records as rec
 from tidelog.coordinator.transaction.config import TransactionConfig
 from tidelog.coordinator.transaction.metadata import TransactionMetadata, TransactionState
 from tidelog.protocol.errors import ErrorCode, KafkaError
-from tidelog.protocol.record_batch import iter_batches
 from tidelog.protocol.records import Record, build_batch, iter_records
 from tidelog.storage import TopicPartition
 
 log = logging.getLogger(__name__)
 
 TRANSACTION_STATE_TOPIC_NAME = "__transaction_state"
-_READ_CHUNK = 1 << 20
 
 
 def _append_error(code: ErrorCode) -> ErrorCode:
@@ -156,26 +155,12 @@ class TransactionStateManager:
         if info is None:
             return
         self.num_partitions = info.partitions
-        for partition in range(info.partitions):
-            log_ = self._topics.log(TopicPartition(TRANSACTION_STATE_TOPIC_NAME, partition))
-            if log_ is None:
+        for batch in iter_stored_batches(self._topics, TRANSACTION_STATE_TOPIC_NAME, info.partitions):
+            if batch.header.is_control:
                 continue
-            offset, end = log_.log_start_offset, log_.high_watermark
-            while offset < end:
-                data = bytes(log_.read(offset, _READ_CHUNK, end, True))
-                next_offset = offset
-                for pos, header in iter_batches(data):
-                    next_offset = max(next_offset, header.next_offset)
-                    if header.is_control:
-                        continue
-                    for record in iter_records(data, pos):
-                        if record.offset >= offset and record.key is not None:
-                            yield record.key, record.value
-                if next_offset <= offset:
-                    log.warning("cannot make progress loading %s-%d at %d", TRANSACTION_STATE_TOPIC_NAME,
-                                partition, offset)
-                    break
-                offset = next_offset
+            for record in iter_records(batch.data, batch.pos):
+                if record.offset >= batch.fetch_offset and record.key is not None:
+                    yield record.key, record.value
 
     def load(self) -> None:
         """Replay `__transaction_state` (Kafka's loadTransactionMetadata); the last record per id wins."""
