@@ -287,13 +287,14 @@ def test_authorized_operations_follow_the_acls(broker: SecureBrokerHandle) -> No
     from kafka import KafkaAdminClient
 
     create_topics(broker, "ops-t")
-    with wire(broker, "admin") as w:  # a group to describe (an offset commit creates it, Empty)
-        Commit = request_class(8)[2]
-        assert w.request(8, 2, Commit(group_id="ops-g", generation_id_or_member_epoch=-1, member_id="",
-                                 retention_time_ms=-1, topics=[Commit.OffsetCommitRequestTopic(name="ops-t", partitions=[
-                                     Commit.OffsetCommitRequestTopic.OffsetCommitRequestPartition(
-                                         partition_index=0, committed_offset=0, committed_metadata="")])])
-                         ).topics[0].partitions[0].error_code == 0
+    Commit = request_class(8)[2]
+    T = Commit.OffsetCommitRequestTopic
+    with wire(broker, "admin") as w:  # a group to describe (a simple offset commit creates it, Empty)
+        resp = w.request(8, 2, Commit(
+            group_id="ops-g", generation_id_or_member_epoch=-1, member_id="", retention_time_ms=-1,
+            topics=[T(name="ops-t", partitions=[T.OffsetCommitRequestPartition(
+                partition_index=0, committed_offset=0, committed_metadata="")])]))
+        assert resp.topics[0].partitions[0].error_code == 0
     create_acls(broker, allow(ResourceType.TOPIC, "ops-t", AclOperation.READ),
                 allow(ResourceType.TOPIC, "ops-t", AclOperation.DESCRIBE_CONFIGS),
                 allow(ResourceType.GROUP, "ops-g", AclOperation.DESCRIBE))
