@@ -38,9 +38,11 @@ lint: $(VENV)/.installed-test
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
-# Every bench/*.py script prints its figures; none of them passes or fails.
+# Every bench/*.py script prints its figures; none of them passes or fails. The headline comes first:
+# bench/compare.py, tidelog against librdkafka's mock cluster in one interleaved run (ratios).
 bench: $(VENV)/.installed-test
-	@set -e; for script in bench/*.py; do echo "== $$script"; $(BIN)/python $$script; done
+	@set -e; for script in bench/compare.py $(filter-out bench/compare.py,$(wildcard bench/*.py)); do \
+		echo "== $$script"; $(BIN)/python $$script; done
 
 clean:
 	rm -rf $(VENV) .cache build *.egg-info .pytest_cache .ruff_cache

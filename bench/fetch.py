@@ -1,6 +1,6 @@
-"""Fetch read path: consume throughput (kcat) from an in-process broker serving segment reads with os.pread copies
-vs mmap views (LogManager.set_fetch_use_mmap), in the same run, alternating the two modes. Also the
-storage read alone (Log.read + bytes into a frame, no network). Prints figures only; no pass/fail.
+"""Fetch read path: consume throughput (kcat) from an in-process broker (segments read with os.pread, never
+mmapped), the storage read alone (Log.read + the bytes into a frame, no network), and the process RSS before
+and after (page-cache pages are not the broker's). Prints figures only; no pass/fail.
 
     python bench/fetch.py [--mb MEGABYTES] [--value-size BYTES] [--rounds N]
 """
@@ -78,7 +78,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mb", type=float, default=128.0, help="log size in MiB")
     parser.add_argument("--value-size", type=int, default=4096)
-    parser.add_argument("--rounds", type=int, default=3, help="consume passes per mode (alternating)")
+    parser.add_argument("--rounds", type=int, default=3, help="consume passes")
     parser.add_argument("--max-seconds", type=float, default=60.0, help="time cap per consume pass")
     args = parser.parse_args()
     with run_broker(overrides={"log.segment.bytes": SEGMENT_BYTES}) as broker:
@@ -92,19 +92,23 @@ def main() -> None:
         mb = size / 1e6
         print(f"{count:,} records x {args.value_size} B, {mb:.1f} MB in "
               f"{len(broker.state.log_manager.get_log(TP(TOPIC, 0)).segments)} segments")
-        results: dict[bool, dict[str, list[float]]] = {m: {"consume": [], "storage": []} for m in (False, True)}
+        rss_before = rss_mib()
+        consume: list[float] = []
+        storage: list[float] = []
         for _ in range(args.rounds):
-            for use_mmap in (False, True):
-                broker.state.log_manager.set_fetch_use_mmap(use_mmap)
-                results[use_mmap]["consume"].append(consume_all(broker.bootstrap, size, args.max_seconds))
-                results[use_mmap]["storage"].append(mb / storage_read_all(broker, count))
-        broker.state.log_manager.set_fetch_use_mmap(True)
-        for phase, label in (("consume", "consume (kcat)"), ("storage", "Log.read + frame copy")):
-            pread = statistics.median(results[False][phase])
-            mapped = statistics.median(results[True][phase])
-            print(f"{label:>26}: pread {pread:8.1f} MB/s, mmap {mapped:8.1f} MB/s, "
-                  f"mmap/pread {mapped / pread:5.2f}x (median of {args.rounds})")
+            consume.append(consume_all(broker.bootstrap, size, args.max_seconds))
+            storage.append(mb / storage_read_all(broker, count))
+        print(f"{'consume (kcat)':>26}: {statistics.median(consume):8.1f} MB/s (median of {args.rounds})")
+        print(f"{'Log.read + frame copy':>26}: {statistics.median(storage):8.1f} MB/s (median of {args.rounds})")
+        print(f"{'broker process RSS':>26}: {rss_before:.0f} MiB before the reads, {rss_mib():.0f} MiB after")
 
+
+def rss_mib() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
 
 if __name__ == "__main__":
     main()

@@ -112,20 +112,20 @@ def run_serve(args: argparse.Namespace) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         faults = control = None
-        if args.fault_control_port is not None:
-            from tidelog.broker.fault_control import FaultControlChannel
+        if args.fault_control_port is not None or args.crash_at:
             from tidelog.broker.faults import FaultInjector
-
-            faults = FaultInjector()
-        hooks = None
-        if args.crash_at:
             from tidelog.storage.fault_hooks import ExitAt
 
-            hooks = ExitAt(args.crash_at)
-        server = Server(config, faults=faults, fault_hooks=hooks)
+            faults = FaultInjector(ExitAt(args.crash_at) if args.crash_at else None)
+        server = Server(config, faults=faults)
         try:
             await server.start(sock=sock)
-            if faults is not None:
+            from tidelog.broker.malloc_tuning import tune_malloc
+
+            tune_malloc()  # large request and fetch buffers reused from the heap, not mapped afresh each time
+            if faults is not None and args.fault_control_port is not None:
+                from tidelog.broker.fault_control import FaultControlChannel
+
                 control = FaultControlChannel(server, faults)
                 await control.start(args.fault_control_port)
             state = server.broker

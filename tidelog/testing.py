@@ -128,8 +128,8 @@ def run_broker(log_dir: str | os.PathLike[str] | None = None, port: int = 0,
     created (and removed afterwards) when `log_dir` is None. `registry` (tidelog.broker.registry.ApiRegistry) replaces
     the handler modules, for tests of the dispatch itself. `faults`: the FaultInjector to use (a new one by
     default). `topics`: created before the handle is returned, name -> partitions or
-    {"partitions": n, "configs": {...}}. `fault_hooks` (tidelog.storage.fault_hooks.FaultHooks) is handed to
-    storage, the cleaner and the coordinators."""
+    {"partitions": n, "configs": {...}}. `fault_hooks` (tidelog.storage.fault_hooks.FaultHooks): what happens
+    at the named steps of storage, the cleaner and the coordinators (set as the injector's `steps`)."""
     from tidelog.broker.server import Server
     from tidelog.config.broker_config import BrokerConfig
 
@@ -142,6 +142,8 @@ def run_broker(log_dir: str | os.PathLike[str] | None = None, port: int = 0,
     settings.update({k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in (overrides or {}).items()})
     config = BrokerConfig.load(None, {}, settings)
     injector = faults if faults is not None else FaultInjector()
+    if fault_hooks is not None:
+        injector.steps = fault_hooks
 
     loop = _new_loop()
     ready: Future[BrokerHandle] = Future()
@@ -150,7 +152,7 @@ def run_broker(log_dir: str | os.PathLike[str] | None = None, port: int = 0,
     async def main() -> None:
         nonlocal stop_event
         stop_event = asyncio.Event()
-        server = Server(config, clock, registry, faults=injector, fault_hooks=fault_hooks)
+        server = Server(config, clock, registry, faults=injector)
         try:
             await server.start()
         except BaseException as exc:

@@ -195,14 +195,6 @@ def test_topic_ids_from_v13(broker: Any, client: KafkaWire) -> None:
         assert unknown.error_code == 100  # UNKNOWN_TOPIC_ID
 
 
-def test_sessions_are_not_created(broker: Any, client: KafkaWire) -> None:
-    create_topic(broker.bootstrap, "sess")
-    response = fetch(client, [("sess", 0, 0)], session_id=0, session_epoch=0)  # asks for a new session
-    assert response.session_id == 0 and response.error_code == 0
-    response = fetch(client, [("sess", 0, 0)], session_id=1234, session_epoch=3)
-    assert response.error_code == 70  # FETCH_SESSION_ID_NOT_FOUND
-
-
 def test_read_committed_reports_lso_and_empty_aborted_list(broker: Any, client: KafkaWire) -> None:
     create_topic(broker.bootstrap, "rc")
     produce(client, "rc", batch(2))

@@ -2,7 +2,7 @@
 
     python tests/groups/member.py CLIENT BOOTSTRAP TOPIC GROUP SECONDS
 
-CLIENT is kafka-python, confluent or aiokafka. Prints JSON lines like tests/java/GroupClient.java `member`:
+CLIENT is kafka-python, confluent, aiokafka or confluent-consumer-protocol (librdkafka, KIP-848). Prints JSON lines like tests/java/GroupClient.java `member`:
 {"assigned": [partitions]} after every assignment, {"p", "o", "v"} per record, {"commit": n} after each
 synchronous commit, {"closed": true} at the end. "close" on stdin closes the consumer cleanly (LeaveGroup);
 SIGKILL simulates a crash. Session timeout 6 s (the broker minimum) so takeovers are quick.
@@ -92,6 +92,35 @@ def run_confluent(bootstrap: str, topic: str, group: str, deadline: float, closi
     emit({"closed": True})
 
 
+def run_confluent_consumer_protocol(bootstrap: str, topic: str, group: str, deadline: float,
+                                   closing: threading.Event) -> None:
+    """librdkafka with `group.protocol=consumer` (KIP-848): the broker assigns, partitions move incrementally."""
+    from confluent_kafka import Consumer
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "consumer",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                         "client.id": "member-confluent-848"})
+
+    def on_change(c: Any, partitions: Any) -> None:
+        # incremental: the callback gets the added partitions before they join c.assignment()
+        emit({"assigned": sorted({tp.partition for tp in c.assignment()} | {tp.partition for tp in partitions})})
+
+    def on_revoke(c: Any, partitions: Any) -> None:
+        # incremental: only the revoked partitions; what remains is the assignment minus them
+        gone = {tp.partition for tp in partitions}
+        emit({"assigned": sorted(tp.partition for tp in c.assignment() if tp.partition not in gone)})
+
+    consumer.subscribe([topic], on_assign=on_change, on_revoke=on_revoke)
+    while not closing.is_set() and time.time() < deadline:
+        msgs = consumer.consume(num_messages=500, timeout=0.2)
+        n = emit_records((m.partition(), m.offset(), m.value()) for m in msgs if not m.error())
+        if n:
+            consumer.commit(asynchronous=False)
+            emit({"commit": n})
+    consumer.close()
+    emit({"closed": True})
+
+
 def run_aiokafka(bootstrap: str, topic: str, group: str, deadline: float, closing: threading.Event) -> None:
     from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
 
@@ -123,7 +152,8 @@ def run_aiokafka(bootstrap: str, topic: str, group: str, deadline: float, closin
     asyncio.run(main())
 
 
-RUNNERS = {"kafka-python": run_kafka_python, "confluent": run_confluent, "aiokafka": run_aiokafka}
+RUNNERS = {"kafka-python": run_kafka_python, "confluent": run_confluent, "aiokafka": run_aiokafka,
+           "confluent-consumer-protocol": run_confluent_consumer_protocol}
 
 
 def main() -> None:

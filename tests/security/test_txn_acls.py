@@ -328,4 +328,7 @@ def test_authorized_operations_follow_the_acls(broker: SecureBrokerHandle) -> No
                                   allow_auto_topic_creation=False, include_cluster_authorized_operations=True,
                                   include_topic_authorized_operations=True))
         assert resp.authorized_operations == {12, 8}  # IDEMPOTENT_WRITE, DESCRIBE
-        assert resp.topics[0].authorized_operations == {3, 8, 10}
+        assert resp.topics[0].authorized_operations == {3, 8, 10}  # READ, DESCRIBE, DESCRIBE_CONFIGS
+        R = request_class(75)[0]
+        resp = w.request(75, 0, R(topics=[R.TopicRequest(name="ops-t")], response_partition_limit=10, cursor=None))
+        assert resp.topics[0].topic_authorized_operations == (1 << 3) | (1 << 8) | (1 << 10)

@@ -18,6 +18,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.context import CloseConnection, RequestContext
+from tidelog.broker.frame_stream import FrameSizeError, FrameStream
 from tidelog.protocol.api_keys import ApiKey
 from tidelog.protocol.frame import (
     INT32,
@@ -27,33 +28,36 @@ from tidelog.protocol.frame import (
     response_frame,
     skip_tagged_fields,
 )
+from tidelog.protocol.hot_codecs import HAND_DECODERS
+from tidelog.protocol.wire import EncodedResponse
 
 if TYPE_CHECKING:
+    from tidelog.broker.registry import Handler
     from tidelog.broker.server import Server
 
 log = logging.getLogger(__name__)
 
 
+
 class Connection:
-    def __init__(self, server: Server, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                 listener: str) -> None:
+    def __init__(self, server: Server, stream: FrameStream, listener: str) -> None:
         self.server = server
         self.listener = listener
         self.registry = server.registry
         self.metrics = server.metrics
-        self.reader = reader
-        self.writer = writer
+        self.stream = stream  # frames read into this connection's own buffers (broker/frame_stream.py)
         self.ready = server.ready  # requests other than ApiVersions wait for it (the broker is still loading)
-        peer = writer.get_extra_info("peername")
+        peer = stream.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.client_host = peer[0] if isinstance(peer, tuple) else ""
         config = server.config
-        self.max_request_size = int(config.socket_request_max_bytes)
         self._idle_s = max(0.001, int(config.connections_max_idle_ms) / 1000)
         self._loop = asyncio.get_running_loop()
         self._idle: asyncio.TimerHandle | None = None
         self._last_activity = 0.0
         self._write_backlog = 0
+        self._closed_idle = False
+        self._busy = False
         self._throttle_ms = 0  # set by a Produce/Fetch over its client quota
         # TLS/SASL listeners: the authentication phase (tidelog.security.authenticator); None on PLAINTEXT.
         self.session = server.security.new_session(listener)
@@ -61,35 +65,37 @@ class Connection:
     async def run(self) -> None:
         metrics = self.metrics
         metrics.connection_opened()
+        stream = self.stream
         if self.session is not None and not await self.session.start(self):  # client certificate (logged)
             metrics.connection_closed()
-            self.writer.close()
+            stream.close()
             return
-        transport = self.writer.transport
+        transport = stream.transport
+        assert transport is not None
         high_water = transport.get_write_buffer_limits()[1]
         try:
             while True:
                 self._watch()
                 try:
-                    size_bytes = await self.reader.readexactly(4)
-                except asyncio.IncompleteReadError:
-                    return  # clean EOF (or a half-closed socket) between requests
-                (size,) = INT32.unpack(size_bytes)
-                if size < 0 or size > self.max_request_size:
+                    frame = await stream.read_frame()
+                except FrameSizeError as exc:
                     # Kafka's NetworkReceive: InvalidReceiveException -> close the channel.
                     log.warning("Closing connection from %s: request size %d outside 0..%d (socket.request.max.bytes)",
-                                self.peer, size, self.max_request_size)
+                                self.peer, exc.size, stream.max_frame)
                     return
-                frame = await self._read_frame(size)
                 if frame is None:
-                    return
+                    if stream.partial and not self._closed_idle:
+                        log.warning("Closing connection from %s: truncated request (%d bytes of a frame)",
+                                    self.peer, stream.partial)
+                    return  # clean EOF between requests, or closed by the idle watch (which logged it)
+                size = len(frame)
                 self._unwatch()  # a request being handled is not idleness (Kafka mutes the channel)
                 started = time.perf_counter()
                 try:
                     if self.session is None:
-                        out = await self.handle_frame(memoryview(frame))
+                        out = await self.handle_frame(frame)
                     else:
-                        out = await self.session.handle_frame(self, memoryview(frame))
+                        out = await self.session.handle_frame(self, frame)
                 except ProtocolError as exc:
                     log.log(logging.ERROR if exc.traceback else logging.WARNING, "Closing connection from %s: %s",
                             self.peer, exc, exc_info=exc.__cause__ if exc.traceback else None)
@@ -98,22 +104,23 @@ class Connection:
                     metrics.record_bytes(size + 4, 0)
                     log.info("Closing connection from %s: %s", self.peer, exc.reason)
                     return
+                del frame  # the request's buffer is not needed once it is answered
                 if out is None:
                     metrics.record_bytes(size + 4, 0)
                     await self._mute_if_throttled()
                     continue
-                response_frame, api_name, error_code = out
+                pieces, response_size, api_name, error_code = out
                 # Recorded before the write so a client that saw the response also sees it counted.
-                metrics.record_bytes(size + 4, len(response_frame))
+                metrics.record_bytes(size + 4, response_size)
                 metrics.record_request(api_name, error_code, time.perf_counter() - started)
                 if transport.is_closing():
                     return  # the client went away (or was closed as idle) while its request was handled
-                self.writer.write(response_frame)
+                stream.write(pieces)
                 if transport.get_write_buffer_size() > high_water:
                     # The client is not taking our bytes as fast as we write them: wait (and watch it).
                     self._watch()
-                await self.writer.drain()
-                self._unwatch()
+                    await stream.drain()
+                    self._unwatch()
                 if transport.is_closing():
                     return  # closed for idleness while the client did not read: drop its buffered requests
                 await self._mute_if_throttled()
@@ -122,60 +129,55 @@ class Connection:
         except Exception:  # noqa: BLE001 - one connection's failure never takes the broker down
             log.exception("Closing connection from %s after an unexpected error", self.peer)
         finally:
-            self._unwatch()
+            self._stop_idle_timer()
             metrics.connection_closed()
-            self.writer.close()
+            stream.close()
             try:
-                await self.writer.wait_closed()
+                await stream.wait_closed()
             except (Exception, asyncio.CancelledError):  # noqa: BLE001 - peer gone, or broker stopping
                 pass
 
-    async def _read_frame(self, size: int) -> bytes | None:
-        """The `size` bytes of a request, None (logged) if the client closes first. Each chunk is progress
-        for the idle watch, so a slow sender is served and a stalled one is closed."""
-        chunk = await self.reader.read(size)
-        if len(chunk) == size:
-            return chunk  # the usual case: the whole request had arrived
-        buf = bytearray(chunk)
-        while chunk and len(buf) < size:
-            self._last_activity = self._loop.time()
-            chunk = await self.reader.read(size - len(buf))
-            buf += chunk
-        if len(buf) == size:
-            return bytes(buf)
-        if self.writer.transport.is_closing():
-            return None  # closed by the idle watch, which logged it
-        log.warning("Closing connection from %s: truncated request (%d of %d bytes)", self.peer, len(buf), size)
-        return None
-
     def _watch(self) -> None:
-        """Start (or restart) the idle clock: the client must make progress within connections.max.idle.ms."""
+        """Start (or restart) the idle clock: the client must make progress within connections.max.idle.ms.
+        One timer per connection, re-armed only when it fires: no timer is created or cancelled per request."""
         self._last_activity = self._loop.time()
-        self._write_backlog = self.writer.transport.get_write_buffer_size()
+        self._busy = False
+        transport = self.stream.transport
+        self._write_backlog = transport.get_write_buffer_size() if transport is not None else 0
         if self._idle is None:
             self._idle = self._loop.call_at(self._last_activity + self._idle_s, self._check_idle)
 
     def _unwatch(self) -> None:
+        """A request is being handled: not idleness (Kafka mutes the channel meanwhile)."""
+        self._busy = True
+
+    def _stop_idle_timer(self) -> None:
         if self._idle is not None:
             self._idle.cancel()
             self._idle = None
 
     def _check_idle(self) -> None:
         self._idle = None
-        transport = self.writer.transport
+        transport = self.stream.transport
+        if transport is None or transport.is_closing():
+            return
         now = self._loop.time()
+        if self._busy:
+            self._last_activity = now
         backlog = transport.get_write_buffer_size()
         if backlog < self._write_backlog:  # the client took some of a pending response
             self._last_activity = now
         self._write_backlog = backlog
-        due = self._last_activity + self._idle_s
+        # Bytes of a request received are progress too (a slow sender is served, a stalled one closed).
+        due = max(self._last_activity, self.stream.last_activity) + self._idle_s
         if now < due:
             self._idle = self._loop.call_at(due, self._check_idle)
             return
         log.info("Closing connection from %s: idle for %.0f s (connections.max.idle.ms)", self.peer, self._idle_s)
+        self._closed_idle = True
         transport.abort()
 
-    async def handle_frame(self, frame: memoryview) -> tuple[bytes, str, int | None] | None:
+    async def handle_frame(self, frame: memoryview) -> tuple[list[bytes | memoryview], int, str, int | None] | None:
         """Parse, dispatch and encode one request: the response frame (or None for no response)."""
         header = parse_request_header(frame)
         api_key, api_version = header.api_key, header.api_version
@@ -198,7 +200,10 @@ class Connection:
             if faults is None or not faults.armed:
                 response = await self.registry.handler(api_key)(ctx, request)
             else:
-                response = await faults.dispatch(ctx, request, self.registry.handler(api_key))
+                handler = self.registry.handler(api_key)
+                # Only an API with injected errors has its responses edited (a latency fault needs no edit).
+                response = await faults.dispatch(ctx, request, _editable(handler) if faults.pending_errors(api_key)
+                                                 else handler)
         except (asyncio.CancelledError, CloseConnection):
             raise
         except Exception as exc:  # noqa: BLE001 - a handler bug closes this connection only
@@ -215,7 +220,8 @@ class Connection:
             delay, self._throttle_ms = self._throttle_ms, 0
             await asyncio.sleep(delay / 1000)
 
-    def _api_versions(self, header: RequestHeader, frame: memoryview) -> tuple[bytes, str, int | None]:
+    def _api_versions(self, header: RequestHeader,
+                      frame: memoryview) -> tuple[list[bytes | memoryview], int, str, int | None]:
         """ApiVersions needs no broker state (KIP-511: a too-new version gets a v0 UNSUPPORTED_VERSION body
         listing our own range, never a closed connection)."""
         from tidelog.broker.apis import api_versions
@@ -233,15 +239,26 @@ class Connection:
 
     @staticmethod
     def _decode(header: RequestHeader, frame: memoryview, name: str) -> Any:
+        version = header.api_version
+        pos = header.body_offset
+        hand = HAND_DECODERS.get(header.api_key)  # Produce: record batches stay views of the frame
+        if hand is not None:
+            decode, flexible_from = hand
+            try:
+                if version >= flexible_from:
+                    pos = skip_tagged_fields(frame, pos)
+                return decode(frame, pos, version)
+            except ProtocolError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - WireError, or a bug of the decoder: close the connection
+                raise ProtocolError(f"cannot decode {name} v{version} request: {exc!r}") from exc
         from tidelog.protocol.messages import request_class
         from tidelog.protocol.request_checks import check_nulls
 
-        version = header.api_version
         try:
             cls = request_class(header.api_key)[version]
         except (KeyError, IndexError) as exc:
             raise ProtocolError(f"no {name} v{version} request schema: {exc!r}", traceback=True) from exc
-        pos = header.body_offset
         try:
             if cls.flexible_version_q(version):
                 pos = skip_tagged_fields(frame, pos)
@@ -255,11 +272,33 @@ class Connection:
 
     @staticmethod
     def _encode(api_key: int, correlation_id: int, version: int, response: Any,
-                name: str) -> tuple[bytes, str, int | None]:
+                name: str) -> tuple[list[bytes | memoryview], int, str, int | None]:
+        """(frame pieces, frame size, api name, error code): a hand-encoded response (EncodedResponse) keeps
+        its pieces (fetched records are written as they are); a kafka-python one is one piece."""
         try:
+            if isinstance(response, EncodedResponse):
+                parts = response.pieces()
+                body_size = sum(len(p) for p in parts)
+                header = (INT32.pack(body_size + 5) + INT32.pack(correlation_id) + b"\x00" if response.flexible
+                          else INT32.pack(body_size + 4) + INT32.pack(correlation_id))
+                return [header, *parts], len(header) + body_size, name, response.error_code
             body = response.encode(version=version)
             # Response header v1 (tagged fields) for flexible versions, except ApiVersions: always v0 (KIP-511).
             flexible = api_key != ApiKey.API_VERSIONS and response.flexible_version_q(version)
         except Exception as exc:  # noqa: BLE001 - a handler built an unencodable response
             raise ProtocolError(f"cannot encode {name} v{version} response: {exc!r}", traceback=True) from exc
-        return response_frame(correlation_id, body, flexible), name, getattr(response, "error_code", None)
+        frame = response_frame(correlation_id, body, flexible)
+        return [frame], len(frame), name, getattr(response, "error_code", None)
+
+
+def _editable(handler: Handler) -> Handler:
+    """`handler` answering with kafka-python objects, which the fault injector edits (hand-encoded responses
+    are decoded back; only while faults are armed, i.e. in tests)."""
+
+    async def handle(ctx: RequestContext, request: Any) -> Any:
+        response = await handler(ctx, request)
+        if isinstance(response, EncodedResponse):
+            return response.decoded(ctx.api_key, ctx.api_version)
+        return response
+
+    return handle

@@ -28,6 +28,7 @@ from typing import Any
 
 from tidelog.broker.context import CloseConnection, RequestContext
 from tidelog.protocol.errors import ErrorCode
+from tidelog.storage.fault_hooks import FaultHooks, FaultPoint
 
 Handler = Callable[[RequestContext, Any], Awaitable[Any]]
 
@@ -109,12 +110,23 @@ def resolve_error(error: str | int) -> int:
 
 
 class FaultInjector:
-    def __init__(self) -> None:
+    """One seam for every injected fault: request-level errors and latency (consulted by the dispatch), and
+    named internal steps (`at`, the storage/cleaner/coordinator FaultHooks protocol) delegated to `steps`,
+    e.g. `ExitAt` for crash tests or a test's own hook that blocks an fsync."""
+
+    def __init__(self, steps: FaultHooks | None = None) -> None:
+        self.steps = steps  # what happens at named internal steps; None: nothing
         self.armed = False  # the one flag the dispatch reads: True while anything is injected
         self._lock = threading.Lock()  # tests call from their thread, the broker consumes on its loop
         self._errors: dict[int, deque[tuple[int, str | None]]] = {}
         self._latency_all_ms = 0
         self._latency_ms: dict[int, int] = {}
+
+    def at(self, point: FaultPoint, subject: object = None) -> None:
+        """FaultHooks: storage, the cleaner and the coordinators call this at their named steps."""
+        steps = self.steps
+        if steps is not None:
+            steps.at(point, subject)
 
     # ------------------------------------------------------------------------------------- test side
     def inject_errors(self, api: str | int, errors: Iterable[str | int], topic: str | None = None) -> None:

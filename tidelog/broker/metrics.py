@@ -31,6 +31,9 @@ class BrokerMetrics:
         self._connections: Any = None
         self._log_collector: _LogCollector | None = None
         self.collectors: list[Any] = []  # extra collectors (e.g. the log cleaner) registered at start()
+        # (api, error code) -> (requests counter child, latency histogram child): labels() per request costs
+        # more than the increment itself.
+        self._children: dict[tuple[str, int | None], tuple[Any, Any]] = {}
 
     def set_log_sizes(self, log_sizes: Callable[[], Iterator[tuple[str, int, int]]]) -> None:
         """The log-size source, once the LogManager exists (read at scrape time)."""
@@ -83,8 +86,13 @@ class BrokerMetrics:
     def record_request(self, api: str, error_code: int | None, seconds: float) -> None:
         if self.registry is None:
             return
-        self._requests.labels(api, "" if error_code is None else str(error_code)).inc()
-        self._latency.labels(api).observe(seconds)
+        children = self._children.get((api, error_code))
+        if children is None:
+            children = (self._requests.labels(api, "" if error_code is None else str(error_code)),
+                        self._latency.labels(api))
+            self._children[(api, error_code)] = children
+        children[0].inc()
+        children[1].observe(seconds)
 
     def record_bytes(self, bytes_in: int, bytes_out: int) -> None:
         if self.registry is None:

@@ -14,7 +14,8 @@ import asyncio
 import logging
 import socket
 import threading
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tidelog.broker.endpoints import ListenerEndpoints
@@ -28,19 +29,21 @@ from tidelog.security.manager import BrokerSecurity
 
 if TYPE_CHECKING:
     from tidelog.broker.faults import FaultInjector
+    from tidelog.broker.frame_stream import FrameStream
     from tidelog.broker.state import BrokerState
-    from tidelog.storage.fault_hooks import FaultHooks
 
 log = logging.getLogger(__name__)
+
+WARM_UP_DELAY_S = 0.2
 
 
 class Server:
     def __init__(self, config: BrokerConfig, clock: Clock | None = None, registry: ApiRegistry | None = None,
-                 faults: FaultInjector | None = None, fault_hooks: FaultHooks | None = None) -> None:
+                 faults: FaultInjector | None = None) -> None:
         self.config = config
         self.clock = clock
-        self.faults = faults  # tidelog.broker.faults: scripted errors/latency for tests; None in production
-        self.fault_hooks = fault_hooks  # tidelog.storage.fault_hooks: named storage/coordinator steps; tests only
+        # tidelog.broker.faults: scripted errors, latency and internal-step hooks for tests; None in production
+        self.faults = faults
         self.registry = registry or ApiRegistry()
         self.endpoints = ListenerEndpoints(config)
         self.metrics = BrokerMetrics()
@@ -77,34 +80,36 @@ class Server:
     async def start_listening(self, sock: socket.socket | None = None) -> None:
         """Accept connections: ApiVersions is answered at once, other requests wait for `ready`."""
         from tidelog.broker.connection import Connection
+        from tidelog.broker.frame_stream import FrameStream  # noqa: F811 - used at run time here
         from tidelog.protocol.messages import request_class
 
         request_class(ApiKey.API_VERSIONS)
         self.registry.handler(ApiKey.API_VERSIONS)
 
-        def on_connect_for(listener: str) -> Callable[[asyncio.StreamReader, asyncio.StreamWriter],
-                                                      Awaitable[None]]:
-            async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        def stream_for(listener: str) -> Callable[[], FrameStream]:
+            async def on_connect(stream: FrameStream) -> None:
                 task = asyncio.current_task()
                 assert task is not None
                 self._connections.add(task)
                 try:
-                    await Connection(self, reader, writer, listener).run()
+                    await Connection(self, stream, listener).run()
                 except asyncio.CancelledError:
-                    pass  # broker stopping; finishing normally keeps asyncio's stream callback quiet
+                    pass  # broker stopping
                 finally:
                     self._connections.discard(task)
 
-            return on_connect
+            max_frame = int(self.config.socket_request_max_bytes)
+            return lambda: FrameStream(max_frame, on_connect)
 
         try:
             for i, (name, host, port) in enumerate(self.endpoints.listeners):
-                callback = on_connect_for(name)
-                start = self.security.server_starter(name)  # asyncio.start_server, or a TLS one (security.tls)
+                factory = stream_for(name)
+                # loop.create_server, or for a TLS listener the same behind its SSLProtocol (security.tls)
+                start = self.security.protocol_server_starter(name)
                 if i == 0 and sock is not None:
-                    server = await start(callback, sock=sock, limit=1 << 20)
+                    server = await start(factory, sock=sock)
                 else:
-                    server = await start(callback, host or None, port, limit=1 << 20, reuse_address=True)
+                    server = await start(factory, host or None, port, reuse_address=True)
                 self._servers.append(server)
                 bound_host, bound_port = server.sockets[0].getsockname()[:2]
                 self.ports[name] = bound_port
@@ -129,7 +134,7 @@ class Server:
 
         state = build_broker_state(self.config, self.clock, endpoints=self.endpoints, metrics=self.metrics,
                                    registry=self.registry, features=self.features,
-                                   fault_hooks=self.fault_hooks, security=self.security)
+                                   fault_hooks=self.faults, security=self.security)
         self.state = state  # visible to start()'s clean-up even if loading fails below
         state.load_logs()
         self.registry.load()
@@ -147,6 +152,8 @@ class Server:
             await server.wait_closed()
 
     def _warm_up(self) -> None:
+        # Not at once: its imports would take turns on the GIL with the loop answering the first Metadata.
+        time.sleep(WARM_UP_DELAY_S)
         try:
             self.registry.warm_up()
             self.metrics.start(int(self.config.metrics_port), self.config.metrics_host)

@@ -16,6 +16,7 @@ from typing import Any
 
 from tidelog.broker.endpoints import ListenerEndpoints
 from tidelog.broker.features import FeatureControl
+from tidelog.broker.fetch_session import FetchSessionCache, create_fetch_session_cache
 from tidelog.broker.metrics import BrokerMetrics
 from tidelog.broker.producer_ids import ProducerIdManager
 from tidelog.broker.purgatory import FetchPurgatory
@@ -54,6 +55,7 @@ class BrokerState:
     groups: GroupCoordinator
     producer_ids: ProducerIdManager
     cleaner: LogCleaner
+    fetch_sessions: FetchSessionCache
     features: FeatureControl
     quotas: QuotaManagers
     security: BrokerSecurity  # listeners' TLS/SASL, SCRAM users, ACLs, authorizer
@@ -161,6 +163,7 @@ def build_broker_state(config: BrokerConfig, clock: Clock | None = None, *,
         groups=create_group_coordinator(config, clock, topics),
         producer_ids=ProducerIdManager(config.log_dirs[0]),
         cleaner=create_log_cleaner(config, clock, log_manager, topics, metrics),
+        fetch_sessions=create_fetch_session_cache(config, clock, metrics),
         features=features or FeatureControl(config.log_dirs[0], config.node_id),
         quotas=create_quota_managers(config, clock, metrics),
         fault_hooks=hooks,

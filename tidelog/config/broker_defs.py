@@ -116,6 +116,16 @@ _DEFS: list[ConfigDef] = [
     ConfigDef("group.min.session.timeout.ms", I, 6000, "Smallest session timeout a member may ask for."),
     ConfigDef("group.max.session.timeout.ms", I, 1_800_000, "Largest session timeout a member may ask for."),
     ConfigDef("group.max.size", I, INT_MAX, "Most members in one consumer group.", at_least(1)),
+    # --- KIP-848 consumer groups (Kafka 4.0 defaults) ---
+    ConfigDef("group.coordinator.rebalance.protocols", LI, ["classic", "consumer"],
+              "Rebalance protocols the group coordinator accepts.", list_of("classic", "consumer")),
+    ConfigDef("group.consumer.session.timeout.ms", I, 45_000, "Session timeout of consumer-protocol members.",
+              at_least(1)),
+    ConfigDef("group.consumer.heartbeat.interval.ms", I, 5_000, "Heartbeat interval given to consumer-protocol members.",
+              at_least(1)),
+    ConfigDef("group.consumer.assignors", LI, ["uniform", "range"],
+              "Server-side assignors of consumer groups; the first is the default."),
+    ConfigDef("group.consumer.max.size", I, INT_MAX, "Most members in one consumer-protocol group.", at_least(1)),
     # --- transactions and idempotence ---
     ConfigDef("transaction.state.log.num.partitions", I, 50, "Partitions of __transaction_state.", at_least(1)),
     ConfigDef("transaction.state.log.replication.factor", SH, 1, "Replication factor of __transaction_state.",

@@ -46,10 +46,13 @@ _MESSAGES: dict[int, tuple[str, str, str]] = {
     31: ("admin.acl", "DeleteAclsRequest", "DeleteAclsResponse"),
     32: ("admin.configs", "DescribeConfigsRequest", "DescribeConfigsResponse"),
     33: ("admin.configs", "AlterConfigsRequest", "AlterConfigsResponse"),
+    35: ("admin.cluster", "DescribeLogDirsRequest", "DescribeLogDirsResponse"),
     36: ("sasl", "SaslAuthenticateRequest", "SaslAuthenticateResponse"),
     37: ("admin.topics", "CreatePartitionsRequest", "CreatePartitionsResponse"),
     42: ("admin.groups", "DeleteGroupsRequest", "DeleteGroupsResponse"),
+    43: ("admin.topics", "ElectLeadersRequest", "ElectLeadersResponse"),
     44: ("admin.configs", "IncrementalAlterConfigsRequest", "IncrementalAlterConfigsResponse"),
+    45: ("admin.topics", "AlterPartitionReassignmentsRequest", "AlterPartitionReassignmentsResponse"),
     48: ("admin.client_quotas", "DescribeClientQuotasRequest", "DescribeClientQuotasResponse"),
     49: ("admin.client_quotas", "AlterClientQuotasRequest", "AlterClientQuotasResponse"),
     55: ("admin.cluster", "DescribeQuorumRequest", "DescribeQuorumResponse"),
@@ -60,6 +63,9 @@ _MESSAGES: dict[int, tuple[str, str, str]] = {
     51: ("admin.users", "AlterUserScramCredentialsRequest", "AlterUserScramCredentialsResponse"),
     60: ("admin.cluster", "DescribeClusterRequest", "DescribeClusterResponse"),
     61: ("admin.transactions", "DescribeProducersRequest", "DescribeProducersResponse"),
+    # not in kafka-python 3.0.12: tidelog's own codecs from Kafka's JSON schemas (absolute module name)
+    68: ("tidelog.protocol.kip848", "ConsumerGroupHeartbeatRequest", "ConsumerGroupHeartbeatResponse"),
+    69: ("tidelog.protocol.kip848", "ConsumerGroupDescribeRequest", "ConsumerGroupDescribeResponse"),
     65: ("admin.transactions", "DescribeTransactionsRequest", "DescribeTransactionsResponse"),
     66: ("admin.transactions", "ListTransactionsRequest", "ListTransactionsResponse"),
     75: ("admin.topics", "DescribeTopicPartitionsRequest", "DescribeTopicPartitionsResponse"),
@@ -124,7 +130,8 @@ def _classes(api_key: int) -> tuple[Any, Any]:
     module_name, request_name, response_name = _MESSAGES[api_key]
     _install_lazy_kafka_package()
     quiet_schema_loader()
-    module = importlib.import_module("kafka.protocol." + module_name)
+    absolute = module_name.startswith("tidelog.")
+    module = importlib.import_module(module_name if absolute else "kafka.protocol." + module_name)
     return getattr(module, request_name), getattr(module, response_name)
 
 

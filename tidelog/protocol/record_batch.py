@@ -10,7 +10,7 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-import crc32c
+from tidelog.protocol import crc as crc32c
 
 HEADER_SIZE = 61
 LOG_OVERHEAD = 12  # BaseOffset + Length: bytes not counted by Length

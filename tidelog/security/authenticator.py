@@ -21,6 +21,9 @@ from tidelog.protocol.errors import ErrorCode
 from tidelog.security.principal import ANONYMOUS, USER_TYPE, KafkaPrincipal, distinguished_name
 from tidelog.security.sasl import SaslAuthenticationError, SaslServer
 
+# What Connection.handle_frame returns: (frame pieces, frame size, api name, error code).
+Answer = tuple[list[bytes | memoryview], int, str, int | None]
+
 if TYPE_CHECKING:
     from tidelog.broker.connection import Connection
     from tidelog.security.listener_config import ListenerSecurity
@@ -56,7 +59,7 @@ class Session:
         the client certificate's DN mapped by ssl.principal.mapping.rules. False (logged) to close."""
         self.peer = conn.peer
         if self.listener.protocol == "SSL":
-            ssl_object = conn.writer.get_extra_info("ssl_object")
+            ssl_object = conn.stream.get_extra_info("ssl_object")
             der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
             if der:
                 dn = distinguished_name(der)
@@ -71,7 +74,7 @@ class Session:
 
     # --- request gate ---
 
-    async def handle_frame(self, conn: Connection, frame: memoryview) -> tuple[bytes, str, int | None] | None:
+    async def handle_frame(self, conn: Connection, frame: memoryview) -> Answer | None:
         if self.authenticated and (self._expires_ms is None
                                    or self.security.clock.monotonic_ms() < self._expires_ms):
             out = await conn.handle_frame(frame)
@@ -94,15 +97,16 @@ class Session:
             await self._fail_after(conn, out)
         return out
 
-    async def _fail_after(self, conn: Connection, out: tuple[bytes, str, int | None] | None) -> None:
+    async def _fail_after(self, conn: Connection, out: Answer | None) -> None:
         reason, self._failure = self._failure, None
         delay_ms = self.listener.failed_auth_delay_ms
         if delay_ms > 0:
             await asyncio.sleep(delay_ms / 1000)
-        if out is not None and not conn.writer.transport.is_closing():
-            conn.writer.write(out[0])
+        transport = conn.stream.transport
+        if out is not None and transport is not None and not transport.is_closing():
+            conn.stream.write(out[0])
             try:
-                await conn.writer.drain()
+                await conn.stream.drain()
             except ConnectionError:
                 pass
         raise CloseConnection(reason or "authentication failed")
@@ -185,7 +189,7 @@ class Session:
         self._expires_ms = None if lifetime is None else self.security.clock.monotonic_ms() + lifetime
         return lifetime or 0
 
-    async def _raw_token(self, token: bytes) -> tuple[bytes, str, int | None]:
+    async def _raw_token(self, token: bytes) -> Answer:
         """A bare token after SaslHandshake v0 (clients before KIP-152): answered with a bare frame."""
         if self._server is None or self._server.complete:
             raise CloseConnection("ILLEGAL_SASL_STATE: unexpected SASL token")
@@ -197,6 +201,7 @@ class Session:
             raise CloseConnection(f"failed authentication ({self.mechanism}, SaslHandshake v0): {message}")
         if self._server is not None and self._server.complete:
             self._raw_tokens = False
-        return _INT32.pack(len(challenge)) + challenge, "sasl_token", None
+        frame = _INT32.pack(len(challenge)) + challenge
+        return [frame], len(frame), "sasl_token", None
 
 

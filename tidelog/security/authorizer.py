@@ -200,6 +200,11 @@ def authorized_operations(ctx: RequestContext, resource_type: ResourceType, name
             if authorizer.authorize(principal, ctx.client_host, op, resource_type, name)}
 
 
+def to_32_bit_field(ops: Iterable[int]) -> int:
+    """Kafka's Utils.to32BitField, for the codecs that take the bitfield as an int."""
+    return sum(1 << op for op in set(ops))
+
+
 def cluster_authorized_operations(ctx: RequestContext, without_authorizer: Iterable[int]) -> set[int]:
     """Metadata v8-10 / DescribeCluster: no DESCRIBE on the cluster reports no operation at all (Kafka sets 0)."""
     from tidelog.security.acl_store import CLUSTER_NAME

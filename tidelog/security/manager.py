@@ -92,6 +92,16 @@ class BrokerSecurity:
 
         return functools.partial(start_tls_server, self._ssl[listener], listener)
 
+    def protocol_server_starter(self, listener: str) -> Any:
+        """`loop.create_server(protocol_factory, ...)`, or for a TLS listener the same with each connection's
+        protocol behind the loop's SSLProtocol (tidelog.security.tls); the broker's connections are
+        BufferedProtocols (tidelog.broker.frame_stream)."""
+        if listener not in self._ssl:
+            return asyncio.get_running_loop().create_server
+        from tidelog.security.tls import create_tls_server
+
+        return functools.partial(create_tls_server, self._ssl[listener], listener)
+
     def principal_mapper(self, listener: str) -> SslPrincipalMapper:
         return self._mappers[listener]
 

@@ -62,11 +62,24 @@ async def start_tls_server(context: ssl.SSLContext, listener: str, client_connec
                            **kwds: Any) -> asyncio.AbstractServer:
     """asyncio.start_server(ssl=context) with one log line per failed handshake."""
     loop = asyncio.get_running_loop()
+
+    def stream_protocol() -> asyncio.BaseProtocol:
+        return asyncio.StreamReaderProtocol(asyncio.StreamReader(limit=limit, loop=loop), client_connected_cb,
+                                            loop=loop)
+
+    return await create_tls_server(context, listener, stream_protocol, host, port, **kwds)
+
+
+async def create_tls_server(context: ssl.SSLContext, listener: str,
+                            protocol_factory: Callable[[], asyncio.BaseProtocol], host: str | None = None,
+                            port: int | None = None, **kwds: Any) -> asyncio.AbstractServer:
+    """loop.create_server(protocol_factory, ssl=context) with one log line per failed handshake: each
+    connection's protocol (a BufferedProtocol too) sits behind the loop's SSLProtocol."""
+    loop = asyncio.get_running_loop()
     protocol_cls = _logged_protocol(_ssl_protocol_base(loop))
 
     def factory() -> asyncio.BaseProtocol:
-        reader = asyncio.StreamReader(limit=limit, loop=loop)
-        app = asyncio.StreamReaderProtocol(reader, client_connected_cb, loop=loop)
+        app = protocol_factory()
         waiter = loop.create_future()
         protocol = protocol_cls(loop, app, context, waiter, server_side=True,
                                 ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S)

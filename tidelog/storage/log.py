@@ -105,12 +105,10 @@ class Log:
         flush_executor: concurrent.futures.Executor | None = None,
         fault_hooks: FaultHooks = NO_FAULTS,
         loaded: LoadedLogOffsets | None = None,
-        fetch_use_mmap: bool = True,
     ) -> None:
         """Use `Log.load()` (or LogManager) to open a log: it passes what LogLoader found as `loaded`;
         without it the log is empty state."""
         self.fault_hooks = fault_hooks
-        self.fetch_use_mmap = fetch_use_mmap  # False: reads copy with pread (bench/fetch.py compares)
         self.dir = Path(directory)
         self.topic_partition = topic_partition
         self.config = config
@@ -500,14 +498,12 @@ class Log:
 
     # --- read ------------------------------------------------------------------------------------------
 
-    def read(
-        self, fetch_offset: int, max_bytes: int, upper_bound: int, min_one_batch: bool
-    ) -> memoryview | bytes:
+    def read(self, fetch_offset: int, max_bytes: int, upper_bound: int, min_one_batch: bool) -> bytes:
         """Raw `.log` bytes from the start of the batch holding `fetch_offset` (docs/STORAGE.md "Reads").
 
-        The result is a zero-copy view of one segment's mapping (LogSegment.read_view); it stays
-        readable after a roll, later appends or deletion of the segment. Callers that keep it long
-        convert it with bytes().
+        The result is a copy read with os.pread from one segment (the `.log` files are not mapped: pages
+        stay in the kernel's page cache, not in the broker's RSS); later appends, rolls or deletion of the
+        segment do not change it.
 
         `upper_bound` is an offset (HW, LSO or LEO) on a batch boundary; nothing at or after it is
         returned. A segment without a batch reaching fetch_offset (compaction gap) moves on to the next.
@@ -530,7 +526,7 @@ class Log:
                 bound_position = mapping.position if mapping is not None else bound_segment.size
         while segment is not None:
             max_position = bound_position if segment is bound_segment else None
-            data = segment.read(fetch_offset, max_bytes, max_position, min_one_batch, self.fetch_use_mmap)
+            data = segment.read(fetch_offset, max_bytes, max_position, min_one_batch)
             if data is not None:
                 return data
             if segment is bound_segment:

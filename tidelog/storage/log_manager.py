@@ -81,7 +81,6 @@ class LogManager:
         checkpoint_interval_ms: int = 60_000,
         fault_hooks: FaultHooks = NO_FAULTS,
         retention_check_interval_ms: int | None = None,
-        fetch_use_mmap: bool = True,
     ) -> None:
         """`config_provider(tp)` (optional) gives the effective LogConfig of a partition found on disk at
         startup (topic overrides); without it `default_config` is used until `Log.update_config()`.
@@ -104,7 +103,6 @@ class LogManager:
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self.config_provider = config_provider
         self.fault_hooks = fault_hooks
-        self.fetch_use_mmap = fetch_use_mmap
         self.scheduler = Scheduler(clock)
         self._logs: dict[TopicPartition, Log] = {}
         self._log_dir_of: dict[TopicPartition, Path] = {}
@@ -126,13 +124,6 @@ class LogManager:
         self.checkpoint_interval_ms = checkpoint_interval_ms
         self._stop = threading.Event()
         self._background: threading.Thread | None = None
-
-    def set_fetch_use_mmap(self, use_mmap: bool) -> None:
-        """Fetch reads as mmap views (default) or pread copies, for every log now and later."""
-        with self._lock:
-            self.fetch_use_mmap = use_mmap
-            for lg in self._logs.values():
-                lg.fetch_use_mmap = use_mmap
 
     # --- deferred append flushes ------------------------------------------------------------------------
 
@@ -297,7 +288,6 @@ class LogManager:
             "flush_on_append": self.flush_on_append,
             "flush_executor": self._flush_executor,
             "fault_hooks": self.fault_hooks,
-            "fetch_use_mmap": self.fetch_use_mmap,
         }
 
     def _register(self, tp: TopicPartition, lg: Log, log_dir: Path) -> None:

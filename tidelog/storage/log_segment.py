@@ -7,12 +7,8 @@ roll (docs/STORAGE.md "Rolling"), and recovers itself after an unclean shutdown 
 
 from __future__ import annotations
 
-import mmap
 import os
 import random
-import threading
-import weakref
-from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,45 +40,9 @@ HEADER_SIZE_UP_TO_MAGIC = 17
 MIN_RECORD_OVERHEAD = 14
 _READ_CHUNK = 64 * 1024
 
-# Fetch reads are memoryview slices of a read-only mmap of the `.log` (DEVELOPERS.md: fetch never copies
-# out of the segment except into the response frame). `use_mmap=False` (Log.fetch_use_mmap, set through
-# LogManager.set_fetch_use_mmap) falls back to os.pread copies; bench/fetch.py compares the two paths.
-# Python (< 3.13) dups the file descriptor of every mmap, so cached mappings are bounded: the least
-# recently read segment drops its cached mapping (live views keep it alive until they are released).
-MAX_MAPPED_SEGMENTS = 256
-
-
-class _MappedSegments:
-    """LRU of segments holding a cached mapping (weak references: a segment's life is the Log's)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._lru: OrderedDict[int, weakref.ref[LogSegment]] = OrderedDict()
-
-    def touch(self, segment: LogSegment) -> None:
-        evicted: list[LogSegment] = []
-        with self._lock:
-            self._lru[id(segment)] = weakref.ref(segment)
-            self._lru.move_to_end(id(segment))
-            while len(self._lru) > MAX_MAPPED_SEGMENTS:
-                _, ref = self._lru.popitem(last=False)
-                old = ref()
-                if old is not None:
-                    evicted.append(old)
-        for old in evicted:
-            old._map = None  # never close(): a fetch response may still hold a view of it
-
-    def discard(self, segment: LogSegment) -> None:
-        with self._lock:
-            ref = self._lru.get(id(segment))
-            if ref is not None and ref() is segment:
-                del self._lru[id(segment)]
-
-    def __len__(self) -> int:
-        return len(self._lru)
-
-
-MAPPED_SEGMENTS = _MappedSegments()
+# Fetch reads copy the slice out of the page cache with os.pread; the `.log` is never mmapped (as in Kafka,
+# which maps only the index files): mapped segment pages a reader touched stay in the broker's RSS, while
+# pread leaves them to the kernel's page cache, shared and reclaimable (README, "Memory").
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,9 +100,6 @@ class LogSegment:
         self.roll_jitter_ms = roll_jitter_ms
         self._clock = clock
         self._size = os.fstat(log_fd).st_size
-        # Read-only mapping of [0, len) with len <= _size at mapping time: never beyond appended data,
-        # so a preallocated (longer) file is mapped only up to its data and no page past EOF is touched.
-        self._map: mmap.mmap | None = None
         self.created = clock.milliseconds()
         self.bytes_since_last_index_entry = 0
         self._rolling_based_timestamp: int | None = None
@@ -241,32 +198,6 @@ class LogSegment:
             out += more
         return out
 
-    def read_view(self, position: int, size: int, use_mmap: bool = True) -> memoryview | bytes:
-        """Bytes [position, position+size) clipped to the valid size, as a zero-copy view of the mapping.
-
-        The mapping is replaced (not closed: views of it may be alive) when the segment has grown past
-        it. A view stays valid after the segment is deleted: the mapping keeps the unlinked inode."""
-        size = max(0, min(size, self._size - position))
-        if size == 0:
-            return b""
-        if not use_mmap:
-            return self.read_bytes(position, size)
-        end = position + size
-        mapped = self._map
-        if mapped is None or len(mapped) < end:
-            if self._fd < 0:
-                raise ValueError(f"segment {self.base_offset} is closed")
-            mapped = mmap.mmap(self._fd, self._size, access=mmap.ACCESS_READ)
-            self._map = mapped
-            MAPPED_SEGMENTS.touch(self)
-        return memoryview(mapped)[position:end]
-
-    def _drop_mapping(self) -> None:
-        """Forget the cached mapping (before truncation or close); live views keep theirs."""
-        if self._map is not None:
-            self._map = None
-            MAPPED_SEGMENTS.discard(self)
-
     def batches(self, start_pos: int = 0, end_pos: int | None = None) -> Iterator[tuple[int, RecordBatchHeader]]:
         """Yield (position, header) for each complete batch from `start_pos` (a batch boundary).
 
@@ -297,18 +228,12 @@ class LogSegment:
         return None
 
     def read(
-        self,
-        start_offset: int,
-        max_size: int,
-        max_position: int | None = None,
-        min_one_message: bool = False,
-        use_mmap: bool = True,
-    ) -> memoryview | bytes | None:
+        self, start_offset: int, max_size: int, max_position: int | None = None, min_one_message: bool = False
+    ) -> bytes | None:
         """Raw slice starting at the batch holding `start_offset`; None when no batch here reaches it.
 
         Up to min(max_position - start, max_size) bytes; with min_one_message the first batch is returned
-        whole even when it exceeds max_size (Kafka's LogSegment.read). The slice is a view of the
-        segment's mapping (see read_view): callers keep it only as long as they need it."""
+        whole even when it exceeds max_size (Kafka's LogSegment.read). The slice is a copy (os.pread)."""
         if max_size < 0:
             raise ValueError(f"invalid max size {max_size}")
         start = self.translate_offset(start_offset)
@@ -321,7 +246,7 @@ class LogSegment:
         fetch_size = min(limit - start.position, adjusted_max_size)
         if fetch_size <= 0:
             return b""
-        return self.read_view(start.position, fetch_size, use_mmap)
+        return self.read_bytes(start.position, fetch_size)
 
     def read_next_offset(self) -> int:
         """The offset after the last batch, or the base offset for an empty segment."""
@@ -461,7 +386,6 @@ class LogSegment:
         self.offset_index.reset()
         self.time_index.reset()
         self.txn_index.reset()
-        self._drop_mapping()  # recovery runs before any read, but the file may shrink below
         file_size = os.fstat(self._fd).st_size
         self._size = file_size
         valid_bytes = 0
@@ -538,9 +462,6 @@ class LogSegment:
         if mapping is None:
             return 0
         removed = self._size - mapping.position
-        # Only recovery truncates a segment (before fetches run); a view still reading the cut-off
-        # range would fault (SIGBUS), so the cached mapping goes first.
-        self._drop_mapping()
         os.ftruncate(self._fd, mapping.position)
         self._size = mapping.position
         if self._size == 0:
@@ -556,7 +477,6 @@ class LogSegment:
         self.offset_index.reset()
         self.time_index.reset()
         self.txn_index.reset()
-        self._drop_mapping()
         os.ftruncate(self._fd, 0)
         self._size = 0
         self.created = self._clock.milliseconds()
@@ -583,8 +503,7 @@ class LogSegment:
         self.offset_index.close()
         self.time_index.close()
         self.txn_index.close()
-        self._trim_log()  # trims to _size: never below what the mapping covers
-        self._drop_mapping()
+        self._trim_log()
         os.close(self._fd)
         self._fd = -1
 
@@ -593,7 +512,6 @@ class LogSegment:
         self.offset_index.close_handler()
         self.time_index.close_handler()
         self.txn_index.close()
-        self._drop_mapping()
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1

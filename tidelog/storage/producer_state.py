@@ -14,8 +14,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import crc32c
-
+from tidelog.protocol import crc as crc32c
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.record_batch import HEADER_SIZE, RecordBatchHeader
 from tidelog.storage.checkpoints import write_atomic

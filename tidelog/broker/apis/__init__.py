@@ -40,6 +40,12 @@ API_TABLE: tuple[ApiEntry, ...] = (
     ApiEntry(ApiKey.INCREMENTAL_ALTER_CONFIGS, "incremental_alter_configs", 0, 1),
     ApiEntry(ApiKey.DESCRIBE_CLUSTER, "describe_cluster", 0, 2),
     ApiEntry(ApiKey.DELETE_RECORDS, "delete_records", 0, 2),
+    # admin extras tools call (single node: nothing to reassign or elect)
+    ApiEntry(ApiKey.DESCRIBE_LOG_DIRS, "describe_log_dirs", 1, 5),
+    ApiEntry(ApiKey.LIST_PARTITION_REASSIGNMENTS, "list_partition_reassignments", 0, 0),
+    ApiEntry(ApiKey.ALTER_PARTITION_REASSIGNMENTS, "alter_partition_reassignments", 0, 1),
+    ApiEntry(ApiKey.ELECT_LEADERS, "elect_leaders", 0, 2),
+    ApiEntry(ApiKey.DESCRIBE_TOPIC_PARTITIONS, "describe_topic_partitions", 0, 0),
     # client quotas (tidelog.broker.quotas)
     ApiEntry(ApiKey.DESCRIBE_CLIENT_QUOTAS, "describe_client_quotas", 0, 1),
     ApiEntry(ApiKey.ALTER_CLIENT_QUOTAS, "alter_client_quotas", 0, 1),
@@ -58,6 +64,9 @@ API_TABLE: tuple[ApiEntry, ...] = (
     ApiEntry(ApiKey.DESCRIBE_GROUPS, "describe_groups", 0, 6),
     ApiEntry(ApiKey.DELETE_GROUPS, "delete_groups", 0, 2),
     ApiEntry(ApiKey.OFFSET_DELETE, "offset_delete", 0, 0),
+    # KIP-848 consumer groups; ConsumerGroupHeartbeat v1 adds SubscribedTopicRegex (resolved on the broker)
+    ApiEntry(ApiKey.CONSUMER_GROUP_HEARTBEAT, "consumer_group_heartbeat", 0, 1),
+    ApiEntry(ApiKey.CONSUMER_GROUP_DESCRIBE, "consumer_group_describe", 0, 1),  # v1: MemberType (KIP-1099)
     # idempotent and transactional producers, transaction coordinator
     ApiEntry(ApiKey.INIT_PRODUCER_ID, "init_producer_id", 0, 5),
     ApiEntry(ApiKey.ADD_PARTITIONS_TO_TXN, "add_partitions_to_txn", 0, 3),

@@ -28,6 +28,7 @@ from tidelog.storage import TopicPartition
 if TYPE_CHECKING:
     from tidelog.broker.topics import TopicInfo
     from tidelog.coordinator.group import GroupCoordinator
+    from tidelog.coordinator.group.consumer_coordinator import ConsumerGroupCoordinator
     from tidelog.coordinator.transaction import TransactionCoordinator
     from tidelog.storage.log import Log
 
@@ -35,6 +36,21 @@ if TYPE_CHECKING:
 
 def coordinator(ctx: RequestContext) -> GroupCoordinator:
     return ctx.broker.groups
+
+
+def consumer_groups(ctx: RequestContext) -> ConsumerGroupCoordinator:
+    """The KIP-848 coordinator; UNSUPPORTED_VERSION when `group.coordinator.rebalance.protocols` leaves out
+    "consumer" (Kafka then does not serve the consumer protocol)."""
+    groups: ConsumerGroupCoordinator | None = ctx.broker.groups.consumer_groups
+    if groups is None:
+        raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "consumer group coordinator not running")
+    if not groups.enabled:
+        raise KafkaError(ErrorCode.UNSUPPORTED_VERSION, "The consumer group protocol is not enabled")
+    return groups
+
+
+# Group AclOperations without an authorizer: READ 3, DELETE 6, DESCRIBE 8.
+GROUP_OPERATIONS = frozenset({3, 6, 8})
 
 
 def check_group(ctx: RequestContext, op: AclOperation, group_id: str | None) -> None:

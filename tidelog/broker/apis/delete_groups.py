@@ -21,7 +21,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     result: dict[str, int] = dict.fromkeys(names, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     if allowed:
         try:
-            result.update(coordinator(ctx).delete_groups(allowed))
+            groups = coordinator(ctx)
+            consumer = groups.consumer_groups
+            mine = [n for n in allowed if consumer is not None and consumer.is_consumer_group(n)]
+            result.update(groups.delete_groups([n for n in allowed if n not in mine]))
+            if consumer is not None:
+                result.update({n: consumer.delete_group(n) for n in mine})
         except KafkaError as e:
             result.update(dict.fromkeys(allowed, e.code))
     return cls(throttle_time_ms=0, results=[cls.DeletableGroupResult(group_id=n, error_code=result[n])

@@ -36,12 +36,15 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                                protocol_data="", members=[],
                                authorized_operations=AUTHORIZED_OPERATIONS_OMITTED if denied else ops))
             continue
-        if group is None:
-            # Kafka's GroupMetadataManager.describeGroups: an unknown group is Dead; v0-5 with no error, v6+ with
-            # GROUP_ID_NOT_FOUND and the exception's message (KIP-1043).
+        consumer = coordinator(ctx).consumer_groups
+        is_consumer = consumer is not None and consumer.is_consumer_group(group_id)
+        if group is None or is_consumer:
+            # Kafka's GroupMetadataManager.describeGroups: an unknown group, or one that is not classic, is Dead;
+            # v0-5 with no error, v6+ with GROUP_ID_NOT_FOUND and the exception's message (KIP-1043).
             missing = version >= 6
+            message = f"Group {group_id} is not a classic group." if is_consumer else f"Group {group_id} not found."
             described.append(D(error_code=ErrorCode.GROUP_ID_NOT_FOUND if missing else ErrorCode.NONE,
-                               error_message=f"Group {group_id} not found." if missing else None,
+                               error_message=message if missing else None,
                                group_id=group_id, group_state=GroupState.DEAD.value,
                                protocol_type="", protocol_data="", members=[], authorized_operations=ops))
             continue

@@ -2,8 +2,8 @@
 
 * Versions 4-16. v13+ names topics by id (looked up with TopicManager.by_id); Java and librdkafka switch to it
   as soon as Metadata returns real topic ids.
-* No fetch sessions (KIP-227): every response says session_id 0, so Java/kafka-python send full fetches; an
-  incremental request (session_id != 0) gets FETCH_SESSION_ID_NOT_FOUND and the client starts over.
+* Fetch sessions (KIP-227, v7+): `broker/fetch_session.py` (Kafka's FetchSessionCache) decides which
+  partitions an incremental request reads (its whole session) and which the response carries (those with news).
 * KIP-74: request max_bytes and partition_max_bytes are soft limits for the first partition that has data,
   which always gets at least one whole batch; later partitions get only what fits.
 * Long poll: with fewer than min_bytes available the request parks in the FetchPurgatory until an append to
@@ -18,10 +18,11 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tidelog.broker import fetch_session
 from tidelog.broker.apis._shared import check_leader_epoch
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode, KafkaError
-from tidelog.protocol.messages import response_class
+from tidelog.protocol.fetch_codec import FetchPartitionResponse, FetchResponseData, FetchTopicResponse
 from tidelog.protocol.record_batch import HEADER_SIZE, read_header
 from tidelog.protocol.records import ZSTD
 from tidelog.security.authorizer import TOPIC, Op, authorized_names
@@ -38,9 +39,9 @@ TOPIC_ID_MIN_VERSION = 13
 ZSTD_MIN_VERSION = 10
 READ_COMMITTED = 1
 CONSUMER_REPLICA_ID = -1
-INVALID_SESSION_ID = 0
-INITIAL_EPOCH = 0
-FINAL_EPOCH = -1
+INVALID_SESSION_ID = fetch_session.INVALID_SESSION_ID
+INITIAL_EPOCH = fetch_session.INITIAL_EPOCH
+FINAL_EPOCH = fetch_session.FINAL_EPOCH
 INT32_MAX = 2**31 - 1
 
 
@@ -52,7 +53,7 @@ class _Partition:
     request: Any
     log: Log | None = None
     error: ErrorCode = ErrorCode.NONE
-    records: memoryview | bytes = b""  # a view of the segment mapping: copied only into the response
+    records: memoryview | bytes = b""  # read from the segment (os.pread): written to the socket as is
     high_watermark: int = -1
     last_stable_offset: int = -1
     log_start_offset: int = -1
@@ -163,7 +164,7 @@ def _read_partition(part: _Partition, log_obj: Log, params: _FetchParams, max_by
     except Exception:  # a storage bug answers this partition with an error instead of failing the request
         log.exception("fetch from %s-%d failed", part.name, part.request.partition)
         return ErrorCode.UNKNOWN_SERVER_ERROR
-    part.records = data  # no bytes(): the encoder copies the view straight into the response frame
+    part.records = data
     if params.version < ZSTD_MIN_VERSION and _has_zstd(part.records):
         # Fetch v10 is the first that may carry zstd batches (KIP-110); older readers get an error.
         part.records = b""
@@ -183,30 +184,27 @@ def _has_zstd(data: memoryview | bytes) -> bool:
     return False
 
 
-def _response(ctx: RequestContext, parts: list[_Partition], error: ErrorCode = ErrorCode.NONE) -> Any:
-    cls = response_class(API_KEY)[ctx.api_version]
-    T = cls.FetchableTopicResponse
-    P = T.PartitionData
-    A = P.AbortedTransaction
+def _topic_key(key: Any, by_id: bool) -> str | bytes:
+    if not by_id:
+        return str(key)
+    return key.bytes if isinstance(key, uuid.UUID) else bytes(key or bytes(16))
+
+
+def _response(ctx: RequestContext, parts: list[_Partition], error: ErrorCode = ErrorCode.NONE,
+              session_id: int = INVALID_SESSION_ID) -> FetchResponseData:
+    """Encoded by hand (protocol/fetch_codec.py) when written: the records stay separate pieces."""
     by_id = ctx.api_version >= TOPIC_ID_MIN_VERSION
-    topics: list[Any] = []
+    topics: list[FetchTopicResponse] = []
     last_key: Any = object()
     for part in parts:
         if part.topic_key != last_key or not topics:
             # consecutive partitions of one topic share a topic entry, as in the request
-            topic = T(topic_id=part.topic_key, partitions=[]) if by_id else T(topic=part.topic_key, partitions=[])
-            topics.append(topic)
+            topics.append(FetchTopicResponse(_topic_key(part.topic_key, by_id), []))
             last_key = part.topic_key
-        topics[-1].partitions.append(P(
-            partition_index=part.request.partition, error_code=part.error,
-            high_watermark=part.high_watermark, last_stable_offset=part.last_stable_offset,
-            log_start_offset=part.log_start_offset, diverging_epoch=None, current_leader=None,
-            snapshot_id=None,
-            aborted_transactions=None if part.aborted is None else
-            [A(producer_id=pid, first_offset=first) for pid, first in part.aborted],
-            preferred_read_replica=-1, records=part.records))
-    return cls(throttle_time_ms=0, error_code=error, session_id=INVALID_SESSION_ID, responses=topics,
-               node_endpoints=[])
+        topics[-1].partitions.append(FetchPartitionResponse(
+            part.request.partition, part.error, part.high_watermark, part.last_stable_offset,
+            part.log_start_offset, part.aborted, part.records))
+    return FetchResponseData(ctx.api_version, int(error), session_id, topics)
 
 
 def _replica_id(request: Any) -> int:
@@ -219,18 +217,19 @@ def _replica_id(request: Any) -> int:
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
-    if version >= 7:
-        session_id = getattr(request, "session_id", INVALID_SESSION_ID)
-        epoch = getattr(request, "session_epoch", FINAL_EPOCH)
-        if session_id != INVALID_SESSION_ID:
-            # This broker never creates sessions, so any session id is unknown (FetchSessionCache miss).
-            return _response(ctx, [], ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
-        if epoch not in (INITIAL_EPOCH, FINAL_EPOCH):
-            return _response(ctx, [], ErrorCode.INVALID_FETCH_SESSION_EPOCH)
     max_bytes = getattr(request, "max_bytes", INT32_MAX)
     params = _FetchParams(version, INT32_MAX if max_bytes is None else max_bytes, request.min_bytes,
                           getattr(request, "isolation_level", 0) or 0, _replica_id(request))
-    parts = _resolve(ctx, request)
+    session_ctx = None
+    cache = getattr(ctx.broker, "fetch_sessions", None)
+    if version >= 7:
+        session_ctx, parts_or_error = _session_context(ctx, request, params, cache)
+        if isinstance(parts_or_error, int):
+            return _response(ctx, [], ErrorCode(parts_or_error))
+        parts = parts_or_error
+    else:
+        parts = _resolve(ctx, request)
+    names = [p.name for p in parts]  # the session caches names as resolved, before authorization
     # KafkaApis.handleFetchRequest: READ per topic (consumers), else TOPIC_AUTHORIZATION_FAILED per partition
     readable = authorized_names(ctx, Op.READ, TOPIC, {p.name for p in parts if p.name is not None})
     for part in parts:
@@ -251,4 +250,48 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         total, has_error = _read_all(ctx, parts, params)
         if not woken:
             break
-    return _response(ctx, parts)
+    if session_ctx is None or cache is None:
+        return _response(ctx, parts)
+    return _session_response(ctx, cache, session_ctx, parts, names)
+
+
+def _session_context(ctx: RequestContext, request: Any, params: _FetchParams,
+                     cache: fetch_session.FetchSessionCache | None) -> tuple[Any, list[_Partition] | int]:
+    """The request's fetch session context (KIP-227) and the partitions to read, or an error code."""
+    session_id = getattr(request, "session_id", INVALID_SESSION_ID)
+    epoch = getattr(request, "session_epoch", FINAL_EPOCH)
+    if cache is None:  # no cache: only sessionless fetches
+        if session_id != INVALID_SESSION_ID:
+            return None, ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+        if epoch not in (INITIAL_EPOCH, FINAL_EPOCH):
+            return None, ErrorCode.INVALID_FETCH_SESSION_EPOCH
+        return None, _resolve(ctx, request)
+    by_id = ctx.api_version >= TOPIC_ID_MIN_VERSION
+    fetch_data, forgotten = fetch_session.request_data(request, by_id, lambda key: _topic_name(ctx, key))
+    context = fetch_session.new_context(cache, session_id, epoch, by_id, params.replica_id >= 0, fetch_data,
+                                        forgotten)
+    if context.kind == "error":
+        return context, context.error
+    if context.kind == "incremental":
+        cached = fetch_session.session_partitions(context)
+        parts = [_Partition(c.topic_key, c.name, c) for c in cached]
+        for part in parts:
+            if part.name is None:
+                part.error = ErrorCode.UNKNOWN_TOPIC_ID
+        return context, parts
+    return context, _resolve(ctx, request)
+
+
+def _topic_name(ctx: RequestContext, key: Any) -> str | None:
+    raw = key.bytes if isinstance(key, uuid.UUID) else bytes(key or b"")
+    info = ctx.broker.topics.by_id(raw) if any(raw) else None
+    return info.name if info is not None else None
+
+
+def _session_response(ctx: RequestContext, cache: fetch_session.FetchSessionCache, context: Any,
+                      parts: list[_Partition], names: list[str | None]) -> Any:
+    results = [fetch_session.PartitionResult(p.topic_key, name, p.request, int(p.error), len(p.records),
+                                             p.high_watermark, p.last_stable_offset, p.log_start_offset)
+               for p, name in zip(parts, names, strict=True)]
+    session_id, include = fetch_session.update_and_generate_response(cache, context, results)
+    return _response(ctx, [p for p, keep in zip(parts, include, strict=True) if keep], session_id=session_id)

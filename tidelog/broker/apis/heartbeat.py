@@ -16,6 +16,12 @@ API_KEY = 12
 async def handle(ctx: RequestContext, request: Any) -> Any:
     try:
         check_group(ctx, Op.READ, request.group_id)
+        consumer = coordinator(ctx).consumer_groups
+        if consumer is not None and consumer.is_consumer_group(request.group_id):
+            # a classic member of a KIP-848 group (GroupMetadataManager.classicGroupHeartbeatToConsumerGroup)
+            return response_class(API_KEY)[ctx.api_version](throttle_time_ms=0, error_code=consumer.classic_members
+                .heartbeat(request.group_id, request.member_id,
+                           request.group_instance_id if ctx.api_version >= 3 else None, request.generation_id))
         error = coordinator(ctx).heartbeat(
             request.group_id, request.member_id,
             request.group_instance_id if ctx.api_version >= 3 else None, request.generation_id)

@@ -19,7 +19,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     try:
         check_group(ctx, Op.READ, request.group_id)
         groups = coordinator(ctx)
-        result = await groups.join_group(
+        args = dict(
             group_id=request.group_id,
             member_id=request.member_id or "",
             group_instance_id=request.group_instance_id if version >= 5 else None,
@@ -32,8 +32,20 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             protocols=[(p.name or "", bytes(p.metadata or b"")) for p in request.protocols or []],
             # KIP-394: v4+ dynamic members must first obtain a member id
             require_known_member_id=version >= 4 and not (version >= 5 and request.group_instance_id),
-            supports_skip_assignment=version >= 9,
         )
+        consumer = groups.consumer_groups
+        if consumer is not None and consumer.is_consumer_group(request.group_id):
+            # GroupMetadataManager.classicGroupJoin: a live consumer group takes the classic member in; an empty
+            # one becomes a classic group first
+            if not consumer.groups[request.group_id].is_empty():
+                return build_response(version, consumer.classic_members.join(
+                    args["group_id"], args["member_id"], args["group_instance_id"], args["client_id"],
+                    "/" + ctx.client_host, args["session_timeout_ms"], args["rebalance_timeout_ms"],
+                    args["protocol_type"], args["protocols"], args["require_known_member_id"]))
+            error = consumer.before_classic_join(request.group_id, request.protocol_type)
+            if error != ErrorCode.NONE:
+                raise KafkaError(ErrorCode(error))
+        result = await groups.join_group(**args, supports_skip_assignment=version >= 9)
     except KafkaError as e:
         result = JoinResult(e.code, request.member_id or "")
     return build_response(version, result)

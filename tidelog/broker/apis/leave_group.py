@@ -21,11 +21,17 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         leaving = [LeaveMember(m.member_id or "", m.group_instance_id) for m in request.members or []]
     else:
         leaving = [LeaveMember(request.member_id or "")]
+    top: int
+    errors: list[int]
     try:
         check_group(ctx, Op.READ, request.group_id)
-        top, errors = coordinator(ctx).leave_group(request.group_id, leaving)
+        consumer = coordinator(ctx).consumer_groups
+        if consumer is not None and consumer.is_consumer_group(request.group_id):
+            top, errors = ErrorCode.NONE, consumer.classic_members.leave(request.group_id, leaving)
+        else:
+            top, errors = coordinator(ctx).leave_group(request.group_id, leaving)
     except KafkaError as e:
-        top, errors = e.code, [ErrorCode.NONE] * len(leaving)
+        top, errors = e.code, [int(ErrorCode.NONE)] * len(leaving)
     if version < 3:
         # a single member: its error is the response's error (Kafka's LeaveGroupResponse for v0-2)
         error = top if top != ErrorCode.NONE else (errors[0] if errors else ErrorCode.NONE)

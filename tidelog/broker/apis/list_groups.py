@@ -13,6 +13,7 @@ from tidelog.security.authorizer import GROUP, Op, authorize_cluster, authorized
 API_KEY = 16
 
 GROUP_TYPE_CLASSIC = "classic"
+GROUP_TYPE_CONSUMER = "consumer"
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -28,7 +29,21 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if not authorize_cluster(ctx, Op.DESCRIBE):  # KafkaApis.handleListGroupsRequest: else DESCRIBE per group
         visible = authorized_names(ctx, Op.DESCRIBE, GROUP, [g.group_id for g in groups])
         groups = [g for g in groups if g.group_id in visible]
+    consumer = coordinator(ctx).consumer_groups
+    consumer_groups = consumer.list_groups() if consumer is not None else []
+    if consumer_groups and not authorize_cluster(ctx, Op.DESCRIBE):
+        visible_cg = authorized_names(ctx, Op.DESCRIBE, GROUP, [g.group_id for g in consumer_groups])
+        consumer_groups = [g for g in consumer_groups if g.group_id in visible_cg]
+    consumer_ids = {g.group_id for g in consumer_groups}
+    for cg in consumer_groups:
+        state = cg.state.value
+        if (states and state.lower() not in states) or (types and GROUP_TYPE_CONSUMER not in types):
+            continue
+        listed.append(cls.ListedGroup(group_id=cg.group_id, protocol_type="consumer", group_state=state,
+                                      group_type=GROUP_TYPE_CONSUMER))
     for g in groups:
+        if g.group_id in consumer_ids:
+            continue  # the offsets of a consumer group, kept by the classic coordinator
         if states and g.state.value.lower() not in states:
             continue
         if types and GROUP_TYPE_CLASSIC not in types:

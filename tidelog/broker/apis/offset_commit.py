@@ -66,7 +66,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             epoch = p.committed_leader_epoch if version >= 6 else -1
             offsets[tp] = OffsetAndMetadata(p.committed_offset, -1 if epoch is None else epoch,
                                             p.committed_metadata or "", now, expire)
-    if offsets:
+    consumer = getattr(coordinator(ctx), "consumer_groups", None) if offsets else None
+    if consumer is not None and consumer.is_consumer_group(request.group_id):
+        # KIP-848 group: the member epoch is validated as the generation (ConsumerGroup.validateOffsetCommit)
+        errors.update(consumer.commit_offsets(request.group_id, request.member_id or "",
+                                              request.generation_id_or_member_epoch, version, offsets))
+    elif offsets:
         try:
             errors.update(coordinator(ctx).commit_offsets(
                 request.group_id, request.member_id or "",

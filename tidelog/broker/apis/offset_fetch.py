@@ -22,14 +22,20 @@ API_KEY = 9
 Partition = tuple[int, int, int, str, int]  # (partition, offset, leader_epoch, metadata, error)
 
 
-def _fetch(ctx: RequestContext, group_id: str, topics: list[Any] | None, require_stable: bool = False
-           ) -> tuple[int, list[tuple[str, list[Partition]]]]:
+def _fetch(ctx: RequestContext, group_id: str, topics: list[Any] | None, require_stable: bool = False,
+           member: tuple[str | None, int] | None = None) -> tuple[int, list[tuple[str, list[Partition]]]]:
     """(group error, [(topic, [partition entries])]) in request order. With `require_stable` (v7+, KIP-447) a
-    partition with offsets pending in an open transaction answers UNSTABLE_OFFSET_COMMIT; the client retries."""
+    partition with offsets pending in an open transaction answers UNSTABLE_OFFSET_COMMIT; the client retries.
+    `member` (v9+): the member id and epoch a KIP-848 member fetches with (ConsumerGroup.validateOffsetFetch)."""
     # KafkaApis.handleOffsetFetchRequest: DESCRIBE on the group; DESCRIBE per topic (requested topics the
     # principal may not describe answer TOPIC_AUTHORIZATION_FAILED, "all topics" leaves them out)
     if not authorize(ctx, Op.DESCRIBE, GROUP, group_id or ""):
         return ErrorCode.GROUP_AUTHORIZATION_FAILED, []
+    consumer = coordinator(ctx).consumer_groups
+    if member is not None and consumer is not None:
+        error = consumer.validate_offset_fetch(group_id, member[0], member[1])
+        if error != ErrorCode.NONE:
+            return error, []
     partitions = None
     denied: list[TopicPartition] = []
     if topics is not None:
@@ -62,7 +68,8 @@ def _topic_id(raw: Any) -> bytes:
     return raw.bytes if isinstance(raw, uuid.UUID) else bytes(raw or b"")
 
 
-def _group_by_ids(ctx: RequestContext, group: Any, G: Any, require_stable: bool) -> Any:
+def _group_by_ids(ctx: RequestContext, group: Any, G: Any, require_stable: bool,
+                  member: tuple[str | None, int] | None = None) -> Any:
     """One v10 group: topics named by id in the request and in the answer."""
     T = G.OffsetFetchResponseTopics
     P = T.OffsetFetchResponsePartitions
@@ -77,7 +84,7 @@ def _group_by_ids(ctx: RequestContext, group: Any, G: Any, require_stable: bool)
                 unknown.append(t)
             else:
                 known.append(SimpleNamespace(name=info.name, partition_indexes=t.partition_indexes))
-    error, fetched = _fetch(ctx, group.group_id, None if group.topics is None else known, require_stable)
+    error, fetched = _fetch(ctx, group.group_id, None if group.topics is None else known, require_stable, member)
     answer = []
     for name, parts in fetched:
         info = topics.get(name)
@@ -100,10 +107,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         groups = []
         G = cls.OffsetFetchResponseGroup
         for g in request.groups or []:
+            member = (g.member_id, g.member_epoch) if version >= 9 else None
             if version >= 10:
-                groups.append(_group_by_ids(ctx, g, G, bool(request.require_stable)))
+                groups.append(_group_by_ids(ctx, g, G, bool(request.require_stable), member))
                 continue
-            error, topics = _fetch(ctx, g.group_id, g.topics, bool(request.require_stable))
+            error, topics = _fetch(ctx, g.group_id, g.topics, bool(request.require_stable), member)
             groups.append(G(group_id=g.group_id, error_code=error, topics=[
                 G.OffsetFetchResponseTopics(name=name, partitions=[
                     G.OffsetFetchResponseTopics.OffsetFetchResponsePartitions(

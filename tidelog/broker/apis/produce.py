@@ -13,7 +13,7 @@ from typing import Any
 
 from tidelog.broker.context import CloseConnection, RequestContext
 from tidelog.protocol.errors import ErrorCode, KafkaError
-from tidelog.protocol.messages import response_class
+from tidelog.protocol.produce_codec import PartitionProduceResponse, ProduceResponseData
 from tidelog.protocol.record_batch import (
     ATTRIBUTES_OFFSET,
     COMPRESSION_MASK,
@@ -50,7 +50,7 @@ class _PartitionResult:
         self.message = message
 
 
-def _precheck_records(records: bytes | None, version: int) -> ErrorCode:
+def _precheck_records(records: bytes | memoryview | None, version: int) -> ErrorCode:
     """ProduceRequest-level checks Kafka makes before the log sees the data (ProduceRequest.validateRecords)."""
     if records is None:
         return ErrorCode.INVALID_RECORD
@@ -61,7 +61,7 @@ def _precheck_records(records: bytes | None, version: int) -> ErrorCode:
     return ErrorCode.NONE
 
 
-def _verify_transaction(ctx: RequestContext, tp: TopicPartition, records: bytes) -> ErrorCode:
+def _verify_transaction(ctx: RequestContext, tp: TopicPartition, records: bytes | memoryview) -> ErrorCode:
     """KIP-890 part 1: a transactional batch only goes to a partition added to its ongoing transaction.
     (A client's control batch is left to LogValidator, which refuses it with INVALID_RECORD.)"""
     if len(records) < HEADER_SIZE or records[MAGIC_OFFSET] != 2:
@@ -76,7 +76,7 @@ def _verify_transaction(ctx: RequestContext, tp: TopicPartition, records: bytes)
     return coordinator.verify_transactional_produce(tp, header.producer_id, header.producer_epoch)
 
 
-def _append(ctx: RequestContext, tp: TopicPartition, records: bytes | None, acks: int,
+def _append(ctx: RequestContext, tp: TopicPartition, records: bytes | memoryview | None, acks: int,
             pending: list[tuple[Log, LogAppendInfo, _PartitionResult]]) -> _PartitionResult:
     topics = ctx.broker.topics
     info = topics.get(tp.topic)
@@ -164,15 +164,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any | None:
                                   f" from client id {ctx.client_id!r} ({', '.join(failed)})")
         return None
 
-    cls = response_class(API_KEY)[ctx.api_version]
-    T = cls.TopicProduceResponse
-    P = T.PartitionProduceResponse
-    E = P.BatchIndexAndErrorMessage
-    return cls(throttle_time_ms=0, node_endpoints=[], responses=[
-        T(name=name, partition_responses=[
-            P(index=index, error_code=r.error, base_offset=r.base_offset, log_append_time_ms=r.log_append_time,
-              log_start_offset=r.log_start_offset,
-              record_errors=[E(batch_index=i, batch_index_error_message=m) for i, m in r.record_errors],
-              error_message=r.message if r.error != ErrorCode.NONE else None, current_leader=None)
-            for index, r in partitions])
+    # Encoded by hand when the connection writes it (protocol/produce_codec.py); the client quotas may set its
+    # throttle_time_ms first.
+    return ProduceResponseData(ctx.api_version, [
+        (name, [PartitionProduceResponse(index, r.error, r.base_offset, r.log_append_time, r.log_start_offset,
+                                         r.record_errors, r.message if r.error != ErrorCode.NONE else None)
+                for index, r in partitions])
         for name, partitions in results])

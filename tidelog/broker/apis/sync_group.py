@@ -19,15 +19,22 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     try:
         check_group(ctx, Op.READ, request.group_id)
         groups = coordinator(ctx)
-        result = await groups.sync_group(
-            group_id=request.group_id,
-            generation_id=request.generation_id,
-            member_id=request.member_id,
-            group_instance_id=request.group_instance_id if version >= 3 else None,
-            protocol_type=request.protocol_type if version >= 5 else None,
-            protocol_name=request.protocol_name if version >= 5 else None,
-            assignments={a.member_id: bytes(a.assignment or b"") for a in request.assignments or []},
-        )
+        consumer = groups.consumer_groups
+        if consumer is not None and consumer.is_consumer_group(request.group_id):
+            result = consumer.classic_members.sync(
+                request.group_id, request.member_id, request.group_instance_id if version >= 3 else None,
+                request.generation_id, request.protocol_type if version >= 5 else None,
+                request.protocol_name if version >= 5 else None)
+        else:
+            result = await groups.sync_group(
+                group_id=request.group_id,
+                generation_id=request.generation_id,
+                member_id=request.member_id,
+                group_instance_id=request.group_instance_id if version >= 3 else None,
+                protocol_type=request.protocol_type if version >= 5 else None,
+                protocol_name=request.protocol_name if version >= 5 else None,
+                assignments={a.member_id: bytes(a.assignment or b"") for a in request.assignments or []},
+            )
     except KafkaError as e:
         result = SyncResult(e.code)
     cls = response_class(API_KEY)[version]

@@ -1,7 +1,9 @@
 """Classic consumer-group coordinator with offsets persisted in `__consumer_offsets`.
 
-* `coordinator.py`: the group state machine (Kafka's GroupCoordinator, classic protocol only; the KIP-848 APIs
-  are not registered, so clients stay on the classic protocol). Parked JoinGroup/SyncGroup calls are futures.
+* `coordinator.py`: the classic group state machine (Kafka's GroupCoordinator for `group.protocol=classic`).
+  Parked JoinGroup/SyncGroup calls are futures.
+* `consumer_coordinator.py`, `consumer_group.py`, `consumer_records.py`, `assignors.py`: KIP-848 consumer
+  groups (ConsumerGroupHeartbeat/Describe), reached as `GroupCoordinator.consumer_groups`.
 * `metadata_manager.py`: the group cache, writes of offset/group records, replay at startup, offset retention.
 * `store.py`: the `__consumer_offsets` topic itself (created through TopicManager.ensure_internal_topic on the
   first FindCoordinator or write; writes go through `Log.append_as_leader(from_client=False)`).
@@ -40,7 +42,13 @@ __all__ = [
 
 
 def create_group_coordinator(broker_config: BrokerConfig, clock: Clock, topics: TopicManager) -> GroupCoordinator:
-    """Build the coordinator persisting through `topics`; call `startup()` once the logs are loaded."""
+    """Build the coordinator persisting through `topics` (with its KIP-848 part, `consumer_groups`); call
+    `startup()` once the logs are loaded."""
+    from tidelog.coordinator.group.consumer_coordinator import ConsumerGroupConfig, ConsumerGroupCoordinator
+
     config = GroupCoordinatorConfig.from_broker_config(broker_config)
     store = TopicOffsetsStore(topics, config, clock)
-    return GroupCoordinator(clock, config, store)
+    coordinator = GroupCoordinator(clock, config, store)
+    coordinator.consumer_groups = ConsumerGroupCoordinator(coordinator, topics, clock,
+                                                           ConsumerGroupConfig.from_broker_config(broker_config))
+    return coordinator

@@ -13,6 +13,7 @@ import asyncio
 import logging
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 from tidelog.clock import Clock
 from tidelog.coordinator.group.config import GroupCoordinatorConfig
@@ -44,16 +45,21 @@ class GroupCoordinator:
         self._timer_due = -1
         self._next_retention_check = -1
         self._active = False
+        self.consumer_groups: Any = None  # KIP-848 ConsumerGroupCoordinator, set by create_group_coordinator
 
     # ---------------------------------------------------------------------------------------- lifecycle
     def startup(self) -> None:
         self.manager.load()
+        if self.consumer_groups is not None:
+            self.consumer_groups.load()  # consumer-group records, after the offsets they share
         self._active = True
         self._next_retention_check = self.clock.monotonic_ms() + self.config.offsets_retention_check_interval_ms
         self._schedule()
 
     def shutdown(self) -> None:
         self._active = False
+        if self.consumer_groups is not None:
+            self.consumer_groups.shutdown()
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -288,6 +294,11 @@ class GroupCoordinator:
         group.transition_to(GroupState.PREPARING_REBALANCE, self._wall())
         log.info("group %s: preparing to rebalance (generation %d): %s", group.group_id, group.generation_id,
                  reason)
+
+    def prepare_rebalance_after_downgrade(self, group: GroupMetadata) -> None:
+        """A KIP-848 group just turned back into this classic group (convertToClassicGroup): rebalance it."""
+        self._prepare_rebalance(group, "Downgrade the consumer group to a classic group.")
+        self._schedule()
 
     def _try_complete_join(self, group: GroupMetadata) -> None:
         if (group.is_(GroupState.PREPARING_REBALANCE) and group.initial_delay_deadline_ms < 0

@@ -1,0 +1,450 @@
+"""tidelog vs librdkafka's mock cluster, one interleaved run, same client (confluent-kafka / librdkafka) for both.
+Prints figures and tidelog/mock ratios only; there is no pass/fail.
+
+    python bench/compare.py [--seconds S] [--quick] [--only SUBSTRING] [--tidelog-root CHECKOUT]
+
+Before/after: `git archive main | tar -x -C /tmp/base` then `--tidelog-root /tmp/base` measures that checkout's
+broker with this same bench (copy a built tidelog/protocol/_record_walk*.so along, or it runs the pure-Python walk).
+
+Both brokers run as subprocesses so their CPU time and memory can be read from /proc/<pid>:
+  * tidelog: `python -m tidelog serve` on an ephemeral port with a fresh log dir;
+  * mock: a Python process holding a librdkafka handle with `test.mock.num.brokers=1` (the mock cluster's
+    broker threads live in it; it keeps only the tail of each partition in memory).
+Phases, each bounded by volume and by --seconds, each case run on tidelog then on the mock before the next:
+  produce 100 B / 1 KiB records x none/lz4 x acks=1/all x 64 KiB/1 MiB producer batches (batch.size, linger.ms 5),
+  consume (the same data set re-read from the start), broker CPU-seconds per GB of produced payload
+  (utime+stime of the broker process), end-to-end p99 latency at 1000 msg/s, start-up to the first Metadata
+  answer (fresh process each time), and RSS / anonymous (heap) / file-backed memory of the brokers after the run.
+Consumers set fetch.queue.backoff.ms=0: librdkafka otherwise pauses fetching for 1 s whenever
+queued.min.messages are queued, which measures the client's back-off instead of the broker.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import re
+import signal
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+PARTITIONS = 4  # the mock auto-creates topics with 4 partitions; tidelog gets the same
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+BACKOFF_NOTE = "consumers run with fetch.queue.backoff.ms=0 (librdkafka's 1 s pause once queued.min.messages are queued)"
+
+
+# --- the mock cluster process --------------------------------------------------------------------------------
+
+def mock_server() -> None:
+    """Child mode: start librdkafka's mock cluster, print its bootstrap address, live until stdin closes."""
+    from confluent_kafka import Producer
+
+    found: list[str] = []
+
+    class _Grab(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            m = re.search(r"replaced with (\S+)", record.getMessage())
+            if m:
+                found.append(m.group(1))
+
+    logger = logging.getLogger("mock")
+    logger.addHandler(_Grab())
+    logger.setLevel(logging.DEBUG)
+    handle = Producer({"test.mock.num.brokers": 1, "bootstrap.servers": "unused:9092", "logger": logger})
+    while not found:
+        handle.poll(0.005)
+    print(found[0], flush=True)
+    sys.stdin.read()  # the parent closes our stdin when done (or dies)
+    del handle
+
+
+# --- brokers under test --------------------------------------------------------------------------------------
+
+class Broker:
+    name = ""
+    proc: subprocess.Popen[bytes]
+    bootstrap = ""
+
+    def cpu_seconds(self) -> float:
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime + stime
+
+    def memory(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "RssAnon", "RssFile", "VmHWM"):
+                out[key] = int(value.split()[0]) * 1024
+        return out
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(30)
+
+    def create_topic(self, topic: str) -> None:
+        raise NotImplementedError
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def tidelog_command(port: int, log_dir: str) -> list[str]:
+    return [sys.executable, "-m", "tidelog", "serve", "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
+            "--override", f"log.dirs={log_dir}", "--log-level", "WARNING"]
+
+
+# --tidelog-root: the checkout whose broker is measured (e.g. a snapshot of main, "before"). Brokers start with
+# it as their working directory too: `python -m` puts the working directory ahead of PYTHONPATH.
+TIDELOG_ROOT = ROOT
+
+
+def child_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(TIDELOG_ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
+class Tidelog(Broker):
+    name = "tidelog"
+
+    def __init__(self, log_dir: str) -> None:
+        port = free_port()
+        self.bootstrap = f"127.0.0.1:{port}"
+        self.proc = subprocess.Popen(tidelog_command(port, log_dir), env=child_env(), cwd=TIDELOG_ROOT,
+                                     stdout=subprocess.DEVNULL,
+                                     stderr=open(Path(log_dir).parent / "tidelog-bench.out", "ab"))  # noqa: SIM115
+        metadata_answered(port, 30.0)
+
+    def create_topic(self, topic: str) -> None:
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
+
+
+class Mock(Broker):
+    name = "mock"
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen([sys.executable, __file__, "--mock-server"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, env=child_env())
+        assert self.proc.stdout is not None
+        self.bootstrap = self.proc.stdout.readline().decode().strip()
+
+    def create_topic(self, topic: str) -> None:
+        from confluent_kafka import Producer
+
+        Producer({"bootstrap.servers": self.bootstrap}).list_topics(topic, timeout=30)  # auto-created, 4 partitions
+
+    def stop(self) -> None:
+        if self.proc.poll() is None and self.proc.stdin is not None:
+            self.proc.stdin.close()
+        super().stop()
+
+
+# --- start-up ------------------------------------------------------------------------------------------------
+
+METADATA_V1 = struct.pack(">hhih", 3, 1, 2, 5) + b"bench" + struct.pack(">i", -1)
+
+
+def _roundtrip(sock: socket.socket, frame: bytes) -> None:
+    sock.sendall(struct.pack(">i", len(frame)) + frame)
+    need, got = 4, b""
+    while len(got) < need:
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise RuntimeError("broker closed the connection")
+        got += chunk
+        if len(got) >= 4:
+            need = 4 + struct.unpack(">i", got[:4])[0]
+
+
+def metadata_answered(port: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+                _roundtrip(sock, METADATA_V1)
+                return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.002)
+
+
+def startup_tidelog() -> float:
+    port = free_port()
+    with tempfile.TemporaryDirectory(prefix="tidelog-start-") as tmp:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(tidelog_command(port, tmp), env=child_env(), cwd=TIDELOG_ROOT, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        try:
+            metadata_answered(port, 30.0)
+            return time.perf_counter() - t0
+        finally:
+            proc.terminate()
+            proc.wait(30)
+
+
+def startup_mock() -> float:
+    t0 = time.perf_counter()
+    mock = Mock()
+    try:
+        metadata_answered(int(mock.bootstrap.rsplit(":", 1)[1]), 30.0)
+        return time.perf_counter() - t0
+    finally:
+        mock.stop()
+
+
+# --- load phases ---------------------------------------------------------------------------------------------
+
+@dataclass
+class Produced:
+    mb_s: float
+    cpu_per_gb: float
+    errors: int = 0
+
+
+def produce(broker: Broker, topic: str, size: int, codec: str, acks: str, batch: int, max_mb: float,
+            seconds: float) -> Produced:
+    from confluent_kafka import Producer
+
+    errors = [0]
+
+    def on_error(err: object, _msg: object) -> None:
+        if err is not None:
+            errors[0] += 1
+
+    producer = Producer({
+        "bootstrap.servers": broker.bootstrap, "acks": acks, "compression.type": codec,
+        "batch.size": batch, "linger.ms": 5, "queue.buffering.max.messages": 1_000_000,
+        "queue.buffering.max.kbytes": 1_048_576, "delivery.report.only.error": True, "on_delivery": on_error,
+    })
+    producer.list_topics(topic, timeout=30)
+    # Half-random values: lz4 has something to compress, as in real payloads.
+    value = os.urandom(size // 4).hex().encode()[: size // 2] + os.urandom(size - size // 2)
+    # produce_batch ignores a per-message partition: each call goes to one partition, round robin.
+    msgs = [{"value": value} for _ in range(max(1, 1_000_000 // size))]
+    target = int(max_mb * 1e6 / size)
+    cpu0 = broker.cpu_seconds()
+    t0 = time.perf_counter()
+    sent = calls = 0
+    while sent < target and time.perf_counter() - t0 < seconds:
+        n = producer.produce_batch(topic, msgs[: min(len(msgs), target - sent)], partition=calls % PARTITIONS)
+        calls += 1
+        sent += n
+        producer.poll(0 if n else 0.002)
+    left = producer.flush(60)
+    elapsed = time.perf_counter() - t0
+    cpu = broker.cpu_seconds() - cpu0
+    delivered = sent - left - errors[0]
+    nbytes = delivered * size
+    return Produced(nbytes / elapsed / 1e6, cpu / max(nbytes / 1e9, 1e-9), errors[0] + left)
+
+
+def consume(broker: Broker, topic: str, seconds: float) -> tuple[float, float]:
+    """(MB/s, broker CPU s per GB) re-reading the topic from the start until every partition's end,
+    repeatedly, for about `seconds`."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({
+        "bootstrap.servers": broker.bootstrap, "group.id": f"bench-{time.monotonic_ns()}",
+        "enable.auto.commit": False, "fetch.queue.backoff.ms": 0, "fetch.wait.max.ms": 5,
+        "fetch.max.bytes": 52_428_800, "max.partition.fetch.bytes": 8_388_608,
+    })
+    # The data set is fixed: each pass asks for exactly the records there are, so no call waits out a timeout.
+    marks = [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30) for p in range(PARTITIONS)]
+    per_pass = sum(high - low for low, high in marks)
+    nbytes = 0
+    cpu0 = broker.cpu_seconds()
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        consumer.assign([TopicPartition(topic, p, low) for p, (low, _) in enumerate(marks)])
+        left = per_pass
+        while left > 0 and time.perf_counter() - t0 < seconds:
+            for m in consumer.consume(num_messages=min(10_000, left), timeout=1.0):
+                if m.error() is None:
+                    nbytes += len(m.value())
+                    left -= 1
+        consumer.unassign()
+    elapsed = time.perf_counter() - t0
+    cpu = broker.cpu_seconds() - cpu0
+    consumer.close()
+    return nbytes / elapsed / 1e6, cpu / max(nbytes / 1e9, 1e-9)
+
+
+def latency(broker: Broker, topic: str, seconds: float, rate: int = 1000) -> tuple[float, float, int]:
+    """(p50 ms, p99 ms, samples): produce `rate` msg/s (acks=all, linger 0), consume them in a thread."""
+    from confluent_kafka import OFFSET_END, Consumer, Producer, TopicPartition
+
+    consumer = Consumer({
+        "bootstrap.servers": broker.bootstrap, "group.id": f"lat-{time.monotonic_ns()}",
+        "enable.auto.commit": False, "fetch.queue.backoff.ms": 0, "fetch.wait.max.ms": 100,
+    })
+    consumer.assign([TopicPartition(topic, 0, OFFSET_END)])
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "linger.ms": 0})
+    producer.list_topics(topic, timeout=30)
+    samples: list[float] = []
+    done = threading.Event()
+
+    def reader() -> None:
+        while not done.is_set():
+            m = consumer.poll(0.05)  # one message at a time: consume(n) would wait for n
+            if m is not None and m.error() is None and m.value():
+                samples.append(time.perf_counter() - struct.unpack(">d", m.value()[:8])[0])
+
+    thread = threading.Thread(target=reader, daemon=True)
+    thread.start()
+    time.sleep(1.0)  # consumer positioned at the end
+    warm = int(rate * 0.5)
+    total = int(rate * seconds) + warm
+    t0 = time.perf_counter()
+    for i in range(total):
+        due = t0 + i / rate
+        while (now := time.perf_counter()) < due:
+            time.sleep(min(0.0005, due - now))
+        producer.produce(topic, value=struct.pack(">d", time.perf_counter()) + b"x" * 92, partition=0)
+        producer.poll(0)
+    producer.flush(10)
+    time.sleep(0.5)
+    done.set()
+    thread.join(5)
+    consumer.close()
+    kept = sorted(samples[warm:]) or [float("nan")]
+    return (statistics.median(kept) * 1000, kept[min(len(kept) - 1, int(len(kept) * 0.99))] * 1000, len(kept))
+
+
+# --- the run -------------------------------------------------------------------------------------------------
+
+@dataclass
+class Table:
+    rows: list[tuple[str, str, str, str, str]] = field(default_factory=list)
+
+    def add(self, case: str, tide: str, mock: str, ratio: str, note: str = "") -> None:
+        self.rows.append((case, tide, mock, ratio, note))
+        print(f"{case:<38} {tide:>14} {mock:>14} {ratio:>8}  {note}", flush=True)
+
+
+def ratio(a: float, b: float) -> str:
+    return f"{a / b:.2f}x" if b else "-"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mock-server", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--seconds", type=float, default=2.5, help="time cap per produce/consume case")
+    parser.add_argument("--quick", action="store_true", help="only the 1 KiB produce cases, fewer start-ups")
+    parser.add_argument("--only", default="", help="substring filter on produce case names")
+    parser.add_argument("--tidelog-root", type=Path, default=ROOT,
+                        help="run the tidelog broker from this checkout (before/after comparisons)")
+    args = parser.parse_args()
+    global TIDELOG_ROOT
+    TIDELOG_ROOT = args.tidelog_root.resolve()
+    if args.mock_server:
+        mock_server()
+        return
+
+    print(BACKOFF_NOTE)
+    print(f"tidelog from {TIDELOG_ROOT}")
+    print(f"{os.cpu_count()} CPUs, load average at start {load_average()} (a shared machine moves every figure; "
+          "the ratios of one interleaved run are what to compare)")
+    print(f"{'case':<38} {'tidelog':>14} {'mock':>14} {'ratio':>8}  (ratio = tidelog/mock; MB/s of record values)")
+    table = Table()
+    starts: dict[str, list[float]] = {"tidelog": [], "mock": []}
+    for _ in range(2 if args.quick else 4):  # interleaved, fresh processes
+        starts["tidelog"].append(startup_tidelog())
+        starts["mock"].append(startup_mock())
+    st, sm = statistics.median(starts["tidelog"]), statistics.median(starts["mock"])
+    table.add("start-up to first Metadata (median)", f"{st * 1000:.0f} ms", f"{sm * 1000:.0f} ms", ratio(st, sm))
+
+    with tempfile.TemporaryDirectory(prefix="tidelog-compare-") as tmp:
+        log_dir = os.path.join(tmp, "logs")
+        tide: Broker = Tidelog(log_dir)
+        mock: Broker = Mock()
+        brokers = (tide, mock)
+        try:
+            cases = [(size, codec, acks, batch) for size in (1024, 100) for codec in ("none", "lz4")
+                     for acks in ("1", "all") for batch in (65536, 1_000_000)]
+            if args.quick:
+                cases = [c for c in cases if c[0] == 1024]
+            big_topic = ""
+            for n, (size, codec, acks, batch) in enumerate(cases):
+                name = f"produce {size} B {codec} acks={acks} batch={batch // 1024}K"
+                if args.only and args.only not in name:
+                    continue
+                topic = f"p{n}"
+                if size == 1024 and codec == "none":
+                    big_topic = big_topic or topic
+                results: dict[str, Produced] = {}
+                for b in brokers:
+                    b.create_topic(topic)
+                    results[b.name] = produce(b, topic, size, codec, acks, batch, 600 if size >= 1024 else 150,
+                                              args.seconds)
+                t, m = results["tidelog"], results["mock"]
+                note = f"CPU s/GB {t.cpu_per_gb:.2f} vs {m.cpu_per_gb:.2f}"
+                if t.errors or m.errors:
+                    note += f"; errors {t.errors}/{m.errors}"
+                table.add(name, f"{t.mb_s:.0f} MB/s", f"{m.mb_s:.0f} MB/s", ratio(t.mb_s, m.mb_s), note)
+
+            consumed: dict[str, tuple[float, float]] = {}
+            for b in brokers:
+                b.create_topic("consume")
+                # 16 MB: within what the mock keeps per partition, so both serve the same data.
+                produce(b, "consume", 1024, "none", "all", 1_000_000, 16, 30)
+                consumed[b.name] = consume(b, "consume", args.seconds)
+            (tc, tcpu), (mc, mcpu) = consumed["tidelog"], consumed["mock"]
+            table.add("consume 1 KiB (re-read from start)", f"{tc:.0f} MB/s", f"{mc:.0f} MB/s", ratio(tc, mc),
+                      f"CPU s/GB {tcpu:.2f} vs {mcpu:.2f}")
+
+            # The mock keeps only each partition's tail, so this one is tidelog alone: read a big produced topic
+            # from the start (what makes segment pages resident), then the memory figures below.
+            if big_topic:
+                big, _ = consume(tide, big_topic, args.seconds * 2)
+                table.add("consume 1 KiB, a whole produced topic", f"{big:.0f} MB/s", "-", "-", "tidelog only")
+
+            lat: dict[str, tuple[float, float, int]] = {}
+            for b in brokers:
+                b.create_topic("latency")
+                lat[b.name] = latency(b, "latency", 3.0)
+            table.add("end-to-end p99 at 1000 msg/s", f"{lat['tidelog'][1]:.2f} ms", f"{lat['mock'][1]:.2f} ms",
+                      ratio(lat["tidelog"][1], lat["mock"][1]),
+                      f"p50 {lat['tidelog'][0]:.2f} vs {lat['mock'][0]:.2f} ms, {lat['tidelog'][2]} samples")
+
+            mem = {b.name: b.memory() for b in brokers}
+            mib = 1024 * 1024
+            for key, label in (("VmRSS", "RSS after the run"), ("RssAnon", "  anonymous (Python heap + malloc)"),
+                               ("RssFile", "  file-backed (mapped files)"), ("VmHWM", "peak RSS")):
+                a, b = mem["tidelog"].get(key, 0), mem["mock"].get(key, 0)
+                table.add(label, f"{a / mib:.0f} MiB", f"{b / mib:.0f} MiB", ratio(a, b))
+        finally:
+            for b in brokers:
+                b.stop()
+    print(f"load average at the end {load_average()}")
+
+
+def load_average() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+if __name__ == "__main__":
+    main()

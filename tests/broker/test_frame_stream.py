@@ -1,0 +1,104 @@
+"""Request framing through broker/frame_stream.py, on a real socket: frames split at every byte, many frames in
+one send, frames bigger than the staging buffer (read into their own buffer), pipelined Produce requests whose
+responses go out together (in order), and a request cut off by EOF."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import struct
+import time
+
+import pytest
+
+from tests.broker.broker_testlib import FETCH, PRODUCE, batch, create_topic, produce_request
+from tidelog.broker.frame_stream import STAGING_BYTES
+from tidelog.protocol.messages import request_class
+from tidelog.protocol.record_batch import iter_batches
+from tidelog.protocol.records import iter_records
+from tidelog.testing import BrokerHandle, KafkaWire
+
+PRODUCE_V = 9
+
+
+def fetch_request(topic: str, offset: int, max_bytes: int = 64 << 20) -> object:
+    cls = request_class(FETCH)[12]
+    T = cls.FetchTopic
+    return cls(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=max_bytes, isolation_level=0, session_id=0,
+               session_epoch=-1, topics=[T(topic=topic, partitions=[T.FetchPartition(
+                   partition=0, current_leader_epoch=-1, fetch_offset=offset, last_fetched_epoch=-1,
+                   log_start_offset=-1, partition_max_bytes=max_bytes)])], forgotten_topics_data=[], rack_id="")
+
+
+def values_at(wire: KafkaWire, topic: str, offset: int = 0) -> list[bytes]:
+    response = wire.request(FETCH, 12, fetch_request(topic, offset))
+    data = response.responses[0].partitions[0].records or b""
+    out: list[bytes] = []
+    for pos, header in iter_batches(data):
+        out.extend(r.value or b"" for r in iter_records(memoryview(data)[pos:pos + header.size]))
+    return out
+
+
+def receive_produce(wire: KafkaWire) -> tuple[int, int, int]:
+    """(correlation id, error code, base offset) of one Produce response."""
+    correlation_id, response = wire.receive(PRODUCE, PRODUCE_V)
+    p = response.responses[0].partition_responses[0]
+    return correlation_id, p.error_code, p.base_offset
+
+
+def test_a_request_sent_one_byte_at_a_time(tidelog_broker: BrokerHandle) -> None:
+    create_topic(tidelog_broker.bootstrap, "trickle")
+    with KafkaWire(tidelog_broker.bootstrap) as wire:
+        wire.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        frame = wire.frame(PRODUCE, PRODUCE_V, produce_request("trickle", 0, batch(3), -1, PRODUCE_V))
+        for i in range(len(frame)):
+            wire.sock.sendall(frame[i:i + 1])
+            if i % 50 == 0:
+                time.sleep(0.001)  # separate segments, so the broker sees partial frames
+        assert receive_produce(wire)[1:] == (0, 0)
+        assert values_at(wire, "trickle") == [b"v0", b"v1", b"v2"]  # batch() numbers the values
+
+
+def test_many_pipelined_requests_in_one_send_answered_in_order(tidelog_broker: BrokerHandle) -> None:
+    create_topic(tidelog_broker.bootstrap, "pipelined")
+    with KafkaWire(tidelog_broker.bootstrap) as wire:
+        frames = [wire.frame(PRODUCE, PRODUCE_V, produce_request("pipelined", 0, batch(1, value=f"m{i}".encode()),
+                                                                 -1, PRODUCE_V)) for i in range(200)]
+        wire.sock.sendall(b"".join(frames))
+        answers = [receive_produce(wire) for _ in frames]
+        assert [c for c, _, _ in answers] == list(range(1, 201))  # in request order
+        assert [(e, o) for _, e, o in answers] == [(0, i) for i in range(200)]
+        assert values_at(wire, "pipelined") == [f"m{i}0".encode() for i in range(200)]
+
+
+def test_frames_larger_than_the_staging_buffer(tidelog_broker: BrokerHandle) -> None:
+    create_topic(tidelog_broker.bootstrap, "big", config={"max.message.bytes": str(8 << 20)})
+    big_value = bytes(range(256)) * (3 * STAGING_BYTES // 256)  # one record of 3x the staging buffer
+    with KafkaWire(tidelog_broker.bootstrap) as wire:
+        small = wire.frame(PRODUCE, PRODUCE_V, produce_request("big", 0, batch(1, value=b"before"), -1, PRODUCE_V))
+        large = wire.frame(PRODUCE, PRODUCE_V, produce_request("big", 0, batch(1, value=big_value), -1, PRODUCE_V))
+        after = wire.frame(PRODUCE, PRODUCE_V, produce_request("big", 0, batch(1, value=b"after"), -1, PRODUCE_V))
+        medium_value = bytes(range(256)) * (STAGING_BYTES // 3 // 256)  # above the initial staging size
+        medium = [wire.frame(PRODUCE, PRODUCE_V, produce_request("big", 0, batch(1, value=medium_value), -1,
+                                                                PRODUCE_V)) for _ in range(4)]
+        # The large frame starts inside the same send as a small one and ends with the next one; then medium
+        # frames that straddle the staging buffer's end.
+        wire.sock.sendall(small + large + after + b"".join(medium))
+        assert [receive_produce(wire)[1:] for _ in range(7)] == [(0, i) for i in range(7)]
+        assert values_at(wire, "big") == [b"before0", big_value + b"0", b"after0"] + [medium_value + b"0"] * 4
+
+
+def test_truncated_frame_at_eof_is_logged_and_the_broker_keeps_serving(tidelog_broker: BrokerHandle,
+                                                                       caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="tidelog.broker.connection"), \
+            socket.create_connection(("127.0.0.1", tidelog_broker.port), timeout=60) as sock:
+        sock.sendall(struct.pack(">i", 1000) + b"\x00" * 10)
+        sock.shutdown(socket.SHUT_WR)
+        sock.settimeout(60)
+        assert sock.recv(1) == b""
+        deadline = time.monotonic() + 30
+        while not any("truncated request" in r.getMessage() for r in caplog.records):
+            assert time.monotonic() < deadline, "no log line for the truncated request"
+            time.sleep(0.01)
+    with KafkaWire(tidelog_broker.bootstrap) as wire:
+        assert wire.request(3, 1, request_class(3)[1](topics=None)).controller_id == tidelog_broker.state.node_id

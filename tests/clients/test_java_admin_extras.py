@@ -1,0 +1,116 @@
+"""The Java AdminClient (3.9.1) and kafka-python's admin against the admin APIs tools call beyond topics and
+configs: describeLogDirs, describeProducers, listPartitionReassignments, alterPartitionReassignments,
+electLeaders, describeTopics (paged DescribeTopicPartitions) and describeConsumerGroups of a KIP-848 group.
+Each answer is what a single-node Kafka gives."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+from typing import Any
+
+import pytest
+
+from tidelog.protocol.messages import request_class
+from tidelog.storage import TopicPartition
+from tidelog.testing import KafkaWire
+
+from .conftest import CACHE, JAR_DIR, JVM_FLAGS, ROOT
+
+SRC = ROOT / "tests" / "java" / "AdminExtras.java"
+JARS = ["kafka-clients.jar", "slf4j-api.jar", "lz4-java.jar", "snappy-java.jar", "zstd-jni.jar"]
+
+
+def classpath(java_client: Any) -> str:
+    del java_client  # the fixture checks java/javac and fetches the jars
+    digest = hashlib.sha256(SRC.read_bytes()).hexdigest()[:12]
+    classes = CACHE / f"java-admin-extras-{digest}"
+    if not (classes / "AdminExtras.class").is_file():
+        tmp = classes.with_suffix(f".tmp{os.getpid()}")
+        tmp.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["javac", "-cp", str(JAR_DIR / "kafka-clients.jar"), "-d", str(tmp), str(SRC)],
+                       check=True, timeout=300)
+        if classes.exists():
+            subprocess.run(["rm", "-rf", str(tmp)], check=True)
+        else:
+            tmp.rename(classes)
+    return os.pathsep.join([str(classes), *(str(JAR_DIR / j) for j in JARS)])
+
+
+def setup_topic(bootstrap: str, topic: str) -> None:
+    from kafka import KafkaAdminClient, KafkaProducer
+    from kafka.admin import NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.create_topics([NewTopic(topic, 5, 1)])
+    finally:
+        admin.close()
+    producer = KafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True, acks="all")
+    for i in range(5):
+        producer.send(topic, value=b"x%d" % i, partition=0)
+    producer.flush()
+    producer.close()
+
+
+def join_consumer_group(bootstrap: str, group: str, topic: str) -> str:
+    cls = request_class(68)[0]
+    with KafkaWire(bootstrap) as w:
+        r = w.request(68, 0, cls(group_id=group, member_id="", member_epoch=0, instance_id=None, rack_id=None,
+                                 rebalance_timeout_ms=60000, subscribed_topic_names=[topic], server_assignor=None,
+                                 topic_partitions=[]))
+        assert r.error_code == 0
+        return str(r.member_id)
+
+
+@pytest.mark.java
+def test_java_admin_extras(broker: Any, java_client: Any) -> None:
+    topic, group = "admin-extras", "admin-extras-848"
+    setup_topic(broker.bootstrap, topic)
+    member = join_consumer_group(broker.bootstrap, group, topic)
+    cmd = ["java", *JVM_FLAGS, "-cp", classpath(java_client), "AdminExtras", broker.bootstrap, topic, group]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    steps = {d["step"]: d for d in (json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{"))}
+    [d] = steps["log_dirs"]["dirs"]
+    assert d["path"] == str(broker.state.log_manager.log_dirs[0]) and d["error"] is None
+    assert d["total"] > 0 and 0 <= d["usable"] <= d["total"]
+    size0 = broker.call(lambda: broker.state.topics.log(TopicPartition(topic, 0)).size_in_bytes())
+    assert d["replicas"]["0"] == [size0, 0, False] and sorted(d["replicas"]) == ["0", "1", "2", "3", "4"]
+    [producer] = steps["producers"]["producers"]
+    assert producer["id"] >= 0 and producer["epoch"] == 0 and producer["last_sequence"] == 4
+    assert producer["txn_start"] == -1
+    assert steps["list_reassignments"]["count"] == 0
+    # the target of only this node is a no-op; another broker id is not registered
+    assert steps["alter_reassignments"] == {"step": "alter_reassignments", "p0": None,
+                                            "p1": "InvalidReplicaAssignmentException"}
+    assert steps["elect"]["p0"] == steps["elect"]["p1"] == "ElectionNotNeededException"
+    assert steps["elect_all"]["count"] == 0
+    described = steps["describe_topic"]
+    node = broker.state.node_id
+    assert described["partitions"] == [[p, node, 1, 1] for p in range(5)] and described["internal"] is False
+    cg = steps["consumer_group"]
+    assert (cg["type"], cg["state"], cg["assignor"]) == ("Consumer", "Stable", "uniform")
+    assert cg["members"] == [{"id": member, "partitions": [0, 1, 2, 3, 4]}]
+
+
+def test_kafka_python_describe_log_dirs(broker: Any) -> None:
+    from kafka import KafkaAdminClient
+
+    setup_topic(broker.bootstrap, "kp-log-dirs")
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        response = admin.describe_log_dirs()
+    finally:
+        admin.close()
+    [per_broker] = response
+    assert per_broker["broker"] == broker.state.node_id
+    [result] = per_broker["log_dirs"]
+    assert result["error_code"] == 0 and result["log_dir"] == str(broker.state.log_manager.log_dirs[0])
+    assert 0 <= result["usable_bytes"] <= result["total_bytes"]
+    topics = {t["name"]: {p["partition_index"]: p["partition_size"] for p in t["partitions"]} for t in result["topics"]}
+    assert sorted(topics["kp-log-dirs"]) == [0, 1, 2, 3, 4]
+    assert topics["kp-log-dirs"][0] == broker.call(
+        lambda: broker.state.topics.log(TopicPartition("kp-log-dirs", 0)).size_in_bytes())

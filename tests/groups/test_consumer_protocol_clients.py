@@ -1,0 +1,208 @@
+"""KIP-848 (`group.protocol=consumer`) with real clients: librdkafka (confluent-kafka) and the Java client
+3.9.1. Two members split a topic, a third joins and one leaves while the others keep consuming, every record
+is seen exactly once, and after a broker restart a new member resumes exactly at the committed offsets."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.groups.conftest import WAIT_S, Member, create_topic, java_cmd, produce, python_member
+from tidelog.testing import run_broker
+
+PARTITIONS = 6
+# a short heartbeat interval so reassignments settle in seconds (Kafka's default is 5 s)
+OVERRIDES = {"group.consumer.heartbeat.interval.ms": "500", "group.initial.rebalance.delay.ms": "0"}
+
+
+def wait_until(predicate: Callable[[], bool], what: str, timeout: float = WAIT_S) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+def values(members: list[Member]) -> list[str]:
+    return [v for m in members for _, _, v in m.records()]
+
+
+def split(members: list[Member]) -> bool:
+    """Every partition owned by exactly one of `members`, each owning some."""
+    owned = [m.assignment or [] for m in members]
+    flat = [p for ps in owned for p in ps]
+    return all(owned) and sorted(flat) == list(range(PARTITIONS))
+
+
+def run_scenario(tmp_path: Path, start: Callable[[str, str, str], Member], started: list[Member]) -> None:
+    topic, group = "kip848", "kip848-group"
+    with run_broker(log_dir=tmp_path, overrides=OVERRIDES) as b:
+        create_topic(b.bootstrap, topic, PARTITIONS)
+        produce(b.bootstrap, topic, 0, 120, PARTITIONS)
+        m1, m2 = start(b.bootstrap, topic, group), start(b.bootstrap, topic, group)
+        started += [m1, m2]
+        wait_until(lambda: split([m1, m2]) and len(values([m1, m2])) >= 120, "two members splitting the topic")
+        cg = b.state.groups.consumer_groups
+        assert b.call(lambda: cg.groups[group].state.value) in ("Stable", "Reconciling")
+        m3 = start(b.bootstrap, topic, group)
+        started.append(m3)
+        produce(b.bootstrap, topic, 120, 120, PARTITIONS)
+        # the uniform assignor gives each of three members two partitions
+        wait_until(lambda: split([m1, m2, m3]) and all(len(m.assignment or []) == 2 for m in (m1, m2, m3))
+                   and len(values([m1, m2, m3])) >= 240, "a third member taking its share")
+        m1.close()  # leaves (epoch -1); the others keep running and take over its partitions
+        produce(b.bootstrap, topic, 240, 120, PARTITIONS)
+        wait_until(lambda: split([m2, m3]) and len(values([m1, m2, m3])) >= 360, "the survivors taking over")
+        m2.close()
+        m3.close()
+        seen = values([m1, m2, m3])
+        assert sorted(seen) == sorted(f"v-{i}" for i in range(360)), "every record exactly once"
+        committed = b.call(lambda: {tp.partition: om.offset for tp, om in b.state.groups.groups[group].offsets.items()})
+        assert committed == dict.fromkeys(range(PARTITIONS), 60)
+    with run_broker(log_dir=tmp_path, overrides=OVERRIDES) as b:
+        cg = b.state.groups.consumer_groups
+        assert b.call(lambda: cg.groups[group].state.value) == "Empty"
+        assert b.call(lambda: cg.groups[group].group_epoch) >= 4  # joins and leaves moved the epoch
+        produce(b.bootstrap, topic, 360, 60, PARTITIONS)
+        m4 = start(b.bootstrap, topic, group)
+        started.append(m4)
+        wait_until(lambda: len(m4.records()) >= 60, "the new member reading from the committed offsets")
+        time.sleep(1)
+        m4.close()
+        assert sorted(v for _, _, v in m4.records()) == sorted(f"v-{i}" for i in range(360, 420))
+
+
+def test_librdkafka_consumer_protocol(tmp_path: Path, members: list[Member]) -> None:
+    import confluent_kafka
+
+    assert confluent_kafka.libversion()[1] >= 0x020A0000  # KIP-848 GA in librdkafka 2.10
+
+    def start(bootstrap: str, topic: str, group: str) -> Member:
+        return Member(python_member("confluent-consumer-protocol", bootstrap, topic, group), "librdkafka")
+
+    run_scenario(tmp_path, start, members)
+
+
+@pytest.mark.java
+def test_java_consumer_protocol(tmp_path: Path, java_classpath: str, members: list[Member]) -> None:
+    def start(bootstrap: str, topic: str, group: str) -> Member:
+        return Member(java_cmd(java_classpath, "member", bootstrap, topic, group, "400", "group.protocol=consumer"),
+                      "java")
+
+    run_scenario(tmp_path, start, members)
+
+
+def test_librdkafka_regex_subscription_is_resolved_by_the_broker(group_broker: object) -> None:
+    """librdkafka sends a `^...` subscription as SubscribedTopicRegex (KIP-848); the broker resolves it."""
+    from confluent_kafka import Consumer
+
+    bootstrap = group_broker.bootstrap  # type: ignore[attr-defined]
+    for name in ("rxl-a", "rxl-b", "zz-rxl"):
+        create_topic(bootstrap, name, 2)
+        produce(bootstrap, name, 0, 10, 2)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "rxl-group", "group.protocol": "consumer",
+                         "auto.offset.reset": "earliest"})
+    consumer.subscribe(["^rxl-.*"])
+    seen: list[tuple[str, str]] = []
+    try:
+        deadline = time.monotonic() + WAIT_S
+        while len(seen) < 20 and time.monotonic() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is not None and not msg.error():
+                seen.append((msg.topic(), msg.value().decode()))
+    finally:
+        consumer.close()
+    assert sorted(seen) == sorted((t, f"v-{i}") for t in ("rxl-a", "rxl-b") for i in range(10))
+
+
+@pytest.mark.parametrize("classic_client", ["kafka-python", "confluent", "java"])
+def test_classic_member_joins_a_consumer_group(classic_client: str, group_broker: object, members: list[Member],
+                                               request: pytest.FixtureRequest) -> None:
+    """Kafka 4's mixed groups: a classic-protocol consumer joining a live KIP-848 group becomes one of its
+    members; the server-side assignor splits the partitions between both kinds, and when the classic member
+    leaves, the consumer-protocol member takes everything back. Every record is read once."""
+    bootstrap = group_broker.bootstrap  # type: ignore[attr-defined]
+    topic, group = f"mixed-{classic_client}", f"mixed-{classic_client}-group"
+    create_topic(bootstrap, topic, PARTITIONS)
+    produce(bootstrap, topic, 0, 60, PARTITIONS)
+    modern = Member(python_member("confluent-consumer-protocol", bootstrap, topic, group), "consumer-protocol")
+    members.append(modern)
+    wait_until(lambda: modern.assignment == list(range(PARTITIONS)) and len(modern.records()) >= 60,
+               "the consumer-protocol member owning everything")
+    if classic_client == "java":  # the Java client's classic protocol (range + cooperative-sticky offered)
+        classpath = request.getfixturevalue("java_classpath")
+        classic = Member(java_cmd(classpath, "member", bootstrap, topic, group, "400"), "java-classic")
+    else:
+        classic = Member(python_member(classic_client, bootstrap, topic, group), classic_client)
+    members.append(classic)
+    wait_until(lambda: split([modern, classic]) and len(modern.assignment or []) == 3, "a 3/3 split")
+    produce(bootstrap, topic, 60, 60, PARTITIONS)
+    wait_until(lambda: len(values([modern, classic])) >= 120, "records 60..119")
+    cg = group_broker.state.groups.consumer_groups  # type: ignore[attr-defined]
+    kinds = group_broker.call(  # type: ignore[attr-defined]
+        lambda: sorted(m.classic is not None for m in cg.groups[group].members.values()))
+    assert kinds == [False, True]
+    classic.close()  # LeaveGroup
+    produce(bootstrap, topic, 120, 60, PARTITIONS)
+    wait_until(lambda: modern.assignment == list(range(PARTITIONS)) and len(values([modern, classic])) >= 180,
+               "the consumer-protocol member taking everything back")
+    modern.close()
+    assert sorted(values([modern, classic])) == sorted(f"v-{i}" for i in range(180))
+
+
+def test_live_classic_group_is_upgraded_when_a_consumer_protocol_member_joins(group_broker: object,
+                                                                             members: list[Member]) -> None:
+    """convertToConsumerGroup: kafka-python classic members own the partitions; a librdkafka member with
+    `group.protocol=consumer` joins, the group becomes a consumer group keeping the classic members and their
+    partitions, then the partitions are split between them. Every record is read once."""
+    bootstrap = group_broker.bootstrap  # type: ignore[attr-defined]
+    topic, group = "upgrade", "upgrade-group"
+    create_topic(bootstrap, topic, PARTITIONS)
+    produce(bootstrap, topic, 0, 60, PARTITIONS)
+    classic = Member(python_member("kafka-python", bootstrap, topic, group), "classic")
+    members.append(classic)
+    wait_until(lambda: classic.assignment == list(range(PARTITIONS)) and len(classic.records()) >= 60,
+               "the classic member owning everything")
+    state = group_broker.state  # type: ignore[attr-defined]
+    assert not group_broker.call(lambda: state.groups.consumer_groups.is_consumer_group(group))  # type: ignore[attr-defined]
+    modern = Member(python_member("confluent-consumer-protocol", bootstrap, topic, group), "consumer-protocol")
+    members.append(modern)
+    wait_until(lambda: split([modern, classic]) and len(modern.assignment or []) == 3, "a 3/3 split")
+    assert group_broker.call(lambda: state.groups.consumer_groups.is_consumer_group(group))  # type: ignore[attr-defined]
+    produce(bootstrap, topic, 60, 60, PARTITIONS)
+    wait_until(lambda: len(values([modern, classic])) >= 120, "records 60..119")
+    classic.close()
+    modern.close()
+    assert sorted(values([modern, classic])) == sorted(f"v-{i}" for i in range(120))
+
+
+def test_consumer_group_downgrades_when_its_last_consumer_protocol_member_leaves(group_broker: object,
+                                                                                 members: list[Member]) -> None:
+    """convertToClassicGroup: a librdkafka `group.protocol=consumer` member and a kafka-python classic member
+    share a consumer group; when the consumer-protocol member leaves, the group becomes a classic group again
+    and the classic member, after one classic rebalance, owns every partition. Every record is read once."""
+    bootstrap = group_broker.bootstrap  # type: ignore[attr-defined]
+    topic, group = "downgrade", "downgrade-group"
+    create_topic(bootstrap, topic, PARTITIONS)
+    produce(bootstrap, topic, 0, 60, PARTITIONS)
+    modern = Member(python_member("confluent-consumer-protocol", bootstrap, topic, group), "consumer-protocol")
+    members.append(modern)
+    wait_until(lambda: modern.assignment == list(range(PARTITIONS)) and len(modern.records()) >= 60,
+               "the consumer-protocol member owning everything")
+    classic = Member(python_member("kafka-python", bootstrap, topic, group), "classic")
+    members.append(classic)
+    wait_until(lambda: split([modern, classic]), "a split between both kinds")
+    modern.close()
+    state = group_broker.state  # type: ignore[attr-defined]
+    wait_until(lambda: not group_broker.call(  # type: ignore[attr-defined]
+        lambda: state.groups.consumer_groups.is_consumer_group(group)), "the downgrade")
+    produce(bootstrap, topic, 60, 60, PARTITIONS)
+    wait_until(lambda: classic.assignment == list(range(PARTITIONS)) and len(values([modern, classic])) >= 120,
+               f"the classic member owning everything in the classic group ({classic.name})")
+    classic_group = group_broker.call(lambda: state.groups.groups[group])  # type: ignore[attr-defined]
+    assert classic_group.protocol_type == "consumer" and classic_group.state.value == "Stable"
+    classic.close()
+    assert sorted(values([modern, classic])) == sorted(f"v-{i}" for i in range(120))

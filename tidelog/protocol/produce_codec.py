@@ -1,0 +1,163 @@
+"""Produce (key 0) v3-11 request decoder and response encoder, by hand: the generic kafka-python codec copies
+every partition's record bytes out of the request; this one hands out views of the request frame, so a batch
+goes from the receive buffer through validation to the segment write without an extra copy.
+
+Field layout: Kafka's ProduceRequest.json / ProduceResponse.json (flexible from v9: compact lengths and
+tagged fields, KIP-482). Tagged fields in requests are skipped (none are defined up to v11).
+"""
+
+from __future__ import annotations
+
+import struct
+
+from tidelog.protocol.wire import (
+    EMPTY_TAGGED_FIELDS,
+    INT32,
+    EncodedResponse,
+    WireError,
+    array_length_bytes,
+    read_array_length,
+    read_bytes_view,
+    read_string,
+    skip_tagged_fields,
+    string_bytes,
+)
+
+FLEXIBLE_MIN_VERSION = 9
+_ACKS_TIMEOUT = struct.Struct(">hi")
+# index, error_code, base_offset, log_append_time_ms (v2+), log_start_offset (v5+)
+_PARTITION_V5 = struct.Struct(">ihqqq")
+
+
+class PartitionProduceData:
+    __slots__ = ("index", "records")  # not a NamedTuple: `index` would shadow tuple.index
+
+    def __init__(self, index: int, records: memoryview | None) -> None:
+        self.index = index
+        self.records = records  # a view of the request frame
+
+
+class TopicProduceData:
+    __slots__ = ("name", "partition_data")
+
+    def __init__(self, name: str, partition_data: list[PartitionProduceData]) -> None:
+        self.name = name
+        self.partition_data = partition_data
+
+
+class ProduceRequestData:
+    """The fields tidelog uses, named as kafka-python's ProduceRequest (handlers and the test fault injector,
+    which replaces `topic_data`, read either)."""
+
+    __slots__ = ("transactional_id", "acks", "timeout_ms", "topic_data")
+
+    def __init__(self, transactional_id: str | None, acks: int, timeout_ms: int,
+                 topic_data: list[TopicProduceData]) -> None:
+        self.transactional_id = transactional_id
+        self.acks = acks
+        self.timeout_ms = timeout_ms
+        self.topic_data = topic_data
+
+
+def decode_produce_request(frame: memoryview, pos: int, version: int) -> ProduceRequestData:
+    """Decode a Produce request body starting at `pos` (after the request header). Raises WireError."""
+    if not 3 <= version <= 11:
+        raise WireError(f"Produce v{version} is not decoded here")
+    flexible = version >= FLEXIBLE_MIN_VERSION
+    end = len(frame)
+    transactional_id, pos = read_string(frame, pos, flexible)
+    if pos + 6 > end:
+        raise WireError("truncated Produce request")
+    acks, timeout_ms = _ACKS_TIMEOUT.unpack_from(frame, pos)
+    pos += 6
+    n_topics, pos = read_array_length(frame, pos, flexible)  # TopicData, PartitionData: non-nullable
+    topics: list[TopicProduceData] = []
+    for _ in range(n_topics):
+        name, pos = read_string(frame, pos, flexible)
+        if name is None:
+            raise WireError("null topic name")
+        n_parts, pos = read_array_length(frame, pos, flexible)
+        parts: list[PartitionProduceData] = []
+        for _ in range(n_parts):
+            # index INT32 then RECORDS; a one-byte tagged-field count of 0 is the flexible common case
+            if pos + 4 > end:
+                raise WireError("truncated partition index")
+            (index,) = INT32.unpack_from(frame, pos)
+            records, pos = read_bytes_view(frame, pos + 4, flexible)
+            if flexible:
+                if pos < end and frame[pos] == 0:
+                    pos += 1
+                else:
+                    pos = skip_tagged_fields(frame, pos)
+            parts.append(PartitionProduceData(index, records))
+        if flexible:
+            pos = skip_tagged_fields(frame, pos)
+        topics.append(TopicProduceData(name, parts))
+    if flexible:
+        pos = skip_tagged_fields(frame, pos)
+    return ProduceRequestData(transactional_id, acks, timeout_ms, topics)
+
+
+class PartitionProduceResponse:
+    __slots__ = ("index", "error_code", "base_offset", "log_append_time_ms", "log_start_offset", "record_errors",
+                 "error_message")
+
+    def __init__(self, index: int, error_code: int, base_offset: int, log_append_time_ms: int,
+                 log_start_offset: int, record_errors: list[tuple[int, str | None]] | list[tuple[int, str]],
+                 error_message: str | None) -> None:
+        self.index = index
+        self.error_code = error_code
+        self.base_offset = base_offset
+        self.log_append_time_ms = log_append_time_ms
+        self.log_start_offset = log_start_offset
+        self.record_errors = record_errors
+        self.error_message = error_message
+
+
+def encode_produce_response(version: int, responses: list[tuple[str, list[PartitionProduceResponse]]],
+                            throttle_time_ms: int = 0) -> bytes:
+    """The response body (no header) for Produce v3-11; current_leader / node_endpoints (v10+ tagged
+    fields) are left out, which is their default."""
+    flexible = version >= FLEXIBLE_MIN_VERSION
+    out: list[bytes] = [array_length_bytes(len(responses), flexible)]
+    append = out.append
+    for name, partitions in responses:
+        append(string_bytes(name, flexible))
+        append(array_length_bytes(len(partitions), flexible))
+        for p in partitions:
+            if version >= 5:
+                append(_PARTITION_V5.pack(p.index, p.error_code, p.base_offset, p.log_append_time_ms,
+                                          p.log_start_offset))
+            else:
+                append(_PARTITION_V5.pack(p.index, p.error_code, p.base_offset, p.log_append_time_ms, 0)[:-8])
+            if version >= 8:
+                append(array_length_bytes(len(p.record_errors), flexible))
+                for batch_index, message in p.record_errors:
+                    append(INT32.pack(batch_index))
+                    append(string_bytes(message, flexible))
+                    if flexible:
+                        append(EMPTY_TAGGED_FIELDS)
+                append(string_bytes(p.error_message, flexible))
+            if flexible:
+                append(EMPTY_TAGGED_FIELDS)
+        if flexible:
+            append(EMPTY_TAGGED_FIELDS)
+    append(INT32.pack(throttle_time_ms))
+    if flexible:
+        append(EMPTY_TAGGED_FIELDS)
+    return b"".join(out)
+
+
+
+
+class ProduceResponseData(EncodedResponse):
+    """A Produce response, encoded when the connection writes it (after the quotas set throttle_time_ms)."""
+
+    def __init__(self, version: int, responses: list[tuple[str, list[PartitionProduceResponse]]]) -> None:
+        self.version = version
+        self.responses = responses
+        self.throttle_time_ms = 0
+        self.flexible = version >= FLEXIBLE_MIN_VERSION
+
+    def pieces(self) -> list[bytes | memoryview]:
+        return [encode_produce_response(self.version, self.responses, self.throttle_time_ms)]
