@@ -61,7 +61,8 @@ def answered(response: Any, by_id: bool = False) -> dict[tuple[Any, int], Any]:
 
 
 def metric(broker: BrokerHandle, name: str) -> float:
-    text = urllib.request.urlopen(f"http://127.0.0.1:{broker.state.metrics.http_port}/metrics").read().decode()
+    port = broker.state.metrics.wait_http_port()
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30).read().decode()
     for line in text.splitlines():
         if line.startswith(name + " "):
             return float(line.split()[1])

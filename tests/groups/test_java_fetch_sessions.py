@@ -43,7 +43,7 @@ def test_java_consumer_uses_an_incremental_fetch_session(java_classpath: str, me
                 break
             time.sleep(0.2)
         assert any(size == partitions and epoch > 10 for size, epoch in sessions), sessions
-        metrics = scrape(b.state.metrics.http_port)
+        metrics = scrape(b.state.metrics.wait_http_port())
         assert metrics["tidelog_NumIncrementalFetchSessions"] >= 1
         assert metrics["tidelog_NumIncrementalFetchPartitionsCached"] >= partitions
         assert sorted(v for _, _, v in member.records()) == sorted(f"v-{i}" for i in range(100))

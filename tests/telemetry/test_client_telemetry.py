@@ -76,12 +76,8 @@ def kafka_uuid(value: uuid.UUID) -> str:
 
 
 def scrape(broker: Any) -> str:
-    metrics = broker.state.metrics
-    deadline = time.monotonic() + 60
-    while metrics.registry is None and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert metrics.http_port is not None
-    return str(urllib.request.urlopen(f"http://127.0.0.1:{metrics.http_port}/metrics", timeout=30).read().decode())
+    port = broker.state.metrics.wait_http_port()
+    return str(urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30).read().decode())
 
 
 def test_no_subscription_means_an_empty_subscription() -> None:

@@ -8,6 +8,7 @@ after its listener is up. Recording before that is a cheap no-op. Names follow K
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -23,6 +24,7 @@ class BrokerMetrics:
         self._log_sizes = log_sizes
         self.registry: Any = None
         self.http_port: int | None = None
+        self._serving = threading.Event()  # set once the HTTP endpoint listens (started by the warm-up thread)
         self._http_server: Any = None
         self._requests: Any = None
         self._latency: Any = None
@@ -40,6 +42,13 @@ class BrokerMetrics:
         self._log_sizes = log_sizes
         if self._log_collector is not None:
             self._log_collector.log_sizes = log_sizes
+
+    def wait_http_port(self, timeout: float = 60.0) -> int:
+        """The port of the HTTP endpoint once it listens (it starts after the broker is ready, off the loop);
+        raises TimeoutError if it does not within `timeout` seconds."""
+        if not self._serving.wait(timeout) or self.http_port is None:
+            raise TimeoutError("the metrics endpoint did not start (is metrics.port set?)")
+        return self.http_port
 
     @property
     def started(self) -> bool:
@@ -73,6 +82,7 @@ class BrokerMetrics:
             server, _thread = start_http_server(port, addr=host, registry=self.registry)
             self._http_server = server
             self.http_port = server.server_address[1]
+            self._serving.set()
             log.info("Metrics served on http://%s:%d/metrics", host, self.http_port)
 
     def stop(self) -> None:
