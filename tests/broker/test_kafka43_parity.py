@@ -17,8 +17,6 @@ KAFKA_43 = BROKER_API_VERSIONS[(4, 3)]
 # api key -> (tidelog's advertised range, why it differs from Kafka 4.3 and what brings it level)
 KNOWN_DIFFERENCES: dict[int, tuple[tuple[int, int], str]] = {
     0: ((0, 11), "Produce 12 (KIP-890 part 2) and 13 (topic ids, KIP-516): hand-written Produce codec work"),
-    1: ((4, 16), "Fetch 17 (KIP-853 replica directory id) and 18 (KIP-1166 high watermark): hand-written Fetch "
-                 "codec work"),
     24: ((0, 3), "AddPartitionsToTxn 4-5 are the broker-to-coordinator verify form (KIP-890 part 1); clients use "
                  "0-3 and this single node verifies Produce in-process"),
     26: ((0, 4), "EndTxn 5: KIP-890 part 2 (transaction version 2, epoch bump per transaction)"),
