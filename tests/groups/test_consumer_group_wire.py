@@ -490,3 +490,15 @@ def test_undecodable_bodies_close_the_connection(broker: BrokerHandle, api_key: 
         assert w.is_closed()
     with KafkaWire(broker.bootstrap) as w:  # the broker keeps serving
         assert describe(w, "anything")[0].error_code == E.GROUP_ID_NOT_FOUND
+
+
+def test_owned_partitions_of_the_zero_topic_id_are_answered_not_a_handler_failure(wire: KafkaWire) -> None:
+    """An owned-partitions entry with the all-zero topic id (which the request codec reads as no id) is an
+    unknown topic to the group, not a TypeError (found by the API fuzz)."""
+    create_topic(wire, "zero-id", 1)
+    member = join(wire, "zero-id-group", ["zero-id"])
+    response = heartbeat(wire, "zero-id-group", epoch=0, topics=["zero-id"], owned={uuid.UUID(int=0): [0]})
+    assert response.error_code == E.INVALID_REQUEST  # a (re-)join must own nothing: answered, not a crash
+    alive = heartbeat(wire, "zero-id-group", member.member_id, member.member_epoch, owned={uuid.UUID(int=0): [0]})
+    assert alive.error_code == 0, alive
+    heartbeat(wire, "zero-id-group", member.member_id, -1)

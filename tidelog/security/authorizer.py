@@ -177,6 +177,43 @@ def authorize_by_resource_type(ctx: RequestContext, op: AclOperation, resource_t
     return bool(authorizer.authorize_by_resource_type(_principal(ctx), ctx.client_host, op, resource_type))
 
 
+# AclEntry.supportedOperations: what authorizedOperations reports on (KIP-430).
+SUPPORTED_OPERATIONS: dict[ResourceType, tuple[AclOperation, ...]] = {
+    TOPIC: (Op.READ, Op.WRITE, Op.CREATE, Op.DESCRIBE, Op.DELETE, Op.ALTER, Op.DESCRIBE_CONFIGS,
+            Op.ALTER_CONFIGS),
+    GROUP: (Op.READ, Op.DESCRIBE, Op.DELETE, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS),
+    CLUSTER: (Op.CREATE, Op.CLUSTER_ACTION, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS, Op.IDEMPOTENT_WRITE, Op.ALTER,
+              Op.DESCRIBE),
+    TRANSACTIONAL_ID: (Op.DESCRIBE, Op.WRITE),
+}
+
+
+def authorized_operations(ctx: RequestContext, resource_type: ResourceType, name: str,
+                          without_authorizer: Iterable[int]) -> set[int]:
+    """Kafka's AuthHelper.authorizedOperations: the supported operations the principal may perform on the
+    resource (AclOperation codes, for kafka-python's bitfield); `without_authorizer` when none is configured."""
+    authorizer = ctx.broker.security.authorizer
+    if authorizer is None:
+        return set(without_authorizer)
+    principal = _principal(ctx)
+    return {int(op) for op in SUPPORTED_OPERATIONS[resource_type]
+            if authorizer.authorize(principal, ctx.client_host, op, resource_type, name)}
+
+
+def to_32_bit_field(ops: Iterable[int]) -> int:
+    """Kafka's Utils.to32BitField, for the codecs that take the bitfield as an int."""
+    return sum(1 << op for op in set(ops))
+
+
+def cluster_authorized_operations(ctx: RequestContext, without_authorizer: Iterable[int]) -> set[int]:
+    """Metadata v8-10 / DescribeCluster: no DESCRIBE on the cluster reports no operation at all (Kafka sets 0)."""
+    from tidelog.security.acl_store import CLUSTER_NAME
+
+    if ctx.broker.security.authorizer is not None and not authorize_cluster(ctx, Op.DESCRIBE):
+        return set()
+    return authorized_operations(ctx, CLUSTER, CLUSTER_NAME, without_authorizer)
+
+
 _CONFIG_TOPIC, _CONFIG_BROKER, _CONFIG_BROKER_LOGGER, _CONFIG_GROUP = 2, 4, 8, 32  # ConfigResource.Type
 
 

@@ -4,17 +4,26 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.context import RequestContext
-from tidelog.broker.topics import validate_topic_name
+from tidelog.broker.topics import INTERNAL_TOPICS, validate_topic_name
 from tidelog.config.broker_config import ReadOnlyConfigError, UnknownConfigError
 from tidelog.config.definitions import ConfigError
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
 from tidelog.security.acl_store import AclOperation
-from tidelog.security.authorizer import GROUP, authorize, check_config_resource
+from tidelog.security.authorizer import (
+    GROUP,
+    TRANSACTIONAL_ID,
+    Op,
+    authorize,
+    authorized_names,
+    check_config_resource,
+)
+from tidelog.security.authorizer import TOPIC as TOPIC_RESOURCE
+from tidelog.storage import TopicPartition
 
 if TYPE_CHECKING:
     from tidelog.broker.topics import TopicInfo
@@ -177,3 +186,46 @@ def for_version(error: int, version: int, fenced_since: int) -> int:
     if error == ErrorCode.PRODUCER_FENCED and version < fenced_since:
         return ErrorCode.INVALID_PRODUCER_EPOCH
     return error
+
+
+# --- authorization of the transaction APIs (KafkaApis) ---
+
+def check_transactional_id(ctx: RequestContext, transactional_id: str | None,
+                           group_id: str | None = None) -> ErrorCode:
+    """WRITE on the transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), then, for the APIs that name a
+    group (AddOffsetsToTxn, TxnOffsetCommit), READ on the group (GROUP_AUTHORIZATION_FAILED); NONE if allowed."""
+    if not authorize(ctx, Op.WRITE, TRANSACTIONAL_ID, transactional_id or ""):
+        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    if group_id is not None and not authorize(ctx, Op.READ, GROUP, group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED
+    return ErrorCode.NONE
+
+
+def unauthorized_topics(ctx: RequestContext, op: AclOperation, names: Iterable[str]) -> set[str]:
+    """The names the principal may not `op` (none without an authorizer)."""
+    wanted = set(names)
+    return wanted - authorized_names(ctx, op, TOPIC_RESOURCE, wanted)
+
+
+def add_partitions_errors(ctx: RequestContext, transactional_id: str | None,
+                          wanted: list[TopicPartition]) -> dict[TopicPartition, int] | None:
+    """KafkaApis.handleAddPartitionsToTxnRequest (v0-3) before the coordinator: WRITE on the transactional id,
+    then per partition TOPIC_AUTHORIZATION_FAILED (no WRITE on the topic), else UNKNOWN_TOPIC_OR_PARTITION; if any
+    partition failed the others are OPERATION_NOT_ATTEMPTED. None: all may be added."""
+    if check_transactional_id(ctx, transactional_id) != ErrorCode.NONE:
+        return dict.fromkeys(wanted, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    names = {tp.topic for tp in wanted}
+    denied = unauthorized_topics(ctx, Op.WRITE, names)
+    if ctx.broker.security.authorizer is not None:
+        denied |= names & INTERNAL_TOPICS  # Kafka never authorizes an internal topic here
+    topics = ctx.broker.topics
+    errors: dict[TopicPartition, int] = {}
+    for tp in wanted:
+        info = topics.get(tp.topic)
+        if tp.topic in denied:
+            errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        elif info is None or not 0 <= tp.partition < info.partitions:
+            errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    if not errors:
+        return None
+    return {tp: errors.get(tp, ErrorCode.OPERATION_NOT_ATTEMPTED) for tp in wanted}

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from tidelog.broker.apis._shared import check_transactional_id, for_version, txn_coordinator
 from tidelog.broker.apis._shared import coordinator as group_coordinator
-from tidelog.broker.apis._shared import for_version, txn_coordinator
 from tidelog.broker.context import RequestContext
 from tidelog.coordinator.group import GROUP_METADATA_TOPIC_NAME
-from tidelog.protocol.errors import KafkaError
+from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
 from tidelog.storage import TopicPartition
 
@@ -22,6 +22,10 @@ PRODUCER_FENCED_SINCE = 2
 async def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
     cls = response_class(API_KEY)[version]
+    # KafkaApis.handleAddOffsetsToTxnRequest: WRITE on the transactional id, then READ on the group
+    denied = check_transactional_id(ctx, request.transactional_id, request.group_id or "")
+    if denied != ErrorCode.NONE:
+        return cls(throttle_time_ms=0, error_code=denied)
     try:
         groups = group_coordinator(ctx)
         groups.ensure_offsets_topic()  # the offsets partition must exist to take the marker

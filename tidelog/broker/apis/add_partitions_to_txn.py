@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tidelog.broker.apis._shared import for_version, txn_coordinator
+from tidelog.broker.apis._shared import add_partitions_errors, for_version, txn_coordinator
 from tidelog.broker.context import RequestContext
-from tidelog.protocol.errors import ErrorCode, KafkaError
+from tidelog.protocol.errors import KafkaError
 from tidelog.protocol.messages import response_class
 from tidelog.storage import TopicPartition
 
@@ -21,17 +21,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
     cls = response_class(API_KEY)[version]
     requested = [(t.name, list(t.partitions or [])) for t in request.v3_and_below_topics or []]
-    topics = ctx.broker.topics
-    errors: dict[TopicPartition, int] = {}
-    for name, partitions in requested:
-        info = topics.get(name)
-        for p in partitions:
-            if info is None or not 0 <= p < info.partitions:
-                errors[TopicPartition(name, p)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     wanted = [TopicPartition(name, p) for name, partitions in requested for p in partitions]
-    if errors:
-        # Kafka adds nothing when one partition is unknown: the others get OPERATION_NOT_ATTEMPTED
-        result = {tp: errors.get(tp, ErrorCode.OPERATION_NOT_ATTEMPTED) for tp in wanted}
+    # authorization and unknown partitions: Kafka adds nothing when one fails (the others OPERATION_NOT_ATTEMPTED)
+    failed = add_partitions_errors(ctx, request.v3_and_below_transactional_id, wanted)
+    if failed is not None:
+        result = failed
     else:
         try:
             error = txn_coordinator(ctx).handle_add_partitions(

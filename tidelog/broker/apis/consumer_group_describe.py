@@ -11,13 +11,12 @@ from tidelog.broker.context import RequestContext
 from tidelog.coordinator.group.assignors import Assignment
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
-from tidelog.security.authorizer import GROUP, Op, authorize
+from tidelog.security.authorizer import GROUP, Op, authorize, authorized_operations, to_32_bit_field
 
 API_KEY = 69
 
 OPERATIONS_OMITTED = -(2**31)
 CLASSIC_MEMBER, CONSUMER_MEMBER = 0, 1  # KIP-1099 MemberType
-_GROUP_OPERATIONS_BITS = sum(1 << op for op in GROUP_OPERATIONS)
 
 
 def _assignment(ctx: RequestContext, cls: Any, assignment: Assignment) -> Any:
@@ -35,7 +34,6 @@ def _assignment(ctx: RequestContext, cls: Any, assignment: Assignment) -> Any:
 async def handle(ctx: RequestContext, request: Any) -> Any:
     cls = response_class(API_KEY)[ctx.api_version]
     D = cls.DescribedGroup
-    ops = _GROUP_OPERATIONS_BITS if request.include_authorized_operations else OPERATIONS_OMITTED
     out = []
     for group_id in request.group_ids or []:
         def error(code: int, message: str | None, gid: str = group_id) -> Any:
@@ -67,6 +65,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             target_assignment=_assignment(ctx, cls, group.target.get(m.member_id, {})),
             member_type=CLASSIC_MEMBER if m.classic is not None else CONSUMER_MEMBER)  # v1, KIP-1099
             for m in group.members.values()]
+        ops = to_32_bit_field(authorized_operations(ctx, GROUP, group_id, GROUP_OPERATIONS)) \
+            if request.include_authorized_operations else OPERATIONS_OMITTED
         out.append(D(error_code=ErrorCode.NONE, error_message=None, group_id=group_id,
                      group_state=group.state.value, group_epoch=group.group_epoch,
                      assignment_epoch=group.assignment_epoch, assignor_name=coordinator.assignor_name(group),

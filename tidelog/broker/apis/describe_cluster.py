@@ -10,6 +10,7 @@ from tidelog.broker.apis._shared import CLUSTER_OPERATIONS
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import response_class
+from tidelog.security.authorizer import cluster_authorized_operations
 
 API_KEY = 60
 
@@ -34,7 +35,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         "controller_id": broker.node_id,
         "brokers": [] if error else [cls.DescribeClusterBroker(
             broker_id=broker.node_id, host=host, port=port, rack=None, is_fenced=False)],
-        "authorized_operations": set(CLUSTER_OPERATIONS) if request.include_cluster_authorized_operations else None,
+        "authorized_operations": cluster_authorized_operations(ctx, CLUSTER_OPERATIONS)
+        if request.include_cluster_authorized_operations else None,
     }
     if v >= 1:
         fields["endpoint_type"] = BROKER_ENDPOINT

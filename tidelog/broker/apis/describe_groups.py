@@ -9,7 +9,7 @@ from tidelog.broker.context import RequestContext
 from tidelog.coordinator.group import GroupState
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
-from tidelog.security.authorizer import Op
+from tidelog.security.authorizer import GROUP, Op, authorized_operations
 
 API_KEY = 15
 
@@ -22,16 +22,19 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
     cls = response_class(API_KEY)[version]
     D = cls.DescribedGroup
-    ops = set(GROUP_OPERATIONS) if version >= 3 and request.include_authorized_operations \
-        else AUTHORIZED_OPERATIONS_OMITTED
+    want_ops = version >= 3 and bool(request.include_authorized_operations)
     described = []
     for group_id in request.groups or []:
+        ops = authorized_operations(ctx, GROUP, group_id, GROUP_OPERATIONS) if want_ops \
+            else AUTHORIZED_OPERATIONS_OMITTED
         try:
             check_group(ctx, Op.DESCRIBE, group_id)
             group = coordinator(ctx).describe_group(group_id)
         except KafkaError as e:
+            denied = e.code == ErrorCode.GROUP_AUTHORIZATION_FAILED  # Kafka's groupError leaves the default
             described.append(D(error_code=e.code, group_id=group_id, group_state="", protocol_type="",
-                               protocol_data="", members=[], authorized_operations=ops))
+                               protocol_data="", members=[],
+                               authorized_operations=AUTHORIZED_OPERATIONS_OMITTED if denied else ops))
             continue
         consumer = coordinator(ctx).consumer_groups
         is_consumer = consumer is not None and consumer.is_consumer_group(group_id)

@@ -8,9 +8,11 @@ from typing import Any
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import response_class
+from tidelog.security.authorizer import TOPIC, Op, authorize
 from tidelog.storage import TopicPartition
 
 API_KEY = 61
+TOPIC_AUTHORIZATION_FAILED_MESSAGE = "Topic authorization failed."  # Kafka's ApiError(Errors) default
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -22,6 +24,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     out = []
     for t in request.topics or []:
         parts = []
+        if not authorize(ctx, Op.READ, TOPIC, t.name or ""):  # KafkaApis.handleDescribeProducersRequest
+            out.append(T(name=t.name, partitions=[
+                P(partition_index=i, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                  error_message=TOPIC_AUTHORIZATION_FAILED_MESSAGE, active_producers=[])
+                for i in t.partition_indexes or []]))
+            continue
         for index in t.partition_indexes or []:
             log_ = topics.log(TopicPartition(t.name, index)) if topics.get(t.name) is not None else None
             if log_ is None:

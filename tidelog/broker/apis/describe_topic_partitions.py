@@ -13,16 +13,15 @@ from tidelog.broker.apis._shared import TOPIC_OPERATIONS
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import response_class
-from tidelog.security.authorizer import TOPIC, Op, authorized_names
+from tidelog.security.authorizer import TOPIC, Op, authorized_names, authorized_operations, to_32_bit_field
 from tidelog.storage import TopicPartition
 
 API_KEY = 75
 
-MAX_REQUEST_PARTITION_SIZE_LIMIT = 2000
+MAX_REQUEST_PARTITION_SIZE_LIMIT = 2000  # Kafka's max.request.partition.size.limit default
 OPERATIONS_OMITTED = -(2**31)
 ZERO_UUID = uuid.UUID(int=0)
 # Kafka fills in the authorized operations of every described topic (no include flag in v0)
-_TOPIC_OPERATIONS_BITS = sum(1 << op for op in TOPIC_OPERATIONS)  # Kafka's max.request.partition.size.limit default
 
 
 def _limit(ctx: RequestContext, requested: int) -> int:
@@ -90,7 +89,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             remaining -= 1
         out.append(T(error_code=ErrorCode.NONE, name=name, topic_id=uuid.UUID(bytes=bytes(info.topic_id)),
                      is_internal=bool(info.internal), partitions=parts,
-                     topic_authorized_operations=_TOPIC_OPERATIONS_BITS))
+                     topic_authorized_operations=to_32_bit_field(
+                         authorized_operations(ctx, TOPIC, name, TOPIC_OPERATIONS))))
         if p < info.partitions:
             next_cursor = cls.Cursor(topic_name=name, partition_index=p)
             break

@@ -7,8 +7,9 @@ from typing import Any
 
 from tidelog.broker.apis._shared import txn_coordinator
 from tidelog.broker.context import RequestContext
-from tidelog.protocol.errors import KafkaError
+from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
+from tidelog.security.authorizer import TOPIC, TRANSACTIONAL_ID, Op, authorize, authorized_names
 
 API_KEY = 65
 
@@ -19,6 +20,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     out = []
     for tid in request.transactional_ids or []:
         try:
+            # KafkaApis.handleDescribeTransactionsRequest: DESCRIBE on the id, only describable topics shown
+            if not authorize(ctx, Op.DESCRIBE, TRANSACTIONAL_ID, tid or ""):
+                raise KafkaError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None)
             error, meta = txn_coordinator(ctx).describe(tid)
         except KafkaError as e:
             error, meta = e.code, None
@@ -26,9 +30,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             out.append(S(error_code=error, transactional_id=tid, transaction_state="", transaction_timeout_ms=0,
                          transaction_start_time_ms=-1, producer_id=-1, producer_epoch=-1, topics=[]))
             continue
+        topics = meta.topics()
+        visible = authorized_names(ctx, Op.DESCRIBE, TOPIC, topics)
         out.append(S(error_code=error, transactional_id=tid, transaction_state=meta.state.state_name,
                      transaction_timeout_ms=meta.txn_timeout_ms,
                      transaction_start_time_ms=meta.txn_start_timestamp_ms, producer_id=meta.producer_id,
                      producer_epoch=meta.producer_epoch,
-                     topics=[S.TopicData(topic=t, partitions=ids) for t, ids in meta.topics().items()]))
+                     topics=[S.TopicData(topic=t, partitions=ids) for t, ids in topics.items() if t in visible]))
     return cls(throttle_time_ms=0, transaction_states=out)

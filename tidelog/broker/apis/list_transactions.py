@@ -10,6 +10,7 @@ from tidelog.broker.apis._shared import txn_coordinator
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
+from tidelog.security.authorizer import TRANSACTIONAL_ID, Op, authorized_names
 
 API_KEY = 66
 
@@ -30,6 +31,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     except KafkaError as e:
         error, unknown, found = e.code, [], []
     S = cls.TransactionState
+    # KafkaApis.handleListTransactionsRequest: only the ids the principal may DESCRIBE
+    describable = authorized_names(ctx, Op.DESCRIBE, TRANSACTIONAL_ID, [m.transactional_id for m in found])
     return cls(throttle_time_ms=0, error_code=error, unknown_state_filters=unknown, transaction_states=[
         S(transactional_id=m.transactional_id, producer_id=m.producer_id, transaction_state=m.state.state_name)
-        for m in found if matcher is None or matcher.fullmatch(m.transactional_id)])
+        for m in found if m.transactional_id in describable
+        and (matcher is None or matcher.fullmatch(m.transactional_id))])

@@ -15,7 +15,15 @@ from tidelog.broker.apis._shared import CLUSTER_OPERATIONS, TOPIC_OPERATIONS
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
-from tidelog.security.authorizer import TOPIC, Op, authorize, authorize_cluster, authorized_names
+from tidelog.security.authorizer import (
+    TOPIC,
+    Op,
+    authorize,
+    authorize_cluster,
+    authorized_names,
+    authorized_operations,
+    cluster_authorized_operations,
+)
 from tidelog.storage import TopicPartition
 
 API_KEY = 3
@@ -44,7 +52,8 @@ def topic_entry(ctx: RequestContext, cls: Any, info: Any, include_ops: bool) -> 
             replica_nodes=[node], isr_nodes=[node], offline_replicas=[]))
     return cls.MetadataResponseTopic(
         error_code=ErrorCode.NONE, name=info.name, topic_id=_uuid(info.topic_id), is_internal=bool(info.internal),
-        partitions=partitions, authorized_operations=set(TOPIC_OPERATIONS) if include_ops else INT32_MIN_OMITTED)
+        partitions=partitions, authorized_operations=authorized_operations(ctx, TOPIC, info.name, TOPIC_OPERATIONS) if include_ops
+        else INT32_MIN_OMITTED)
 
 
 def error_entry(cls: Any, code: int, name: str | None, topic_id: uuid.UUID = ZERO_UUID) -> Any:
@@ -112,7 +121,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         fields["error_code"] = ErrorCode.NONE  # top-level error (KIP-1102: only REBOOTSTRAP_REQUIRED uses it)
     if 8 <= v <= 10:
         include_cluster = bool(request.include_cluster_authorized_operations)
-        fields["authorized_operations"] = set(CLUSTER_OPERATIONS) if include_cluster else INT32_MIN_OMITTED
+        fields["authorized_operations"] = (cluster_authorized_operations(ctx, CLUSTER_OPERATIONS) if include_cluster
+                                          else INT32_MIN_OMITTED)
     return cls[v](**fields)
 
 

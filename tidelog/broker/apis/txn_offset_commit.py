@@ -8,12 +8,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from tidelog.broker.apis._shared import (
+    check_transactional_id,
+    for_version,
+    txn_coordinator,
+    unauthorized_topics,
+)
 from tidelog.broker.apis._shared import coordinator as group_coordinator
-from tidelog.broker.apis._shared import for_version, txn_coordinator
 from tidelog.broker.context import RequestContext
 from tidelog.coordinator.group import OffsetAndMetadata
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
+from tidelog.security.authorizer import Op
 from tidelog.storage import TopicPartition
 
 API_KEY = 28
@@ -26,15 +32,26 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     now = ctx.broker.clock.milliseconds()
     offsets: dict[TopicPartition, OffsetAndMetadata] = {}
     order: list[tuple[str, list[int]]] = []
+    # KafkaApis.handleTxnOffsetCommitRequest: WRITE on the transactional id, READ on the group (all partitions
+    # fail), then READ per topic (its partitions fail, the others are still committed)
+    denied = check_transactional_id(ctx, request.transactional_id, request.group_id or "")
+    unreadable = unauthorized_topics(ctx, Op.READ, [t.name for t in request.topics or []]) if not denied else set()
     for t in request.topics or []:
         ids = []
         for p in t.partitions or []:
+            ids.append(p.partition_index)
+            if t.name in unreadable:
+                continue
             epoch = p.committed_leader_epoch if version >= 2 else -1
             offsets[TopicPartition(t.name, p.partition_index)] = OffsetAndMetadata(
                 p.committed_offset, epoch, p.committed_metadata or "", now)
-            ids.append(p.partition_index)
         order.append((t.name, ids))
+    results: dict[TopicPartition, int] = {}
     try:
+        if denied:
+            raise KafkaError(denied, None)
+        if not offsets:
+            raise KafkaError(ErrorCode.NONE, None)  # every topic unreadable: nothing reaches the coordinator
         error = txn_coordinator(ctx).check_txn_offset_commit(request.transactional_id, request.producer_id,
                                                              request.producer_epoch)
         if error == ErrorCode.NONE:
@@ -47,6 +64,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             results = dict.fromkeys(offsets, error)
     except KafkaError as e:
         results = dict.fromkeys(offsets, e.code)
+        results.update({TopicPartition(name, i): denied for name, ids in order for i in ids} if denied else {})
+    results.update({TopicPartition(name, i): ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                    for name, ids in order if name in unreadable for i in ids})
     T = cls.TxnOffsetCommitResponseTopic
     P = T.TxnOffsetCommitResponsePartition
     return cls(throttle_time_ms=0, topics=[

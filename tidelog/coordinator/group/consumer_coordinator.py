@@ -113,7 +113,8 @@ def _assignment_of(topic_partitions: Iterable[Any] | None) -> Assignment | None:
         return None
     out: Assignment = {}
     for tp in topic_partitions:
-        tid = tp.topic_id if isinstance(tp.topic_id, uuid.UUID) else uuid.UUID(bytes=bytes(tp.topic_id))
+        raw = tp.topic_id  # kafka-python decodes the all-zero uuid (no topic id) as None
+        tid = raw if isinstance(raw, uuid.UUID) else uuid.UUID(bytes=bytes(raw or bytes(16)))
         out.setdefault(tid, set()).update(tp.partitions or [])
     return out
 
