@@ -195,6 +195,26 @@ def test_topic_ids_from_v13(broker: Any, client: KafkaWire) -> None:
         assert unknown.error_code == 100  # UNKNOWN_TOPIC_ID
 
 
+def test_fetch_17_and_18_ignore_the_follower_tagged_fields(broker: Any, client: KafkaWire) -> None:
+    """v17 adds ReplicaDirectoryId (KIP-853), v18 HighWatermark (KIP-1166): tagged partition fields only a
+    follower sets; the response is v16's, topics by id."""
+    create_topic(broker.bootstrap, "v18")
+    produce(client, "v18", batch(3))
+    tid = topic_id(client, "v18")
+    for version in (17, 18):
+        request = fetch_request([(tid, 0, 1), (uuid.uuid4(), 0, 0)], version=version)
+        for p in (p for t in request.topics for p in t.partitions):
+            p.replica_directory_id = uuid.uuid4()
+            if version >= 18:
+                p.high_watermark = 2
+        response = client.request(FETCH, version, request)
+        assert response.error_code == 0 and [t.topic_id for t in response.responses][0] == tid
+        ok, unknown = partition_data(response)
+        assert (ok.error_code, ok.high_watermark, ok.last_stable_offset, ok.log_start_offset) == (0, 3, 3, 0)
+        assert offsets(ok.records) == [0, 1, 2]  # the whole batch holding offset 1
+        assert unknown.error_code == 100  # UNKNOWN_TOPIC_ID
+
+
 def test_read_committed_reports_lso_and_empty_aborted_list(broker: Any, client: KafkaWire) -> None:
     create_topic(broker.bootstrap, "rc")
     produce(client, "rc", batch(2))

@@ -26,15 +26,19 @@ FETCH_VERSIONS = SERVED[ApiKey.FETCH]
 
 BATCH_A = bytes(range(256)) * 3
 BATCH_B = b"\x01" * 70
+ALPHA_ID = uuid.UUID("0b1e6a3c-2f4d-4e5a-9b8c-7d6e5f4a3b2c")
+BETA_ID = uuid.UUID("f0e1d2c3-b4a5-4697-8899-aabbccddeeff")
 
 
 def kafka_python_produce_request(version: int) -> bytes:
     cls = request_class(0)[version]
     T = cls.TopicProduceData
     P = T.PartitionProduceData
+    alpha = {"topic_id": ALPHA_ID} if version >= 13 else {"name": "alpha"}
+    beta = {"topic_id": BETA_ID} if version >= 13 else {"name": "beta"}
     request = cls(transactional_id="txn-é" if version % 2 else None, acks=-1, timeout_ms=1234, topic_data=[
-        T(name="alpha", partition_data=[P(index=0, records=BATCH_A), P(index=3, records=None)]),
-        T(name="beta", partition_data=[P(index=7, records=BATCH_B)]),
+        T(**alpha, partition_data=[P(index=0, records=BATCH_A), P(index=3, records=None)]),
+        T(**beta, partition_data=[P(index=7, records=BATCH_B)]),
     ])
     return bytes(request.encode(version=version))
 
@@ -45,13 +49,15 @@ def test_produce_request_decodes_as_kafka_python_encodes_it(version: int) -> Non
     request = decode_produce_request(frame, 4, version)
     assert request.transactional_id == ("txn-é" if version % 2 else None)
     assert (request.acks, request.timeout_ms) == (-1, 1234)
-    assert [(t.name, [(p.index, None if p.records is None else bytes(p.records)) for p in t.partition_data])
-            for t in request.topic_data] == [("alpha", [(0, BATCH_A), (3, None)]), ("beta", [(7, BATCH_B)])]
+    keys = [(t.name, t.topic_id) for t in request.topic_data]
+    assert keys == ([(None, ALPHA_ID), (None, BETA_ID)] if version >= 13 else [("alpha", None), ("beta", None)])
+    assert [[(p.index, None if p.records is None else bytes(p.records)) for p in t.partition_data]
+            for t in request.topic_data] == [[(0, BATCH_A), (3, None)], [(7, BATCH_B)]]
     records = request.topic_data[0].partition_data[0].records
     assert isinstance(records, memoryview) and records.obj is frame.obj  # a view of the frame, not a copy
 
 
-@pytest.mark.parametrize("version", [3, 8, 9, 11])
+@pytest.mark.parametrize("version", [3, 8, 9, 11, 12, 13])
 def test_truncated_or_forged_produce_requests_raise_wire_error(version: int) -> None:
     body = kafka_python_produce_request(version)
     for cut in (1, 5, 12, len(body) // 2, len(body) - 1):
@@ -68,15 +74,17 @@ def test_truncated_or_forged_produce_requests_raise_wire_error(version: int) -> 
 
 @pytest.mark.parametrize("version", PRODUCE_VERSIONS)
 def test_produce_response_reads_back_with_kafka_python(version: int) -> None:
-    responses = [
-        ("alpha", [PartitionProduceResponse(0, 0, 42, -1, 7, [], None),
-                   PartitionProduceResponse(3, 87, -1, -1, -1, [(2, "bad key"), (5, None)], "rejected")]),
-        ("beta", []),
+    by_id = version >= 13
+    responses: list[tuple[str | bytes, list[PartitionProduceResponse]]] = [
+        (ALPHA_ID.bytes if by_id else "alpha",
+         [PartitionProduceResponse(0, 0, 42, -1, 7, [], None),
+          PartitionProduceResponse(3, 87, -1, -1, -1, [(2, "bad key"), (5, None)], "rejected")]),
+        (BETA_ID.bytes if by_id else "beta", []),
     ]
     body = encode_produce_response(version, responses, throttle_time_ms=9)
     decoded = response_class(0)[version].decode(body, version=version)
     assert decoded.throttle_time_ms == 9
-    got = [(t.name, [(p.index, p.error_code, p.base_offset, p.log_append_time_ms,
+    got = [(t.topic_id.bytes if by_id else t.name, [(p.index, p.error_code, p.base_offset, p.log_append_time_ms,
                       p.log_start_offset if version >= 5 else -1,
                       [(e.batch_index, e.batch_index_error_message) for e in (p.record_errors or [])]
                       if version >= 8 else [],

@@ -16,9 +16,6 @@ KAFKA_43 = BROKER_API_VERSIONS[(4, 3)]
 
 # api key -> (tidelog's advertised range, why it differs from Kafka 4.3 and what brings it level)
 KNOWN_DIFFERENCES: dict[int, tuple[tuple[int, int], str]] = {
-    0: ((0, 11), "Produce 12 (KIP-890 part 2) and 13 (topic ids, KIP-516): hand-written Produce codec work"),
-    1: ((4, 16), "Fetch 17 (KIP-853 replica directory id) and 18 (KIP-1166 high watermark): hand-written Fetch "
-                 "codec work"),
     24: ((0, 3), "AddPartitionsToTxn 4-5 are the broker-to-coordinator verify form (KIP-890 part 1); clients use "
                  "0-3 and this single node verifies Produce in-process"),
     26: ((0, 4), "EndTxn 5: KIP-890 part 2 (transaction version 2, epoch bump per transaction)"),
@@ -62,9 +59,12 @@ def test_every_served_api_advertises_kafka_43_range_or_a_listed_difference(broke
 
 def test_kafka_python_identifies_our_answer_as_kafka_4_2_or_4_3(broker: BrokerHandle) -> None:
     """kafka-python's probe reads 4.3 from DescribeLogDirs v5 (served by the admin-API work, not here) and 4.2
-    from ListOffsets v11, which we serve. The Produce/Fetch gaps do not lower it: 4.2's marker is checked first."""
+    from ListOffsets v11, which we serve."""
     ours = advertised(broker.bootstrap)
     describe_log_dirs_v5 = ours.get(35, (0, -1))[1] >= 5
     assert infer_broker_version_from_api_versions(ours) == ((4, 3) if describe_log_dirs_v5 else (4, 2))
-    # without ListOffsets v11 it would read our answer as 4.0 (ListOffsets v10)
-    assert infer_broker_version_from_api_versions({**ours, 2: (1, 10), 35: (1, 4)}) == (4, 0)
+    # the markers below them are ours too: Produce v13 (4.1), ListOffsets v10 (4.0), Fetch v17 (3.9)
+    older = {**ours, 2: (1, 10), 35: (1, 4)}
+    assert infer_broker_version_from_api_versions(older) == (4, 1)
+    assert infer_broker_version_from_api_versions({**older, 0: (0, 12)}) == (4, 0)
+    assert infer_broker_version_from_api_versions({**older, 0: (0, 12), 2: (1, 9)}) == (3, 9)

@@ -10,7 +10,17 @@ import uuid
 from typing import Any
 
 import pytest
-from broker_testlib import FIND_COORDINATOR, PRODUCE, TS, batch, create_topic, produce, produce_request
+from broker_testlib import (
+    FETCH,
+    FIND_COORDINATOR,
+    PRODUCE,
+    TS,
+    batch,
+    create_topic,
+    produce,
+    produce_request,
+    topic_id,
+)
 
 from tidelog.protocol.messages import request_class
 from tidelog.protocol.record_batch import write_crc
@@ -42,7 +52,7 @@ def assert_still_serving(bootstrap: str) -> None:
 # --------------------------------------------------------------------------------------------- success
 
 
-@pytest.mark.parametrize("version", [3, 5, 7, 8, 9, 11])
+@pytest.mark.parametrize("version", [3, 5, 7, 8, 9, 11, 12])
 def test_raw_produce_assigns_offsets_per_version(broker: Any, client: KafkaWire, version: int) -> None:
     name = f"p-v{version}"
     create_topic(broker.bootstrap, name)
@@ -55,6 +65,49 @@ def test_raw_produce_assigns_offsets_per_version(broker: Any, client: KafkaWire,
         assert second.log_start_offset == 0
     if version >= 8:
         assert second.record_errors == [] and second.error_message is None
+
+
+def produce_by_id(client: KafkaWire, topics: list[tuple[uuid.UUID, int, bytes | None]], acks: int = -1) -> Any:
+    """Produce v13 (KIP-516): topics named by id, one entry per (topic id, partition, records)."""
+    cls = request_class(PRODUCE)[13]
+    T = cls.TopicProduceData
+    return client.request(PRODUCE, 13, cls(transactional_id=None, acks=acks, timeout_ms=30_000, topic_data=[
+        T(topic_id=tid, partition_data=[T.PartitionProduceData(index=partition, records=records)])
+        for tid, partition, records in topics]))
+
+
+def test_produce_13_names_topics_by_id_and_refuses_unknown_ids(broker: Any, client: KafkaWire) -> None:
+    create_topic(broker.bootstrap, "p-v13", partitions=2)
+    tid = topic_id(client, "p-v13")
+    assert produce(client, "p-v13", batch(2), version=12).base_offset == 0  # v12: v11 on the wire
+    stranger = uuid.uuid4()
+    response = produce_by_id(client, [(tid, 0, batch(3)), (stranger, 0, batch(1)), (tid, 5, batch(1))])
+    got = [(t.topic_id, [(p.index, p.error_code, p.base_offset) for p in t.partition_responses])
+           for t in response.responses]
+    assert got == [(tid, [(0, 0, 2)]), (stranger, [(0, 100, -1)]),  # UNKNOWN_TOPIC_ID
+                   (tid, [(5, 3, -1)])]  # UNKNOWN_TOPIC_OR_PARTITION: the id is known, the partition is not
+    assert produce_by_id(client, [(uuid.UUID(int=0), 0, batch(1))]).responses[0].partition_responses[0] \
+        .error_code == 100
+    # the records landed under the topic's name: a Fetch by name reads all five
+    cls = request_class(FETCH)[12]
+    T = cls.FetchTopic
+    fetched = client.request(FETCH, 12, cls(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20,
+                                             isolation_level=0, session_id=0, session_epoch=-1, topics=[
+        T(topic="p-v13", partitions=[T.FetchPartition(partition=0, current_leader_epoch=-1, fetch_offset=0,
+                                                      last_fetched_epoch=-1, log_start_offset=-1,
+                                                      partition_max_bytes=1 << 20)])],
+        forgotten_topics_data=[], rack_id=""))
+    assert fetched.responses[0].partitions[0].high_watermark == 5
+
+
+def test_produce_13_acks_zero_to_an_unknown_id_closes_the_connection(broker: Any) -> None:
+    with KafkaWire(broker.bootstrap) as wire:
+        cls = request_class(PRODUCE)[13]
+        T = cls.TopicProduceData
+        wire.send(PRODUCE, 13, cls(transactional_id=None, acks=0, timeout_ms=1000, topic_data=[
+            T(topic_id=uuid.uuid4(), partition_data=[T.PartitionProduceData(index=0, records=batch(1))])]))
+        assert wire.is_closed()  # KafkaApis: a failed acks=0 Produce closes the channel
+    assert_still_serving(broker.bootstrap)
 
 
 def test_log_append_time_topic_reports_broker_time(broker: Any, client: KafkaWire) -> None:

@@ -163,6 +163,36 @@ def test_produce_denied_without_write_acl(acl_broker: SecureBrokerHandle) -> Non
     producer.close()
 
 
+def test_produce_13_by_topic_id_is_authorized_by_the_resolved_name(acl_broker: SecureBrokerHandle) -> None:
+    """KafkaApis.handleProduceRequest: WRITE is checked on the topic's name once its id is resolved."""
+    import uuid
+
+    from tidelog.protocol.records import Record, build_batch
+
+    create_topic(acl_broker, "acl-by-id")
+    info = acl_broker.state.topics.get("acl-by-id")
+    assert info is not None
+    tid = uuid.UUID(bytes=bytes(info.topic_id))
+    cls = request_class(0)[13]
+    T = cls.TopicProduceData
+    records = bytes(build_batch([Record(0, 1_700_000_000_000, b"k", b"v")], 0))
+
+    def produce_as_alice() -> int:
+        wire = alice_wire(acl_broker)
+        try:
+            response = wire.request(0, 13, cls(transactional_id=None, acks=-1, timeout_ms=30_000, topic_data=[
+                T(topic_id=tid, partition_data=[T.PartitionProduceData(index=0, records=records)])]))
+        finally:
+            wire.close()
+        [topic] = response.responses
+        assert topic.topic_id == tid
+        return int(topic.partition_responses[0].error_code)
+
+    assert produce_as_alice() == 29  # TOPIC_AUTHORIZATION_FAILED
+    create_acls(acl_broker, [allow("User:alice", ResourceType.TOPIC, "acl-by-id", AclOperation.WRITE)])
+    assert produce_as_alice() == 0
+
+
 def test_fetch_and_group_denied_without_read_acls(acl_broker: SecureBrokerHandle) -> None:
     from kafka import KafkaConsumer, KafkaProducer
     from kafka.errors import GroupAuthorizationFailedError

@@ -63,6 +63,28 @@ def test_topic_limited_error_hits_only_that_topics_partitions(broker: BrokerHand
     assert produce(client, "b", batch()).error_code == ErrorCode.LEADER_NOT_AVAILABLE
 
 
+def test_topic_limited_error_finds_a_produce_13_topic_by_its_id(broker: BrokerHandle, client: KafkaWire) -> None:
+    """Produce v13 names topics by id (KIP-516): the injector resolves it to match `topic`."""
+    import uuid
+
+    def tid(name: str) -> uuid.UUID:
+        info = broker.state.topics.get(name)
+        assert info is not None
+        return uuid.UUID(bytes=bytes(info.topic_id))
+
+    a_before, b_before = len(broker.records("a")), len(broker.records("b"))
+    broker.inject_errors("Produce", ["LEADER_NOT_AVAILABLE"], topic="b")
+    cls = request_class(PRODUCE)[13]
+    T, P = cls.TopicProduceData, cls.TopicProduceData.PartitionProduceData
+    request = cls(transactional_id=None, acks=-1, timeout_ms=30_000, topic_data=[
+        T(topic_id=tid("a"), partition_data=[P(index=0, records=batch())]),
+        T(topic_id=tid("b"), partition_data=[P(index=0, records=batch())])])
+    response = client.request(PRODUCE, 13, request)
+    errors = {(t.topic_id, p.index): p.error_code for t in response.responses for p in t.partition_responses}
+    assert errors == {(tid("a"), 0): 0, (tid("b"), 0): ErrorCode.LEADER_NOT_AVAILABLE}
+    assert len(broker.records("a")) == a_before + 1 and len(broker.records("b")) == b_before
+
+
 def test_acks_zero_produce_with_injected_error_closes_the_connection(broker: BrokerHandle,
                                                                      client: KafkaWire) -> None:
     broker.inject_errors("Produce", ["NOT_LEADER_OR_FOLLOWER"])

@@ -1,10 +1,11 @@
-"""Fetch (key 1) v4-16 response encoder, by hand: kafka-python's codec copies every partition's records into
+"""Fetch (key 1) v4-18 response encoder, by hand: kafka-python's codec copies every partition's records into
 its output buffer; this one leaves them as separate pieces (views or the bytes read from the segment) so the
 connection writes them to the socket without joining (writelines).
 
 Field layout: Kafka's FetchResponse.json (flexible from v12: compact lengths and tagged fields, KIP-482).
 diverging_epoch, current_leader, snapshot_id (v12+) and node_endpoints (v16) are tagged fields that tidelog
-never sets, so they are left out, which is their default.
+never sets, so they are left out, which is their default. v17 and v18 only add tagged fields to the request
+(ReplicaDirectoryId, KIP-853; HighWatermark, KIP-1166): the response is v16's.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ def encode_fetch_response(version: int, error_code: int, session_id: int,
                           throttle_time_ms: int = 0) -> list[bytes | memoryview]:
     """The response body (no header) as pieces: small joined headers between the record data. `topics` is
     (name, partitions) for v4-12 and (16-byte topic id, partitions) for v13+."""
-    if not 4 <= version <= 16:
+    if not 4 <= version <= 18:
         raise ValueError(f"Fetch v{version} is not encoded here")
     flexible = version >= FLEXIBLE_MIN_VERSION
     by_id = version >= TOPIC_ID_MIN_VERSION

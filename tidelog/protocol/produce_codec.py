@@ -1,14 +1,17 @@
-"""Produce (key 0) v3-11 request decoder and response encoder, by hand: the generic kafka-python codec copies
+"""Produce (key 0) v3-13 request decoder and response encoder, by hand: the generic kafka-python codec copies
 every partition's record bytes out of the request; this one hands out views of the request frame, so a batch
 goes from the receive buffer through validation to the segment write without an extra copy.
 
 Field layout: Kafka's ProduceRequest.json / ProduceResponse.json (flexible from v9: compact lengths and
-tagged fields, KIP-482). Tagged fields in requests are skipped (none are defined up to v11).
+tagged fields, KIP-482). Tagged fields in requests are skipped (none are defined up to v13). v12 is v11 on the
+wire (KIP-890 part 2 only changes what a transactional client may rely on); v13 names topics by id (KIP-516)
+in the request and the response.
 """
 
 from __future__ import annotations
 
 import struct
+import uuid
 
 from tidelog.protocol.wire import (
     EMPTY_TAGGED_FIELDS,
@@ -24,6 +27,8 @@ from tidelog.protocol.wire import (
 )
 
 FLEXIBLE_MIN_VERSION = 9
+TOPIC_ID_MIN_VERSION = 13
+MAX_VERSION = 13
 _ACKS_TIMEOUT = struct.Struct(">hi")
 # index, error_code, base_offset, log_append_time_ms (v2+), log_start_offset (v5+)
 _PARTITION_V5 = struct.Struct(">ihqqq")
@@ -38,10 +43,12 @@ class PartitionProduceData:
 
 
 class TopicProduceData:
-    __slots__ = ("name", "partition_data")
+    __slots__ = ("name", "topic_id", "partition_data")
 
-    def __init__(self, name: str, partition_data: list[PartitionProduceData]) -> None:
-        self.name = name
+    def __init__(self, name: str | None, partition_data: list[PartitionProduceData],
+                 topic_id: uuid.UUID | None = None) -> None:
+        self.name = name  # v3-12; from v13 None until the handler resolves `topic_id`
+        self.topic_id = topic_id  # v13+
         self.partition_data = partition_data
 
 
@@ -61,9 +68,10 @@ class ProduceRequestData:
 
 def decode_produce_request(frame: memoryview, pos: int, version: int) -> ProduceRequestData:
     """Decode a Produce request body starting at `pos` (after the request header). Raises WireError."""
-    if not 3 <= version <= 11:
+    if not 3 <= version <= MAX_VERSION:
         raise WireError(f"Produce v{version} is not decoded here")
     flexible = version >= FLEXIBLE_MIN_VERSION
+    by_id = version >= TOPIC_ID_MIN_VERSION
     end = len(frame)
     transactional_id, pos = read_string(frame, pos, flexible)
     if pos + 6 > end:
@@ -73,9 +81,16 @@ def decode_produce_request(frame: memoryview, pos: int, version: int) -> Produce
     n_topics, pos = read_array_length(frame, pos, flexible)  # TopicData, PartitionData: non-nullable
     topics: list[TopicProduceData] = []
     for _ in range(n_topics):
-        name, pos = read_string(frame, pos, flexible)
-        if name is None:
-            raise WireError("null topic name")
+        topic_id: uuid.UUID | None = None
+        if by_id:
+            if pos + 16 > end:
+                raise WireError("truncated topic id")
+            topic_id, name = uuid.UUID(bytes=bytes(frame[pos:pos + 16])), None
+            pos += 16
+        else:
+            name, pos = read_string(frame, pos, flexible)
+            if name is None:
+                raise WireError("null topic name")
         n_parts, pos = read_array_length(frame, pos, flexible)
         parts: list[PartitionProduceData] = []
         for _ in range(n_parts):
@@ -92,7 +107,7 @@ def decode_produce_request(frame: memoryview, pos: int, version: int) -> Produce
             parts.append(PartitionProduceData(index, records))
         if flexible:
             pos = skip_tagged_fields(frame, pos)
-        topics.append(TopicProduceData(name, parts))
+        topics.append(TopicProduceData(name, parts, topic_id))
     if flexible:
         pos = skip_tagged_fields(frame, pos)
     return ProduceRequestData(transactional_id, acks, timeout_ms, topics)
@@ -114,15 +129,22 @@ class PartitionProduceResponse:
         self.error_message = error_message
 
 
-def encode_produce_response(version: int, responses: list[tuple[str, list[PartitionProduceResponse]]],
+def encode_produce_response(version: int, responses: list[tuple[str | bytes, list[PartitionProduceResponse]]],
                             throttle_time_ms: int = 0) -> bytes:
-    """The response body (no header) for Produce v3-11; current_leader / node_endpoints (v10+ tagged
-    fields) are left out, which is their default."""
+    """The response body (no header) for Produce v3-13: topics are (name, partitions) up to v12 and (16-byte
+    topic id, partitions) from v13. current_leader / node_endpoints (v10+ tagged fields) are left out, which is
+    their default."""
     flexible = version >= FLEXIBLE_MIN_VERSION
+    by_id = version >= TOPIC_ID_MIN_VERSION
     out: list[bytes] = [array_length_bytes(len(responses), flexible)]
     append = out.append
-    for name, partitions in responses:
-        append(string_bytes(name, flexible))
+    for key, partitions in responses:
+        if by_id:
+            assert isinstance(key, bytes) and len(key) == 16
+            append(key)
+        else:
+            assert isinstance(key, str)
+            append(string_bytes(key, flexible))
         append(array_length_bytes(len(partitions), flexible))
         for p in partitions:
             if version >= 5:
@@ -148,12 +170,10 @@ def encode_produce_response(version: int, responses: list[tuple[str, list[Partit
     return b"".join(out)
 
 
-
-
 class ProduceResponseData(EncodedResponse):
     """A Produce response, encoded when the connection writes it (after the quotas set throttle_time_ms)."""
 
-    def __init__(self, version: int, responses: list[tuple[str, list[PartitionProduceResponse]]]) -> None:
+    def __init__(self, version: int, responses: list[tuple[str | bytes, list[PartitionProduceResponse]]]) -> None:
         self.version = version
         self.responses = responses
         self.throttle_time_ms = 0

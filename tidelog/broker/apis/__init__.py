@@ -26,8 +26,8 @@ class ApiEntry(NamedTuple):
 
 
 API_TABLE: tuple[ApiEntry, ...] = (
-    ApiEntry(ApiKey.PRODUCE, "produce", 3, 11, advertised_min=0),
-    ApiEntry(ApiKey.FETCH, "fetch", 4, 16),
+    ApiEntry(ApiKey.PRODUCE, "produce", 3, 13, advertised_min=0),
+    ApiEntry(ApiKey.FETCH, "fetch", 4, 18),
     ApiEntry(ApiKey.LIST_OFFSETS, "list_offsets", 1, 11),
     ApiEntry(ApiKey.METADATA, "metadata", 0, 13),
     ApiEntry(ApiKey.API_VERSIONS, "api_versions", 0, 4),

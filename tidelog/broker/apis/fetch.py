@@ -1,6 +1,7 @@
 """Fetch (key 1): raw log slices with long polling (Kafka's LocalLog.read, docs/PROTOCOL.md).
 
-* Versions 4-16. v13+ names topics by id (looked up with TopicManager.by_id); Java and librdkafka switch to it
+* Versions 4-18 (17 and 18 add follower-only tagged partition fields, KIP-853 / KIP-1166, that a broker
+  without followers ignores). v13+ names topics by id (looked up with TopicManager.by_id); Java and librdkafka switch to it
   as soon as Metadata returns real topic ids.
 * Fetch sessions (KIP-227, v7+): `broker/fetch_session.py` (Kafka's FetchSessionCache) decides which
   partitions an incremental request reads (its whole session) and which the response carries (those with news).

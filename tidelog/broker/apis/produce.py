@@ -1,14 +1,17 @@
 """Produce (key 0): append one record batch per partition (Kafka's ProduceRequest and LogValidator, Kafka's LogValidator).
 
-Served 3-11, advertised from 0 (KAFKA-18659: librdkafka < 2.11.1 only compresses when Produce v0 is in the
-broker's range; nobody actually sends v0-2 because clients pick the highest common version). v12 needs
-KIP-890 part 2 and v13 topic ids in Produce, neither implemented.
+Served 3-13, advertised from 0 (KAFKA-18659: librdkafka < 2.11.1 only compresses when Produce v0 is in the
+broker's range; nobody actually sends v0-2 because clients pick the highest common version). v12 is served as
+v11: a transactional client only relies on v12's implicit partition add (KIP-890 part 2) when the finalized
+`transaction.version` is 2, which tidelog never finalizes. v13 names topics by id (KIP-516): an unknown id is
+answered UNKNOWN_TOPIC_ID per partition, and the response echoes the id.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from typing import Any
 
 from tidelog.broker.context import CloseConnection, RequestContext
@@ -34,6 +37,7 @@ API_KEY = 0
 
 ADMIN_CLIENT_ID = "__admin_client"  # Kafka lets only this client id write to internal topics
 ZSTD_MIN_VERSION = 7  # KIP-110
+TOPIC_ID_MIN_VERSION = 13  # KIP-516
 
 
 class _PartitionResult:
@@ -124,32 +128,58 @@ async def _flush(ctx: RequestContext, pending: list[tuple[Log, LogAppendInfo, _P
     await asyncio.gather(*(one(*p) for p in pending))
 
 
+def _topic_names(ctx: RequestContext, request: Any) -> list[str | None]:
+    """Each request topic's name: as sent up to v12, resolved from its id from v13 (None: unknown id)."""
+    topic_data = request.topic_data or []
+    if ctx.api_version < TOPIC_ID_MIN_VERSION:
+        return [t.name for t in topic_data]
+    names: list[str | None] = []
+    for t in topic_data:
+        raw = t.topic_id.bytes if isinstance(t.topic_id, uuid.UUID) else bytes(t.topic_id or b"")
+        info = ctx.broker.topics.by_id(raw) if any(raw) else None
+        names.append(None if info is None else info.name)
+    return names
+
+
+def _response_key(ctx: RequestContext, topic: Any, name: str | None) -> str | bytes:
+    """What the response names a topic by: its name up to v12, the id the request sent from v13."""
+    if ctx.api_version < TOPIC_ID_MIN_VERSION:
+        assert name is not None
+        return name
+    key = topic.topic_id
+    return key.bytes if isinstance(key, uuid.UUID) else bytes(key or bytes(16))
+
+
 async def handle(ctx: RequestContext, request: Any) -> Any | None:
     acks = request.acks
-    results: list[tuple[str, list[tuple[int, _PartitionResult]]]] = []
-    # KafkaApis.handleProduceRequest: WRITE on the transactional id, then WRITE per topic
+    results: list[tuple[str | bytes, list[tuple[int, _PartitionResult]]]] = []
+    # KafkaApis.handleProduceRequest: WRITE on the transactional id, then WRITE per topic (by name, after a
+    # v13 topic id is resolved)
     transactional_id = getattr(request, "transactional_id", None)
     txn_denied = transactional_id is not None and not authorize(ctx, Op.WRITE, TRANSACTIONAL_ID, transactional_id)
-    writable = authorized_names(ctx, Op.WRITE, TOPIC, [t.name for t in request.topic_data or []])
+    names = _topic_names(ctx, request)
+    writable = authorized_names(ctx, Op.WRITE, TOPIC, [n for n in names if n is not None])
     pending: list[tuple[Log, LogAppendInfo, _PartitionResult]] = []
-    for topic in request.topic_data or []:
+    for topic, name in zip(request.topic_data or [], names, strict=True):
         partitions = []
         for p in topic.partition_data or []:
-            tp = TopicPartition(topic.name, p.index)
             if txn_denied:
                 result = _PartitionResult(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-            elif topic.name not in writable:
+            elif name is None:
+                result = _PartitionResult(ErrorCode.UNKNOWN_TOPIC_ID)
+            elif name not in writable:
                 result = _PartitionResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             elif acks not in (-1, 0, 1):
                 result = _PartitionResult(ErrorCode.INVALID_REQUIRED_ACKS)
             else:
+                tp = TopicPartition(name, p.index)
                 try:
                     result = _append(ctx, tp, p.records, acks, pending)
                 except Exception as e:  # never let one partition take the broker down
                     log.exception("produce to %s failed", tp)
                     result = _PartitionResult(ErrorCode.UNKNOWN_SERVER_ERROR, message=str(e))
             partitions.append((p.index, result))
-        results.append((topic.name, partitions))
+        results.append((_response_key(ctx, topic, name), partitions))
     if pending:
         await _flush(ctx, pending)
 
@@ -157,7 +187,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any | None:
         # No response to carry an error, so Kafka (KafkaApis.handleProduceRequest) closes the connection when
         # any partition failed: the client notices, reconnects and refreshes its metadata. Partitions that
         # succeeded stay appended, as in Kafka.
-        failed = [f"{name}-{index}: {result.error.name}" for name, partitions in results
+        failed = [f"{_describe(key)}-{index}: {result.error.name}" for key, partitions in results
                   for index, result in partitions if result.error != ErrorCode.NONE]
         if failed:
             raise CloseConnection(f"error during acks=0 produce request with correlation id {ctx.correlation_id}"
@@ -171,3 +201,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any | None:
                                          r.record_errors, r.message if r.error != ErrorCode.NONE else None)
                 for index, r in partitions])
         for name, partitions in results])
+
+
+def _describe(key: str | bytes) -> str:
+    return key if isinstance(key, str) else str(uuid.UUID(bytes=key))
