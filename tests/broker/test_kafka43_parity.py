@@ -57,12 +57,11 @@ def test_every_served_api_advertises_kafka_43_range_or_a_listed_difference(broke
     assert set(KNOWN_DIFFERENCES) <= set(ours)
 
 
-def test_kafka_python_identifies_our_answer_as_kafka_4_2_or_4_3(broker: BrokerHandle) -> None:
-    """kafka-python's probe reads 4.3 from DescribeLogDirs v5 (served by the admin-API work, not here) and 4.2
-    from ListOffsets v11, which we serve."""
+def test_kafka_python_identifies_our_answer_as_kafka_4_3(broker: BrokerHandle) -> None:
+    """kafka-python's probe reads 4.3 from DescribeLogDirs v5 and 4.2 from ListOffsets v11, both served."""
     ours = advertised(broker.bootstrap)
-    describe_log_dirs_v5 = ours.get(35, (0, -1))[1] >= 5
-    assert infer_broker_version_from_api_versions(ours) == ((4, 3) if describe_log_dirs_v5 else (4, 2))
+    assert ours[35][1] >= 5 and ours[2][1] >= 11
+    assert infer_broker_version_from_api_versions(ours) == (4, 3)
     # the markers below them are ours too: Produce v13 (4.1), ListOffsets v10 (4.0), Fetch v17 (3.9)
     older = {**ours, 2: (1, 10), 35: (1, 4)}
     assert infer_broker_version_from_api_versions(older) == (4, 1)
