@@ -24,15 +24,10 @@ ZERO_UUID = uuid.UUID(int=0)
 # Kafka fills in the authorized operations of every described topic (no include flag in v0)
 
 
-def _limit(ctx: RequestContext, requested: int) -> int:
+def _limit(requested: int) -> int:
+    """Kafka caps ResponsePartitionLimit at max.request.partition.size.limit (default 2000, not configurable
+    here)."""
     cap = MAX_REQUEST_PARTITION_SIZE_LIMIT
-    config = getattr(ctx.broker, "config", None)
-    getter = getattr(config, "get", None)
-    if callable(getter):
-        try:
-            cap = int(getter("max.request.partition.size.limit") or cap)
-        except (KeyError, TypeError, ValueError):
-            pass
     return max(1, min(requested, cap)) if requested > 0 else cap
 
 
@@ -59,7 +54,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     visible = authorized_names(ctx, Op.DESCRIBE, TOPIC, set(names))
     if not requested:
         names = [n for n in names if n in visible]
-    remaining = _limit(ctx, request.response_partition_limit)
+    remaining = _limit(request.response_partition_limit)
     node = ctx.broker.node_id
     out: list[Any] = []
     next_cursor = None

@@ -222,7 +222,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     params = _FetchParams(version, INT32_MAX if max_bytes is None else max_bytes, request.min_bytes,
                           getattr(request, "isolation_level", 0) or 0, _replica_id(request))
     session_ctx = None
-    cache = getattr(ctx.broker, "fetch_sessions", None)
+    cache: fetch_session.FetchSessionCache | None = ctx.broker.fetch_sessions
     if version >= 7:
         session_ctx, parts_or_error = _session_context(ctx, request, params, cache)
         if isinstance(parts_or_error, int):
@@ -237,7 +237,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         if part.name is not None and part.name not in readable:
             part.name, part.error = None, ErrorCode.TOPIC_AUTHORIZATION_FAILED
     total, has_error = _read_all(ctx, parts, params)
-    purgatory = getattr(ctx.broker, "purgatory", None)
+    purgatory = ctx.broker.purgatory
     loop = asyncio.get_running_loop()
     # The wait is an asyncio timer (loop time), not the injectable Clock: a ManualClock must not stall it.
     deadline = loop.time() + max(0, request.max_wait_ms) / 1000
