@@ -3,7 +3,6 @@ real AdminClient, the compiled Java driver and the kcat binary."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -14,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tests.java_drivers import compile_driver
 from tidelog.testing import run_broker
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,20 +67,7 @@ def java_client() -> JavaClient:
     if not all((JAR_DIR / j).is_file() for j in jars):
         # Idempotent: downloads the wheel once into .cache/ and extracts the jars.
         subprocess.run([str(ROOT / "scripts" / "fetch_java_client.sh")], check=True, timeout=900)
-    digest = hashlib.sha256(JAVA_SRC.read_bytes()).hexdigest()[:12]
-    classes = CACHE / f"java-classes-{digest}"
-    if not (classes / "TidelogClient.class").is_file():
-        tmp = classes.with_suffix(f".tmp{os.getpid()}")
-        tmp.mkdir(parents=True, exist_ok=True)
-        subprocess.run(
-            ["javac", "-cp", str(JAR_DIR / "kafka-clients.jar"), "-d", str(tmp), str(JAVA_SRC)],
-            check=True,
-            timeout=300,
-        )
-        if classes.exists():  # another session compiled the same source meanwhile
-            shutil.rmtree(tmp)
-        else:
-            tmp.rename(classes)
+    classes = compile_driver(JAVA_SRC, "java-classes")
     classpath = os.pathsep.join([str(classes), *(str(JAR_DIR / j) for j in jars)])
     return JavaClient(classpath)
 

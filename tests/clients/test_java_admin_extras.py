@@ -5,7 +5,6 @@ Each answer is what a single-node Kafka gives."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import subprocess
@@ -13,11 +12,12 @@ from typing import Any
 
 import pytest
 
+from tests.java_drivers import compile_driver
 from tidelog.protocol.messages import request_class
 from tidelog.storage import TopicPartition
 from tidelog.testing import KafkaWire
 
-from .conftest import CACHE, JAR_DIR, JVM_FLAGS, ROOT
+from .conftest import JAR_DIR, JVM_FLAGS, ROOT
 
 SRC = ROOT / "tests" / "java" / "AdminExtras.java"
 JARS = ["kafka-clients.jar", "slf4j-api.jar", "lz4-java.jar", "snappy-java.jar", "zstd-jni.jar"]
@@ -25,17 +25,7 @@ JARS = ["kafka-clients.jar", "slf4j-api.jar", "lz4-java.jar", "snappy-java.jar",
 
 def classpath(java_client: Any) -> str:
     del java_client  # the fixture checks java/javac and fetches the jars
-    digest = hashlib.sha256(SRC.read_bytes()).hexdigest()[:12]
-    classes = CACHE / f"java-admin-extras-{digest}"
-    if not (classes / "AdminExtras.class").is_file():
-        tmp = classes.with_suffix(f".tmp{os.getpid()}")
-        tmp.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["javac", "-cp", str(JAR_DIR / "kafka-clients.jar"), "-d", str(tmp), str(SRC)],
-                       check=True, timeout=300)
-        if classes.exists():
-            subprocess.run(["rm", "-rf", str(tmp)], check=True)
-        else:
-            tmp.rename(classes)
+    classes = compile_driver(SRC, "java-admin-extras")
     return os.pathsep.join([str(classes), *(str(JAR_DIR / j) for j in JARS)])
 
 
@@ -121,17 +111,7 @@ MOVE_SRC = ROOT / "tests" / "java" / "LogDirsMove.java"
 
 def move_classpath(java_client: Any) -> str:
     del java_client
-    digest = hashlib.sha256(MOVE_SRC.read_bytes()).hexdigest()[:12]
-    classes = CACHE / f"java-log-dirs-move-{digest}"
-    if not (classes / "LogDirsMove.class").is_file():
-        tmp = classes.with_suffix(f".tmp{os.getpid()}")
-        tmp.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["javac", "-cp", str(JAR_DIR / "kafka-clients.jar"), "-d", str(tmp), str(MOVE_SRC)],
-                       check=True, timeout=300)
-        if classes.exists():
-            subprocess.run(["rm", "-rf", str(tmp)], check=True)
-        else:
-            tmp.rename(classes)
+    classes = compile_driver(MOVE_SRC, "java-log-dirs-move")
     return os.pathsep.join([str(classes), *(str(JAR_DIR / j) for j in JARS)])
 
 

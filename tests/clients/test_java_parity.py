@@ -4,16 +4,16 @@ describeMetadataQuorum get a 4.3 single-node KRaft cluster's answers, listOffset
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import shutil
 import subprocess
 from typing import Any
 
 import pytest
 
-from .conftest import CACHE, JAR_DIR, JVM_FLAGS, ROOT, JavaClient, create_topic
+from tests.java_drivers import compile_driver
+
+from .conftest import JVM_FLAGS, ROOT, JavaClient, create_topic
 
 pytestmark = pytest.mark.java
 
@@ -23,17 +23,7 @@ SOURCE = ROOT / "tests" / "java" / "ParityAdmin.java"
 @pytest.fixture(scope="module")
 def parity_admin(java_client: JavaClient) -> str:
     """The compiled ParityAdmin driver's classpath (java_client has fetched the jars)."""
-    digest = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:12]
-    classes = CACHE / f"java-parity-classes-{digest}"
-    if not (classes / "ParityAdmin.class").is_file():
-        tmp = classes.with_suffix(f".tmp{os.getpid()}")
-        tmp.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["javac", "-cp", str(JAR_DIR / "kafka-clients.jar"), "-d", str(tmp), str(SOURCE)],
-                       check=True, timeout=300)
-        if classes.exists():
-            shutil.rmtree(tmp)
-        else:
-            tmp.rename(classes)
+    classes = compile_driver(SOURCE, "java-parity-classes")
     return os.pathsep.join([str(classes), java_client.classpath])
 
 

@@ -3,7 +3,6 @@ kafka-client-metrics.sh does; a producer with telemetry on pushes metrics that a
 
 from __future__ import annotations
 
-import hashlib
 import os
 import subprocess
 import time
@@ -12,26 +11,17 @@ from typing import Any
 
 import pytest
 
+from tests.java_drivers import compile_driver
 from tidelog.testing import run_broker
 
-from .conftest import CACHE, JAR_DIR, JVM_FLAGS, ROOT
+from .conftest import JAR_DIR, JVM_FLAGS, ROOT
 
 SRC = ROOT / "tests" / "java" / "ClientMetrics.java"
 JARS = ["kafka-clients.jar", "slf4j-api.jar", "lz4-java.jar", "snappy-java.jar", "zstd-jni.jar"]
 
 
 def classpath() -> str:
-    digest = hashlib.sha256(SRC.read_bytes()).hexdigest()[:12]
-    classes = CACHE / f"java-client-metrics-{digest}"
-    if not (classes / "ClientMetrics.class").is_file():
-        tmp = classes.with_suffix(f".tmp{os.getpid()}")
-        tmp.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["javac", "-cp", str(JAR_DIR / "kafka-clients.jar"), "-d", str(tmp), str(SRC)],
-                       check=True, timeout=300)
-        if classes.exists():
-            subprocess.run(["rm", "-rf", str(tmp)], check=True)
-        else:
-            tmp.rename(classes)
+    classes = compile_driver(SRC, "java-client-metrics")
     return os.pathsep.join([str(classes), *(str(JAR_DIR / j) for j in JARS)])
 
 

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -17,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.java_drivers import compile_driver
 
 ROOT = Path(__file__).resolve().parents[2]
 MEMBER_SCRIPT = Path(__file__).with_name("member.py")
@@ -148,17 +149,7 @@ def java_classpath() -> str:
         if not script.is_file():
             pytest.skip("Kafka Java client jars are not available")
         subprocess.run([str(script)], check=True, timeout=900)
-    digest = hashlib.sha256(JAVA_SRC.read_bytes()).hexdigest()[:12]
-    classes = CACHE / f"java-groups-{digest}"
-    if not (classes / "GroupClient.class").is_file():
-        tmp = classes.with_suffix(f".tmp{os.getpid()}")
-        tmp.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["javac", "-cp", str(JAR_DIR / "kafka-clients.jar"), "-d", str(tmp), str(JAVA_SRC)],
-                       check=True, timeout=300)
-        if classes.exists():
-            shutil.rmtree(tmp)
-        else:
-            tmp.rename(classes)
+    classes = compile_driver(JAVA_SRC, "java-groups")
     return os.pathsep.join([str(classes), *(str(JAR_DIR / j) for j in JARS)])
 
 

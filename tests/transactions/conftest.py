@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -11,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.java_drivers import compile_driver
 
 ROOT = Path(__file__).resolve().parents[2]
 JAVA_SRC = ROOT / "tests" / "java" / "TxnClient.java"
@@ -39,15 +40,5 @@ def txn_java() -> TxnJava:
         pytest.skip("Java 17 (java and javac) is not installed; `make test` checks for it")
     if not all((JAR_DIR / j).is_file() for j in JARS):
         subprocess.run([str(ROOT / "scripts" / "fetch_java_client.sh")], check=True, timeout=900)
-    digest = hashlib.sha256(JAVA_SRC.read_bytes()).hexdigest()[:12]
-    classes = CACHE / f"java-txn-classes-{digest}"
-    if not (classes / "TxnClient.class").is_file():
-        tmp = classes.with_suffix(f".tmp{os.getpid()}")
-        tmp.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["javac", "-cp", str(JAR_DIR / "kafka-clients.jar"), "-d", str(tmp), str(JAVA_SRC)],
-                       check=True, timeout=300)
-        if classes.exists():
-            shutil.rmtree(tmp)
-        else:
-            tmp.rename(classes)
+    classes = compile_driver(JAVA_SRC, "java-txn-classes")
     return TxnJava(os.pathsep.join([str(classes), *(str(JAR_DIR / j) for j in JARS)]))
