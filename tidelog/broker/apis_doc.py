@@ -159,9 +159,8 @@ def problems(apis: list[ServedApi]) -> list[str]:
             found.append(f"{key.api_name} is served: drop it from NOT_SERVED")
         if int(key) not in served and not reason:
             found.append(f"{key.api_name} (key {int(key)}) is not served: say why in NOT_SERVED")
-    for key in KAFKA_43:
-        if key not in {int(k) for k in ApiKey}:
-            found.append(f"{REFERENCE} advertises key {key}, unknown to tidelog.protocol.api_keys.ApiKey")
+    for unknown in sorted(set(KAFKA_43) - {int(k) for k in ApiKey}):
+        found.append(f"{REFERENCE} advertises key {unknown}, unknown to tidelog.protocol.api_keys.ApiKey")
     return found
 
 
