@@ -125,7 +125,7 @@ class FrameStream(asyncio.BufferedProtocol):
             body = self._start + 4
             have = self._end - body
             if have >= size:
-                self._push(memoryview(bytes(memoryview(buf)[body:body + size])))  # one copy, the view is released
+                self._push(memoryview(bytearray(memoryview(buf)[body:body + size])))  # one copy, writable
                 self._start = body + size
                 continue
             if size > len(buf) - body:
