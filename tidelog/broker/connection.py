@@ -52,6 +52,8 @@ class Connection:
         peer = stream.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.client_host = peer[0] if isinstance(peer, tuple) else ""
+        self.client_port: int | None = peer[1] if isinstance(peer, tuple) else None
+        self.client_software = ("", "")  # (name, version) from a valid ApiVersions v3+ request (KIP-511)
         config = server.config
         self._idle_s = max(0.001, int(config.connections_max_idle_ms) / 1000)
         self._loop = asyncio.get_running_loop()
@@ -214,7 +216,7 @@ class Connection:
                                 f"{entry.min_version}-{entry.max_version}, client {header.client_id!r})")
         request = self._decode(header, frame, name)
         ctx = RequestContext(self.server.broker, api_key, api_version, header.correlation_id, header.client_id,
-                             self.client_host, self.listener, self.session)
+                             self.client_host, self.listener, self.session, self.client_port, *self.client_software)
         faults = self.server.faults  # FaultInjector (tests): one attribute check when nothing is injected
         try:
             if faults is None or not faults.armed:
@@ -255,6 +257,8 @@ class Connection:
             raise ProtocolError(f"unsupported version {header.api_version} of ApiVersions")
         request = self._decode(header, frame, entry.module)
         response = api_versions.respond(header.api_version, request, ranges, self.server.features)
+        if header.api_version >= 3 and response.error_code == 0:
+            self.client_software = (request.client_software_name, request.client_software_version)
         return self._encode(ApiKey.API_VERSIONS, header.correlation_id, header.api_version, response, entry.module)
 
     @staticmethod

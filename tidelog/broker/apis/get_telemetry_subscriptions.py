@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tidelog.broker.client_metrics import ACCEPTED_COMPRESSION_TYPES
+from tidelog.broker.client_metrics import ACCEPTED_COMPRESSION_TYPES, ClientInfo
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import response_class
@@ -23,8 +23,7 @@ its own reporter. Own codec (`protocol/schemas/`)"""
 async def handle(ctx: RequestContext, request: Any) -> Any:
     # KafkaApis handles it without an ACL check: every client may ask for its subscription
     manager = ctx.broker.client_metrics
-    error, instance = manager.get_subscriptions(request.client_instance_id, ctx.client_id or "",
-                                                ctx.client_host, None)
+    error, instance = manager.get_subscriptions(request.client_instance_id, ClientInfo.of(ctx))
     response_cls = response_class(API_KEY)[ctx.api_version]
     if error is not ErrorCode.NONE:  # KafkaApis answers an error with the response's defaults
         return response_cls(throttle_time_ms=0, error_code=int(error), client_instance_id=None, subscription_id=0,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tidelog.broker.client_metrics import ClientInfo
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.messages import response_class
 
@@ -21,6 +22,6 @@ dropped with its series"""
 async def handle(ctx: RequestContext, request: Any) -> Any:
     error = ctx.broker.client_metrics.push(
         request.client_instance_id, request.subscription_id, bool(request.terminating), request.compression_type,
-        bytes(request.metrics or b""), ctx.client_id or "", ctx.client_host, None,
+        bytes(request.metrics or b""), ClientInfo.of(ctx),
     )
     return response_class(API_KEY)[ctx.api_version](throttle_time_ms=0, error_code=int(error))
