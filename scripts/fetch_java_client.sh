@@ -9,7 +9,9 @@ CACHE="${TIDELOG_CACHE_DIR:-$ROOT/.cache}"
 JAVA_DIR="$CACHE/java"
 WHEEL_SPEC="shigawire-apache-flink-libraries==2.0.0.post1"
 WHEEL_GLOB="shigawire_apache_flink_libraries-2.0.0.post1-*.whl"
-JARS=(kafka-clients.jar slf4j-api.jar lz4-java.jar snappy-java.jar zstd-jni.jar)
+# jackson: the OAUTHBEARER unsecured login module parses its token with Jackson (OAuthBearerUnsecuredJws).
+JARS=(kafka-clients.jar slf4j-api.jar lz4-java.jar snappy-java.jar zstd-jni.jar
+      jackson-core.jar jackson-databind.jar jackson-annotations.jar)
 PYTHON="${PYTHON:-$ROOT/.venv/bin/python}"
 [ -x "$PYTHON" ] || PYTHON=python3
 
