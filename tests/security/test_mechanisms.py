@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import ssl
 from pathlib import Path
 
@@ -73,16 +74,32 @@ def test_oauthbearer_unsecured_token() -> None:
     clock = ManualClock(1_700_000_000_000)
     now_s = clock.milliseconds() // 1000
     server = OAuthBearerSaslServer({"unsecuredValidatorRequiredScope": "kafka"}, clock.milliseconds)
-    token = _jws({"sub": "alice", "exp": now_s + 60, "iat": now_s, "scope": "kafka other"})
+    token = _jws({"sub": "alice", "exp": now_s + 60, "iat": now_s, "scope": ["kafka", "other"]})
     assert server.evaluate_response(f"n,,\x01auth=Bearer {token}\x01\x01".encode()) == b""
     assert server.authorization_id == "alice"
     assert server.session_expiration_ms == (now_s + 60) * 1000
-    for claims, message in [({"sub": "a", "exp": now_s - 1}, "expired"),
-                            ({"exp": now_s + 60}, "sub"),
-                            ({"sub": "a", "exp": now_s + 60, "scope": "x"}, "scope")]:
-        with pytest.raises(SaslAuthenticationError, match=message):
-            OAuthBearerSaslServer({"unsecuredValidatorRequiredScope": "kafka"}, clock.milliseconds).evaluate_response(
-                f"n,,\x01auth=Bearer {_jws(claims)}\x01\x01".encode())
+    invalid = b'{"status":"invalid_token"}'
+    # OAuthBearerSaslServer: a bad token gets an error challenge; the client's %x01 then fails the exchange
+    for claims, status, reason in [
+        ({"sub": "a", "exp": now_s - 1}, invalid, "expired"),
+        ({"sub": "a", "exp": now_s}, invalid, "expired"),  # on or after exp (OAuthBearerValidationUtils)
+        ({"exp": now_s + 60}, invalid, "sub"),
+        ({"sub": " ", "exp": now_s + 60}, invalid, "sub"),
+        ({"sub": "a", "exp": now_s + 60, "iat": now_s + 120}, invalid, "issued in the future"),
+        ({"sub": "a", "exp": now_s + 60, "scope": "x"}, b'{"status":"insufficient_scope", "scope":"[kafka]"}',
+         "scope"),
+        # a string scope claim is one scope value, as OAuthBearerUnsecuredJws reads it
+        ({"sub": "a", "exp": now_s + 60, "scope": "kafka other"}, b'{"status":"insufficient_scope", '
+         b'"scope":"[kafka]"}', "scope"),
+    ]:
+        server = OAuthBearerSaslServer({"unsecuredValidatorRequiredScope": "kafka"}, clock.milliseconds)
+        assert server.evaluate_response(f"n,,\x01auth=Bearer {_jws(claims)}\x01\x01".encode()) == status
+        assert not server.complete
+        with pytest.raises(SaslAuthenticationError, match=re.escape(status.decode())) as info:
+            server.evaluate_response(b"\x01")
+        assert info.value.detail is not None and reason in info.value.detail
+    assert OAuthBearerSaslServer({}, clock.milliseconds).evaluate_response(
+        f"n,,\x01auth=Bearer {_jws({'sub': 'a', 'exp': now_s + 60, 'scope': 'kafka other'})}\x01\x01".encode()) == b""
 
 
 def test_scram_store_alter_describe_and_reload(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tidelog.clock import Clock
 from tidelog.testing import SecureBrokerHandle, run_secure_broker
 
 from .conftest import JAR_DIR, JavaClient
@@ -125,8 +126,15 @@ def ck_auth_error(conf: dict[str, Any]) -> Any:
 
 
 def auth_failure_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records
-            if r.getMessage().startswith("Closing connection") and "OAUTHBEARER" in r.getMessage()]
+    """The broker's close lines for refused OAUTHBEARER logins (logged once the answer is written, so the client
+    may see its error first)."""
+    deadline = time.monotonic() + 10
+    while True:
+        lines = [r.getMessage() for r in caplog.records
+                 if r.getMessage().startswith("Closing connection") and "OAUTHBEARER" in r.getMessage()]
+        if lines or time.monotonic() > deadline:
+            return lines
+        time.sleep(0.05)
 
 
 def assert_no_token_logged(caplog: pytest.LogCaptureFixture, *tokens: str) -> None:
@@ -198,3 +206,96 @@ def test_java_unsecured_login_module_round_trip(oauth: SecureBrokerHandle, java_
     lines = java_oauth.run("consume", bootstrap, topic, str(COUNT), "1", *extra)
     assert lines[-1] == {"done": COUNT}
     assert [d["o"] for d in lines[:-1]] == list(range(COUNT))
+
+
+# --- the principal the authorizer sees ---
+
+
+def test_authorizer_sees_the_token_subject() -> None:
+    from confluent_kafka import KafkaError, Producer
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        NewTopic,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    with run_secure_broker(mechanisms=("OAUTHBEARER", "SCRAM-SHA-512"), authorizer=True,
+                           super_users=["User:admin"]) as b:
+        admin = AdminClient(b.confluent_config("SASL_PLAINTEXT", "SCRAM-SHA-512", user="admin"))
+        admin.create_topics([NewTopic("payments", 1, 1)])["payments"].result(30)
+
+        def produce_as(principal: str) -> Any:
+            reports: list[Any] = []
+            producer = Producer({**ck_config(b, "SASL_SSL", f"principal={principal}"),
+                                 "message.timeout.ms": 20_000, "retries": 0})
+            producer.produce("payments", b"paid", on_delivery=lambda err, _msg: reports.append(err))
+            producer.flush(30)
+            assert len(reports) == 1
+            return reports[0]
+
+        err = produce_as("alice")
+        assert err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+        acl = AclBinding(ResourceType.TOPIC, "payments", ResourcePatternType.LITERAL, "User:alice", "*",
+                         AclOperation.WRITE, AclPermissionType.ALLOW)
+        for fut in admin.create_acls([acl], request_timeout=30).values():
+            fut.result(30)
+        assert produce_as("alice") is None  # User:alice, the token's sub, now holds WRITE
+        err = produce_as("mallory")  # another sub is still refused: the ACL names the token's principal
+        assert err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+        assert [r.value for r in b.broker.records("payments")] == [b"paid"]
+
+
+# --- refused tokens ---
+
+
+class ClockAhead(Clock):
+    """The broker's wall clock two hours ahead of the client's: a token the client thinks good has expired."""
+
+    def milliseconds(self) -> int:
+        return super().milliseconds() + 2 * 3600 * 1000
+
+
+@pytest.fixture(scope="module")
+def ahead() -> Iterator[SecureBrokerHandle]:
+    with run_secure_broker(mechanisms=("OAUTHBEARER", "SCRAM-SHA-512"), clock=ClockAhead()) as handle:
+        yield handle
+
+
+@pytest.mark.parametrize("listener", LISTENERS)
+def test_expired_token_is_refused_and_others_are_served(ahead: SecureBrokerHandle, logs: pytest.LogCaptureFixture,
+                                                        listener: str) -> None:
+    from confluent_kafka import KafkaError
+
+    err = ck_auth_error(ck_config(ahead, listener, "principal=alice lifeSeconds=3600"))
+    assert err.code() == KafkaError._AUTHENTICATION
+    assert '{"status":"invalid_token"}' in err.str()  # what Kafka's OAuthBearerSaslServer tells the client
+    lines = auth_failure_lines(logs)
+    assert lines and all("the token has expired" in line for line in lines)
+    assert_no_token_logged(logs)
+    topic = f"after-expired-{listener.lower().replace('_', '-')}"
+    assert ck_round_trip(ck_config(ahead, listener, f"principal=alice lifeSeconds={3 * 3600}"), topic) == values(
+        topic)
+    assert ck_round_trip(ahead.confluent_config(listener, "SCRAM-SHA-512"), topic + "-scram") == values(
+        topic + "-scram")
+
+
+@pytest.mark.parametrize("listener", LISTENERS)
+def test_token_without_required_scope_is_refused(scoped: SecureBrokerHandle, logs: pytest.LogCaptureFixture,
+                                                 listener: str) -> None:
+    from confluent_kafka import KafkaError
+
+    err = ck_auth_error(ck_config(scoped, listener, "principal=alice scope=audit,metrics"))
+    assert err.code() == KafkaError._AUTHENTICATION
+    assert "insufficient_scope" in err.str()
+    lines = auth_failure_lines(logs)
+    assert lines and all("required scope" in line for line in lines)
+    assert_no_token_logged(logs)
+    topic = f"scoped-{listener.lower().replace('_', '-')}"
+    assert ck_round_trip(ck_config(scoped, listener, "principal=alice scope=audit,kafka"), topic) == values(topic)
+    # SCRAM users of the same listener are unaffected
+    assert ck_round_trip(scoped.confluent_config(listener, "SCRAM-SHA-512"), topic + "-scram") == values(
+        topic + "-scram")

@@ -162,7 +162,7 @@ class Session:
             challenge = server.evaluate_response(token)
         except SaslAuthenticationError as exc:
             message = str(exc)
-            self._failure = f"failed authentication with mechanism {server.mechanism}: {message}"
+            self._failure = f"failed authentication with mechanism {server.mechanism}: {exc.detail or message}"
             return ErrorCode.SASL_AUTHENTICATION_FAILED, message, b"", 0
         except Exception as exc:  # noqa: BLE001 - a mechanism bug on hostile input fails this client only
             self._failure = f"failed authentication with mechanism {server.mechanism}: {type(exc).__name__}"

@@ -9,7 +9,12 @@ from typing import Protocol
 
 
 class SaslAuthenticationError(Exception):
-    """Authentication failed: the message goes into SaslAuthenticate's error_message and the log."""
+    """Authentication failed: the message goes into SaslAuthenticate's error_message and the log, or `detail`
+    (why, for the operator; never a secret either) into the log when the client's message says less."""
+
+    def __init__(self, message: str, detail: str | None = None) -> None:
+        super().__init__(message)
+        self.detail = detail
 
 
 class SaslServer(Protocol):
