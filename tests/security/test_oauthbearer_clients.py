@@ -125,14 +125,14 @@ def ck_auth_error(conf: dict[str, Any]) -> Any:
     return errors[0]
 
 
-def auth_failure_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
+def auth_failure_lines(caplog: pytest.LogCaptureFixture, wait: bool = True) -> list[str]:
     """The broker's close lines for refused OAUTHBEARER logins (logged once the answer is written, so the client
     may see its error first)."""
     deadline = time.monotonic() + 10
     while True:
         lines = [r.getMessage() for r in caplog.records
                  if r.getMessage().startswith("Closing connection") and "OAUTHBEARER" in r.getMessage()]
-        if lines or time.monotonic() > deadline:
+        if lines or not wait or time.monotonic() > deadline:
             return lines
         time.sleep(0.05)
 
@@ -299,3 +299,59 @@ def test_token_without_required_scope_is_refused(scoped: SecureBrokerHandle, log
     # SCRAM users of the same listener are unaffected
     assert ck_round_trip(scoped.confluent_config(listener, "SCRAM-SHA-512"), topic + "-scram") == values(
         topic + "-scram")
+
+
+def test_error_challenge_then_failure_on_the_wire(scoped: SecureBrokerHandle, logs: pytest.LogCaptureFixture) -> None:
+    """The exact exchange of Kafka's OAuthBearerSaslServer (RFC 7628 3.2.2) in SaslAuthenticate and, for
+    SaslHandshake v0 clients, in bare frames: error challenge, client %x01, failure, close."""
+    import struct
+
+    from tidelog.protocol.errors import ErrorCode
+    from tidelog.protocol.messages import request_class
+    from tidelog.testing import KafkaWire
+
+    token = unsecured_jws("alice", scope=["audit"])
+    first = f"n,,\x01auth=Bearer {token}\x01\x01".encode()
+    with KafkaWire(scoped.listeners["SASL_PLAINTEXT"]) as wire:
+        assert wire.request(17, 1, request_class(17)[1](mechanism="OAUTHBEARER")).error_code == ErrorCode.NONE
+        challenge = wire.request(36, 2, request_class(36)[2](auth_bytes=first))
+        assert (challenge.error_code, challenge.auth_bytes) == (
+            ErrorCode.NONE, b'{"status":"insufficient_scope", "scope":"[kafka]"}')
+        failure = wire.request(36, 2, request_class(36)[2](auth_bytes=b"\x01"))
+        assert failure.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
+        assert failure.error_message == '{"status":"insufficient_scope", "scope":"[kafka]"}'
+        assert wire.is_closed()
+    with KafkaWire(scoped.listeners["SASL_PLAINTEXT"]) as wire:
+        assert wire.request(17, 0, request_class(17)[0](mechanism="OAUTHBEARER")).error_code == ErrorCode.NONE
+        wire.sock.sendall(struct.pack(">i", len(first)) + first)
+        assert wire.read_frame() == b'{"status":"insufficient_scope", "scope":"[kafka]"}'
+        wire.sock.sendall(struct.pack(">i", 1) + b"\x01")
+        assert wire.is_closed()
+    lines = auth_failure_lines(logs)
+    assert len(lines) == 2 and all("lacks the required scope ['kafka']" in line for line in lines)
+    assert_no_token_logged(logs, token)
+
+
+# --- KIP-368 re-authentication ---
+
+
+def test_librdkafka_reauthenticates_before_the_session_ends(logs: pytest.LogCaptureFixture) -> None:
+    from confluent_kafka import Producer
+
+    client_log = logging.getLogger("test.librdkafka.reauth")
+    logs.set_level(logging.DEBUG, logger=client_log.name)  # librdkafka's debug lines arrive at DEBUG
+    with run_secure_broker(mechanisms=("OAUTHBEARER",), overrides={"connections.max.reauth.ms": 1500}) as b:
+        producer = Producer({**ck_config(b, "SASL_PLAINTEXT", "principal=alice"), "debug": "security,broker",
+                             "logger": client_log})
+        for i in range(4):  # spans several session lifetimes on the same connection
+            producer.produce("reauth", f"r{i}".encode())
+            assert producer.flush(30) == 0
+            time.sleep(1.0)
+        producer.flush(5)
+        assert [r.value for r in b.broker.records("reauth")] == [f"r{i}".encode() for i in range(4)]
+    client_lines = [r.getMessage() for r in logs.records if r.name == client_log.name]
+    assert any("Received session lifetime 1500 ms from broker" in line for line in client_lines)
+    assert sum("Received REAUTH op" in line for line in client_lines) >= 2
+    # the broker closes a connection whose session ended without re-authentication (KIP-368): none was closed
+    assert not [r for r in logs.records if "did not re-authenticate" in r.getMessage()]
+    assert not auth_failure_lines(logs, wait=False)

@@ -195,10 +195,10 @@ class Session:
             raise CloseConnection("ILLEGAL_SASL_STATE: unexpected SASL token")
         error, message, challenge, _ = self._evaluate(token)
         if error != ErrorCode.NONE:
-            self._failure = None
+            reason, self._failure = self._failure or f"failed authentication: {message}", None
             if self.listener.failed_auth_delay_ms > 0:
                 await asyncio.sleep(self.listener.failed_auth_delay_ms / 1000)
-            raise CloseConnection(f"failed authentication ({self.mechanism}, SaslHandshake v0): {message}")
+            raise CloseConnection(f"{reason} (SaslHandshake v0)")
         if self._server is not None and self._server.complete:
             self._raw_tokens = False
         frame = _INT32.pack(len(challenge)) + challenge
