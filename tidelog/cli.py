@@ -119,7 +119,9 @@ def run_serve(args: argparse.Namespace) -> int:
             faults = FaultInjector(ExitAt(args.crash_at) if args.crash_at else None)
         server = Server(config, faults=faults)
         try:
-            await server.start(sock=sock)
+            # ready once the logs are loaded; the coordinators load right after (COORDINATOR_LOAD_IN_PROGRESS)
+            await server.start(sock=sock, load_services_after_ready=True)
+            await server.wait_services_loaded()  # the ready line and the fault channel mean fully started
             from tidelog.broker.malloc_tuning import tune_malloc
 
             tune_malloc()  # large request and fetch buffers reused from the heap, not mapped afresh each time
