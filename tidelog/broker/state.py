@@ -32,7 +32,7 @@ from tidelog.clock import Clock
 from tidelog.config.broker_config import BrokerConfig
 from tidelog.security.manager import BrokerSecurity
 from tidelog.storage.checkpoints import random_kafka_uuid, uuid_to_base64
-from tidelog.storage.fault_hooks import NO_FAULTS, FaultHooks
+from tidelog.storage.fault_hooks import NO_FAULTS, FaultHooks, FaultPoint
 from tidelog.storage.log_manager import LogManager
 
 if TYPE_CHECKING:  # imported by build_services(), after the broker is ready
@@ -134,6 +134,7 @@ class BrokerState:
 
     def build_services(self) -> BrokerServices:
         """Import and construct the coordinators and the cleaner (touches no event loop and no log)."""
+        self.fault_hooks.at(FaultPoint.COORDINATORS_LOAD)
         from tidelog.cleaner.broker import create_log_cleaner
         from tidelog.coordinator.group import create_group_coordinator
         from tidelog.coordinator.transaction import create_transaction_coordinator
