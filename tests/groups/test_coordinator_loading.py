@@ -115,6 +115,8 @@ def _init_producer_id(wire: KafkaWire, transactional_id: str | None) -> Any:
 
 @pytest.mark.slow
 def test_coordinator_apis_answer_load_in_progress_until_loaded(tmp_path: Path) -> None:
+    from kafka import KafkaProducer
+
     _seed(tmp_path)
     with _loading_broker(tmp_path) as (b, hold), KafkaWire(b.bootstrap) as wire:
         assert not b.state.services.loaded
@@ -135,6 +137,23 @@ def test_coordinator_apis_answer_load_in_progress_until_loaded(tmp_path: Path) -
                                                                include_authorized_operations=False)).groups
         assert described.error_code == E.COORDINATOR_LOAD_IN_PROGRESS
         assert _init_producer_id(wire, TXN_ID).error_code == E.COORDINATOR_LOAD_IN_PROGRESS
+        sg = request_class(14)[3](group_id=GROUP, generation_id=1, member_id="m", group_instance_id=None,
+                                  assignments=[])
+        assert wire.request(14, 3, sg).error_code == E.COORDINATOR_LOAD_IN_PROGRESS
+        oc = request_class(8)[5]
+        T = oc.OffsetCommitRequestTopic
+        commit = oc(group_id=GROUP, generation_id_or_member_epoch=-1, member_id="", topics=[T(
+            name=TOPIC, partitions=[T.OffsetCommitRequestPartition(partition_index=0, committed_offset=4,
+                                                                   committed_metadata="")])])
+        assert wire.request(8, 5, commit).topics[0].partitions[0].error_code == E.COORDINATOR_LOAD_IN_PROGRESS
+        end = request_class(26)[3](transactional_id=TXN_ID, producer_id=1, producer_epoch=0, committed=True)
+        assert wire.request(26, 3, end).error_code == E.COORDINATOR_LOAD_IN_PROGRESS
+        # Produce (non-transactional) is served while the coordinators load
+        producer = KafkaProducer(bootstrap_servers=b.bootstrap)
+        try:
+            assert producer.send(TOPIC, value=b"during-load", partition=0).get(60).offset == 6  # 5 records + the commit marker
+        finally:
+            producer.close(10)
         assert _answered(b, "join_group", E.COORDINATOR_LOAD_IN_PROGRESS) == 1
 
         hold.release.set()
