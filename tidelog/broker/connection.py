@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+MAX_COALESCED_PIECES = 256  # response pieces gathered before a write even while more Produce requests wait
+
 
 
 class Connection:
@@ -73,8 +75,17 @@ class Connection:
         transport = stream.transport
         assert transport is not None
         high_water = transport.get_write_buffer_limits()[1]
+        # Responses not yet written: while the next request already received is another Produce (a pipelining
+        # producer), answers are gathered and written together, one send for several (still in order). Anything
+        # else may wait (a Fetch long-polls, a JoinGroup waits for the rebalance), so it never holds them back.
+        pending: list[bytes | memoryview] = []
         try:
             while True:
+                if pending and (len(pending) >= MAX_COALESCED_PIECES or stream.next_api_key() != ApiKey.PRODUCE):
+                    stream.write(pending)
+                    pending = []
+                    if not await self._drained(transport, high_water):
+                        return
                 self._watch()
                 try:
                     frame = await stream.read_frame()
@@ -107,28 +118,28 @@ class Connection:
                 del frame  # the request's buffer is not needed once it is answered
                 if out is None:
                     metrics.record_bytes(size + 4, 0)
+                else:
+                    pieces, response_size, api_name, error_code = out
+                    # Recorded before the write so a client that saw the response also sees it counted.
+                    metrics.record_bytes(size + 4, response_size)
+                    metrics.record_request(api_name, error_code, time.perf_counter() - started)
+                    if transport.is_closing():
+                        return  # the client went away (or was closed as idle) while its request was handled
+                    pending.extend(pieces)
+                if self._throttle_ms > 0:
+                    if pending:  # a throttled client gets its answers before the channel is muted
+                        stream.write(pending)
+                        pending = []
+                        if not await self._drained(transport, high_water):
+                            return
                     await self._mute_if_throttled()
-                    continue
-                pieces, response_size, api_name, error_code = out
-                # Recorded before the write so a client that saw the response also sees it counted.
-                metrics.record_bytes(size + 4, response_size)
-                metrics.record_request(api_name, error_code, time.perf_counter() - started)
-                if transport.is_closing():
-                    return  # the client went away (or was closed as idle) while its request was handled
-                stream.write(pieces)
-                if transport.get_write_buffer_size() > high_water:
-                    # The client is not taking our bytes as fast as we write them: wait (and watch it).
-                    self._watch()
-                    await stream.drain()
-                    self._unwatch()
-                if transport.is_closing():
-                    return  # closed for idleness while the client did not read: drop its buffered requests
-                await self._mute_if_throttled()
         except (ConnectionError, asyncio.CancelledError):
             pass
         except Exception:  # noqa: BLE001 - one connection's failure never takes the broker down
             log.exception("Closing connection from %s after an unexpected error", self.peer)
         finally:
+            if pending and not transport.is_closing():
+                stream.write(pending)  # answers gathered before the request that ended the connection
             self._stop_idle_timer()
             metrics.connection_closed()
             stream.close()
@@ -136,6 +147,15 @@ class Connection:
                 await stream.wait_closed()
             except (Exception, asyncio.CancelledError):  # noqa: BLE001 - peer gone, or broker stopping
                 pass
+
+    async def _drained(self, transport: asyncio.Transport, high_water: int) -> bool:
+        """After a write: wait while the client is not taking our bytes as fast as we write them (and watch it
+        for idleness meanwhile). False when the connection is closing (its buffered requests are dropped)."""
+        if transport.get_write_buffer_size() > high_water:
+            self._watch()
+            await self.stream.drain()
+            self._unwatch()
+        return not transport.is_closing()
 
     def _watch(self) -> None:
         """Start (or restart) the idle clock: the client must make progress within connections.max.idle.ms.

@@ -11,6 +11,13 @@ from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import response_class
 
 API_KEY = 71
+NOTES = """KIP-714 (`broker/client_metrics.py`, Kafka's ClientMetricsManager): a new client instance id for
+the zero uuid; the matching CLIENT_METRICS subscriptions' metric prefixes (`*` sent as the empty prefix =
+all), smallest `interval.ms` (default 300000), subscription id = CRC32C of metrics+interval plus the instance
+id's hash (changes when the subscriptions change); accepted codecs gzip/snappy/lz4/zstd, `telemetry.max.bytes`
+1 MiB, delta temporality; too early (within the push interval) THROTTLING_QUOTA_EXCEEDED. No subscription: an
+empty one, and clients do not push. Kafka 4.3 advertises 71/72 only with a metrics-reporter plugin; tidelog is
+its own reporter. Own codec (`protocol/schemas/`)"""
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:

@@ -9,6 +9,13 @@ from tidelog.broker.context import RequestContext
 from tidelog.protocol.messages import response_class
 
 API_KEY = 72
+NOTES = """zero instance id or a push after `terminating` INVALID_REQUEST, stale subscription id
+UNKNOWN_SUBSCRIPTION_ID, too early THROTTLING_QUOTA_EXCEEDED (a terminating push is never too early), unknown
+codec UNSUPPORTED_COMPRESSION_TYPE, over 1 MiB TELEMETRY_TOO_LARGE, undecodable payload INVALID_RECORD. OTLP
+MetricsData gauges and sums (`protocol/otlp.py`, a small protobuf reader) exposed on Prometheus as
+`tidelog_client_<name, dots as _>{client_instance_id, client_id, <point attributes>}`; delta sums accumulated,
+monotonic sums as counters; histograms/summaries skipped; an instance idle 3 push intervals (≥ 60 s) is
+dropped with its series"""
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
