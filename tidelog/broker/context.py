@@ -19,6 +19,7 @@ class RequestContext:
     client_host: str
     listener: str = "PLAINTEXT"
     session: Any = None  # tidelog.security.authenticator.Session on TLS/SASL listeners (principal), else None
+    mutation_quota: Any = None  # the ControllerMutationQuota a topic mutation spent (broker/mutation_quota.py)
 
 
 class CloseConnection(Exception):
