@@ -1,5 +1,6 @@
 """Client quotas: Kafka's quota configuration (DescribeClientQuotas / AlterClientQuotas, KIP-546) and the
-byte-rate enforcement of Kafka's ClientQuotaManager (KIP-13, throttling as KIP-219 does it).
+enforcement of Kafka's ClientQuotaManager (byte rates, KIP-13), ClientRequestQuotaManager (request time, KIP-124)
+and ControllerMutationQuotaManager (KIP-599), throttling as KIP-219 does it.
 
 Configuration. A quota entity is a set of (entity type, name) pairs over `user` and `client-id` (a name of None
 is that type's default entity), or a single `ip`. Its values are `producer_byte_rate`, `consumer_byte_rate`,
@@ -9,11 +10,13 @@ in `<first log dir>/tidelog-quotas.json`, replaced atomically (Kafka keeps them 
 Enforcement. Produce bytes (the request size) and Fetch bytes (the response size) are recorded per quota
 entity in a windowed rate (`quota.window.num` samples of `quota.window.size.seconds`, Kafka's Rate /
 SampledStat); when the rate exceeds the entity's quota the request's throttle time is
-`(rate - quota) / quota * window` (Kafka's QuotaUtils.throttleTime), the response carries it, and the connection
-reads nothing more from that client for that long (Kafka mutes the channel). The entity whose quota applies is
-chosen as Kafka's DefaultQuotaCallback does (most specific of user+client-id, user, client-id, with defaults),
-and all clients that share it share one rate. `request_percentage` and `controller_mutation_rate` are stored and
-described but not enforced (tidelog has no request-handler thread pool and no controller mutation queue).
+`(rate - quota) / quota * window` (Kafka's QuotaUtils.throttleTime). `request_percentage` is enforced the same way
+on the event-loop time each request took (broker/request_quota.py), `controller_mutation_rate` on the partitions
+CreateTopics / CreatePartitions / DeleteTopics create or delete, with a token bucket (broker/mutation_quota.py).
+The response carries the largest of the throttles that apply, and the connection reads nothing more from that
+client for that long (Kafka mutes the channel). The entity whose quota applies is chosen as Kafka's
+DefaultQuotaCallback does (most specific of user+client-id, user, client-id, with defaults), and all clients that
+share it share one rate. `connection_creation_rate` is stored and described but not enforced.
 """
 
 from __future__ import annotations
