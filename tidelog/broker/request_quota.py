@@ -4,7 +4,8 @@ Kafka counts the time its request handler (and network) threads spend on a clien
 of one thread's time: `request_percentage = 25` lets an entity keep one thread busy a quarter of the time. tidelog
 has no I/O thread pool; its one request handler thread is the event loop. So the time recorded for a request is
 the wall-clock time the event loop spent on it: decoding it and every step of its handler coroutine (timed by
-`timed`, which drives the coroutine), not the time the handler spent suspended (a Fetch long-poll, an fsync on a
+`timed`, which drives the coroutine, with the perf counter; the windows and throttle times run on the broker's
+injectable Clock), not the time the handler spent suspended (a Fetch long-poll, an fsync on a
 worker thread), just as Kafka's `requestThreadTimeNanos` leaves out the time a request waits in a purgatory.
 Wall-clock rather than CPU time because Kafka measures wall-clock (`Time.nanoseconds`): a handler that blocks the
 thread (a synchronous disk write) keeps every other client waiting and is charged for it. Encoding the response
@@ -24,7 +25,7 @@ from __future__ import annotations
 import threading
 import time
 import types
-from collections.abc import Awaitable, Generator
+from collections.abc import Awaitable, Callable, Generator
 from typing import Any, TypeVar
 
 from tidelog.broker.quotas import REQUEST_PERCENTAGE, ClientQuotaManager, ClientQuotaStore, WindowedRate
@@ -45,10 +46,11 @@ class LoopTime:
 
 
 @types.coroutine
-def timed(awaitable: Awaitable[T], spent: LoopTime) -> Generator[Any, Any, T]:
+def timed(awaitable: Awaitable[T], spent: LoopTime,
+          clock: Callable[[], int] = time.perf_counter_ns) -> Generator[Any, Any, T]:
     """Await `awaitable`, adding the wall-clock time of each of its steps (the time it holds the event loop) to
-    `spent`; the time it is suspended is not counted. Delegates sends, throws and close as `await` does."""
-    clock = time.perf_counter_ns
+    `spent`; the time it is suspended is not counted. Delegates sends, throws and close as `await` does.
+    `clock` measures work done, in nanoseconds (the quota's windows run on the broker's injectable Clock)."""
     coro = awaitable.__await__()
     value: Any = None
     error: BaseException | None = None
