@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 PYTEST_ARGS ?=
 ARGS   ?=
 
-.PHONY: install run test lint bench java-client check-tools clean
+.PHONY: install run test lint docs bench java-client check-tools clean
 
 # The venv is (re)built when pyproject.toml changes; the stamp files record what was installed.
 $(VENV)/.installed-base: pyproject.toml
@@ -37,6 +37,11 @@ test: $(VENV)/.installed-test java-client check-tools
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+
+# docs/APIS.md from the code (API_TABLE, each API module's NOTES) and docs/APIS.template.md; tests/test_apis_doc.py
+# fails when the committed file is stale.
+docs: $(VENV)/.installed-base
+	$(BIN)/python scripts/gen_apis_doc.py
 
 # Every bench/*.py script prints its figures; none of them passes or fails. The headline comes first:
 # bench/compare.py, tidelog against librdkafka's mock cluster in one interleaved run (ratios).

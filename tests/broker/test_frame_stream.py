@@ -71,6 +71,28 @@ def test_many_pipelined_requests_in_one_send_answered_in_order(tidelog_broker: B
         assert values_at(wire, "pipelined") == [f"m{i}0".encode() for i in range(200)]
 
 
+def test_gathered_produce_answers_are_not_held_behind_a_long_polling_fetch(tidelog_broker: BrokerHandle) -> None:
+    """Answers to pipelined Produce requests go out together, but never wait for a request that may block: here a
+    Fetch that is only answered once data arrives on another topic, which the test writes after it has read every
+    Produce answer (held back, they would never come and the read would time out)."""
+    create_topic(tidelog_broker.bootstrap, "gathered")
+    create_topic(tidelog_broker.bootstrap, "awaited")
+    with KafkaWire(tidelog_broker.bootstrap, timeout=20) as wire:
+        produces = [wire.frame(PRODUCE, PRODUCE_V, produce_request("gathered", 0, batch(1, value=f"g{i}".encode()),
+                                                                   1, PRODUCE_V)) for i in range(20)]
+        waiting = fetch_request("awaited", 0)
+        waiting.max_wait_ms, waiting.min_bytes = 600_000, 1  # type: ignore[attr-defined]
+        fetch = wire.frame(FETCH, 12, waiting)
+        wire.sock.sendall(b"".join(produces) + fetch)
+        assert [receive_produce(wire)[1:] for _ in produces] == [(0, i) for i in range(20)]
+        with KafkaWire(tidelog_broker.bootstrap) as other:
+            other.sock.sendall(other.frame(PRODUCE, PRODUCE_V, produce_request("awaited", 0, batch(1), 1, PRODUCE_V)))
+            assert receive_produce(other)[1:] == (0, 0)
+        correlation_id, response = wire.receive(FETCH, 12)
+        assert correlation_id == len(produces) + 1
+        assert response.responses[0].partitions[0].high_watermark == 1
+
+
 def test_frames_larger_than_the_staging_buffer(tidelog_broker: BrokerHandle) -> None:
     create_topic(tidelog_broker.bootstrap, "big", config={"max.message.bytes": str(8 << 20)})
     big_value = bytes(range(256)) * (3 * STAGING_BYTES // 256)  # one record of 3x the staging buffer

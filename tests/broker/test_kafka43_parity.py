@@ -1,6 +1,7 @@
 """tidelog's ApiVersions answer against Apache Kafka 4.3's (kafka-python 3.0.12 records each release's answer in
-`kafka.protocol.broker_version_data`): every served API advertises Kafka 4.3's range, or is listed below with
-the work that brings it there. Also what kafka-python's release probe makes of our answer."""
+`kafka.protocol.broker_version_data`): every served API advertises Kafka 4.3's range, or its API_TABLE entry says
+why not in `difference` (the reason docs/APIS.md shows). Also what kafka-python's release probe makes of our
+answer."""
 
 from __future__ import annotations
 
@@ -8,26 +9,16 @@ from typing import Any
 
 from kafka.protocol.broker_version_data import BROKER_API_VERSIONS, infer_broker_version_from_api_versions
 
+from tidelog.broker.apis import API_TABLE
 from tidelog.protocol.messages import request_class
 from tidelog.testing import BrokerHandle, KafkaWire
 
 API_VERSIONS = 18
 KAFKA_43 = BROKER_API_VERSIONS[(4, 3)]
 
-# api key -> (tidelog's advertised range, why it differs from Kafka 4.3 and what brings it level)
-KNOWN_DIFFERENCES: dict[int, tuple[tuple[int, int], str]] = {
-    24: ((0, 3), "AddPartitionsToTxn 4-5 are the broker-to-coordinator verify form (KIP-890 part 1); clients use "
-                 "0-3 and this single node verifies Produce in-process"),
-    26: ((0, 4), "EndTxn 5: KIP-890 part 2 (transaction version 2, epoch bump per transaction)"),
-    28: ((0, 4), "TxnOffsetCommit 5: KIP-890 part 2 (transaction version 2)"),
-}
-
-# api key -> (tidelog's advertised range, why it is advertised although the recorded Kafka 4.3 answer lacks it)
-BEYOND_DEFAULT_KAFKA: dict[int, tuple[tuple[int, int], str]] = {
-    71: ((0, 0), "GetTelemetrySubscriptions: Kafka advertises KIP-714 only with a ClientTelemetry metrics reporter "
-                 "plugin; tidelog is its own reporter (Prometheus)"),
-    72: ((0, 0), "PushTelemetry: as 71"),
-}
+# api key -> why its advertised range is not Kafka 4.3's (AddPartitionsToTxn 4-5, EndTxn 5 and TxnOffsetCommit 5
+# are KIP-890; 71/72 Kafka advertises only with a telemetry reporter plugin)
+KNOWN_DIFFERENCES: dict[int, str] = {int(e.key): e.difference for e in API_TABLE if e.difference}
 
 
 def advertised(bootstrap: str) -> dict[int, tuple[int, int]]:
@@ -40,21 +31,17 @@ def advertised(bootstrap: str) -> dict[int, tuple[int, int]]:
 
 def test_every_served_api_advertises_kafka_43_range_or_a_listed_difference(broker: BrokerHandle) -> None:
     ours = advertised(broker.bootstrap)
+    assert set(ours) == {int(e.key) for e in API_TABLE}
     mismatched: dict[int, Any] = {}
     for key, ranges in sorted(ours.items()):
-        if key in BEYOND_DEFAULT_KAFKA:
-            assert key not in KAFKA_43 and ranges == BEYOND_DEFAULT_KAFKA[key][0], key
-            continue
-        assert key in KAFKA_43, f"api {key} is not served by Kafka 4.3 at all"
-        if ranges == KAFKA_43[key]:
-            assert key not in KNOWN_DIFFERENCES, f"api {key} now matches Kafka 4.3: drop it from KNOWN_DIFFERENCES"
-            continue
-        listed = KNOWN_DIFFERENCES.get(key)
-        if listed is None or listed[0] != ranges:
-            mismatched[key] = (ranges, KAFKA_43[key])
-    assert not mismatched, f"(tidelog, Kafka 4.3) ranges that differ without a listed reason: {mismatched}"
-    # A listed difference for an API no longer served is stale too.
-    assert set(KNOWN_DIFFERENCES) <= set(ours)
+        if ranges == KAFKA_43.get(key):
+            assert key not in KNOWN_DIFFERENCES, f"api {key} now matches Kafka 4.3: drop its `difference`"
+        elif not KNOWN_DIFFERENCES.get(key, "").strip():
+            mismatched[key] = (ranges, KAFKA_43.get(key))
+    assert not mismatched, f"(tidelog, Kafka 4.3) ranges that differ without a `difference` reason: {mismatched}"
+    # the differing ranges themselves, so a reason cannot outlive the range it explains unnoticed
+    assert {key: ours[key] for key in KNOWN_DIFFERENCES} == {24: (0, 3), 26: (0, 4), 28: (0, 4), 71: (0, 0),
+                                                           72: (0, 0)}
 
 
 def test_kafka_python_identifies_our_answer_as_kafka_4_3(broker: BrokerHandle) -> None:

@@ -67,6 +67,26 @@ def test_two_brokers_in_one_process_have_separate_metrics(
     assert b"tidelog_partition_count" in text
 
 
+def test_request_metrics_are_consistent_on_the_endpoint(tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
+    """Counts, latency histogram and byte counters as scraped: each histogram's +Inf bucket is the API's request
+    count, buckets only grow with their bound, and bytes in/out cover what the client sent and received."""
+    broker = tidelog_broker_factory(overrides={"metrics.port": "0"})
+    port = broker.state.metrics.wait_http_port()
+    for _ in range(5):
+        node_id_of(broker.bootstrap)
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=60).read().decode()
+    samples = {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("tidelog_")}
+    count = samples['tidelog_requests_total{api="metadata",error_code="0"}']
+    assert count == 5
+    buckets = [v for k, v in samples.items() if k.startswith('tidelog_request_latency_seconds_bucket{api="metadata"')]
+    assert buckets == sorted(buckets) and buckets[-1] == count
+    assert samples['tidelog_request_latency_seconds_count{api="metadata"}'] == count
+    assert 0 < samples['tidelog_request_latency_seconds_sum{api="metadata"}'] < 60
+    assert samples["tidelog_network_bytes_in_total"] > 5 * 12 and samples["tidelog_network_bytes_out_total"] > 5 * 12
+    assert samples["tidelog_connections"] >= 0
+
+
 def test_log_size_metrics(tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
     broker = tidelog_broker_factory()
     broker.call(lambda: broker.state.topics.create_topic("sized", 2, 1, {}))

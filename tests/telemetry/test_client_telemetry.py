@@ -212,3 +212,32 @@ def test_delta_sums_accumulate_as_counters() -> None:
         [line] = [x for x in body.splitlines() if x.startswith("tidelog_client_org_apache_kafka_producer_record_send")]
         assert line.endswith(" 10.0")
         assert "tidelog_client_other_metric" not in body
+
+
+def _introduce(wire: KafkaWire, name: str, version: str) -> None:
+    """ApiVersions v3: the client names its software (KIP-511), as every KIP-714 client does first."""
+    answer = call(wire, 18, 3, request_class(18)[3](client_software_name=name, client_software_version=version))
+    assert answer.error_code == 0
+
+
+def test_match_on_client_software_and_source_port() -> None:
+    """`match` selects on what the client said in ApiVersions and on its source port (ClientMetricsInstanceMetadata)."""
+    with run_broker() as broker:
+        with KafkaWire(broker.bootstrap) as admin:
+            assert alter(admin, "by-software", {"metrics": "org.apache.kafka.producer.",
+                                                "match": "client_software_name=probe-app,"
+                                                         "client_software_version=1\\..*"}).error_code == 0
+        with KafkaWire(broker.bootstrap) as wire:
+            _introduce(wire, "probe-app", "1.4.0")
+            assert get_subs(wire, None).requested_metrics == ["org.apache.kafka.producer."]
+        with KafkaWire(broker.bootstrap) as wire:
+            _introduce(wire, "probe-app", "2.0.0")
+            assert get_subs(wire, None).requested_metrics == []  # version does not match
+        with KafkaWire(broker.bootstrap) as wire:
+            assert get_subs(wire, None).requested_metrics == []  # never named its software
+        with KafkaWire(broker.bootstrap) as wire:
+            port = wire.sock.getsockname()[1]
+            with KafkaWire(broker.bootstrap) as admin:
+                assert alter(admin, "by-port", {"metrics": "org.apache.kafka.consumer.",
+                                                "match": f"client_source_port={port}"}).error_code == 0
+            assert get_subs(wire, None).requested_metrics == ["org.apache.kafka.consumer."]

@@ -81,6 +81,23 @@ def parse_match(value: str) -> dict[str, re.Pattern[str]]:
     return patterns
 
 
+@dataclass(frozen=True, slots=True)
+class ClientInfo:
+    """Who sent a telemetry request: its client id, address and port, and the software it named in ApiVersions."""
+
+    client_id: str
+    host: str
+    port: int | None = None
+    software_name: str = ""
+    software_version: str = ""
+
+    @classmethod
+    def of(cls, ctx: Any) -> ClientInfo:
+        """From a handler's RequestContext."""
+        return cls(ctx.client_id or "", ctx.client_host, ctx.client_port, ctx.client_software_name,
+                   ctx.client_software_version)
+
+
 @dataclass(frozen=True)
 class Subscription:
     """SubscriptionInfo: one CLIENT_METRICS resource."""
@@ -212,18 +229,21 @@ class ClientMetricsManager:
 
     # --- client instances ---
 
-    def _selectors(self, instance_id: uuid.UUID, client_id: str, host: str, port: int | None) -> dict[str, str]:
-        return {"client_instance_id": str(instance_id), "client_id": client_id, "client_software_name": "",
-                "client_software_version": "", "client_source_address": host, "client_source_port": str(port) if port else ""}
+    @staticmethod
+    def _selectors(instance_id: uuid.UUID, client: ClientInfo) -> dict[str, str]:
+        """Kafka's ClientMetricsInstanceMetadata: what a subscription's `match` patterns are tested against."""
+        return {"client_instance_id": str(instance_id), "client_id": client.client_id,
+                "client_software_name": client.software_name, "client_software_version": client.software_version,
+                "client_source_address": client.host, "client_source_port": str(client.port) if client.port else ""}
 
-    def _instance(self, instance_id: uuid.UUID, client_id: str, host: str, port: int | None) -> ClientInstance:
+    def _instance(self, instance_id: uuid.UUID, client: ClientInfo) -> ClientInstance:
         now = self.clock.milliseconds()
         self._expire(now)
         current = self._instances.get(instance_id)
         if current is not None and current.version == self._version:
             current.last_seen_ms = now
             return current
-        selectors = self._selectors(instance_id, client_id, host, port)
+        selectors = self._selectors(instance_id, client)
         matching = [s for _, s in sorted(self._subscriptions.items()) if s.matches(selectors)]
         metrics: list[str] = []
         for sub in matching:
@@ -238,7 +258,8 @@ class ClientMetricsManager:
         # hash, so it changes with the matching subscriptions and differs between clients
         digest = crc32c.crc32c((str(metrics) + str(interval)).encode())
         sub_id = _int32(digest + _java_uuid_hash(instance_id))
-        instance = ClientInstance(instance_id, self._version, sub_id, metrics, interval, client_id, last_seen_ms=now)
+        instance = ClientInstance(instance_id, self._version, sub_id, metrics, interval, client.client_id,
+                                  last_seen_ms=now)
         self._instances[instance_id] = instance
         return instance
 
@@ -259,13 +280,13 @@ class ClientMetricsManager:
             with self._lock:
                 self._series.pop(iid, None)
 
-    def get_subscriptions(self, instance_id: uuid.UUID | None, client_id: str, host: str,
-                          port: int | None) -> tuple[ErrorCode, ClientInstance]:
+    def get_subscriptions(self, instance_id: uuid.UUID | None,
+                          client: ClientInfo) -> tuple[ErrorCode, ClientInstance]:
         if instance_id is None or instance_id.int == 0:
             instance_id = uuid.uuid4()
             while instance_id in self._instances:
                 instance_id = uuid.uuid4()
-        instance = self._instance(instance_id, client_id, host, port)
+        instance = self._instance(instance_id, client)
         error = ErrorCode.NONE
         if (not instance.maybe_update_get_timestamp(self.clock.milliseconds())
                 and instance.last_error not in (ErrorCode.UNKNOWN_SUBSCRIPTION_ID,
@@ -275,11 +296,11 @@ class ClientMetricsManager:
         return error, instance
 
     def push(self, instance_id: uuid.UUID | None, subscription_id: int, terminating: bool, compression: int,
-             metrics: bytes, client_id: str, host: str, port: int | None) -> ErrorCode:
+             metrics: bytes, client: ClientInfo) -> ErrorCode:
         """ClientMetricsManager.processPushTelemetryRequest: validate, then decode and keep the metrics."""
         if instance_id is None or instance_id.int == 0:
             return ErrorCode.INVALID_REQUEST
-        instance = self._instance(instance_id, client_id, host, port)
+        instance = self._instance(instance_id, client)
         error = self._validate_push(instance, subscription_id, terminating, compression, len(metrics))
         instance.last_error = error
         if error is not ErrorCode.NONE:

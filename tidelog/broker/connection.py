@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _NOT_TIMED = LoopTime()  # a request not measured for the request quota (none is set)
+MAX_COALESCED_PIECES = 256  # response pieces gathered before a write even while more Produce requests wait
 
 
 
@@ -56,6 +57,8 @@ class Connection:
         peer = stream.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.client_host = peer[0] if isinstance(peer, tuple) else ""
+        self.client_port: int | None = peer[1] if isinstance(peer, tuple) else None
+        self.client_software = ("", "")  # (name, version) from a valid ApiVersions v3+ request (KIP-511)
         config = server.config
         self._idle_s = max(0.001, int(config.connections_max_idle_ms) / 1000)
         self._loop = asyncio.get_running_loop()
@@ -79,8 +82,17 @@ class Connection:
         transport = stream.transport
         assert transport is not None
         high_water = transport.get_write_buffer_limits()[1]
+        # Responses not yet written: while the next request already received is another Produce (a pipelining
+        # producer), answers are gathered and written together, one send for several (still in order). Anything
+        # else may wait (a Fetch long-polls, a JoinGroup waits for the rebalance), so it never holds them back.
+        pending: list[bytes | memoryview] = []
         try:
             while True:
+                if pending and (len(pending) >= MAX_COALESCED_PIECES or stream.next_api_key() != ApiKey.PRODUCE):
+                    stream.write(pending)
+                    pending = []
+                    if not await self._drained(transport, high_water):
+                        return
                 self._watch()
                 try:
                     frame = await stream.read_frame()
@@ -113,28 +125,28 @@ class Connection:
                 del frame  # the request's buffer is not needed once it is answered
                 if out is None:
                     metrics.record_bytes(size + 4, 0)
+                else:
+                    pieces, response_size, api_name, error_code = out
+                    # Recorded before the write so a client that saw the response also sees it counted.
+                    metrics.record_bytes(size + 4, response_size)
+                    metrics.record_request(api_name, error_code, time.perf_counter() - started)
+                    if transport.is_closing():
+                        return  # the client went away (or was closed as idle) while its request was handled
+                    pending.extend(pieces)
+                if self._throttle_ms > 0:
+                    if pending:  # a throttled client gets its answers before the channel is muted
+                        stream.write(pending)
+                        pending = []
+                        if not await self._drained(transport, high_water):
+                            return
                     await self._mute_if_throttled()
-                    continue
-                pieces, response_size, api_name, error_code = out
-                # Recorded before the write so a client that saw the response also sees it counted.
-                metrics.record_bytes(size + 4, response_size)
-                metrics.record_request(api_name, error_code, time.perf_counter() - started)
-                if transport.is_closing():
-                    return  # the client went away (or was closed as idle) while its request was handled
-                stream.write(pieces)
-                if transport.get_write_buffer_size() > high_water:
-                    # The client is not taking our bytes as fast as we write them: wait (and watch it).
-                    self._watch()
-                    await stream.drain()
-                    self._unwatch()
-                if transport.is_closing():
-                    return  # closed for idleness while the client did not read: drop its buffered requests
-                await self._mute_if_throttled()
         except (ConnectionError, asyncio.CancelledError):
             pass
         except Exception:  # noqa: BLE001 - one connection's failure never takes the broker down
             log.exception("Closing connection from %s after an unexpected error", self.peer)
         finally:
+            if pending and not transport.is_closing():
+                stream.write(pending)  # answers gathered before the request that ended the connection
             self._stop_idle_timer()
             metrics.connection_closed()
             stream.close()
@@ -142,6 +154,15 @@ class Connection:
                 await stream.wait_closed()
             except (Exception, asyncio.CancelledError):  # noqa: BLE001 - peer gone, or broker stopping
                 pass
+
+    async def _drained(self, transport: asyncio.Transport, high_water: int) -> bool:
+        """After a write: wait while the client is not taking our bytes as fast as we write them (and watch it
+        for idleness meanwhile). False when the connection is closing (its buffered requests are dropped)."""
+        if transport.get_write_buffer_size() > high_water:
+            self._watch()
+            await self.stream.drain()
+            self._unwatch()
+        return not transport.is_closing()
 
     def _watch(self) -> None:
         """Start (or restart) the idle clock: the client must make progress within connections.max.idle.ms.
@@ -211,7 +232,7 @@ class Connection:
         started = time.perf_counter_ns() if timing else 0
         request = self._decode(header, frame, name)
         ctx = RequestContext(self.server.broker, api_key, api_version, header.correlation_id, header.client_id,
-                             self.client_host, self.listener, self.session)
+                             self.client_host, self.listener, self.session, self.client_port, *self.client_software)
         faults = self.server.faults  # FaultInjector (tests): one attribute check when nothing is injected
         spent = _NOT_TIMED
         try:
@@ -285,6 +306,8 @@ class Connection:
             raise ProtocolError(f"unsupported version {header.api_version} of ApiVersions")
         request = self._decode(header, frame, entry.module)
         response = api_versions.respond(header.api_version, request, ranges, self.server.features)
+        if header.api_version >= 3 and response.error_code == 0:
+            self.client_software = (request.client_software_name, request.client_software_version)
         if throttle is not None:
             throttle(response)
         return self._encode(ApiKey.API_VERSIONS, header.correlation_id, header.api_version, response, entry.module)

@@ -19,6 +19,10 @@ class RequestContext:
     client_host: str
     listener: str = "PLAINTEXT"
     session: Any = None  # tidelog.security.authenticator.Session on TLS/SASL listeners (principal), else None
+    client_port: int | None = None
+    # What the client said of itself in ApiVersions v3+ (KIP-511), "" before: Kafka's ClientInformation.
+    client_software_name: str = ""
+    client_software_version: str = ""
     mutation_quota: Any = None  # the ControllerMutationQuota a topic mutation spent (broker/mutation_quota.py)
 
 

@@ -24,6 +24,7 @@ INITIAL_STAGING_BYTES = 16 * 1024  # what an idle or admin connection keeps
 STAGING_BYTES = 256 * 1024  # once a connection has sent a frame too large for its staging buffer
 MAX_QUEUED_BYTES = 1 << 20  # complete frames waiting for the handler before reading pauses
 _INT32 = struct.Struct(">i")
+_INT16 = struct.Struct(">h")
 
 
 class FrameSizeError(Exception):
@@ -124,7 +125,7 @@ class FrameStream(asyncio.BufferedProtocol):
             body = self._start + 4
             have = self._end - body
             if have >= size:
-                self._push(memoryview(bytes(memoryview(buf)[body:body + size])))  # one copy, the view is released
+                self._push(memoryview(bytearray(memoryview(buf)[body:body + size])))  # one copy, writable
                 self._start = body + size
                 continue
             if size > len(buf) - body:
@@ -169,6 +170,13 @@ class FrameStream(asyncio.BufferedProtocol):
     def partial(self) -> int:
         """Bytes of an incomplete frame received so far (0 between frames)."""
         return self._big_filled if self._big is not None else self._end - self._start
+
+    def next_api_key(self) -> int | None:
+        """The API key of the next complete frame already received (None: none is waiting)."""
+        if not self._frames:
+            return None
+        frame = self._frames[0]
+        return _INT16.unpack_from(frame)[0] if len(frame) >= 2 else None
 
     async def read_frame(self) -> memoryview | None:
         """The next complete frame (without its size prefix); None at EOF. Raises FrameSizeError."""

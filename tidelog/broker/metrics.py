@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import logging
 import threading
+from bisect import bisect_left
 from collections.abc import Callable, Iterator
+from itertools import accumulate
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -26,16 +28,16 @@ class BrokerMetrics:
         self.http_port: int | None = None
         self._serving = threading.Event()  # set once the HTTP endpoint listens (started by the warm-up thread)
         self._http_server: Any = None
-        self._requests: Any = None
-        self._latency: Any = None
-        self._bytes_in: Any = None
-        self._bytes_out: Any = None
-        self._connections: Any = None
+        # Recorded on the event loop as plain numbers (prometheus_client takes a lock per increment, which cost
+        # more than the rest of the bookkeeping per request) and turned into metric families at scrape time.
+        self.request_counts: dict[tuple[str, int | None], int] = {}
+        # api -> [per-bucket counts (the last one is +Inf), sum of seconds]
+        self.latencies: dict[str, list[Any]] = {}
+        self.bytes_in = 0
+        self.bytes_out = 0
+        self.connections = 0
         self._log_collector: _LogCollector | None = None
         self.collectors: list[Any] = []  # extra collectors (e.g. the log cleaner) registered at start()
-        # (api, error code) -> (requests counter child, latency histogram child): labels() per request costs
-        # more than the increment itself.
-        self._children: dict[tuple[str, int | None], tuple[Any, Any]] = {}
 
     def set_log_sizes(self, log_sizes: Callable[[], Iterator[tuple[str, int, int]]]) -> None:
         """The log-size source, once the LogManager exists (read at scrape time)."""
@@ -57,20 +59,10 @@ class BrokerMetrics:
     def start(self, port: int = -1, host: str = "127.0.0.1") -> None:
         """Create the registry and metrics; serve them over HTTP when `port >= 0` (0 = ephemeral)."""
         if self.registry is None:
-            from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+            from prometheus_client import CollectorRegistry
 
             reg = CollectorRegistry(auto_describe=True)
-            self._requests = Counter(
-                "tidelog_requests", "Requests handled, by API and response error code", ["api", "error_code"],
-                registry=reg,
-            )
-            self._latency = Histogram(
-                "tidelog_request_latency_seconds", "Time from request read to response written", ["api"],
-                buckets=_LATENCY_BUCKETS, registry=reg,
-            )
-            self._bytes_in = Counter("tidelog_network_bytes_in", "Request bytes read", registry=reg)
-            self._bytes_out = Counter("tidelog_network_bytes_out", "Response bytes written", registry=reg)
-            self._connections = Gauge("tidelog_connections", "Open client connections", registry=reg)
+            reg.register(_RequestCollector(self))
             self._log_collector = _LogCollector(self._log_sizes)
             reg.register(self._log_collector)
             for collector in self.collectors:
@@ -94,31 +86,24 @@ class BrokerMetrics:
     # --- recording (no-ops until start()) ---
 
     def record_request(self, api: str, error_code: int | None, seconds: float) -> None:
-        if self.registry is None:
-            return
-        children = self._children.get((api, error_code))
-        if children is None:
-            children = (self._requests.labels(api, "" if error_code is None else str(error_code)),
-                        self._latency.labels(api))
-            self._children[(api, error_code)] = children
-        children[0].inc()
-        children[1].observe(seconds)
+        key = (api, error_code)
+        counts = self.request_counts
+        counts[key] = counts.get(key, 0) + 1
+        latency = self.latencies.get(api)
+        if latency is None:
+            latency = self.latencies[api] = [[0] * (len(_LATENCY_BUCKETS) + 1), 0.0]
+        latency[0][bisect_left(_LATENCY_BUCKETS, seconds)] += 1  # the first bucket whose bound is >= seconds
+        latency[1] += seconds
 
     def record_bytes(self, bytes_in: int, bytes_out: int) -> None:
-        if self.registry is None:
-            return
-        if bytes_in:
-            self._bytes_in.inc(bytes_in)
-        if bytes_out:
-            self._bytes_out.inc(bytes_out)
+        self.bytes_in += bytes_in
+        self.bytes_out += bytes_out
 
     def connection_opened(self) -> None:
-        if self.registry is not None:
-            self._connections.inc()
+        self.connections += 1
 
     def connection_closed(self) -> None:
-        if self.registry is not None:
-            self._connections.dec()
+        self.connections -= 1
 
     def sample(self, name: str, labels: dict[str, str] | None = None) -> float | None:
         """Current value of one sample (tests and the CLI use this; None if absent)."""
@@ -126,6 +111,41 @@ class BrokerMetrics:
             return None
         value = self.registry.get_sample_value(name, labels or {})
         return None if value is None else float(value)
+
+
+class _RequestCollector:
+    """The request, latency, byte and connection figures BrokerMetrics records, as Prometheus families."""
+
+    def __init__(self, metrics: BrokerMetrics) -> None:
+        self.metrics = metrics
+
+    def describe(self) -> list[Any]:
+        return []
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+
+        m = self.metrics
+        requests = CounterMetricFamily("tidelog_requests", "Requests handled, by API and response error code",
+                                       labels=["api", "error_code"])
+        for (api, code), n in list(m.request_counts.items()):  # list(): the loop thread may add a key meanwhile
+            requests.add_metric([api, "" if code is None else str(code)], n)
+        yield requests
+        latency = HistogramMetricFamily("tidelog_request_latency_seconds",
+                                        "Time from request read to response written", labels=["api"])
+        bounds = [repr(float(b)) for b in _LATENCY_BUCKETS] + ["+Inf"]  # as prometheus_client writes "le"
+        for api, (buckets, total) in list(m.latencies.items()):
+            latency.add_metric([api], list(zip(bounds, accumulate(list(buckets)), strict=True)), total)
+        yield latency
+        bytes_in = CounterMetricFamily("tidelog_network_bytes_in", "Request bytes read")
+        bytes_in.add_metric([], m.bytes_in)
+        yield bytes_in
+        bytes_out = CounterMetricFamily("tidelog_network_bytes_out", "Response bytes written")
+        bytes_out.add_metric([], m.bytes_out)
+        yield bytes_out
+        connections = GaugeMetricFamily("tidelog_connections", "Open client connections")
+        connections.add_metric([], m.connections)
+        yield connections
 
 
 class _LogCollector:

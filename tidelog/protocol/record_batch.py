@@ -120,16 +120,16 @@ def crc_is_valid(buf: bytes | bytearray | memoryview, pos: int, header: RecordBa
     return compute_crc(buf, pos, header.size) == header.crc
 
 
-def write_crc(buf: bytearray, pos: int, size: int) -> None:
+def write_crc(buf: bytearray | memoryview, pos: int, size: int) -> None:
     struct.pack_into(">I", buf, pos + CRC_OFFSET, compute_crc(buf, pos, size))
 
 
-def set_base_offset(buf: bytearray, pos: int, base_offset: int) -> None:
+def set_base_offset(buf: bytearray | memoryview, pos: int, base_offset: int) -> None:
     """BaseOffset is outside the CRC: assigning offsets never needs a CRC recomputation."""
     _BASE_OFFSET.pack_into(buf, pos, base_offset)
 
 
-def set_partition_leader_epoch(buf: bytearray, pos: int, epoch: int) -> None:
+def set_partition_leader_epoch(buf: bytearray | memoryview, pos: int, epoch: int) -> None:
     _EPOCH.pack_into(buf, pos + 12, epoch)
 
 

@@ -67,7 +67,7 @@ class RecordWalk:
     decompressed_bytes: int = 0
 
 
-def _varint(data: bytes | bytearray, p: int, end: int, max_bytes: int) -> tuple[int, int]:
+def _varint(data: bytes | bytearray | memoryview, p: int, end: int, max_bytes: int) -> tuple[int, int]:
     """Slow path of a zig-zag varint at `p` (varint: 5 bytes max, varlong: 10, as Kafka's ByteUtils). Raises
     IndexError when `end` comes first: the caller decides between "need more" and "premature end"."""
     value = shift = 0
@@ -87,7 +87,7 @@ def _varint(data: bytes | bytearray, p: int, end: int, max_bytes: int) -> tuple[
     raise InvalidRecordError("varint is too long")
 
 
-def walk_uncompressed(data: bytes | bytearray, pos: int, end: int, index: int, count: int, walk: RecordWalk,
+def walk_uncompressed(data: bytes | bytearray | memoryview, pos: int, end: int, index: int, count: int, walk: RecordWalk,
                       want_null_keys: bool, partial: bool) -> tuple[int, int]:
     """Walk records `index..count-1` laid out in data[pos:end]; return (position, index) after the last complete
     record. With `partial`, stop at a record that is not complete yet (the caller fetches more); otherwise that is
@@ -105,7 +105,7 @@ def walk_uncompressed(data: bytes | bytearray, pos: int, end: int, index: int, c
     return pos, index
 
 
-def _walk_py(data: bytes | bytearray, pos: int, end: int, index: int, count: int, walk: RecordWalk,
+def _walk_py(data: bytes | bytearray | memoryview, pos: int, end: int, index: int, count: int, walk: RecordWalk,
              want_null_keys: bool, partial: bool) -> tuple[int, int]:
     lo, hi, in_order = walk.min_ts_delta, walk.max_ts_delta, walk.offsets_in_order
     if index == 0:
@@ -342,7 +342,7 @@ def _walk_compressed(src: Inflater, count: int, walk: RecordWalk, want_null_keys
     walk.decompressed_bytes = src.produced
 
 
-def walk_batch(buf: bytes | bytearray, pos: int, header: RecordBatchHeader, *, want_null_keys: bool = False,
+def walk_batch(buf: bytes | bytearray | memoryview, pos: int, header: RecordBatchHeader, *, want_null_keys: bool = False,
                want_ts_deltas: bool = False,
                max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES) -> RecordWalk:
     """Walk the records of the batch at `buf[pos]` (its codec already known to be 0..4). Raises

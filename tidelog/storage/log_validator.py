@@ -58,6 +58,8 @@ from tidelog.protocol.records import (
     iter_records,
 )
 
+Buffer = bytearray | memoryview  # a writable buffer holding the request's record batches
+
 _ATTRS = struct.Struct(">h")
 _INT64 = struct.Struct(">q")
 NO_TIMESTAMP = -1
@@ -66,7 +68,7 @@ CURRENT_MAGIC = 2
 
 @dataclass(slots=True)
 class ValidationResult:
-    records: bytes | bytearray  # the batch(es), base offsets/epoch/LogAppendTime/CRC already set
+    records: bytes | bytearray | memoryview  # the batch(es), base offsets/epoch/LogAppendTime/CRC already set
     first_offset: int
     last_offset: int
     max_timestamp: int
@@ -91,7 +93,7 @@ def _record_errors_error(code: ErrorCode, errors: list[tuple[int, str]]) -> Kafk
     return exc
 
 
-def _parse_batches(buf: bytearray) -> list[tuple[int, RecordBatchHeader]]:
+def _parse_batches(buf: Buffer) -> list[tuple[int, RecordBatchHeader]]:
     batches: list[tuple[int, RecordBatchHeader]] = []
     pos = 0
     end = len(buf)
@@ -112,7 +114,7 @@ def _parse_batches(buf: bytearray) -> list[tuple[int, RecordBatchHeader]]:
     return batches
 
 
-def _check_batch(buf: bytearray, pos: int, h: RecordBatchHeader, config: LogConfig, from_client: bool) -> None:
+def _check_batch(buf: Buffer, pos: int, h: RecordBatchHeader, config: LogConfig, from_client: bool) -> None:
     # Order as in UnifiedLog.analyzeAndValidateRecords, then LogValidator.validateBatch.
     if from_client and h.base_offset != 0:
         raise _invalid(f"the base offset of a produced batch must be 0, not {h.base_offset}")
@@ -136,7 +138,7 @@ def _check_batch(buf: bytearray, pos: int, h: RecordBatchHeader, config: LogConf
         raise KafkaError(ErrorCode.INVALID_TIMESTAMP, "clients may not set the LogAppendTime timestamp type")
 
 
-def _walk(buf: bytearray, pos: int, h: RecordBatchHeader, want_null_keys: bool, want_ts_deltas: bool,
+def _walk(buf: Buffer, pos: int, h: RecordBatchHeader, want_null_keys: bool, want_ts_deltas: bool,
           max_decompressed_bytes: int) -> RecordWalk:
     try:
         return walk_batch(buf, pos, h, want_null_keys=want_null_keys, want_ts_deltas=want_ts_deltas,
@@ -149,7 +151,7 @@ def _walk(buf: bytearray, pos: int, h: RecordBatchHeader, want_null_keys: bool, 
         raise _invalid(str(exc)) from None
 
 
-def _record_errors(buf: bytearray, pos: int, h: RecordBatchHeader, walk: RecordWalk, config: LogConfig,
+def _record_errors(buf: Buffer, pos: int, h: RecordBatchHeader, walk: RecordWalk, config: LogConfig,
                    now_ms: int, check_ts: bool, max_decompressed_bytes: int) -> None:
     """Kafka's per-record checks (LogValidator.validateRecord): a null key on a compacted topic, then a CreateTime
     timestamp out of range. Raises INVALID_RECORD, or INVALID_TIMESTAMP when any error is a timestamp error,
@@ -182,7 +184,9 @@ def validate_records(records: bytes | bytearray | memoryview, config: LogConfig,
                      max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES) -> ValidationResult:
     """Validate `records` and assign offsets from `next_offset`. Raises KafkaError; never returns partial work.
     `max_decompressed_bytes` bounds what one compressed batch may expand to (a decompression bomb)."""
-    buf = bytearray(records)
+    # A request's records arrive as a writable view of its frame (broker/frame_stream.py): offsets, epoch and
+    # timestamps are set in place there, with no copy. Read-only input (bytes) is copied once.
+    buf = records if isinstance(records, memoryview) and not records.readonly else bytearray(records)
     if not buf:
         raise _invalid("produce request has no record batch")
     batches = _parse_batches(buf)
@@ -194,7 +198,7 @@ def validate_records(records: bytes | bytearray | memoryview, config: LogConfig,
     check_ts = not log_append and (config.message_timestamp_before_max_ms < LONG_MAX
                                    or config.message_timestamp_after_max_ms < LONG_MAX)
     target_name = config.compression_type
-    out_parts: list[bytearray] | None = None  # set once any batch is rebuilt
+    out_parts: list[bytearray | memoryview] | None = None  # set once any batch is rebuilt
     offset = next_offset
     max_ts = NO_TIMESTAMP
     offset_of_max_ts = -1
@@ -266,7 +270,7 @@ def validate_records(records: bytes | bytearray | memoryview, config: LogConfig,
     )
 
 
-def _stamp_timestamps(buf: bytearray, pos: int, h: RecordBatchHeader, log_append: bool, now_ms: int,
+def _stamp_timestamps(buf: Buffer, pos: int, h: RecordBatchHeader, log_append: bool, now_ms: int,
                       records_max: int) -> int:
     """Set MaxTimestamp and the timestamp-type bit in place; recompute the CRC only if either changed."""
     attrs = h.attributes

@@ -3,6 +3,9 @@
 Each handler module defines `async def handle(ctx: RequestContext, request) -> response | None` (None: no
 response, e.g. acks=0 Produce). The versions live here, not in the modules, so ApiVersions can be answered
 before any handler is imported (the broker answers it while its logs still load).
+
+docs/APIS.md is generated from this table (`scripts/gen_apis_doc.py`): each module's `NOTES` string (Markdown, one
+table cell) is its Notes column, and an entry whose advertised range is not Kafka 4.3's says why in `difference`.
 """
 
 from __future__ import annotations
@@ -18,12 +21,16 @@ class ApiEntry(NamedTuple):
     min_version: int  # lowest version served
     max_version: int  # highest version served
     advertised_min: int | None = None  # what ApiVersions says, when lower than served (Produce: KAFKA-18659)
+    difference: str = ""  # why the advertised range is not Kafka 4.3's (docs/APIS.md); "" when it is the same
 
     @property
     def advertised(self) -> tuple[int, int, int]:
         low = self.min_version if self.advertised_min is None else self.advertised_min
         return int(self.key), low, self.max_version
 
+
+_OWN_REPORTER = ("Kafka advertises KIP-714's APIs only when a metrics-reporter plugin implements ClientTelemetry; "
+                 "tidelog is its own reporter (Prometheus)")
 
 API_TABLE: tuple[ApiEntry, ...] = (
     ApiEntry(ApiKey.PRODUCE, "produce", 3, 13, advertised_min=0),
@@ -70,10 +77,14 @@ API_TABLE: tuple[ApiEntry, ...] = (
     ApiEntry(ApiKey.CONSUMER_GROUP_DESCRIBE, "consumer_group_describe", 0, 1),  # v1: MemberType (KIP-1099)
     # idempotent and transactional producers, transaction coordinator
     ApiEntry(ApiKey.INIT_PRODUCER_ID, "init_producer_id", 0, 5),
-    ApiEntry(ApiKey.ADD_PARTITIONS_TO_TXN, "add_partitions_to_txn", 0, 3),
+    ApiEntry(ApiKey.ADD_PARTITIONS_TO_TXN, "add_partitions_to_txn", 0, 3,
+             difference="those are the broker-to-coordinator verification form (KIP-890 part 1); clients use 0-3, "
+                        "and on one node Produce asks the transaction coordinator directly"),
     ApiEntry(ApiKey.ADD_OFFSETS_TO_TXN, "add_offsets_to_txn", 0, 4),
-    ApiEntry(ApiKey.END_TXN, "end_txn", 0, 4),
-    ApiEntry(ApiKey.TXN_OFFSET_COMMIT, "txn_offset_commit", 0, 4),
+    ApiEntry(ApiKey.END_TXN, "end_txn", 0, 4,
+             difference="KIP-890 part 2 (transaction version 2: epoch bump per transaction) is not implemented"),
+    ApiEntry(ApiKey.TXN_OFFSET_COMMIT, "txn_offset_commit", 0, 4,
+             difference="KIP-890 part 2 (transaction version 2) is not implemented"),
     ApiEntry(ApiKey.DESCRIBE_PRODUCERS, "describe_producers", 0, 0),
     ApiEntry(ApiKey.DESCRIBE_TRANSACTIONS, "describe_transactions", 0, 0),
     ApiEntry(ApiKey.LIST_TRANSACTIONS, "list_transactions", 0, 2),
@@ -86,8 +97,8 @@ API_TABLE: tuple[ApiEntry, ...] = (
     ApiEntry(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, "describe_user_scram_credentials", 0, 0),
     ApiEntry(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, "alter_user_scram_credentials", 0, 0),
     # client telemetry (KIP-714, tidelog.broker.client_metrics); 74 v0 was ListClientMetricsResources
-    ApiEntry(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, "get_telemetry_subscriptions", 0, 0),
-    ApiEntry(ApiKey.PUSH_TELEMETRY, "push_telemetry", 0, 0),
+    ApiEntry(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, "get_telemetry_subscriptions", 0, 0, difference=_OWN_REPORTER),
+    ApiEntry(ApiKey.PUSH_TELEMETRY, "push_telemetry", 0, 0, difference=_OWN_REPORTER),
     ApiEntry(ApiKey.LIST_CONFIG_RESOURCES, "list_config_resources", 0, 1),
 )
 

@@ -16,6 +16,8 @@ from tidelog.protocol.messages import response_class
 from tidelog.storage import TopicPartition
 
 API_KEY = 25
+NOTES = """adds the group's `__consumer_offsets` partition; WRITE on the transactional id, then READ on the
+group (GROUP_AUTHORIZATION_FAILED); v5 (KIP-890 part 2) not offered"""
 PRODUCER_FENCED_SINCE = 2
 
 

@@ -14,6 +14,11 @@ from tidelog.protocol.messages import response_class
 from tidelog.storage import TopicPartition
 
 API_KEY = 24
+NOTES = """the client versions; v4+ (broker-to-coordinator verification, KIP-890) is not needed on one node:
+Produce asks the coordinator directly. WRITE on the transactional id (else
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition), WRITE per topic (TOPIC_AUTHORIZATION_FAILED,
+before UNKNOWN_TOPIC_OR_PARTITION; internal topics never authorized when an authorizer is set); any failure
+leaves the rest OPERATION_NOT_ATTEMPTED"""
 PRODUCER_FENCED_SINCE = 2
 
 

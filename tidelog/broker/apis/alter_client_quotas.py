@@ -13,6 +13,8 @@ from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import response_class
 
 API_KEY = ApiKey.ALTER_CLIENT_QUOTAS
+NOTES = """per-entity results, validate_only; stored in `tidelog-quotas.json`; `producer_byte_rate` /
+`consumer_byte_rate` enforced (below)"""
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:

@@ -21,6 +21,7 @@ from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
 
 API_KEY = 33
+NOTES = """replaces the whole override set of the resource, as Kafka"""
 
 
 

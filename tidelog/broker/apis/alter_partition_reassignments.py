@@ -13,6 +13,8 @@ from tidelog.protocol.messages import response_class
 from tidelog.security.authorizer import Op, authorize_cluster
 
 API_KEY = 45
+NOTES = """a target of exactly this node is a no-op (NONE); any other broker id INVALID_REPLICA_ASSIGNMENT
+("no such broker is registered"); cancelling NO_REASSIGNMENT_IN_PROGRESS"""
 
 NO_REASSIGNMENT_IN_PROGRESS = 85
 

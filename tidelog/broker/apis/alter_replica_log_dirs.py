@@ -14,6 +14,11 @@ from tidelog.security.authorizer import Op, authorize_cluster
 from tidelog.storage import TopicPartition
 
 API_KEY = 34
+NOTES = """KIP-113 online move between `log.dirs` (Kafka 4.3's range; v0 removed in Kafka 4.0); CLUSTER ALTER
+(else CLUSTER_AUTHORIZATION_FAILED for every partition), LOG_DIR_NOT_FOUND for a path that is not a log dir,
+KAFKA_STORAGE_ERROR for an offline dir, INVALID_TOPIC_EXCEPTION when the `-future` dir name would exceed 255
+bytes, UNKNOWN_TOPIC_OR_PARTITION (the preferred dir is still recorded, as Kafka); NONE means the move started
+(docs/STORAGE.md "Moving a partition between log dirs")"""
 
 LOG_DIR_NOT_FOUND = 57
 MAX_DIR_NAME = 255  # KAFKA-4893: the `-future` dir name must fit a file name

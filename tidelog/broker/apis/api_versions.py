@@ -13,6 +13,9 @@ from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import response_class
 
 API_KEY = ApiKey.API_VERSIONS
+NOTES = """a too-new version gets a v0 error body listing the ranges (UNSUPPORTED_VERSION); v3+ feature levels
+(KIP-584): supported `metadata.version` 7–30, `kraft.version` 0–1 (v3 omits features with minimum 0,
+KAFKA-17011), finalized 30 / 1 with their epoch"""
 
 # Kafka's ApiVersionsRequest.isValid(): both software strings must match this (KIP-511).
 _SOFTWARE_PATTERN = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")

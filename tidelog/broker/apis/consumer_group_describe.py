@@ -14,6 +14,9 @@ from tidelog.protocol.messages import response_class
 from tidelog.security.authorizer import GROUP, Op, authorize, authorized_operations, to_32_bit_field
 
 API_KEY = 69
+NOTES = """v1 MemberType (KIP-1099: 0 classic, 1 consumer); epochs, assignor, each member's current and target
+assignment; classic or unknown groups GROUP_ID_NOT_FOUND (the Java admin then falls back to DescribeGroups);
+authorized operations as DescribeGroups'. Own codec as for 68"""
 
 OPERATIONS_OMITTED = -(2**31)
 CLASSIC_MEMBER, CONSUMER_MEMBER = 0, 1  # KIP-1099 MemberType

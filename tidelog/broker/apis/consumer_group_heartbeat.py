@@ -13,6 +13,16 @@ from tidelog.protocol.messages import response_class
 from tidelog.security.authorizer import Op
 
 API_KEY = 68
+NOTES = """KIP-848 consumer groups (`coordinator/group/consumer_*.py`): member/group/assignment epochs,
+uniform and range server assignors (`group.consumer.assignors`), incremental revocation,
+`group.consumer.session.timeout.ms` / `heartbeat.interval.ms`, records in `__consumer_offsets` in Kafka's
+formats (key versions 3–8); empty classic/consumer groups convert; classic consumers join live consumer groups
+(JoinGroup/SyncGroup/Heartbeat/LeaveGroup routed to the consumer group, Kafka 4's mixed groups);
+`SubscribedTopicRegex` (v1) resolved on the broker (key-16 records). a live classic group whose members use
+the consumer embedded protocol is upgraded when a consumer-protocol member joins (convertToConsumerGroup;
+otherwise GROUP_ID_NOT_FOUND). A consumer group whose last consumer-protocol member leaves while classic
+members remain becomes a classic group again (convertToClassicGroup). Codec written from Kafka's JSON schemas
+(`protocol/schemas/`, kafka-python 3.0.12 lacks it)"""
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:

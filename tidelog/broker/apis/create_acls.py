@@ -20,6 +20,7 @@ from tidelog.security.acl_store import (
 from tidelog.security.authorizer import Op, authorize_cluster
 
 API_KEY = 30
+NOTES = """ALTER on the cluster; each creation validated as AclControlManager; stored in `tidelog-acls.json`"""
 
 
 def _binding(c: Any) -> AclBinding | str:

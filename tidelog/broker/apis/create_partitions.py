@@ -14,6 +14,8 @@ from tidelog.protocol.messages import response_class
 from tidelog.security.authorizer import TOPIC, Op, authorize
 
 API_KEY = 37
+NOTES = """grows a topic's partition count; ALTER per topic (TOPIC_AUTHORIZATION_FAILED), a duplicate topic
+INVALID_REQUEST, replica assignments naming another broker INVALID_REPLICA_ASSIGNMENT"""
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:

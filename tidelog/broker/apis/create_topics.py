@@ -16,6 +16,7 @@ from tidelog.protocol.messages import response_class
 from tidelog.security.authorizer import TOPIC, Op, authorize_cluster, authorized_names
 
 API_KEY = 19
+NOTES = """replication factor > 1 refused (INVALID_REPLICATION_FACTOR); validate_only honoured"""
 
 
 

@@ -13,6 +13,7 @@ from tidelog.security.acl_store import AclBindingFilter
 from tidelog.security.authorizer import Op, authorize_cluster
 
 API_KEY = 31
+NOTES = """ALTER on the cluster; MATCH/ANY filters; lists the removed bindings per filter"""
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:

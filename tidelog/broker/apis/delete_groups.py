@@ -11,6 +11,7 @@ from tidelog.protocol.messages import response_class
 from tidelog.security.authorizer import GROUP, Op, authorized_names
 
 API_KEY = 42
+NOTES = """only empty groups (classic or consumer)"""
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:

@@ -17,6 +17,7 @@ from tidelog.storage import TopicPartition
 from tidelog.storage.retention import delete_records
 
 API_KEY = 21
+NOTES = """moves the log start offset; POLICY_VIOLATION on compact-only topics"""
 
 logger = logging.getLogger(__name__)
 

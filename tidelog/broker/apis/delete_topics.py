@@ -13,6 +13,7 @@ from tidelog.protocol.messages import response_class
 from tidelog.security.authorizer import TOPIC, Op, authorize
 
 API_KEY = 20
+NOTES = """by name, or by topic id (v6); synchronous"""
 
 _ZERO = uuid.UUID(int=0)
 

@@ -12,6 +12,8 @@ from tidelog.security.acl_store import AclBindingFilter
 from tidelog.security.authorizer import Op, authorize_cluster
 
 API_KEY = 29
+NOTES = """DESCRIBE on the cluster; SECURITY_DISABLED without `authorizer.class.name`; v0 removed as in Kafka
+4 (KIP-896)"""
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:

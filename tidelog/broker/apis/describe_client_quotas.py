@@ -13,6 +13,7 @@ from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import response_class
 
 API_KEY = ApiKey.DESCRIBE_CLIENT_QUOTAS
+NOTES = """user / client-id / ip entities, exact / default / any filters, strict (KIP-546)"""
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:

@@ -13,6 +13,8 @@ from tidelog.protocol.messages import response_class
 from tidelog.security.authorizer import cluster_authorized_operations
 
 API_KEY = 60
+NOTES = """v2 `include_fenced_brokers`: this node is never fenced (`is_fenced` false); cluster authorized
+operations as Metadata's"""
 
 BROKER_ENDPOINT = 1  # EndpointType.BROKER; 2 = CONTROLLER
 

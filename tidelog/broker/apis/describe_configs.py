@@ -23,6 +23,8 @@ from tidelog.protocol.messages import response_class
 from tidelog.security.authorizer import check_config_resource
 
 API_KEY = 32
+NOTES = """TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS (the subscription's stored configs, source
+CLIENT_METRICS_CONFIG; none for an unknown name); synonyms and sources as Kafka's ConfigHelper"""
 
 
 _LEVEL_NAMES = {v: k for k, v in LOG_LEVELS.items()}

@@ -12,6 +12,10 @@ from tidelog.protocol.messages import response_class
 from tidelog.security.authorizer import GROUP, Op, authorized_operations
 
 API_KEY = 15
+NOTES = """an unknown group is Dead; v6 adds GROUP_ID_NOT_FOUND and `error_message` for it (KIP-1043); a
+KIP-848 group is described the same way ("is not a classic group"); v3+ authorized operations: the principal's
+allowed ones with an authorizer (INT32_MIN on GROUP_AUTHORIZATION_FAILED, as Kafka), READ/DELETE/DESCRIBE
+without one"""
 
 # kafka-python encodes the bitfield from a set of AclOperation codes; None is INT32_MIN ("not requested").
 AUTHORIZED_OPERATIONS_OMITTED = None

@@ -15,6 +15,9 @@ from tidelog.security.authorizer import Op, authorize_cluster
 from tidelog.storage import TopicPartition
 
 API_KEY = 35
+NOTES = """every log dir with its partitions' sizes (offset lag 0); a partition being moved also appears in
+its target dir with `is_future_key` (size copied so far, lag = LEO − copied offset); v4 total/usable bytes
+from the file system; v5 (KIP-1066) no dir is cordoned"""
 
 
 def _wanted(request: Any) -> set[TopicPartition] | None:

@@ -12,6 +12,7 @@ from tidelog.security.authorizer import TOPIC, Op, authorize
 from tidelog.storage import TopicPartition
 
 API_KEY = 61
+NOTES = """the producers each partition's log tracks (KIP-664); READ per topic (TOPIC_AUTHORIZATION_FAILED)"""
 TOPIC_AUTHORIZATION_FAILED_MESSAGE = "Topic authorization failed."  # Kafka's ApiError(Errors) default
 
 

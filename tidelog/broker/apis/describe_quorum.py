@@ -20,6 +20,9 @@ from tidelog.protocol.messages import response_class
 from tidelog.storage.checkpoints import uuid_from_base64
 
 API_KEY = ApiKey.DESCRIBE_QUORUM
+NOTES = """this node is the single voter and leader of `__cluster_metadata` (leader epoch 1, high watermark =
+finalized-features epoch), no observers; v2 `nodes` lists the listener the request came on (tidelog has no
+controller listener)"""
 
 METADATA_TOPIC = "__cluster_metadata"
 LEADER_EPOCH = 1

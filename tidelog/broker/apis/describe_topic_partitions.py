@@ -17,6 +17,8 @@ from tidelog.security.authorizer import TOPIC, Op, authorized_names, authorized_
 from tidelog.storage import TopicPartition
 
 API_KEY = 75
+NOTES = """KIP-966: topics sorted by name, cursor pagination, at most min(ResponsePartitionLimit, 2000)
+partitions per response; topic authorized operations as Metadata's"""
 
 MAX_REQUEST_PARTITION_SIZE_LIMIT = 2000  # Kafka's max.request.partition.size.limit default
 OPERATIONS_OMITTED = -(2**31)

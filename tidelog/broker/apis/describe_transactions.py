@@ -12,6 +12,8 @@ from tidelog.protocol.messages import response_class
 from tidelog.security.authorizer import TOPIC, TRANSACTIONAL_ID, Op, authorize, authorized_names
 
 API_KEY = 65
+NOTES = """state, producer id/epoch, timeout, start time, partitions (KIP-664); DESCRIBE per transactional id
+(TRANSACTIONAL_ID_AUTHORIZATION_FAILED), only topics the principal may DESCRIBE listed"""
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:

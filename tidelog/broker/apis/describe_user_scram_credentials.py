@@ -11,6 +11,7 @@ from tidelog.protocol.messages import response_class
 from tidelog.security.authorizer import Op, authorize_cluster
 
 API_KEY = 50
+NOTES = """DESCRIBE on the cluster; mechanisms and iterations only"""
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:

@@ -12,6 +12,8 @@ from tidelog.protocol.messages import response_class
 from tidelog.security.authorizer import Op, authorize_cluster
 
 API_KEY = 43
+NOTES = """this node leads everything: named partitions answer ELECTION_NOT_NEEDED, unknown ones
+UNKNOWN_TOPIC_OR_PARTITION, "all partitions" answers none"""
 
 ELECTION_NOT_NEEDED = 84
 PREFERRED, UNCLEAN = 0, 1

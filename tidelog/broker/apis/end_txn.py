@@ -12,6 +12,8 @@ from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
 
 API_KEY = 26
+NOTES = """PrepareCommit/PrepareAbort, one marker per partition, CompleteCommit/CompleteAbort; WRITE on the
+transactional id; v5 (KIP-890 part 2 epoch bump per transaction) not offered"""
 PRODUCER_FENCED_SINCE = 2
 
 

@@ -35,6 +35,12 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 API_KEY = 1
+NOTES = """topic ids from v13; v17/v18 tagged partition fields (ReplicaDirectoryId, KIP-853; HighWatermark,
+KIP-1166) are follower-only and ignored; long poll in the fetch purgatory; KIP-74 size limits. Incremental
+fetch sessions (KIP-227, `broker/fetch_session.py`, Kafka's FetchSessionCache):
+`max.incremental.fetch.session.cache.slots` (1000), eviction of stale then least valuable sessions,
+incremental responses carry only partitions with news; metrics NumIncrementalFetchSessions,
+NumIncrementalFetchPartitionsCached, IncrementalFetchSessionEvictions on Prometheus"""
 
 TOPIC_ID_MIN_VERSION = 13
 ZSTD_MIN_VERSION = 10

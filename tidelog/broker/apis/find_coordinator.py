@@ -22,6 +22,10 @@ from tidelog.security.authorizer import GROUP, TRANSACTIONAL_ID, Op, authorize
 log = logging.getLogger(__name__)
 
 API_KEY = 10
+NOTES = """this node for group and transaction keys; v4+ batched; creates `__consumer_offsets` on the first
+group lookup, `__transaction_state` on the first transaction (key type 1) lookup; share keys (type 2, v6+,
+KIP-932): COORDINATOR_NOT_AVAILABLE as Kafka without a share coordinator, INVALID_REQUEST for a malformed
+`group:topicId:partition` key or below v6"""
 
 KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1

@@ -5,19 +5,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from tidelog.broker.client_metrics import ACCEPTED_COMPRESSION_TYPES
+from tidelog.broker.client_metrics import ACCEPTED_COMPRESSION_TYPES, ClientInfo
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import response_class
 
 API_KEY = 71
+NOTES = """KIP-714 (`broker/client_metrics.py`, Kafka's ClientMetricsManager): a new client instance id for
+the zero uuid; the matching CLIENT_METRICS subscriptions' metric prefixes (`*` sent as the empty prefix =
+all), smallest `interval.ms` (default 300000), subscription id = CRC32C of metrics+interval plus the instance
+id's hash (changes when the subscriptions change); accepted codecs gzip/snappy/lz4/zstd, `telemetry.max.bytes`
+1 MiB, delta temporality; too early (within the push interval) THROTTLING_QUOTA_EXCEEDED. No subscription: an
+empty one, and clients do not push. Kafka 4.3 advertises 71/72 only with a metrics-reporter plugin; tidelog is
+its own reporter. Own codec (`protocol/schemas/`)"""
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     # KafkaApis handles it without an ACL check: every client may ask for its subscription
     manager = ctx.broker.client_metrics
-    error, instance = manager.get_subscriptions(request.client_instance_id, ctx.client_id or "",
-                                                ctx.client_host, None)
+    error, instance = manager.get_subscriptions(request.client_instance_id, ClientInfo.of(ctx))
     response_cls = response_class(API_KEY)[ctx.api_version]
     if error is not ErrorCode.NONE:  # KafkaApis answers an error with the response's defaults
         return response_cls(throttle_time_ms=0, error_code=int(error), client_instance_id=None, subscription_id=0,

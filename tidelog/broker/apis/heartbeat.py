@@ -11,6 +11,7 @@ from tidelog.protocol.messages import response_class
 from tidelog.security.authorizer import Op
 
 API_KEY = 12
+NOTES = """classic groups; a classic member of a KIP-848 consumer group heartbeats through the consumer group"""
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:

@@ -27,6 +27,11 @@ from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
 
 API_KEY = 44
+NOTES = """SET, DELETE, APPEND, SUBTRACT (KIP-339); CLIENT_METRICS subscriptions (`metrics`, `interval.ms`
+100–3600000, `match` (`KEY=regex` entries, KEY one of client_instance_id, client_id, client_software_name,
+client_software_version, client_source_address, client_source_port); unknown name INVALID_REQUEST, bad value
+INVALID_CONFIG), kept in `<first log dir>/tidelog-client-metrics.json`; deleting every config removes the
+subscription"""
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 _OP_NAMES = {SET: "SET", DELETE: "DELETE", APPEND: "APPEND", SUBTRACT: "SUBTRACT"}

@@ -24,6 +24,9 @@ from tidelog.security.authorizer import (
 log = logging.getLogger(__name__)
 
 API_KEY = 22
+NOTES = """idempotent producers get a fresh id; a transactional id gets a new id or its epoch bumped, an open
+transaction of the previous producer is aborted (fenced); KIP-360 id/epoch from v3. v6 (KIP-939 2PC) not
+offered"""
 PRODUCER_FENCED_SINCE = 4
 
 

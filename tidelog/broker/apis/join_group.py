@@ -12,6 +12,8 @@ from tidelog.protocol.messages import response_class
 from tidelog.security.authorizer import Op
 
 API_KEY = 11
+NOTES = """v0 kept for librdkafka's feature checks (KAFKA-19444); a classic consumer joining a live KIP-848
+group becomes its member (answered at once, no leader)"""
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:

@@ -12,6 +12,7 @@ from tidelog.protocol.messages import response_class
 from tidelog.security.authorizer import Op
 
 API_KEY = 13
+NOTES = """v3+ batched members"""
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:

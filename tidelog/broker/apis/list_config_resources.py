@@ -13,6 +13,9 @@ from tidelog.protocol.messages import response_class
 from tidelog.security.authorizer import Op, authorize_cluster
 
 API_KEY = 74
+NOTES = """v0 was ListClientMetricsResources (KIP-714); v1 resource-type filter (KIP-1142). Lists the
+CLIENT_METRICS subscriptions; other types (topics, groups, brokers) are not listed yet. Needs DESCRIBE_CONFIGS
+on the cluster"""
 _TOPIC, _BROKER, _BROKER_LOGGER, _GROUP = 2, 4, 8, 32
 
 

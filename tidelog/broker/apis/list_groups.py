@@ -11,6 +11,7 @@ from tidelog.protocol.messages import response_class
 from tidelog.security.authorizer import GROUP, Op, authorize_cluster, authorized_names
 
 API_KEY = 16
+NOTES = """v4 state filter, v5 type filter (`classic`, `consumer`)"""
 
 GROUP_TYPE_CLASSIC = "classic"
 GROUP_TYPE_CONSUMER = "consumer"

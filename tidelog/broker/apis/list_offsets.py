@@ -19,6 +19,11 @@ from tidelog.storage import TopicPartition
 log = logging.getLogger(__name__)
 
 API_KEY = 2
+NOTES = """earliest (−2), latest (−1, LSO for read_committed), by timestamp, max timestamp (−3, v7);
+tiered-storage specs answered as a node without tiered storage (UnifiedLog.fetchOffsetByTimestamp):
+earliest-local (−4, v8) = log start, latest-tiered (−5, v9) and earliest-pending-upload (−6, v11) = offset −1,
+epoch −1, no error; a spec below its version is UNSUPPORTED_VERSION; v10's `timeout_ms` (remote reads) never
+waits"""
 
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2

@@ -11,6 +11,7 @@ from tidelog.protocol.messages import response_class
 from tidelog.security.authorizer import Op, authorize_cluster
 
 API_KEY = 46
+NOTES = """always empty: nothing is ever being reassigned"""
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:

@@ -13,6 +13,8 @@ from tidelog.protocol.messages import response_class
 from tidelog.security.authorizer import TRANSACTIONAL_ID, Op, authorized_names
 
 API_KEY = 66
+NOTES = """state and producer id filters, v1 duration (KIP-994), v2 transactional id pattern; lists only the
+ids the principal may DESCRIBE"""
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:

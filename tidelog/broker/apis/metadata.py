@@ -27,6 +27,10 @@ from tidelog.security.authorizer import (
 from tidelog.storage import TopicPartition
 
 API_KEY = 3
+NOTES = """this node is the only broker and the controller; auto-creation only of explicitly named topics,
+synchronous (answers NONE at once); v13 top-level `error_code` (always NONE: REBOOTSTRAP_REQUIRED is never
+needed); authorized operations (v8+, topic; v8–10, cluster) are the principal's allowed ones with an
+authorizer (cluster: 0 without DESCRIBE on it), all applicable without one"""
 
 INT32_MIN_OMITTED = None  # kafka-python encodes a None bitfield as INT32_MIN ("not requested", KIP-430)
 ZERO_UUID = uuid.UUID(int=0)

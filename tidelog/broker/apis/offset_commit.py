@@ -15,6 +15,9 @@ from tidelog.security.authorizer import GROUP, TOPIC, Op, authorize
 from tidelog.storage import TopicPartition
 
 API_KEY = 8
+NOTES = """classic groups; simple (generation −1) commits for `assign()` users; v10 names topics by id
+(unknown id: UNKNOWN_TOPIC_ID per partition); KIP-848 groups: member epoch as generation (STALE_MEMBER_EPOCH,
+UNKNOWN_MEMBER_ID; v9+ for consumer-protocol members, classic members of a consumer group: ILLEGAL_GENERATION)"""
 
 
 def _partition_exists(ctx: RequestContext, tp: TopicPartition) -> bool:

@@ -12,6 +12,8 @@ from tidelog.security.authorizer import TOPIC, Op, authorized_names
 from tidelog.storage import TopicPartition
 
 API_KEY = 47
+NOTES = """drops committed offsets of topics the group no longer subscribes to; DELETE on the group, READ per
+topic (TOPIC_AUTHORIZATION_FAILED)"""
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:

@@ -17,6 +17,9 @@ from tidelog.security.authorizer import GROUP, TOPIC, Op, authorize, authorized_
 from tidelog.storage import TopicPartition
 
 API_KEY = 9
+NOTES = """v8+ batched groups; v10 by topic id (unknown id: UNKNOWN_TOPIC_ID per partition; "all topics"
+leaves out deleted topics); v9+ member id/epoch checked for KIP-848 groups (STALE_MEMBER_EPOCH,
+UNKNOWN_MEMBER_ID)"""
 
 
 Partition = tuple[int, int, int, str, int]  # (partition, offset, leader_epoch, metadata, error)

@@ -34,6 +34,11 @@ from tidelog.storage.log import Log, LogAppendInfo
 log = logging.getLogger(__name__)
 
 API_KEY = 0
+NOTES = """v0–2 advertised but refused, as Kafka 4 does (KAFKA-18659: librdkafka < 2.11.1, e.g. kcat 2.0.2,
+only compresses when Produce v0 is in range). v12 served as v11 (its KIP-890 part 2 implicit partition add
+needs `transaction.version` 2, never finalized here). v13 names topics by id (KIP-516): unknown id →
+UNKNOWN_TOPIC_ID per partition, WRITE checked on the resolved name, the response echoes the id. acks=0 gets no
+response"""
 
 ADMIN_CLIENT_ID = "__admin_client"  # Kafka lets only this client id write to internal topics
 ZSTD_MIN_VERSION = 7  # KIP-110

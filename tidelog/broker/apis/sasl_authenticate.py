@@ -11,6 +11,9 @@ from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import response_class
 
 API_KEY = 36
+NOTES = """SASL_AUTHENTICATION_FAILED with Kafka's message, then the connection closes (after
+`connection.failed.authentication.delay.ms`); v1+ `session_lifetime_ms` from `connections.max.reauth.ms` /
+token expiry"""
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:

@@ -11,6 +11,9 @@ from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import response_class
 
 API_KEY = 17
+NOTES = """PLAIN, SCRAM-SHA-256/512, OAUTHBEARER (unsecured JWS validator) per `sasl.enabled.mechanisms`; v0
+is followed by bare tokens (pre-KIP-152 clients); ILLEGAL_SASL_STATE on a listener without SASL or after
+authentication (unless re-authenticating, KIP-368)"""
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:

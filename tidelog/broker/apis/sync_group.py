@@ -12,6 +12,8 @@ from tidelog.protocol.messages import response_class
 from tidelog.security.authorizer import Op
 
 API_KEY = 14
+NOTES = """followers wait for the leader's assignment; a classic member of a KIP-848 consumer group syncs through
+the consumer group"""
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:

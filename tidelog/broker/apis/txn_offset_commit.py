@@ -23,6 +23,9 @@ from tidelog.security.authorizer import Op
 from tidelog.storage import TopicPartition
 
 API_KEY = 28
+NOTES = """offsets pending until the transaction's marker; v3+ generation/member fencing (KIP-447); WRITE on
+the transactional id and READ on the group (each failing every partition), READ per topic (its partitions
+TOPIC_AUTHORIZATION_FAILED, the others still committed); v5 not offered"""
 PRODUCER_FENCED_SINCE = 2
 
 

@@ -12,6 +12,9 @@ from tidelog.protocol.api_keys import ApiKey
 from tidelog.protocol.messages import response_class
 
 API_KEY = ApiKey.UPDATE_FEATURES
+NOTES = """FeatureControlManager's rules on one node: unknown features, levels outside 7–30 / 0–1, downgrades
+without a downgrade type, metadata downgrades across a level that changed metadata (30 = 4.3-IV0 did),
+kraft.version downgrades: INVALID_UPDATE_VERSION; validate_only; levels in `tidelog-features.json`"""
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
