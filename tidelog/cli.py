@@ -95,9 +95,10 @@ def run_serve(args: argparse.Namespace) -> int:
         return 1
     # Everything below is imported after the socket is listening; Server.start answers ApiVersions before
     # it loads storage, groups and cleaner (on a worker thread); structlog loads with the first log line.
-    from tidelog.logging import configure_logging
+    from tidelog.logging import configure_logging, release_held_logs
 
-    configure_logging(args.log_format, args.log_level)
+    # start-up's log lines are written once the broker has started (formatting them imports structlog)
+    configure_logging(args.log_format, args.log_level, hold=True)
     import logging
 
     log = logging.getLogger("tidelog")
@@ -119,7 +120,10 @@ def run_serve(args: argparse.Namespace) -> int:
             faults = FaultInjector(ExitAt(args.crash_at) if args.crash_at else None)
         server = Server(config, faults=faults)
         try:
-            await server.start(sock=sock)
+            # ready once the logs are loaded; the coordinators load right after (COORDINATOR_LOAD_IN_PROGRESS)
+            await server.start(sock=sock, load_services_after_ready=True)
+            await server.wait_services_loaded()  # the ready line and the fault channel mean fully started
+            release_held_logs()
             from tidelog.broker.malloc_tuning import tune_malloc
 
             tune_malloc()  # large request and fetch buffers reused from the heap, not mapped afresh each time
@@ -143,6 +147,7 @@ def run_serve(args: argparse.Namespace) -> int:
             await stop.wait()
             log.info("Shutting down")
         finally:
+            release_held_logs()
             if control is not None:
                 await control.stop()
             await server.stop()

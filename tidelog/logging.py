@@ -6,7 +6,8 @@ output is uniform whichever API a module logs with.
 
 structlog costs ~50 ms to import, so `configure_logging` only installs the stdlib handler; structlog is
 imported and configured when the first record is formatted (or `get_logger` is called), which keeps it off
-the path to the first answered request.
+the path to the first answered request. `tidelog serve` also holds the records logged while it starts
+(`configure_logging(hold=True)`) and writes them once it has started (`release_held_logs()`, or at exit).
 """
 
 from __future__ import annotations
@@ -75,8 +76,56 @@ class _LazyStructlogFormatter(logging.Formatter):
         return _structlog_formatter_for(self._fmt_name).format(record)
 
 
-def configure_logging(fmt: str = "console", level: str | int = "INFO", stream: Any = None) -> None:
-    """Configure structlog + stdlib logging once per process (later calls just change the level)."""
+class _HoldingHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """A StreamHandler that, while held, keeps records unformatted (formatting the first one imports structlog,
+    ~10 ms of a broker's start-up) and writes them, in order, on `release_held()` or `flush()` (logging.shutdown
+    at exit). A process ending with os._exit while held loses them."""
+
+    def __init__(self, stream: Any) -> None:
+        super().__init__(stream)
+        self._held: list[logging.LogRecord] | None = None
+
+    def hold(self) -> None:
+        self.acquire()
+        try:
+            self._held = []
+        finally:
+            self.release()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self._held is not None:  # Handler.handle holds self.lock here
+            self._held.append(record)
+            return
+        super().emit(record)
+
+    def release_held(self) -> None:
+        self.acquire()
+        try:
+            held, self._held = self._held, None
+            for record in held or ():
+                super().emit(record)
+        finally:
+            self.release()
+
+    def flush(self) -> None:
+        if self._held is not None:
+            self.release_held()
+        super().flush()
+
+
+_handler: _HoldingHandler | None = None
+
+
+def release_held_logs() -> None:
+    """Write the records held since `configure_logging(hold=True)` and stop holding (idempotent)."""
+    if _handler is not None:
+        _handler.release_held()
+
+
+def configure_logging(fmt: str = "console", level: str | int = "INFO", stream: Any = None,
+                      hold: bool = False) -> None:
+    """Configure structlog + stdlib logging once per process (later calls just change the level). `hold`: keep
+    the records until `release_held_logs()` (`tidelog serve` while it starts)."""
     global _configured, _fmt
     if isinstance(level, str):
         level = logging.getLevelName(level.upper())
@@ -88,6 +137,9 @@ def configure_logging(fmt: str = "console", level: str | int = "INFO", stream: A
         return
     _configured = True
     _fmt = fmt
-    handler = logging.StreamHandler(stream or sys.stderr)
-    handler.setFormatter(_LazyStructlogFormatter(fmt))
-    root.handlers[:] = [handler]
+    global _handler
+    _handler = _HoldingHandler(stream or sys.stderr)
+    _handler.setFormatter(_LazyStructlogFormatter(fmt))
+    if hold:
+        _handler.hold()
+    root.handlers[:] = [_handler]

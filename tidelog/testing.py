@@ -123,13 +123,15 @@ def run_broker(log_dir: str | os.PathLike[str] | None = None, port: int = 0,
                overrides: Mapping[str, Any] | None = None, clock: Clock | None = None,
                registry: ApiRegistry | None = None, faults: FaultInjector | None = None,
                topics: Mapping[str, int | Mapping[str, Any]] | None = None,
-               fault_hooks: Any = None) -> Iterator[BrokerHandle]:
+               fault_hooks: Any = None, load_services_after_ready: bool = False) -> Iterator[BrokerHandle]:
     """Start a broker in a background thread; stop it (clean shutdown) on exit. A temporary log dir is
     created (and removed afterwards) when `log_dir` is None. `registry` (tidelog.broker.registry.ApiRegistry) replaces
     the handler modules, for tests of the dispatch itself. `faults`: the FaultInjector to use (a new one by
     default). `topics`: created before the handle is returned, name -> partitions or
     {"partitions": n, "configs": {...}}. `fault_hooks` (tidelog.storage.fault_hooks.FaultHooks): what happens
-    at the named steps of storage, the cleaner and the coordinators (set as the injector's `steps`)."""
+    at the named steps of storage, the cleaner and the coordinators (set as the injector's `steps`).
+    `load_services_after_ready`: return once the logs are loaded, with the coordinators still loading (as
+    `tidelog serve` starts; their APIs answer COORDINATOR_LOAD_IN_PROGRESS until `state.services.loaded`)."""
     from tidelog.broker.server import Server
     from tidelog.config.broker_config import BrokerConfig
 
@@ -154,7 +156,7 @@ def run_broker(log_dir: str | os.PathLike[str] | None = None, port: int = 0,
         stop_event = asyncio.Event()
         server = Server(config, clock, registry, faults=injector)
         try:
-            await server.start()
+            await server.start(load_services_after_ready=load_services_after_ready)
         except BaseException as exc:
             ready.set_exception(exc)
             return

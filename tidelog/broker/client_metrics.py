@@ -17,9 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import crc32c
-
 from tidelog.clock import Clock
+from tidelog.protocol import crc as crc32c  # the extension only (the package __init__ costs ~15 ms)
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.otlp import CUMULATIVE, NumberPoint
 

@@ -15,10 +15,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.context import CloseConnection, RequestContext
 from tidelog.broker.frame_stream import FrameSizeError, FrameStream
+from tidelog.broker.quotas import ANONYMOUS
+from tidelog.broker.request_quota import LoopTime, timed
 from tidelog.protocol.api_keys import ApiKey
 from tidelog.protocol.frame import (
     INT32,
@@ -32,11 +35,13 @@ from tidelog.protocol.hot_codecs import HAND_DECODERS
 from tidelog.protocol.wire import EncodedResponse
 
 if TYPE_CHECKING:
+    from tidelog.broker.mutation_quota import ControllerMutationQuota
     from tidelog.broker.registry import Handler
     from tidelog.broker.server import Server
 
 log = logging.getLogger(__name__)
 
+_NOT_TIMED = LoopTime()  # a request not measured for the request quota (none is set)
 MAX_COALESCED_PIECES = 256  # response pieces gathered before a write even while more Produce requests wait
 
 
@@ -62,7 +67,7 @@ class Connection:
         self._write_backlog = 0
         self._closed_idle = False
         self._busy = False
-        self._throttle_ms = 0  # set by a Produce/Fetch over its client quota
+        self._throttle_ms = 0  # set by a request over one of its client quotas (broker/quotas.py)
         # TLS/SASL listeners: the authentication phase (tidelog.security.authenticator); None on PLAINTEXT.
         self.session = server.security.new_session(listener)
 
@@ -207,34 +212,75 @@ class Connection:
         if entry is None:
             raise ProtocolError(f"unknown api key {api_key} (correlation id {header.correlation_id})")
         name = entry.module  # the metrics label and log name, as before
-        if api_key == ApiKey.API_VERSIONS:
-            return self._api_versions(header, frame)  # answered even while the broker is loading
+        # Request quotas (broker/request_quota.py): the event-loop time of a request is measured only once some
+        # entity has a request_percentage; the SASL exchange is the authenticator's, exempt as in Kafka.
+        quotas = self.server.broker.quotas if self.ready.is_set() else None
+        timing = quotas is not None and quotas.request.quotas_enabled
+        if api_key == ApiKey.API_VERSIONS:  # answered even while the broker is loading
+            if not timing or (self.session is not None and not self.session.authenticated):
+                return self._api_versions(header, frame, None)
+            started = time.perf_counter_ns()
+            return self._api_versions(header, frame, lambda response: self._throttle(
+                header, len(frame), response, time.perf_counter_ns() - started, None))
         if not self.ready.is_set():
             await self.ready.wait()
+            quotas = self.server.broker.quotas
+            timing = quotas.request.quotas_enabled
         if not entry.min_version <= api_version <= entry.max_version:
             raise ProtocolError(f"unsupported version {api_version} of {name} (serving "
                                 f"{entry.min_version}-{entry.max_version}, client {header.client_id!r})")
+        started = time.perf_counter_ns() if timing else 0
         request = self._decode(header, frame, name)
         ctx = RequestContext(self.server.broker, api_key, api_version, header.correlation_id, header.client_id,
                              self.client_host, self.listener, self.session, self.client_port, *self.client_software)
         faults = self.server.faults  # FaultInjector (tests): one attribute check when nothing is injected
+        spent = _NOT_TIMED
         try:
             if faults is None or not faults.armed:
-                response = await self.registry.handler(api_key)(ctx, request)
+                call = self.registry.handler(api_key)(ctx, request)
             else:
                 handler = self.registry.handler(api_key)
                 # Only an API with injected errors has its responses edited (a latency fault needs no edit).
-                response = await faults.dispatch(ctx, request, _editable(handler) if faults.pending_errors(api_key)
-                                                 else handler)
+                call = faults.dispatch(ctx, request, _editable(handler) if faults.pending_errors(api_key)
+                                       else handler)
+            if timing:
+                spent = LoopTime()
+                spent.nanos = time.perf_counter_ns() - started  # decoding it
+                response = await timed(call, spent)
+            else:
+                response = await call
         except (asyncio.CancelledError, CloseConnection):
             raise
         except Exception as exc:  # noqa: BLE001 - a handler bug closes this connection only
             raise ProtocolError(f"{name} v{api_version} handler failed: {exc!r}", traceback=True) from exc
-        # Client byte-rate quotas (KIP-219): throttle_time_ms goes in the response, then the channel is muted.
-        self._throttle_ms = ctx.broker.quotas.throttle(api_key, header.client_id, len(frame), response)
+        if not timing:
+            self._throttle(header, len(frame), response, None, ctx.mutation_quota)
+            return None if response is None else self._encode(api_key, header.correlation_id, api_version,
+                                                                 response, name)
+        if self.session is not None and api_key in (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE):
+            self.server.broker.quotas.request.record_exempt(spent.nanos)
+            self._throttle(header, len(frame), response, None, ctx.mutation_quota)
+        else:
+            self._throttle(header, len(frame), response, spent.nanos, ctx.mutation_quota)
         if response is None:
             return None
-        return self._encode(api_key, header.correlation_id, api_version, response, name)
+        started = time.perf_counter_ns()
+        out = self._encode(api_key, header.correlation_id, api_version, response, name)
+        # Encoding is Kafka's network-thread time: counted, never throttled (recordNetworkThreadTimeCallback).
+        self.server.broker.quotas.request.record_time_no_throttle(self._quota_user(), header.client_id or "",
+                                                                  time.perf_counter_ns() - started)
+        return out
+
+    def _quota_user(self) -> str:
+        """The quota entity's user: the principal's name (Kafka's sanitized session user), ANONYMOUS on PLAINTEXT."""
+        return self.session.principal.name if self.session is not None else ANONYMOUS
+
+    def _throttle(self, header: RequestHeader, size: int, response: Any, request_nanos: int | None,
+                  mutation: ControllerMutationQuota | None) -> None:
+        """Client quotas (KIP-219): the largest throttle goes in the response's throttle_time_ms, then the channel
+        is muted for it (QuotaManagers.throttle)."""
+        self._throttle_ms = self.server.broker.quotas.throttle(header.api_key, header.client_id, size, response,
+                                                               self._quota_user(), request_nanos, mutation)
 
     async def _mute_if_throttled(self) -> None:
         """Read nothing more from a throttled client until its throttle time has passed (Kafka mutes the channel)."""
@@ -242,16 +288,19 @@ class Connection:
             delay, self._throttle_ms = self._throttle_ms, 0
             await asyncio.sleep(delay / 1000)
 
-    def _api_versions(self, header: RequestHeader,
-                      frame: memoryview) -> tuple[list[bytes | memoryview], int, str, int | None]:
+    def _api_versions(self, header: RequestHeader, frame: memoryview,
+                      throttle: Callable[[Any], None] | None) -> tuple[list[bytes | memoryview], int, str, int | None]:
         """ApiVersions needs no broker state (KIP-511: a too-new version gets a v0 UNSUPPORTED_VERSION body
-        listing our own range, never a closed connection)."""
+        listing our own range, never a closed connection). `throttle` sets its throttle time before it is
+        encoded when request quotas apply (Kafka's KafkaApis.handleApiVersionsRequest throttles it)."""
         from tidelog.broker.apis import api_versions
 
         entry = self.registry.entries[ApiKey.API_VERSIONS]
         ranges = self.registry.advertised_ranges()
         if header.api_version > entry.max_version:
             response = api_versions.unsupported_version_response(entry)
+            if throttle is not None:
+                throttle(response)
             return self._encode(ApiKey.API_VERSIONS, header.correlation_id, 0, response, entry.module)
         if header.api_version < entry.min_version:
             raise ProtocolError(f"unsupported version {header.api_version} of ApiVersions")
@@ -259,6 +308,8 @@ class Connection:
         response = api_versions.respond(header.api_version, request, ranges, self.server.features)
         if header.api_version >= 3 and response.error_code == 0:
             self.client_software = (request.client_software_name, request.client_software_version)
+        if throttle is not None:
+            throttle(response)
         return self._encode(ApiKey.API_VERSIONS, header.correlation_id, header.api_version, response, entry.module)
 
     @staticmethod

@@ -23,6 +23,7 @@ class RequestContext:
     # What the client said of itself in ApiVersions v3+ (KIP-511), "" before: Kafka's ClientInformation.
     client_software_name: str = ""
     client_software_version: str = ""
+    mutation_quota: Any = None  # the ControllerMutationQuota a topic mutation spent (broker/mutation_quota.py)
 
 
 class CloseConnection(Exception):

@@ -1,5 +1,6 @@
 """Client quotas: Kafka's quota configuration (DescribeClientQuotas / AlterClientQuotas, KIP-546) and the
-byte-rate enforcement of Kafka's ClientQuotaManager (KIP-13, throttling as KIP-219 does it).
+enforcement of Kafka's ClientQuotaManager (byte rates, KIP-13), ClientRequestQuotaManager (request time, KIP-124)
+and ControllerMutationQuotaManager (KIP-599), throttling as KIP-219 does it.
 
 Configuration. A quota entity is a set of (entity type, name) pairs over `user` and `client-id` (a name of None
 is that type's default entity), or a single `ip`. Its values are `producer_byte_rate`, `consumer_byte_rate`,
@@ -9,11 +10,13 @@ in `<first log dir>/tidelog-quotas.json`, replaced atomically (Kafka keeps them 
 Enforcement. Produce bytes (the request size) and Fetch bytes (the response size) are recorded per quota
 entity in a windowed rate (`quota.window.num` samples of `quota.window.size.seconds`, Kafka's Rate /
 SampledStat); when the rate exceeds the entity's quota the request's throttle time is
-`(rate - quota) / quota * window` (Kafka's QuotaUtils.throttleTime), the response carries it, and the connection
-reads nothing more from that client for that long (Kafka mutes the channel). The entity whose quota applies is
-chosen as Kafka's DefaultQuotaCallback does (most specific of user+client-id, user, client-id, with defaults),
-and all clients that share it share one rate. `request_percentage` and `controller_mutation_rate` are stored and
-described but not enforced (tidelog has no request-handler thread pool and no controller mutation queue).
+`(rate - quota) / quota * window` (Kafka's QuotaUtils.throttleTime). `request_percentage` is enforced the same way
+on the event-loop time each request took (broker/request_quota.py), `controller_mutation_rate` on the partitions
+CreateTopics / CreatePartitions / DeleteTopics create or delete, with a token bucket (broker/mutation_quota.py).
+The response carries the largest of the throttles that apply, and the connection reads nothing more from that
+client for that long (Kafka mutes the channel). The entity whose quota applies is chosen as Kafka's
+DefaultQuotaCallback does (most specific of user+client-id, user, client-id, with defaults), and all clients that
+share it share one rate. `connection_creation_rate` is stored and described but not enforced.
 """
 
 from __future__ import annotations
@@ -25,10 +28,13 @@ import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.clock import Clock
 from tidelog.protocol.api_keys import ApiKey
+
+if TYPE_CHECKING:
+    from tidelog.broker.mutation_quota import ControllerMutationQuota
 from tidelog.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -252,6 +258,17 @@ class ClientQuotaManager:
         self._cache: dict[tuple[str, str], tuple[float | None, tuple[str, str]]] = {}
         self._cache_version = -1
         self._lock = threading.Lock()
+        self._enabled = False
+        self._enabled_version = -1
+
+    @property
+    def quotas_enabled(self) -> bool:
+        """Some entity has (or once had) a quota of this type (Kafka's ClientQuotaManager.quotasEnabled, which
+        stays on once set): until then nothing of this type is recorded."""
+        if not self._enabled and self._enabled_version != self.store.version:
+            self._enabled_version = self.store.version
+            self._enabled = any(self.quota_key in values for values in self.store.snapshot().values())
+        return self._enabled
 
     def quota_for(self, user: str, client_id: str) -> tuple[float | None, tuple[str, str]]:
         """(quota in bytes/s or None, (user tag, client-id tag)) as Kafka's DefaultQuotaCallback resolves it."""
@@ -281,20 +298,24 @@ class ClientQuotaManager:
         self._cache[(user, client_id)] = result
         return result
 
+    def _rate(self, tags: tuple[str, str], now: int) -> WindowedRate:
+        rate = self._rates.get(tags)
+        if rate is None:
+            if len(self._rates) >= 1024:
+                # drop the sensors of clients idle for a whole window (Kafka's sensor expiry)
+                for key in [k for k, r in self._rates.items() if r.idle(now)]:
+                    del self._rates[key]
+                    self.throttle_total_ms.pop(key, None)
+                    self.throttle_count.pop(key, None)
+            rate = self._rates[tags] = WindowedRate(self.samples, self.window_ms)
+        return rate
+
     def record_and_get_throttle_ms(self, user: str, client_id: str, value: float) -> int:
-        """Record `value` bytes for this client; the throttle time (ms) if its entity is over quota, else 0."""
+        """Record `value` for this client; the throttle time (ms) if its entity is over quota, else 0."""
         quota, tags = self.quota_for(user, client_id)
         now = self.clock.milliseconds()
         with self._lock:
-            rate = self._rates.get(tags)
-            if rate is None:
-                if len(self._rates) >= 1024:
-                    # drop the sensors of clients idle for a whole window (Kafka's sensor expiry)
-                    for key in [k for k, r in self._rates.items() if r.idle(now)]:
-                        del self._rates[key]
-                        self.throttle_total_ms.pop(key, None)
-                        self.throttle_count.pop(key, None)
-                rate = self._rates[tags] = WindowedRate(self.samples, self.window_ms)
+            rate = self._rate(tags, now)
             rate.record(value, now)
             if quota is None:
                 return 0
@@ -302,10 +323,22 @@ class ClientQuotaManager:
             if observed <= quota:
                 return 0
             # Kafka's QuotaUtils.throttleTime: how long until the windowed rate is back at the quota.
-            throttle = round((observed - quota) / quota * rate.window_size_ms(now))
-            self.throttle_total_ms[tags] = self.throttle_total_ms.get(tags, 0.0) + throttle
+            return round((observed - quota) / quota * rate.window_size_ms(now))
+
+    def record_no_throttle(self, user: str, client_id: str, value: float) -> None:
+        """Kafka's recordNoThrottle: count `value` without checking the quota."""
+        _, tags = self.quota_for(user, client_id)
+        now = self.clock.milliseconds()
+        with self._lock:
+            self._rate(tags, now).record(value, now)
+
+    def record_throttle(self, user: str, client_id: str, throttle_ms: int) -> None:
+        """The connection was muted for `throttle_ms` because of this quota (Kafka's `throttle-time` sensor,
+        recorded by the quota manager whose throttle time was the largest)."""
+        _, tags = self.quota_for(user, client_id)
+        with self._lock:
+            self.throttle_total_ms[tags] = self.throttle_total_ms.get(tags, 0.0) + throttle_ms
             self.throttle_count[tags] = self.throttle_count.get(tags, 0) + 1
-            return throttle
 
     def unrecord(self, user: str, client_id: str, value: float) -> None:
         """Take back bytes that were not sent after all (a throttled Fetch answers empty, as Kafka does)."""
@@ -339,39 +372,80 @@ def _records_size(response: Any) -> int:
 
 
 class QuotaManagers:
-    """Kafka's QuotaManagers for the two enforced byte rates, and the hook the connection calls."""
+    """Kafka's QuotaManagers: the byte rates, the request quota (broker/request_quota.py) and the controller
+    mutation quota (broker/mutation_quota.py), and the hook the connection calls after each handler."""
 
     def __init__(self, store: ClientQuotaStore, clock: Clock, samples: int = 11, window_s: int = 1) -> None:
+        from tidelog.broker.mutation_quota import ControllerMutationQuotaManager
+        from tidelog.broker.request_quota import ClientRequestQuotaManager
+
         self.store = store
         self.produce = ClientQuotaManager(PRODUCER_BYTE_RATE, store, clock, samples, window_s)
         self.fetch = ClientQuotaManager(CONSUMER_BYTE_RATE, store, clock, samples, window_s)
+        self.request = ClientRequestQuotaManager(store, clock, samples, window_s)
+        self.mutation = ControllerMutationQuotaManager(store, clock, samples, window_s)
 
     def throttle(self, api_key: int, client_id: str | None, request_size: int, response: Any,
-                 user: str = ANONYMOUS) -> int:
-        """Record a Produce or Fetch and return its throttle time; sets the response's `throttle_time_ms`
-        (and empties a throttled Fetch, Kafka's FetchContext.getThrottledResponse). Other APIs: 0. An acks=0
-        Produce (no response) is recorded and muted all the same, as Kafka does."""
+                 user: str = ANONYMOUS, request_nanos: int | None = None,
+                 mutation: ControllerMutationQuota | None = None) -> int:
+        """Record a request against every quota that applies and return the time to mute the connection: the
+        largest of the byte-rate throttle (Produce request bytes, Fetch response bytes), the request quota's
+        (`request_nanos` of event-loop time; None when not timed or exempt) and the controller mutation quota's
+        (`mutation`, spent by CreateTopics/CreatePartitions/DeleteTopics). The response's `throttle_time_ms`
+        carries it, and a throttled Fetch is emptied and its bytes taken back (Kafka's KafkaApis: the same for
+        either quota, FetchContext.getThrottledResponse). An acks=0 Produce (no response) is recorded and muted
+        for its bytes all the same, its time counted as exempt, as Kafka does."""
+        client = client_id or ""
+        byte_manager: ClientQuotaManager | None = None
+        byte_ms = fetched = 0
         if api_key == ApiKey.PRODUCE:
-            ms = self.produce.record_and_get_throttle_ms(user, client_id or "", request_size)
+            byte_manager = self.produce
+            byte_ms = self.produce.record_and_get_throttle_ms(user, client, request_size)
         elif api_key == ApiKey.FETCH:
-            size = _records_size(response)
-            ms = self.fetch.record_and_get_throttle_ms(user, client_id or "", size)
-            if ms > 0 and response is not None:
-                self.fetch.unrecord(user, client_id or "", size)
-                response.responses = []
-        else:
+            byte_manager, fetched = self.fetch, _records_size(response)
+            byte_ms = self.fetch.record_and_get_throttle_ms(user, client, fetched)
+        request_ms = 0
+        if request_nanos is not None:
+            if response is None:
+                self.request.record_exempt(request_nanos)
+            else:
+                request_ms = self.request.record_time_and_get_throttle_ms(user, client, request_nanos)
+        mutation_ms = mutation.throttle_time() if mutation is not None else 0
+        ms = max(byte_ms, request_ms, mutation_ms)
+        if ms <= 0:
             return 0
-        if ms > 0 and response is not None:
+        # The throttle-time sensor of the quota that set the mute: another quota only when strictly larger
+        # than the request quota's (KafkaApis / RequestHandlerHelper).
+        if byte_manager is not None and byte_ms > request_ms:
+            byte_manager.record_throttle(user, client, byte_ms)
+        elif mutation_ms > request_ms:
+            self.mutation.record_throttle(user, client, mutation_ms)
+        else:
+            self.request.record_throttle(user, client, request_ms)
+        if response is not None:
+            if api_key == ApiKey.FETCH:
+                self.fetch.unrecord(user, client, fetched)
+                response.responses = []
             response.throttle_time_ms = ms
         return ms
 
     def metric_rows(self) -> Mapping[str, list[tuple[str, str, float, float]]]:
-        return {"Produce": self.produce.metrics(), "Fetch": self.fetch.metrics()}
+        """(user, client-id, rate, throttle-time avg) per entity, by Kafka's quota type."""
+        return {"Produce": self.produce.metrics(), "Fetch": self.fetch.metrics(), "Request": self.request.metrics(),
+                "ControllerMutation": self.mutation.metrics()}
+
+
+# Kafka's sensor name for each quota type's rate (ClientQuotaManager / ClientRequestQuotaManager /
+# ControllerMutationQuotaManager).
+RATE_METRIC = {"Produce": "byte-rate", "Fetch": "byte-rate", "Request": "request-time",
+               "ControllerMutation": "mutation-rate"}
 
 
 class QuotaCollector:
-    """Kafka's quota sensors on the Prometheus registry: `kafka.server:type={Produce,Fetch},user=..,client-id=..`
-    attributes `byte-rate` and `throttle-time`, named as the JMX exporter names them."""
+    """Kafka's quota sensors on the Prometheus registry, named as the JMX exporter names
+    `kafka.server:type=<type>,user=..,client-id=..` attributes: `byte-rate` (Produce, Fetch), `request-time`
+    (Request), `mutation-rate` and `tokens` (ControllerMutation), `throttle-time` (all four), and Request's
+    untagged `exempt-request-time`."""
 
     def __init__(self, quotas: QuotaManagers) -> None:
         self.quotas = quotas
@@ -382,21 +456,31 @@ class QuotaCollector:
     def collect(self) -> Any:
         from prometheus_client.core import GaugeMetricFamily
 
+        labels = ["user", "client_id"]
         for quota_type, rows in self.quotas.metric_rows().items():
-            rate = GaugeMetricFamily(f"kafka_server_{quota_type.lower()}_byte_rate",
-                                     f"kafka.server:type={quota_type} byte-rate", labels=["user", "client_id"])
-            throttle = GaugeMetricFamily(f"kafka_server_{quota_type.lower()}_throttle_time",
-                                         f"kafka.server:type={quota_type} throttle-time",
-                                         labels=["user", "client_id"])
-            for user, client_id, byte_rate, throttle_avg in rows:
-                rate.add_metric([user, client_id], byte_rate)
+            prefix = f"kafka_server_{quota_type.lower()}"
+            attribute = RATE_METRIC[quota_type]
+            rate = GaugeMetricFamily(f"{prefix}_{attribute.replace('-', '_')}",
+                                     f"kafka.server:type={quota_type} {attribute}", labels=labels)
+            throttle = GaugeMetricFamily(f"{prefix}_throttle_time", f"kafka.server:type={quota_type} throttle-time",
+                                         labels=labels)
+            for user, client_id, value, throttle_avg in rows:
+                rate.add_metric([user, client_id], value)
                 throttle.add_metric([user, client_id], throttle_avg)
             yield rate
             yield throttle
+        tokens = GaugeMetricFamily("kafka_server_controllermutation_tokens",
+                                   "kafka.server:type=ControllerMutation tokens", labels=labels)
+        for user, client_id, value in self.quotas.mutation.token_rows():
+            tokens.add_metric([user, client_id], value)
+        yield tokens
+        yield GaugeMetricFamily("kafka_server_request_exempt_request_time",
+                                "kafka.server:type=Request exempt-request-time",
+                                value=self.quotas.request.exempt_rate())
 
 
 def create_quota_managers(config: Any, clock: Clock, broker_metrics: Any) -> QuotaManagers:
-    """The store in the first log dir, the Produce/Fetch managers with `quota.window.*`, and their metrics."""
+    """The store in the first log dir, the quota managers with `quota.window.*`, and their metrics."""
     store = ClientQuotaStore(config.log_dirs[0])
     quotas = QuotaManagers(store, clock, int(config.get("quota.window.num")),
                            int(config.get("quota.window.size.seconds")))

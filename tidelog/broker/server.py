@@ -2,10 +2,12 @@
 
 Start-up is kept fast: clients probe with ApiVersions first, so `Server.start` binds the listeners with only
 what ApiVersions needs (its handler and the static API table) and answers it at once; other requests wait
-for `ready`. A worker thread builds the broker state (`build_broker_state`, which imports storage,
-coordinators and cleaner) and loads the logs while ApiVersions is answered; the group coordinator and cleaner
-start on the loop; `ready` is set; and a warm-up thread imports the remaining kafka-python classes and starts
-the metrics endpoint.
+for `ready`. A worker thread builds the broker state (`build_broker_state`, which imports storage) and loads
+the logs while ApiVersions is answered; then `ready` is set. The coordinators and the cleaner
+(`BrokerState.build_services`) are built on a worker thread and started on the loop either before `ready`
+(the default: in-process test brokers) or, with `load_services_after_ready` (`tidelog serve`), right after it,
+while their APIs answer COORDINATOR_LOAD_IN_PROGRESS as Kafka's loading coordinators do. A warm-up thread
+then imports the remaining handlers and kafka-python classes and starts the metrics endpoint.
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ class Server:
         self.port: int = 0
         # Set once the logs are loaded and the services started; requests other than ApiVersions wait for it.
         self.ready = asyncio.Event()
+        self._services_task: asyncio.Task[None] | None = None  # loading the coordinators after `ready`
 
     @property
     def broker(self) -> BrokerState:
@@ -65,12 +68,14 @@ class Server:
             raise RuntimeError("the broker is not started")
         return self.state
 
-    async def start(self, warm_up: bool = True, sock: socket.socket | None = None) -> None:
+    async def start(self, warm_up: bool = True, sock: socket.socket | None = None,
+                    load_services_after_ready: bool = False) -> None:
         """Bind every listener (the first may be the already listening `sock`) and answer ApiVersions from
-        then on; load the logs; start the services, metrics and the handler warm-up. Returns when ready."""
+        then on; load the logs; start the services (or, `load_services_after_ready`, start loading them),
+        metrics and the handler warm-up. Returns when ready."""
         await self.start_listening(sock)
         try:
-            await self.finish_startup(warm_up)
+            await self.finish_startup(warm_up, load_services_after_ready)
         except BaseException:
             await self._close_listeners()
             if self.state is not None:
@@ -120,16 +125,20 @@ class Server:
             await self._close_listeners()
             raise
 
-    async def finish_startup(self, warm_up: bool = True) -> None:
+    async def finish_startup(self, warm_up: bool = True, load_services_after_ready: bool = False) -> None:
         """Build the broker state and load the logs on a worker thread (the loop keeps answering ApiVersions),
-        start the group coordinator and cleaner on the loop, then let the waiting requests through."""
-        self.state = await asyncio.to_thread(self._build_and_load)
-        self.state.start_services()
+        then let the waiting requests through; the coordinators and cleaner are loaded before that, or right
+        after it with `load_services_after_ready`."""
+        self.state = await asyncio.to_thread(self._build_and_load, not load_services_after_ready)
+        if not load_services_after_ready:
+            await self._load_services(self.state)
         self.ready.set()
+        if load_services_after_ready:
+            self._services_task = asyncio.create_task(self._load_services_in_background(self.state))
         if warm_up:
             threading.Thread(target=self._warm_up, name="tidelog-warm-up", daemon=True).start()
 
-    def _build_and_load(self) -> BrokerState:
+    def _build_and_load(self, load_handlers: bool) -> BrokerState:
         from tidelog.broker.state import build_broker_state
 
         state = build_broker_state(self.config, self.clock, endpoints=self.endpoints, metrics=self.metrics,
@@ -137,8 +146,21 @@ class Server:
                                    fault_hooks=self.faults, security=self.security)
         self.state = state  # visible to start()'s clean-up even if loading fails below
         state.load_logs()
-        self.registry.load()
+        if load_handlers:
+            self.registry.load()  # else the warm-up loads them (a handler is imported at its first request)
         return state
+
+    async def _load_services(self, state: BrokerState) -> None:
+        """Build the coordinators and the cleaner on a worker thread (their imports), start them on the loop."""
+        state.start_services(await asyncio.to_thread(state.build_services))
+
+    async def _load_services_in_background(self, state: BrokerState) -> None:
+        try:
+            await self._load_services(state)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # noqa: BLE001 - the broker keeps serving; coordinator APIs stay "loading"
+            log.exception("Loading the group and transaction coordinators failed")
 
     async def _close_listeners(self) -> None:
         servers, self._servers = self._servers, []
@@ -155,13 +177,22 @@ class Server:
         # Not at once: its imports would take turns on the GIL with the loop answering the first Metadata.
         time.sleep(WARM_UP_DELAY_S)
         try:
+            self.registry.load()
             self.registry.warm_up()
             self.metrics.start(int(self.config.metrics_port), self.config.metrics_host)
         except Exception:  # noqa: BLE001 - the first request will report the same error on its connection
             log.exception("Warm-up failed")
 
+    async def wait_services_loaded(self) -> None:
+        """Until the coordinators and the cleaner are started (at once unless they load after `ready`)."""
+        if self._services_task is not None:
+            await asyncio.shield(self._services_task)
+
     async def stop(self) -> None:
         """Stop accepting, close every connection, then shut the broker state down (flush, checkpoints)."""
+        if self._services_task is not None:
+            self._services_task.cancel()
+            await asyncio.gather(self._services_task, return_exceptions=True)
         await self._close_listeners()
         if self.state is not None:
             self.state.shutdown()

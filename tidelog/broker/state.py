@@ -1,9 +1,12 @@
 """BrokerState: the composition root. Everything a request handler reaches through `ctx.broker`, built
-eagerly by `build_broker_state()` with concrete types (see docs/ARCHITECTURE.md).
+by `build_broker_state()` with concrete types (see docs/ARCHITECTURE.md).
 
-Building it imports storage, coordinators and cleaner, the bulk of start-up's imports: `Server.start` does
-that on a worker thread while its listener already answers ApiVersions (Kafka answers ApiVersions before the
-broker is fully started; clients probe with it first).
+Building it imports storage, the bulk of start-up's imports: `Server.start` does that on a worker thread while
+its listener already answers ApiVersions (Kafka answers ApiVersions before the broker is fully started; clients
+probe with it first). The group and transaction coordinators and the cleaner (`BrokerServices`) are built by
+`build_services()` and started by `start_services()`, which a `tidelog serve` broker does after it is ready:
+until then `state.services` is loading and the coordinator APIs answer COORDINATOR_LOAD_IN_PROGRESS, as
+Kafka's coordinators do while they load their partitions.
 """
 
 from __future__ import annotations
@@ -12,28 +15,30 @@ import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.client_metrics import ClientMetricsManager, create_client_metrics_manager
 from tidelog.broker.endpoints import ListenerEndpoints
 from tidelog.broker.features import FeatureControl
 from tidelog.broker.fetch_session import FetchSessionCache, create_fetch_session_cache
+from tidelog.broker.loading import Loading
 from tidelog.broker.metrics import BrokerMetrics
 from tidelog.broker.producer_ids import ProducerIdManager
 from tidelog.broker.purgatory import FetchPurgatory
 from tidelog.broker.quotas import QuotaManagers, create_quota_managers
 from tidelog.broker.registry import ApiRegistry
 from tidelog.broker.topics import TopicManager
-from tidelog.cleaner.broker import create_log_cleaner
-from tidelog.cleaner.log_cleaner import LogCleaner
 from tidelog.clock import Clock
 from tidelog.config.broker_config import BrokerConfig
-from tidelog.coordinator.group import GroupCoordinator, create_group_coordinator
-from tidelog.coordinator.transaction import TransactionCoordinator, create_transaction_coordinator
 from tidelog.security.manager import BrokerSecurity
 from tidelog.storage.checkpoints import random_kafka_uuid, uuid_to_base64
-from tidelog.storage.fault_hooks import NO_FAULTS, FaultHooks
+from tidelog.storage.fault_hooks import NO_FAULTS, FaultHooks, FaultPoint
 from tidelog.storage.log_manager import LogManager
+
+if TYPE_CHECKING:  # imported by build_services(), after the broker is ready
+    from tidelog.cleaner.log_cleaner import LogCleaner
+    from tidelog.coordinator.group import GroupCoordinator
+    from tidelog.coordinator.transaction import TransactionCoordinator
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +46,18 @@ log = logging.getLogger(__name__)
 def new_cluster_id() -> str:
     """Kafka's Uuid.randomUuid().toString(): 22 chars of URL-safe base64 without padding."""
     return uuid_to_base64(random_kafka_uuid())
+
+
+@dataclass(eq=False)
+class BrokerServices:
+    """What the broker loads after it is ready (Metadata, Produce and Fetch do not need it)."""
+    groups: GroupCoordinator
+    txn_coordinator: TransactionCoordinator
+    cleaner: LogCleaner
+
+
+def _loading_services() -> Loading[BrokerServices]:
+    return Loading("group and transaction coordinators")
 
 
 @dataclass(eq=False)
@@ -53,9 +70,7 @@ class BrokerState:
     log_manager: LogManager
     topics: TopicManager
     purgatory: FetchPurgatory
-    groups: GroupCoordinator
     producer_ids: ProducerIdManager
-    cleaner: LogCleaner
     fetch_sessions: FetchSessionCache
     features: FeatureControl
     quotas: QuotaManagers
@@ -63,7 +78,9 @@ class BrokerState:
     client_metrics: ClientMetricsManager  # KIP-714 subscriptions and pushed client metrics
     cluster_id: str = ""
     fault_hooks: FaultHooks = NO_FAULTS  # storage.fault_hooks: tests inject faults at named steps
-    txn_coordinator: TransactionCoordinator | None = None  # built right after the state (it reads the state)
+    # the coordinators and the cleaner: set by start_services(); until then their getters raise
+    # KafkaError(COORDINATOR_LOAD_IN_PROGRESS)
+    services: Loading[BrokerServices] = field(default_factory=_loading_services)
     _started: bool = field(default=False, init=False)
 
     @property
@@ -85,12 +102,25 @@ class BrokerState:
     def advertised_endpoint(self, listener: str) -> tuple[str, int]:
         return self.endpoints.advertised_endpoint(listener)
 
+    @property
+    def groups(self) -> GroupCoordinator:
+        return self.services.get().groups
+
+    @property
+    def txn_coordinator(self) -> TransactionCoordinator:
+        return self.services.get().txn_coordinator
+
+    @property
+    def cleaner(self) -> LogCleaner:
+        return self.services.get().cleaner
+
     # --- lifecycle ---
 
     def startup(self) -> None:
-        """Everything at once, on the loop thread (Server.start runs load_logs() on a worker thread)."""
+        """Everything at once, on the loop thread (Server.start runs load_logs() and build_services() on a worker
+        thread)."""
         self.load_logs()
-        self.start_services()
+        self.start_services(self.build_services())
 
     def load_logs(self) -> None:
         """Load (recover) every log and reconcile the topics. Touches no event loop."""
@@ -102,24 +132,41 @@ class BrokerState:
                            or new_cluster_id())
         self.topics.startup()
 
-    def start_services(self) -> None:
-        """Start the group coordinator (replays __consumer_offsets; arms loop timers, so on the loop thread)
-        and the cleaner threads, after load_logs()."""
-        self.groups.startup()
-        if self.txn_coordinator is not None:
-            self.txn_coordinator.startup()
-        self.cleaner.startup()
+    def build_services(self) -> BrokerServices:
+        """Import and construct the coordinators and the cleaner (touches no event loop and no log)."""
+        self.fault_hooks.at(FaultPoint.COORDINATORS_LOAD)
+        from tidelog.cleaner.broker import create_log_cleaner
+        from tidelog.coordinator.group import create_group_coordinator
+        from tidelog.coordinator.transaction import create_transaction_coordinator
+
+        # the coordinator persists to __consumer_offsets through the TopicManager
+        groups = create_group_coordinator(self.config, self.clock, self.topics)
+        txn = create_transaction_coordinator(self, lambda: groups)
+        cleaner = create_log_cleaner(self.config, self.clock, self.log_manager, self.topics, self.metrics)
+        return BrokerServices(groups, txn, cleaner)
+
+    def start_services(self, services: BrokerServices) -> None:
+        """After load_logs(), on the loop thread (the coordinators arm loop timers): replay __consumer_offsets
+        and __transaction_state, start the cleaner threads and resume AlterReplicaLogDirs moves; then the
+        coordinator APIs are served."""
+        if not self._started:
+            return  # shut down while the services were being built
+        services.groups.startup()
+        services.txn_coordinator.startup()
+        services.cleaner.startup()
         self.log_manager.alter_log_dirs.startup()  # resume AlterReplicaLogDirs moves (needs the loop)
+        self.services.set(services)
 
     def shutdown(self) -> None:
         if not self._started:
             return
         self._started = False
         stops: list[tuple[str, Any]] = []
-        if self.txn_coordinator is not None:
-            stops.append(("transaction coordinator", self.txn_coordinator.shutdown))
-        stops += [("group coordinator", self.groups.shutdown), ("cleaner", self.cleaner.shutdown),
-                  ("fetch purgatory", self.purgatory.shutdown)]
+        services = self.services.get_or_none()
+        if services is not None:
+            stops += [("transaction coordinator", services.txn_coordinator.shutdown),
+                      ("group coordinator", services.groups.shutdown), ("cleaner", services.cleaner.shutdown)]
+        stops.append(("fetch purgatory", self.purgatory.shutdown))
         for name, stop in stops:
             try:
                 stop()
@@ -142,7 +189,8 @@ def build_broker_state(config: BrokerConfig, clock: Clock | None = None, *,
                        registry: ApiRegistry | None = None, features: FeatureControl | None = None,
                        fault_hooks: FaultHooks | None = None,
                        security: BrokerSecurity | None = None) -> BrokerState:
-    """Construct every subsystem (no log is read yet: `load_logs()` does that). Without a `clock` the broker
+    """Construct every subsystem but the coordinators and the cleaner (`build_services()`); no log is read yet
+    (`load_logs()` does that). Without a `clock` the broker
     runs on the system clock and its housekeeping threads run on their own; a test's clock drives them."""
     own_clock = clock is None
     clock = clock or Clock()
@@ -162,10 +210,7 @@ def build_broker_state(config: BrokerConfig, clock: Clock | None = None, *,
         log_manager=log_manager,
         topics=topics,
         purgatory=FetchPurgatory(clock),
-        # the coordinator persists to __consumer_offsets through the TopicManager
-        groups=create_group_coordinator(config, clock, topics),
         producer_ids=ProducerIdManager(config.log_dirs[0]),
-        cleaner=create_log_cleaner(config, clock, log_manager, topics, metrics),
         fetch_sessions=create_fetch_session_cache(config, clock, metrics),
         features=features or FeatureControl(config.log_dirs[0], config.node_id),
         quotas=create_quota_managers(config, clock, metrics),
@@ -174,6 +219,5 @@ def build_broker_state(config: BrokerConfig, clock: Clock | None = None, *,
         client_metrics=create_client_metrics_manager(config, clock, metrics),
     )
     state.features.ensure_saved()
-    state.txn_coordinator = create_transaction_coordinator(state)
     metrics.set_log_sizes(state.log_sizes)
     return state

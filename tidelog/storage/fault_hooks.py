@@ -28,6 +28,9 @@ class FaultPoint(StrEnum):
     ALTER_DIR_FUTURE_COPIED = "alter-dir-future-copied"  # closed segments copied, source still appending
     ALTER_DIR_FUTURE_RENAMED = "alter-dir-future-renamed"  # complete future renamed to the normal name
     ALTER_DIR_CURRENT_DELETED = "alter-dir-current-deleted"  # old dir renamed `-delete`, not yet removed
+    # Broker start-up: the coordinators and the cleaner are about to be built (BrokerState.build_services; after
+    # `ready` for `tidelog serve`, whose coordinator APIs answer COORDINATOR_LOAD_IN_PROGRESS until they are loaded).
+    COORDINATORS_LOAD = "coordinators-load"
 
 
 class FaultHooks(Protocol):

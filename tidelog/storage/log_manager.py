@@ -17,7 +17,7 @@ import threading
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.clock import Clock
 from tidelog.config.log_config import LogConfig
@@ -40,7 +40,6 @@ from tidelog.storage.checkpoints import (
     write_meta_properties,
 )
 from tidelog.storage.fault_hooks import NO_FAULTS, FaultHooks
-from tidelog.storage.log import Log, LogAppendInfo
 from tidelog.storage.log_file_utils import (
     DELETE_DIR_SUFFIX,
     FUTURE_DIR_SUFFIX,
@@ -52,7 +51,16 @@ from tidelog.storage.replica_alter_log_dirs import ReplicaAlterLogDirsManager
 from tidelog.storage.retention import RetentionTask
 from tidelog.storage.scheduler import Scheduler
 
+if TYPE_CHECKING:  # imported when the first log is opened (_log_class): an empty broker starts without them
+    from tidelog.storage.log import Log, LogAppendInfo
+
 log = logging.getLogger(__name__)
+
+
+def _log_class() -> type[Log]:
+    from tidelog.storage.log import Log
+
+    return Log
 
 
 APPEND_FLUSH_THREADS = 4
@@ -357,7 +365,7 @@ class LogManager:
                 topic_id = bytes(16)
             try:
                 config = self.config_provider(tp) if self.config_provider else self.default_config
-                lg = Log.load(
+                lg = _log_class().load(
                     path,
                     tp,
                     config,
@@ -464,7 +472,8 @@ class LogManager:
             path = log_dir / tp.dir_name()
             path.mkdir(parents=True, exist_ok=True)
             PartitionMetadataFile(path).write(topic_id)
-            lg = Log.load(path, tp, config, self.clock, topic_id, had_clean_shutdown=True, **self._log_kwargs())
+            lg = _log_class().load(path, tp, config, self.clock, topic_id, had_clean_shutdown=True,
+                                   **self._log_kwargs())
             self._register(tp, lg, log_dir)
             fsync_dir(log_dir)
             return lg

@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING
 from tidelog.storage import TopicPartition
 from tidelog.storage.checkpoints import PartitionMetadataFile
 from tidelog.storage.fault_hooks import FaultPoint
-from tidelog.storage.log import Log
 from tidelog.storage.log_file_utils import (
     DELETE_DIR_SUFFIX,
     FUTURE_DIR_SUFFIX,
@@ -38,6 +37,7 @@ from tidelog.storage.log_file_utils import (
 )
 
 if TYPE_CHECKING:
+    from tidelog.storage.log import Log
     from tidelog.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
@@ -244,6 +244,8 @@ class ReplicaAlterLogDirsManager:
             hooks.at(FaultPoint.ALTER_DIR_FUTURE_RENAMED, tp)
             try:
                 # Loaded as after an unclean shutdown from the active segment on: its indexes are rebuilt.
+                from tidelog.storage.log import Log
+
                 new_log = Log.load(final_path, tp, source.config, self.manager.clock, source.topic_id,
                                    had_clean_shutdown=False, recovery_point=active_base,
                                    log_start_offset=log_start, **self.manager.log_kwargs())

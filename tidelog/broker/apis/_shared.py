@@ -35,13 +35,14 @@ if TYPE_CHECKING:
 
 
 def coordinator(ctx: RequestContext) -> GroupCoordinator:
+    """The group coordinator; KafkaError(COORDINATOR_LOAD_IN_PROGRESS) while it loads (BrokerState.services)."""
     return ctx.broker.groups
 
 
 def consumer_groups(ctx: RequestContext) -> ConsumerGroupCoordinator:
     """The KIP-848 coordinator; UNSUPPORTED_VERSION when `group.coordinator.rebalance.protocols` leaves out
     "consumer" (Kafka then does not serve the consumer protocol)."""
-    groups: ConsumerGroupCoordinator | None = ctx.broker.groups.consumer_groups
+    groups: ConsumerGroupCoordinator | None = coordinator(ctx).consumer_groups
     if groups is None:
         raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "consumer group coordinator not running")
     if not groups.enabled:
@@ -175,10 +176,9 @@ def alter_resources(
 
 
 def txn_coordinator(ctx: RequestContext) -> TransactionCoordinator:
-    coordinator = ctx.broker.txn_coordinator
-    if coordinator is None:
-        raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "transaction coordinator not running")
-    return coordinator
+    """KafkaError(COORDINATOR_LOAD_IN_PROGRESS) while it loads (Kafka's TransactionStateManager.getTransactionState
+    answers so for a partition still loading)."""
+    return ctx.broker.txn_coordinator
 
 
 def for_version(error: int, version: int, fenced_since: int) -> int:

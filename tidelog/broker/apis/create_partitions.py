@@ -1,4 +1,5 @@
-"""CreatePartitions (key 37), v0-3: grow a topic's partition count."""
+"""CreatePartitions (key 37), v0-3: grow a topic's partition count. The partitions added are spent from the
+controller mutation quota (strict from v3, KIP-599)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 
 from tidelog.broker.apis._shared import MAX_PARTITIONS_PER_BATCH
 from tidelog.broker.context import RequestContext
+from tidelog.broker.mutation_quota import request_mutation_quota
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
 from tidelog.security.authorizer import TOPIC, Op, authorize
@@ -23,6 +25,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     topics = ctx.broker.topics
     validate_only = bool(request.validate_only)
     counts = Counter(t.name for t in request.topics or [])
+    quota = request_mutation_quota(ctx, strict_since=3)
     results: list[Any] = []
     seen: set[str] = set()
     for topic in request.topics or []:
@@ -38,14 +41,15 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             info = topics.check_create_partitions(topic.name, topic.count)
             if topic.count - info.partitions > MAX_PARTITIONS_PER_BATCH:
                 raise KafkaError(ErrorCode.POLICY_VIOLATION, "Excessively large number of partitions per request.")
+            added = topic.count - info.partitions
+            if topic.assignments is not None and len(topic.assignments) != added:
+                raise KafkaError(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"Attempted to add {added} additional partition(s), but only "
+                    f"{len(topic.assignments)} assignment(s) were specified.",
+                )
+            quota.record(added)  # ReplicationControlManager.createPartitions: before the replicas are checked
             if topic.assignments is not None:
-                added = topic.count - info.partitions
-                if len(topic.assignments) != added:
-                    raise KafkaError(
-                        ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                        f"Attempted to add {added} additional partition(s), but only "
-                        f"{len(topic.assignments)} assignment(s) were specified.",
-                    )
                 for assignment in topic.assignments:
                     if list(assignment.broker_ids or []) != [ctx.broker.node_id]:
                         raise KafkaError(

@@ -1,4 +1,5 @@
-"""CreateTopics (key 19), v2-7: Kafka's ControllerApis/ReplicationControlManager rules on one broker."""
+"""CreateTopics (key 19), v2-7: Kafka's ControllerApis/ReplicationControlManager rules on one broker. Each
+valid topic spends its partitions from the controller mutation quota (strict from v6, KIP-599)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 
 from tidelog.broker.apis._shared import MAX_PARTITIONS_PER_BATCH
 from tidelog.broker.context import RequestContext
+from tidelog.broker.mutation_quota import request_mutation_quota
 from tidelog.config import topic_config
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
@@ -80,6 +82,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     # KafkaApis.handleCreateTopicsRequest: CREATE on the cluster, else CREATE per topic
     creatable = None if authorize_cluster(ctx, Op.CREATE) else authorized_names(
         ctx, Op.CREATE, TOPIC, [t.name for t in request.topics or []])
+    quota = request_mutation_quota(ctx, strict_since=6)
     for topic in request.topics or []:
         name = topic.name
         if name in seen:
@@ -103,6 +106,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             overrides: dict[str, str | None] = {}
             for config in topic.configs or []:
                 overrides[config.name] = config.value
+            if quota.bounded:
+                # ReplicationControlManager.createTopic: the quota is spent once the topic is valid (validate_only
+                # too); a strict quota refuses it with THROTTLING_QUOTA_EXCEEDED.
+                checked = topics.create_topic(name, partitions, replication, overrides, validate_only=True)
+                quota.record(checked.partitions)
             info = topics.create_topic(name, partitions, replication, overrides, validate_only=validate_only)
         except KafkaError as exc:
             result.error_code, result.error_message = int(exc.code), exc.message

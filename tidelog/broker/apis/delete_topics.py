@@ -1,4 +1,5 @@
-"""DeleteTopics (key 20), v1-6: by name (all versions) or by topic id (v6). Deletion is synchronous."""
+"""DeleteTopics (key 20), v1-6: by name (all versions) or by topic id (v6). Deletion is synchronous. A topic's
+partitions are spent from the controller mutation quota (strict from v5, KIP-599)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import uuid
 from typing import Any
 
 from tidelog.broker.context import RequestContext
+from tidelog.broker.mutation_quota import request_mutation_quota
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
 from tidelog.security.authorizer import TOPIC, Op, authorize
@@ -25,6 +27,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         wanted = [(t.name, t.topic_id if t.topic_id not in (None, _ZERO) else None) for t in request.topics or []]
     else:
         wanted = [(name, None) for name in request.topic_names or []]
+    quota = request_mutation_quota(ctx, strict_since=5)
     results: list[Any] = []
     for name, topic_id in wanted:
         result = result_cls(name=name, error_code=0)
@@ -45,6 +48,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, "Topic name or topic id is required.")
             if not authorize(ctx, Op.DELETE, TOPIC, name):  # KafkaApis.handleDeleteTopicsRequest
                 raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
+            existing = topics.get(name)
+            if existing is not None and ctx.broker.config.delete_topic_enable:
+                quota.record(existing.partitions)  # ReplicationControlManager.deleteTopic
             info = topics.delete_topic(name)
             if version >= 6:
                 result.topic_id = uuid.UUID(bytes=info.topic_id)

@@ -15,6 +15,7 @@ import logging
 from typing import Any
 
 from tidelog.broker.context import RequestContext
+from tidelog.broker.topics import GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
 from tidelog.security.authorizer import GROUP, TRANSACTIONAL_ID, Op, authorize
@@ -60,6 +61,13 @@ def _lookup(ctx: RequestContext, key: str | None, key_type: int) -> tuple[ErrorC
             return ErrorCode.INVALID_REQUEST, None
         # No share coordinator (share groups are not served): Kafka answers COORDINATOR_NOT_AVAILABLE.
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+    if key_type in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION) and not ctx.broker.services.loaded:
+        # Kafka's FindCoordinator does not wait for the coordinator's load: it names the partition's leader when
+        # the topic exists (JoinGroup & co then answer COORDINATOR_LOAD_IN_PROGRESS), else COORDINATOR_NOT_AVAILABLE
+        internal = GROUP_METADATA_TOPIC_NAME if key_type == KEY_TYPE_GROUP else TRANSACTION_STATE_TOPIC_NAME
+        if ctx.broker.topics.get(internal) is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, "the coordinator is loading"
+        return ErrorCode.NONE, None
     if key_type == KEY_TYPE_GROUP:
         try:
             ctx.broker.groups.ensure_offsets_topic()
@@ -68,10 +76,7 @@ def _lookup(ctx: RequestContext, key: str | None, key_type: int) -> tuple[ErrorC
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, str(e)
         return ErrorCode.NONE, None
     if key_type == KEY_TYPE_TRANSACTION:
-        txn = ctx.broker.txn_coordinator
-        if txn is None:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, "the transaction coordinator is not running"
-        error = txn.ensure_topic()  # creates __transaction_state, as Kafka does on the first lookup
+        error = ctx.broker.txn_coordinator.ensure_topic()  # creates __transaction_state, as Kafka does on the first lookup
         return error, None if error == ErrorCode.NONE else "cannot create __transaction_state"
     return ErrorCode.INVALID_REQUEST, f"unsupported key type {key_type}"
 

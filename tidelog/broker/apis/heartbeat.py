@@ -6,7 +6,7 @@ from typing import Any
 
 from tidelog.broker.apis._shared import check_group, coordinator
 from tidelog.broker.context import RequestContext
-from tidelog.protocol.errors import KafkaError
+from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
 from tidelog.security.authorizer import Op
 
@@ -27,5 +27,6 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             request.group_id, request.member_id,
             request.group_instance_id if ctx.api_version >= 3 else None, request.generation_id)
     except KafkaError as e:
-        error = e.code
+        # GroupCoordinatorService.heartbeat: while the group is still loading it answers NONE blindly
+        error = ErrorCode.NONE if e.code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS else e.code
     return response_class(API_KEY)[ctx.api_version](throttle_time_ms=0, error_code=error)

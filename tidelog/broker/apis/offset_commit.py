@@ -69,7 +69,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             epoch = p.committed_leader_epoch if version >= 6 else -1
             offsets[tp] = OffsetAndMetadata(p.committed_offset, -1 if epoch is None else epoch,
                                             p.committed_metadata or "", now, expire)
-    consumer = getattr(coordinator(ctx), "consumer_groups", None) if offsets else None
+    try:
+        consumer = coordinator(ctx).consumer_groups if offsets else None
+    except KafkaError as e:  # COORDINATOR_LOAD_IN_PROGRESS for every partition while the coordinator loads
+        errors.update(dict.fromkeys(offsets, e.code))
+        offsets, consumer = {}, None
     if consumer is not None and consumer.is_consumer_group(request.group_id):
         # KIP-848 group: the member epoch is validated as the generation (ConsumerGroup.validateOffsetCommit)
         errors.update(consumer.commit_offsets(request.group_id, request.member_id or "",

@@ -34,7 +34,10 @@ def _fetch(ctx: RequestContext, group_id: str, topics: list[Any] | None, require
     # principal may not describe answer TOPIC_AUTHORIZATION_FAILED, "all topics" leaves them out)
     if not authorize(ctx, Op.DESCRIBE, GROUP, group_id or ""):
         return ErrorCode.GROUP_AUTHORIZATION_FAILED, []
-    consumer = coordinator(ctx).consumer_groups
+    try:
+        consumer = coordinator(ctx).consumer_groups
+    except KafkaError as e:  # COORDINATOR_LOAD_IN_PROGRESS while the coordinator loads
+        return e.code, []
     if member is not None and consumer is not None:
         error = consumer.validate_offset_fetch(group_id, member[0], member[1])
         if error != ErrorCode.NONE:

@@ -78,10 +78,13 @@ def _verify_transaction(ctx: RequestContext, tp: TopicPartition, records: bytes 
     attributes = records[ATTRIBUTES_OFFSET + 1]
     if not attributes & TRANSACTIONAL_FLAG or attributes & CONTROL_FLAG:
         return ErrorCode.NONE
-    coordinator = ctx.broker.txn_coordinator
-    if coordinator is None:
-        return ErrorCode.NONE
+    services = ctx.broker.services.get_or_none()
+    if services is None:
+        # the coordinator is loading: the producer retries (AddPartitionsToTxnManager answers a verification the
+        # coordinator cannot make yet with a retriable error)
+        return ErrorCode.NOT_ENOUGH_REPLICAS
     header = read_header(records)
+    coordinator = services.txn_coordinator
     return coordinator.verify_transactional_produce(tp, header.producer_id, header.producer_epoch)
 
 

@@ -327,11 +327,13 @@ class TransactionCoordinator:
         return E.NONE, unknown, out
 
 
-def create_transaction_coordinator(broker: Any) -> TransactionCoordinator:
-    """The coordinator for a BrokerState (its config, clock, TopicManager, producer ids and groups)."""
+def create_transaction_coordinator(broker: Any, groups: Callable[[], Any] | None = None) -> TransactionCoordinator:
+    """The coordinator for a BrokerState (its config, clock, TopicManager, producer ids and groups). `groups`
+    gives the group coordinator (default `broker.groups`; the broker passes the one it is starting, since
+    completing prepared transactions at start-up writes markers before the state's coordinators are served)."""
     config = TransactionConfig.from_broker_config(broker.config)
     state = TransactionStateManager(broker.topics, config, broker.clock)
-    markers = TransactionMarkerChannelManager(broker.topics, lambda: broker.groups, broker.clock)
+    markers = TransactionMarkerChannelManager(broker.topics, groups or (lambda: broker.groups), broker.clock)
     coordinator = TransactionCoordinator(state, markers, broker.producer_ids.generate_producer_id, config,
                                          broker.clock, getattr(broker, "fault_hooks", None))
     from tidelog.coordinator.transaction.metrics import register_metrics
