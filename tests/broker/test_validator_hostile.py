@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import pytest
 from hostile_batches import CODECS, bomb, hostile, records, unused_attribute_bits, with_codec
+from tests.walk_impls import walk_impl  # noqa: F401 - autouse: the C walk and the Python fallback
 
 from tidelog.config.log_config import LogConfig
 from tidelog.protocol.errors import ErrorCode, KafkaError
@@ -20,18 +21,6 @@ from kafka.record.default_records import DefaultRecordBatch  # noqa: E402
 
 NOW = 1_700_000_100_000
 CASES = hostile()
-
-
-@pytest.fixture(autouse=True, params=["c", "python"])
-def walk_impl(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Every test runs on the C record walk (when built) and on the pure-Python fallback."""
-    from tidelog.protocol import record_walk
-
-    if request.param == "python":
-        monkeypatch.setattr(record_walk, "_c_walk", None)
-    elif record_walk._c_walk is None:
-        pytest.skip("the C record walk is not built")
-    return str(request.param)
 
 
 @pytest.mark.parametrize(("name", "build", "code"), CASES, ids=[c[0] for c in CASES])

@@ -13,6 +13,7 @@ import pytest
 from tidelog.testing import SecureBrokerHandle
 
 from .conftest import JavaClient
+from .round_trips import confluent_round_trip, kafka_python_round_trip
 
 COUNT = 20
 # (listener, mechanism, client certificate): each security setting a user is likely to have.
@@ -35,47 +36,16 @@ def _topic(client: str, listener: str, mech: str | None) -> str:
 
 @pytest.mark.parametrize(("listener", "mech", "cert"), SETTINGS, ids=IDS)
 def test_confluent_kafka(secure: SecureBrokerHandle, listener: str, mech: str | None, cert: bool) -> None:
-    from confluent_kafka import Consumer, Producer
-
     conf = secure.confluent_config(listener, mech or "PLAIN", cert=secure.client_cert("ck") if cert else None)
     topic = _topic("ck", listener, mech)
-    producer = Producer(conf)
-    for v in _values(topic):
-        producer.produce(topic, v)
-    assert producer.flush(60) == 0
-    consumer = Consumer({**conf, "group.id": f"g-{topic}", "auto.offset.reset": "earliest"})
-    consumer.subscribe([topic])
-    got: list[bytes] = []
-    for _ in range(240):
-        m = consumer.poll(0.5)
-        if m is not None and m.error() is None:
-            got.append(m.value())
-        if len(got) == COUNT:
-            break
-    consumer.close()
-    assert got == _values(topic)
+    assert confluent_round_trip(conf, topic, _values(topic)) == _values(topic)
 
 
 @pytest.mark.parametrize(("listener", "mech", "cert"), SETTINGS, ids=IDS)
 def test_kafka_python(secure: SecureBrokerHandle, listener: str, mech: str | None, cert: bool) -> None:
-    from kafka import KafkaConsumer, KafkaProducer
-
     conf = secure.kafka_python_config(listener, mech or "PLAIN", cert=secure.client_cert("kp") if cert else None)
     topic = _topic("kp", listener, mech)
-    producer = KafkaProducer(**conf)
-    for v in _values(topic):
-        producer.send(topic, v)
-    producer.flush(60)
-    producer.close()
-    consumer = KafkaConsumer(topic, group_id=f"g-{topic}", auto_offset_reset="earliest",
-                             consumer_timeout_ms=30_000, **conf)
-    got = []
-    for m in consumer:
-        got.append(m.value)
-        if len(got) == COUNT:
-            break
-    consumer.close()
-    assert got == _values(topic)
+    assert kafka_python_round_trip(conf, topic, _values(topic)) == _values(topic)
 
 
 @pytest.mark.parametrize(("listener", "mech", "cert"), SETTINGS, ids=IDS)

@@ -20,6 +20,7 @@ from tidelog.clock import Clock
 from tidelog.testing import SecureBrokerHandle, run_secure_broker
 
 from .conftest import JAR_DIR, JavaClient
+from .round_trips import confluent_round_trip, kafka_python_round_trip
 
 COUNT = 10
 MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
@@ -91,22 +92,7 @@ def values(topic: str) -> list[bytes]:
 
 
 def ck_round_trip(conf: dict[str, Any], topic: str) -> list[bytes]:
-    from confluent_kafka import Consumer, Producer
-
-    producer = Producer(conf)
-    for v in values(topic):
-        producer.produce(topic, v)
-    assert producer.flush(60) == 0
-    consumer = Consumer({**conf, "group.id": f"g-{topic}", "auto.offset.reset": "earliest"})
-    consumer.subscribe([topic])
-    got: list[bytes] = []
-    deadline = time.monotonic() + 60
-    while len(got) < COUNT and time.monotonic() < deadline:
-        m = consumer.poll(0.5)
-        if m is not None and m.error() is None:
-            got.append(m.value())
-    consumer.close()
-    return got
+    return confluent_round_trip(conf, topic, values(topic))
 
 
 def ck_auth_error(conf: dict[str, Any]) -> Any:
@@ -157,24 +143,9 @@ def test_confluent_kafka_unsecured_token_round_trip(oauth: SecureBrokerHandle, l
 
 @pytest.mark.parametrize("listener", LISTENERS)
 def test_kafka_python_token_provider_round_trip(oauth: SecureBrokerHandle, listener: str) -> None:
-    from kafka import KafkaConsumer, KafkaProducer
-
     topic = f"kp-oauth-{listener.lower().replace('_', '-')}"
     conf = kp_config(oauth, listener, unsecured_jws("alice", scope=["kafka"]))
-    producer = KafkaProducer(**conf)
-    for v in values(topic):
-        producer.send(topic, v)
-    producer.flush(60)
-    producer.close()
-    consumer = KafkaConsumer(topic, group_id=f"g-{topic}", auto_offset_reset="earliest",
-                             consumer_timeout_ms=30_000, **conf)
-    got = []
-    for m in consumer:
-        got.append(m.value)
-        if len(got) == COUNT:
-            break
-    consumer.close()
-    assert got == values(topic)
+    assert kafka_python_round_trip(conf, topic, values(topic)) == values(topic)
 
 
 @pytest.fixture(scope="session")

@@ -7,6 +7,7 @@ import struct
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.walk_impls import walk_impl  # noqa: F401 - autouse: the C walk and the Python fallback
 
 from tidelog.config.log_config import LogConfig
 from tidelog.protocol.errors import ErrorCode, KafkaError
@@ -21,18 +22,6 @@ from kafka.record.legacy_records import LegacyRecordBatchBuilder  # noqa: E402
 
 NOW = 1_700_000_100_000
 TS = 1_700_000_000_000
-
-
-@pytest.fixture(autouse=True, params=["c", "python"])
-def walk_impl(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Every test runs on the C record walk (when built) and on the pure-Python fallback."""
-    from tidelog.protocol import record_walk
-
-    if request.param == "python":
-        monkeypatch.setattr(record_walk, "_c_walk", None)
-    elif record_walk._c_walk is None:
-        pytest.skip("the C record walk is not built")
-    return str(request.param)
 
 
 def client_batch(n: int = 3, codec: int = NONE, keys: list[bytes | None] | None = None,

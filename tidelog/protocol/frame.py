@@ -12,7 +12,8 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
-from tidelog.protocol.primitives import Buffer, VarintError, read_uvarint
+from tidelog.protocol import wire
+from tidelog.protocol.primitives import Buffer
 
 _HEADER = struct.Struct(">hhih")  # api_key, api_version, correlation_id, client_id length
 INT32 = struct.Struct(">i")
@@ -55,18 +56,11 @@ def parse_request_header(frame: Buffer) -> RequestHeader:
 
 
 def skip_tagged_fields(buf: Buffer, pos: int) -> int:
-    """Skip a tagged-field section (unknown tags are ignored, as Kafka does)."""
+    """Skip a tagged-field section (unknown tags are ignored, as Kafka does); malformed, it closes the connection."""
     try:
-        count, pos = read_uvarint(buf, pos)
-        for _ in range(count):
-            _tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            pos += size
-            if pos > len(buf):
-                raise ProtocolError("truncated tagged field")
-    except VarintError as exc:
+        return wire.skip_tagged_fields(buf, pos)
+    except wire.WireError as exc:
         raise ProtocolError(str(exc)) from exc
-    return pos
 
 
 def response_frame(correlation_id: int, body: bytes, flexible_header: bool) -> bytes:

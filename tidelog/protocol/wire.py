@@ -8,8 +8,9 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from tidelog.protocol.primitives import VarintError
+from tidelog.protocol.primitives import Buffer, VarintError
 from tidelog.protocol.primitives import read_uvarint as _read_uvarint
+from tidelog.protocol.primitives import write_uvarint as _write_uvarint
 
 INT16 = struct.Struct(">h")
 INT32 = struct.Struct(">i")
@@ -21,7 +22,7 @@ class WireError(ValueError):
     """Bytes that do not parse as the expected message (the connection is closed, as Kafka does)."""
 
 
-def read_uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
+def read_uvarint(buf: Buffer, pos: int) -> tuple[int, int]:
     if pos < len(buf) and buf[pos] < 0x80:
         return buf[pos], pos + 1  # one byte: lengths below 128, the common case
     try:
@@ -34,14 +35,11 @@ def write_uvarint(value: int) -> bytes:
     if value < 0x80:
         return bytes((value,))
     out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
+    _write_uvarint(out, value)
     return bytes(out)
 
 
-def skip_tagged_fields(buf: memoryview, pos: int) -> int:
+def skip_tagged_fields(buf: Buffer, pos: int) -> int:
     """Skip a tagged-field section (unknown tags are ignored, as Kafka does)."""
     count, pos = read_uvarint(buf, pos)
     for _ in range(count):

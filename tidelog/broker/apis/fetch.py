@@ -24,7 +24,7 @@ from tidelog.broker.apis._shared import check_leader_epoch
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.fetch_codec import FetchPartitionResponse, FetchResponseData, FetchTopicResponse
-from tidelog.protocol.record_batch import HEADER_SIZE, read_header
+from tidelog.protocol.record_batch import HEADER_SIZE, batch_size_at, read_header
 from tidelog.protocol.records import ZSTD
 from tidelog.security.authorizer import TOPIC, Op, authorized_names
 from tidelog.storage import TopicPartition
@@ -111,13 +111,14 @@ def _aborted_transactions(log_obj: Log, fetch_offset: int, data: memoryview | by
     """(producer id, first offset) of aborted transactions overlapping the returned bytes
     (Kafka: LocalLog.collectAbortedTransactions over the segments' `.txnindex`)."""
     # The bound is the offset after the last batch whose header was returned (a trailing partial batch
-    # counts: the client may read into it).
+    # counts: the client may read into it). Batches are in offset order: only the last header is parsed.
     upper = fetch_offset
-    pos = 0
+    pos, last = 0, -1
     while pos + HEADER_SIZE <= len(data):
-        header = read_header(data, pos)
-        upper = max(upper, header.next_offset)
-        pos += header.size
+        last = pos
+        pos += batch_size_at(data, pos) or len(data)
+    if last >= 0:
+        upper = max(upper, read_header(data, last).next_offset)
     return [(t.producer_id, t.first_offset) for t in log_obj.collect_aborted_transactions(fetch_offset, upper)]
 
 
