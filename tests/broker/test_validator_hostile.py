@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 import pytest
 from hostile_batches import CODECS, bomb, hostile, records, unused_attribute_bits, with_codec
-from tests.walk_impls import walk_impl  # noqa: F401 - autouse: the C walk and the Python fallback
 
+from tests.walk_impls import walk_impl  # noqa: F401 - autouse: the C walk and the Python fallback
 from tidelog.config.log_config import LogConfig
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import _install_lazy_kafka_package

@@ -7,8 +7,8 @@ import struct
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tests.walk_impls import walk_impl  # noqa: F401 - autouse: the C walk and the Python fallback
 
+from tests.walk_impls import walk_impl  # noqa: F401 - autouse: the C walk and the Python fallback
 from tidelog.config.log_config import LogConfig
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import _install_lazy_kafka_package
