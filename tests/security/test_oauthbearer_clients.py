@@ -60,7 +60,7 @@ def b64url(doc: dict[str, Any]) -> str:
 
 def unsecured_jws(sub: str = "alice", lifetime_s: float = 3600, **claims: Any) -> str:
     """An unsecured JWS as Kafka's OAuthBearerUnsecuredLoginCallbackHandler builds it (alg none, no signature)."""
-    now = time.time()
+    now = int(time.time())  # whole seconds, as clients write it: a rounded-up fraction could be "issued in the future"
     return f'{b64url({"alg": "none"})}.{b64url({"sub": sub, "iat": now, "exp": now + lifetime_s, **claims})}.'
 
 
