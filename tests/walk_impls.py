@@ -1,5 +1,5 @@
-"""An autouse fixture for the test modules that import it: every test runs on the C record walk (when built) and on
-the pure-Python fallback, which must give the same answers."""
+"""An autouse fixture for the test modules that import it: every test runs on the C record walk and fast-lane scan
+(when built) and on the pure-Python fallback, which must give the same answers."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ def walk_impl(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
 
     if request.param == "python":
         monkeypatch.setattr(record_walk, "_c_walk", None)
+        monkeypatch.setattr(record_walk, "scan_uncompressed", None)
     elif record_walk._c_walk is None:
         pytest.skip("the C record walk is not built")
     return str(request.param)

@@ -4,6 +4,8 @@
  *
  *   walk(data, pos, end, index, count, want_null_keys, partial, lo, hi, in_order, null_keys)
  *     -> (pos, index, lo, hi, in_order, error)     error: None or the InvalidRecordException message
+ *
+ * and `scan`, the produce fast lane's one-call check of a single uncompressed batch (see below).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -42,23 +44,14 @@ static int read_varint(const uint8_t *d, Py_ssize_t *p, Py_ssize_t end, int max_
         if (rc_ == 3) FAIL("varint does not fit an int32");                               \
     } while (0)
 
-static PyObject *walk(PyObject *self, PyObject *args) {
-    (void)self;
-    Py_buffer buf;
-    Py_ssize_t pos, end, index, count;
-    int want_null_keys, partial, in_order;
-    long long lo, hi;
-    PyObject *null_keys;
-    if (!PyArg_ParseTuple(args, "y*nnnnppLLpO", &buf, &pos, &end, &index, &count, &want_null_keys, &partial,
-                          &lo, &hi, &in_order, &null_keys))
-        return NULL;
-    const uint8_t *d = (const uint8_t *)buf.buf;
-    if (end > buf.len)
-        end = buf.len;
-    if (index == 0) {
-        lo = INT64_MAX;
-        hi = INT64_MIN;
-    }
+/* The walk itself. A null key is appended to `null_keys` when it is a list, else only flagged in `*saw_null`.
+ * Returns -1 with a Python exception set, else 0 with `*error` NULL or the InvalidRecordException message. */
+static int walk_core(const uint8_t *d, Py_ssize_t *pos_io, Py_ssize_t end, Py_ssize_t *index_io, Py_ssize_t count,
+                     int want_null_keys, PyObject *null_keys, int *saw_null, int64_t *lo_io, int64_t *hi_io,
+                     int *in_order_io, PyObject **error_out) {
+    Py_ssize_t pos = *pos_io, index = *index_io;
+    int64_t lo = *lo_io, hi = *hi_io;
+    int in_order = *in_order_io;
     PyObject *error = NULL;
     while (index < count) {
         if (pos >= end)
@@ -88,13 +81,15 @@ static PyObject *walk(PyObject *self, PyObject *args) {
         if (n >= 0) {
             p += (Py_ssize_t)n;
         } else if (want_null_keys) {
-            PyObject *i = PyLong_FromSsize_t(index);
-            if (i == NULL || PyList_Append(null_keys, i) < 0) {
-                Py_XDECREF(i);
-                PyBuffer_Release(&buf);
-                return NULL;
+            *saw_null = 1;
+            if (null_keys != NULL && null_keys != Py_None) {
+                PyObject *i = PyLong_FromSsize_t(index);
+                if (i == NULL || PyList_Append(null_keys, i) < 0) {
+                    Py_XDECREF(i);
+                    return -1;
+                }
+                Py_DECREF(i);
             }
-            Py_DECREF(i);
         }
         if (p > rend)
             FAIL("record %zd runs past its declared length", index);
@@ -128,18 +123,110 @@ static PyObject *walk(PyObject *self, PyObject *args) {
         index++;
     }
 done:
+    if (error == NULL && PyErr_Occurred())
+        return -1;
+    *pos_io = pos;
+    *index_io = index;
+    *lo_io = lo;
+    *hi_io = hi;
+    *in_order_io = in_order;
+    *error_out = error;
+    return 0;
+}
+
+static PyObject *walk(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer buf;
+    Py_ssize_t pos, end, index, count;
+    int want_null_keys, partial, in_order, saw_null = 0;
+    long long lo_arg, hi_arg;
+    PyObject *null_keys, *error = NULL;
+    if (!PyArg_ParseTuple(args, "y*nnnnppLLpO", &buf, &pos, &end, &index, &count, &want_null_keys, &partial,
+                          &lo_arg, &hi_arg, &in_order, &null_keys))
+        return NULL;
+    (void)partial;
+    int64_t lo = lo_arg, hi = hi_arg;
+    if (end > buf.len)
+        end = buf.len;
+    if (index == 0) {
+        lo = INT64_MAX;
+        hi = INT64_MIN;
+    }
+    int rc = walk_core((const uint8_t *)buf.buf, &pos, end, &index, count, want_null_keys, null_keys, &saw_null, &lo,
+                       &hi, &in_order, &error);
     PyBuffer_Release(&buf);
+    if (rc < 0)
+        return NULL;
     if (error == NULL) {
-        if (PyErr_Occurred())
-            return NULL;
         error = Py_None;
         Py_INCREF(error);
     }
-    return Py_BuildValue("nnLLNN", pos, index, lo, hi, PyBool_FromLong(in_order), error);
+    return Py_BuildValue("nnLLNN", pos, index, (long long)lo, (long long)hi, PyBool_FromLong(in_order), error);
+}
+
+static inline int64_t be64(const uint8_t *p) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = (v << 8) | p[i];
+    return (int64_t)v;
+}
+static inline int32_t be32(const uint8_t *p) {
+    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | (uint32_t)p[3]);
+}
+static inline int16_t be16(const uint8_t *p) { return (int16_t)(((uint16_t)p[0] << 8) | (uint16_t)p[1]); }
+
+/* scan(data, want_null_keys) -> (13 header fields as record_batch.read_header, min_ts_delta, max_ts_delta) or None.
+ * The produce fast lane (storage/log_validator.py): an answer only for exactly one whole uncompressed magic-2 batch
+ * whose RecordsCount equals LastOffsetDelta + 1 and whose records all walk cleanly with offset deltas 0..n-1 (and,
+ * when asked, no null key). Anything else, valid or not, is None and goes through the full Python validation,
+ * which owns every error answer. CRC and config checks stay with the caller. */
+static PyObject *scan(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer buf;
+    int want_null_keys;
+    if (!PyArg_ParseTuple(args, "y*p", &buf, &want_null_keys))
+        return NULL;
+    const uint8_t *d = (const uint8_t *)buf.buf;
+    Py_ssize_t len = buf.len;
+    PyObject *result = NULL;
+    if (len < 61 || d[16] != 2)
+        goto none;
+    int32_t length = be32(d + 8);
+    int16_t attributes = be16(d + 21);
+    int32_t last_offset_delta = be32(d + 23);
+    int32_t records_count = be32(d + 57);
+    if ((Py_ssize_t)length + 12 != len || (attributes & 0x07) != 0 || records_count <= 0 ||
+        last_offset_delta != records_count - 1)
+        goto none;
+    Py_ssize_t pos = 61, index = 0;
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    int in_order = 1, saw_null = 0;
+    PyObject *error = NULL;
+    if (walk_core(d, &pos, len, &index, records_count, want_null_keys, NULL, &saw_null, &lo, &hi, &in_order,
+                  &error) < 0) {
+        PyBuffer_Release(&buf);
+        return NULL;
+    }
+    if (error != NULL) {
+        Py_DECREF(error);
+        goto none;
+    }
+    if (index != records_count || pos != len || !in_order || saw_null)
+        goto none;
+    result = Py_BuildValue("LiiBkhiLLLhiiLL", (long long)be64(d), length, be32(d + 12), d[16],
+                           (unsigned long)(uint32_t)be32(d + 17), attributes, last_offset_delta,
+                           (long long)be64(d + 27), (long long)be64(d + 35), (long long)be64(d + 43), be16(d + 51),
+                           be32(d + 53), records_count, (long long)lo, (long long)hi);
+    PyBuffer_Release(&buf);
+    return result;
+none:
+    PyBuffer_Release(&buf);
+    Py_RETURN_NONE;
 }
 
 static PyMethodDef methods[] = {
     {"walk", walk, METH_VARARGS, "Walk uncompressed v2 records (see tidelog.protocol.record_walk)."},
+    {"scan", scan, METH_VARARGS, "One whole valid uncompressed v2 batch's header and timestamp range, else None."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -22,6 +22,7 @@ import importlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from tidelog.protocol.inflaters import Inflater, inflater
 from tidelog.protocol.record_batch import HEADER_SIZE, RecordBatchHeader
@@ -35,19 +36,23 @@ _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
-def _load_accelerator() -> Callable[..., tuple[int, int, int, int, bool, str | None]] | None:
-    """The optional C walk (setup.py builds it when a compiler is there); None forces the Python walk."""
+def _load_accelerator() -> Any:
+    """The optional C module (setup.py builds it when a compiler is there); None forces the Python walk."""
     if os.environ.get("TIDELOG_PURE_PYTHON"):
         return None
     try:
-        module = importlib.import_module("tidelog.protocol._record_walk")
+        return importlib.import_module("tidelog.protocol._record_walk")
     except ImportError:  # pragma: no cover - a machine without a compiler
         return None
-    walk: Callable[..., tuple[int, int, int, int, bool, str | None]] = module.walk
-    return walk
 
 
-_c_walk = _load_accelerator()
+_accelerator = _load_accelerator()
+_c_walk: Callable[..., tuple[int, int, int, int, bool, str | None]] | None = getattr(_accelerator, "walk", None)
+# scan(batch, want_null_keys) -> the 13 header fields + (min, max) timestamp delta, for exactly one whole valid
+# uncompressed batch with in-order offset deltas (and no null key when asked); None for anything else. The
+# produce fast lane in storage/log_validator.py; without the accelerator every batch takes the full walk.
+scan_uncompressed: Callable[[bytes | bytearray | memoryview, bool], tuple[int, ...] | None] | None = getattr(
+    _accelerator, "scan", None)
 
 
 class InvalidRecordError(CorruptRecordError):

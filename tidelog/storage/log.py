@@ -61,6 +61,8 @@ LATEST_TIERED_TIMESTAMP = -5
 
 _CONTROL_KEY = struct.Struct(">hh")  # version 0, type (ControlRecordType ABORT 0 / COMMIT 1)
 _CONTROL_VALUE = struct.Struct(">hi")  # version 0, coordinator epoch (EndTransactionMarker)
+_PRODUCER_ID = struct.Struct(">q")
+_PRODUCER_ID_OFFSET = 43  # in the batch header: a batch without a producer id cannot be a duplicate
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,7 +254,8 @@ class Log:
                 raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"log {self.topic_partition} is closed")
             psm = self.producer_state_manager
             # Duplicates are answered before any offset is assigned (Kafka: analyzeAndValidateProducerState).
-            if from_client and len(records) >= HEADER_SIZE and records[16] == 2:
+            if (from_client and len(records) >= HEADER_SIZE and records[16] == 2
+                    and _PRODUCER_ID.unpack_from(records, _PRODUCER_ID_OFFSET)[0] >= 0):
                 incoming = read_header(records)
                 duplicate = psm.find_duplicate_batch(incoming)
                 if duplicate is not None:
@@ -267,8 +270,12 @@ class Log:
                 records, self.config, self._next_offset, leader_epoch, now, from_client=from_client
             )
             out = result.records
-            batches = list(iter_batches(out))  # headers as written: offsets and epoch already assigned
-            headers = [h for _, h in batches]
+            if result.headers is not None:  # the fast lane's one ordinary batch
+                batches = [(0, result.headers[0])]
+                headers = result.headers
+            else:
+                batches = list(iter_batches(out))  # headers as written: offsets and epoch already assigned
+                headers = [h for _, h in batches]
             for header in headers:
                 psm.check_append(header, from_client)
             control_bytes: dict[int, bytes] = {}

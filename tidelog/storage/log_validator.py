@@ -29,14 +29,20 @@ import struct
 from dataclasses import dataclass
 
 from tidelog.config.log_config import LONG_MAX, LogConfig
+from tidelog.protocol import crc as crc32c
+from tidelog.protocol import record_walk
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.inflaters import CorruptPayloadError
 from tidelog.protocol.record_batch import (
+    ATTRIBUTES_OFFSET,
+    CONTROL_FLAG,
+    CRC_OFFSET,
     HEADER_SIZE,
     LOG_OVERHEAD,
     MAGIC_OFFSET,
     MAX_TIMESTAMP_OFFSET,
     TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_FLAG,
     RecordBatchHeader,
     crc_is_valid,
     read_header,
@@ -61,9 +67,11 @@ from tidelog.protocol.records import (
 Buffer = bytearray | memoryview  # a writable buffer holding the request's record batches
 
 _ATTRS = struct.Struct(">h")
+_CRC = struct.Struct(">I")
 _INT64 = struct.Struct(">q")
 NO_TIMESTAMP = -1
 CURRENT_MAGIC = 2
+_KEEPS_UNCOMPRESSED = ("producer", "uncompressed", "none")  # compression.type values that leave a batch as sent
 
 
 @dataclass(slots=True)
@@ -80,6 +88,7 @@ class ValidationResult:
     last_sequence: int
     is_transactional: bool
     record_count: int
+    headers: list[RecordBatchHeader] | None = None  # the batches' headers as written, when already at hand
 
 
 def _invalid(msg: str) -> KafkaError:
@@ -189,6 +198,10 @@ def validate_records(records: bytes | bytearray | memoryview, config: LogConfig,
     buf = records if isinstance(records, memoryview) and not records.readonly else bytearray(records)
     if not buf:
         raise _invalid("produce request has no record batch")
+    if from_client and record_walk.scan_uncompressed is not None:
+        fast = _validate_fast(buf, config, next_offset, leader_epoch, now_ms)
+        if fast is not None:
+            return fast
     batches = _parse_batches(buf)
     if from_client and len(batches) != 1:
         raise _invalid("a produce request must carry exactly one record batch per partition")
@@ -267,6 +280,55 @@ def validate_records(records: bytes | bytearray | memoryview, config: LogConfig,
         producer_id=first_h.producer_id, producer_epoch=first_h.producer_epoch,
         base_sequence=first_h.base_sequence, last_sequence=last_h.last_sequence,
         is_transactional=first_h.is_transactional, record_count=record_count,
+    )
+
+
+def _validate_fast(buf: Buffer, config: LogConfig, next_offset: int, leader_epoch: int,
+                   now_ms: int) -> ValidationResult | None:
+    """The common produce append in one pass: one uncompressed batch, valid, kept as it is (no rebuild). The C scan
+    walks it; the checks of _check_batch and _record_errors that it does not make are made here on its numbers.
+    None for anything else, valid or not: the full path then validates again and owns every error answer."""
+    assert record_walk.scan_uncompressed is not None
+    compact = config.compact
+    fields = record_walk.scan_uncompressed(buf, compact)
+    if fields is None:
+        return None
+    (base_offset, length, _, magic, crc, attributes, last_offset_delta, base_ts, max_ts, producer_id, producer_epoch,
+     base_sequence, count, min_delta, max_delta) = fields
+    size = length + LOG_OVERHEAD
+    if (base_offset != 0 or size > config.max_message_bytes or size > config.segment_bytes
+            or attributes & (TIMESTAMP_TYPE_MASK | CONTROL_FLAG)
+            or (producer_id >= 0 and base_sequence < 0)
+            or config.compression_type not in _KEEPS_UNCOMPRESSED):
+        return None
+    log_append = config.log_append_time
+    if not log_append and (config.message_timestamp_before_max_ms < LONG_MAX
+                           or config.message_timestamp_after_max_ms < LONG_MAX):
+        if (base_ts + min_delta < now_ms - config.message_timestamp_before_max_ms
+                or base_ts + max_delta > now_ms + config.message_timestamp_after_max_ms):
+            return None
+    if crc32c.crc32c(memoryview(buf)[ATTRIBUTES_OFFSET:size]) != crc:
+        return None
+    set_base_offset(buf, 0, next_offset)
+    set_partition_leader_epoch(buf, 0, leader_epoch)
+    if log_append:
+        new_attrs, new_max = attributes | TIMESTAMP_TYPE_MASK, now_ms
+    else:
+        new_attrs, new_max = attributes, base_ts + max_delta
+    if new_attrs != attributes or new_max != max_ts:
+        _ATTRS.pack_into(buf, ATTRIBUTES_OFFSET, new_attrs)
+        _INT64.pack_into(buf, MAX_TIMESTAMP_OFFSET, new_max)
+        write_crc(buf, 0, size)
+        crc = _CRC.unpack_from(buf, CRC_OFFSET)[0]
+    last = next_offset + count - 1
+    written = RecordBatchHeader(next_offset, length, leader_epoch, magic, crc, new_attrs, last_offset_delta, base_ts,
+                                new_max, producer_id, producer_epoch, base_sequence, count)
+    return ValidationResult(
+        records=buf, first_offset=next_offset, last_offset=last, max_timestamp=new_max,
+        offset_of_max_timestamp=last, log_append_time=now_ms if log_append else NO_TIMESTAMP,
+        producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_sequence,
+        last_sequence=written.last_sequence, is_transactional=bool(attributes & TRANSACTIONAL_FLAG),
+        record_count=count, headers=[written],
     )
 
 
