@@ -1,6 +1,6 @@
 """The produce fast lane (the C scan + log_validator._validate_fast) answers exactly as the full validation does:
-for any batch, mutated or not, under any topic config, both give the same result and leave the same bytes, or
-both refuse it with the same error."""
+for any batch of any codec, mutated or not, under any topic config, both give the same result and leave the same
+bytes, or both refuse it with the same error."""
 
 from __future__ import annotations
 
@@ -12,26 +12,26 @@ from tidelog.config.log_config import LogConfig
 from tidelog.protocol import record_walk
 from tidelog.protocol.errors import KafkaError
 from tidelog.protocol.record_batch import HEADER_SIZE, write_crc
-from tidelog.protocol.records import Record, build_batch
+from tidelog.protocol.records import GZIP, LZ4, NONE, SNAPPY, ZSTD, Record, build_batch
 from tidelog.storage import log_validator
 from tidelog.storage.log_validator import validate_records
 
-pytestmark = pytest.mark.skipif(record_walk.scan_uncompressed is None, reason="the C accelerator is not built")
+pytestmark = pytest.mark.skipif(record_walk.scan_records is None, reason="the C accelerator is not built")
 
 NOW = 1_700_000_000_000
 
 
 def _validate(data: bytes, config: LogConfig, fast: bool) -> tuple[object, ...]:
     buf = bytearray(data)
-    saved = record_walk.scan_uncompressed
+    saved = record_walk.scan_records
     if not fast:
-        record_walk.scan_uncompressed = None
+        record_walk.scan_records = None
     try:
         r = validate_records(memoryview(buf), config, 500, 3, NOW)
     except KafkaError as e:
         return ("error", e.code, e.record_errors)
     finally:
-        record_walk.scan_uncompressed = saved
+        record_walk.scan_records = saved
     return (bytes(r.records), r.first_offset, r.last_offset, r.max_timestamp, r.offset_of_max_timestamp,
             r.log_append_time, r.producer_id, r.producer_epoch, r.base_sequence, r.last_sequence, r.is_transactional,
             r.record_count)
@@ -49,19 +49,19 @@ configs = st.builds(
     message_timestamp_type=st.sampled_from(["CreateTime", "LogAppendTime"]),
     message_timestamp_before_max_ms=st.sampled_from([2**63 - 1, 5_000]),
     message_timestamp_after_max_ms=st.sampled_from([2**63 - 1, 5_000]),
-    compression_type=st.sampled_from(["producer", "uncompressed", "lz4"]),
+    compression_type=st.sampled_from(["producer", "uncompressed", "lz4", "zstd"]),
     max_message_bytes=st.sampled_from([1_048_588, 200]),
 )
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=800, deadline=None)
 @given(records, configs, st.data())
 def test_fast_lane_and_full_validation_agree(recs: list[tuple[int, int, bytes | None, bytes | None, list[tuple[str, bytes | None]]]], config: LogConfig, data: st.DataObject) -> None:
     pid = data.draw(st.sampled_from([-1, 7]))
     batch = build_batch(
         [Record(i + (od if data.draw(st.booleans()) else 0), NOW + ts, k, v, tuple(h)) for i, (od, ts, k, v, h)
          in enumerate(recs)],
-        0, producer_id=pid, producer_epoch=0 if pid >= 0 else -1,
+        0, compression=data.draw(st.sampled_from([NONE, GZIP, SNAPPY, LZ4, ZSTD])), producer_id=pid, producer_epoch=0 if pid >= 0 else -1,
         base_sequence=data.draw(st.sampled_from([-1, 0, 9])) if pid >= 0 else -1,
         is_transactional=data.draw(st.booleans()) and pid >= 0,
     )
@@ -96,3 +96,10 @@ def test_fast_lane_takes_the_common_batch() -> None:
         log_validator._validate_fast = original
     assert calls == [True] and result.headers is not None
     assert (result.first_offset, result.last_offset, result.headers[0].base_offset) == (500, 509, 500)
+
+
+def test_a_compressed_batch_too_large_to_inflate_whole_takes_the_streaming_walk() -> None:
+    big = build_batch([Record(i, NOW, b"k", bytes(1000)) for i in range(1100)], 0, compression=LZ4)  # ~1.1 MB
+    assert log_validator._validate_fast(memoryview(bytearray(big)), LogConfig(), 0, 0, NOW, 64 << 20) is None
+    result = validate_records(memoryview(bytearray(big)), LogConfig(), 0, 0, NOW)
+    assert (result.record_count, result.headers) == (1100, None)

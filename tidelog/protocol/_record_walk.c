@@ -164,69 +164,40 @@ static PyObject *walk(PyObject *self, PyObject *args) {
     return Py_BuildValue("nnLLNN", pos, index, (long long)lo, (long long)hi, PyBool_FromLong(in_order), error);
 }
 
-static inline int64_t be64(const uint8_t *p) {
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v = (v << 8) | p[i];
-    return (int64_t)v;
-}
-static inline int32_t be32(const uint8_t *p) {
-    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | (uint32_t)p[3]);
-}
-static inline int16_t be16(const uint8_t *p) { return (int16_t)(((uint16_t)p[0] << 8) | (uint16_t)p[1]); }
-
-/* scan(data, want_null_keys) -> (13 header fields as record_batch.read_header, min_ts_delta, max_ts_delta) or None.
- * The produce fast lane (storage/log_validator.py): an answer only for exactly one whole uncompressed magic-2 batch
- * whose RecordsCount equals LastOffsetDelta + 1 and whose records all walk cleanly with offset deltas 0..n-1 (and,
- * when asked, no null key). Anything else, valid or not, is None and goes through the full Python validation,
- * which owns every error answer. CRC and config checks stay with the caller. */
+/* scan(data, start, end, count, want_null_keys) -> (min_ts_delta, max_ts_delta) or None.
+ * The produce fast lane (storage/log_validator.py): an answer only when data[start:end] holds exactly `count` > 0
+ * records that all walk cleanly, with offset deltas 0..count-1 (and, when asked, no null key). Anything else,
+ * valid or not, is None and goes through the full Python validation, which owns every error answer. */
 static PyObject *scan(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer buf;
-    int want_null_keys;
-    if (!PyArg_ParseTuple(args, "y*p", &buf, &want_null_keys))
+    Py_ssize_t pos, end, count, index = 0;
+    int want_null_keys, in_order = 1, saw_null = 0;
+    if (!PyArg_ParseTuple(args, "y*nnnp", &buf, &pos, &end, &count, &want_null_keys))
         return NULL;
-    const uint8_t *d = (const uint8_t *)buf.buf;
-    Py_ssize_t len = buf.len;
-    PyObject *result = NULL;
-    if (len < 61 || d[16] != 2)
-        goto none;
-    int32_t length = be32(d + 8);
-    int16_t attributes = be16(d + 21);
-    int32_t last_offset_delta = be32(d + 23);
-    int32_t records_count = be32(d + 57);
-    if ((Py_ssize_t)length + 12 != len || (attributes & 0x07) != 0 || records_count <= 0 ||
-        last_offset_delta != records_count - 1)
-        goto none;
-    Py_ssize_t pos = 61, index = 0;
     int64_t lo = INT64_MAX, hi = INT64_MIN;
-    int in_order = 1, saw_null = 0;
     PyObject *error = NULL;
-    if (walk_core(d, &pos, len, &index, records_count, want_null_keys, NULL, &saw_null, &lo, &hi, &in_order,
-                  &error) < 0) {
+    if (count <= 0 || pos < 0 || end > buf.len || pos > end) {
         PyBuffer_Release(&buf);
-        return NULL;
+        Py_RETURN_NONE;
     }
+    int rc = walk_core((const uint8_t *)buf.buf, &pos, end, &index, count, want_null_keys, NULL, &saw_null, &lo, &hi,
+                       &in_order, &error);
+    PyBuffer_Release(&buf);
+    if (rc < 0)
+        return NULL;
     if (error != NULL) {
         Py_DECREF(error);
-        goto none;
+        Py_RETURN_NONE;
     }
-    if (index != records_count || pos != len || !in_order || saw_null)
-        goto none;
-    result = Py_BuildValue("LiiBkhiLLLhiiLL", (long long)be64(d), length, be32(d + 12), d[16],
-                           (unsigned long)(uint32_t)be32(d + 17), attributes, last_offset_delta,
-                           (long long)be64(d + 27), (long long)be64(d + 35), (long long)be64(d + 43), be16(d + 51),
-                           be32(d + 53), records_count, (long long)lo, (long long)hi);
-    PyBuffer_Release(&buf);
-    return result;
-none:
-    PyBuffer_Release(&buf);
-    Py_RETURN_NONE;
+    if (index != count || pos != end || !in_order || saw_null)
+        Py_RETURN_NONE;
+    return Py_BuildValue("LL", (long long)lo, (long long)hi);
 }
 
 static PyMethodDef methods[] = {
     {"walk", walk, METH_VARARGS, "Walk uncompressed v2 records (see tidelog.protocol.record_walk)."},
-    {"scan", scan, METH_VARARGS, "One whole valid uncompressed v2 batch's header and timestamp range, else None."},
+    {"scan", scan, METH_VARARGS, "The timestamp delta range of exactly `count` clean in-order records, else None."},
     {NULL, NULL, 0, NULL},
 };
 

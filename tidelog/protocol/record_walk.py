@@ -48,11 +48,11 @@ def _load_accelerator() -> Any:
 
 _accelerator = _load_accelerator()
 _c_walk: Callable[..., tuple[int, int, int, int, bool, str | None]] | None = getattr(_accelerator, "walk", None)
-# scan(batch, want_null_keys) -> the 13 header fields + (min, max) timestamp delta, for exactly one whole valid
-# uncompressed batch with in-order offset deltas (and no null key when asked); None for anything else. The
-# produce fast lane in storage/log_validator.py; without the accelerator every batch takes the full walk.
-scan_uncompressed: Callable[[bytes | bytearray | memoryview, bool], tuple[int, ...] | None] | None = getattr(
-    _accelerator, "scan", None)
+# scan(data, start, end, count, want_null_keys) -> (min, max) timestamp delta when data[start:end] holds exactly
+# `count` records that walk cleanly with offset deltas 0..count-1 (and no null key when asked), else None: the
+# produce fast lane in storage/log_validator.py. Without the accelerator every batch takes the full walk.
+scan_records: Callable[[bytes | bytearray | memoryview, int, int, int, bool], tuple[int, int] | None] | None = (
+    getattr(_accelerator, "scan", None))
 
 
 class InvalidRecordError(CorruptRecordError):

@@ -32,9 +32,10 @@ from tidelog.config.log_config import LONG_MAX, LogConfig
 from tidelog.protocol import crc as crc32c
 from tidelog.protocol import record_walk
 from tidelog.protocol.errors import ErrorCode, KafkaError
-from tidelog.protocol.inflaters import CorruptPayloadError
+from tidelog.protocol.inflaters import CorruptPayloadError, inflater
 from tidelog.protocol.record_batch import (
     ATTRIBUTES_OFFSET,
+    COMPRESSION_MASK,
     CONTROL_FLAG,
     CRC_OFFSET,
     HEADER_SIZE,
@@ -52,10 +53,12 @@ from tidelog.protocol.record_batch import (
 )
 from tidelog.protocol.record_walk import DEFAULT_MAX_DECOMPRESSED_BYTES, RecordWalk, walk_batch
 from tidelog.protocol.records import (
+    CODEC_NAMES,
     CREATE_TIME,
     GZIP,
     LOG_APPEND_TIME,
     LZ4,
+    NONE,
     ZSTD,
     CorruptRecordError,
     Record,
@@ -71,7 +74,8 @@ _CRC = struct.Struct(">I")
 _INT64 = struct.Struct(">q")
 NO_TIMESTAMP = -1
 CURRENT_MAGIC = 2
-_KEEPS_UNCOMPRESSED = ("producer", "uncompressed", "none")  # compression.type values that leave a batch as sent
+_HEADER = struct.Struct(">qiibIhiqqqhii")  # record_batch.read_header's fields, unpacked without the object
+FAST_INFLATE_BYTES = 1 << 20  # a compressed batch expanding to more is walked as a stream (the full path)
 
 
 @dataclass(slots=True)
@@ -198,8 +202,8 @@ def validate_records(records: bytes | bytearray | memoryview, config: LogConfig,
     buf = records if isinstance(records, memoryview) and not records.readonly else bytearray(records)
     if not buf:
         raise _invalid("produce request has no record batch")
-    if from_client and record_walk.scan_uncompressed is not None:
-        fast = _validate_fast(buf, config, next_offset, leader_epoch, now_ms)
+    if from_client and record_walk.scan_records is not None:
+        fast = _validate_fast(buf, config, next_offset, leader_epoch, now_ms, max_decompressed_bytes)
         if fast is not None:
             return fast
     batches = _parse_batches(buf)
@@ -283,32 +287,43 @@ def validate_records(records: bytes | bytearray | memoryview, config: LogConfig,
     )
 
 
-def _validate_fast(buf: Buffer, config: LogConfig, next_offset: int, leader_epoch: int,
-                   now_ms: int) -> ValidationResult | None:
-    """The common produce append in one pass: one uncompressed batch, valid, kept as it is (no rebuild). The C scan
-    walks it; the checks of _check_batch and _record_errors that it does not make are made here on its numbers.
-    None for anything else, valid or not: the full path then validates again and owns every error answer."""
-    assert record_walk.scan_uncompressed is not None
+def _validate_fast(buf: Buffer, config: LogConfig, next_offset: int, leader_epoch: int, now_ms: int,
+                   max_decompressed_bytes: int) -> ValidationResult | None:
+    """The common produce append in one pass: one valid batch kept as it is (no rebuild); a compressed one
+    expanding to at most FAST_INFLATE_BYTES is decompressed whole. The C scan walks the records; the checks of
+    _check_batch and _record_errors are made here on its numbers. None for anything else, valid or not: the full
+    path then validates again, as a bounded stream, and owns every error answer."""
+    assert record_walk.scan_records is not None
+    size = len(buf)
+    if size < HEADER_SIZE or buf[MAGIC_OFFSET] != CURRENT_MAGIC:
+        return None
+    (base_offset, length, _, magic, crc, attributes, last_offset_delta, base_ts, max_ts, producer_id,
+     producer_epoch, base_sequence, count) = _HEADER.unpack_from(buf, 0)
+    codec = attributes & COMPRESSION_MASK
+    target = config.compression_type
+    if (length + LOG_OVERHEAD != size or base_offset != 0 or size > config.max_message_bytes
+            or size > config.segment_bytes or codec > ZSTD or count <= 0 or last_offset_delta != count - 1
+            or attributes & (TIMESTAMP_TYPE_MASK | CONTROL_FLAG) or (producer_id >= 0 and base_sequence < 0)
+            or (target != "producer" and CODEC_NAMES.get(target) != codec)):
+        return None
+    view = memoryview(buf)
+    if crc32c.crc32c(view[ATTRIBUTES_OFFSET:]) != crc:
+        return None
     compact = config.compact
-    fields = record_walk.scan_uncompressed(buf, compact)
-    if fields is None:
+    if codec == NONE:
+        walked = record_walk.scan_records(buf, HEADER_SIZE, size, count, compact)
+    else:
+        records = _inflate_small(codec, view[HEADER_SIZE:], max_decompressed_bytes)
+        walked = None if records is None else record_walk.scan_records(records, 0, len(records), count, compact)
+    if walked is None:
         return None
-    (base_offset, length, _, magic, crc, attributes, last_offset_delta, base_ts, max_ts, producer_id, producer_epoch,
-     base_sequence, count, min_delta, max_delta) = fields
-    size = length + LOG_OVERHEAD
-    if (base_offset != 0 or size > config.max_message_bytes or size > config.segment_bytes
-            or attributes & (TIMESTAMP_TYPE_MASK | CONTROL_FLAG)
-            or (producer_id >= 0 and base_sequence < 0)
-            or config.compression_type not in _KEEPS_UNCOMPRESSED):
-        return None
+    min_delta, max_delta = walked
     log_append = config.log_append_time
     if not log_append and (config.message_timestamp_before_max_ms < LONG_MAX
                            or config.message_timestamp_after_max_ms < LONG_MAX):
         if (base_ts + min_delta < now_ms - config.message_timestamp_before_max_ms
                 or base_ts + max_delta > now_ms + config.message_timestamp_after_max_ms):
             return None
-    if crc32c.crc32c(memoryview(buf)[ATTRIBUTES_OFFSET:size]) != crc:
-        return None
     set_base_offset(buf, 0, next_offset)
     set_partition_leader_epoch(buf, 0, leader_epoch)
     if log_append:
@@ -330,6 +345,22 @@ def _validate_fast(buf: Buffer, config: LogConfig, next_offset: int, leader_epoc
         last_sequence=written.last_sequence, is_transactional=bool(attributes & TRANSACTIONAL_FLAG),
         record_count=count, headers=[written],
     )
+
+
+def _inflate_small(codec: int, payload: memoryview, max_decompressed_bytes: int) -> bytes | None:
+    """The whole decompressed payload when it is at most FAST_INFLATE_BYTES (and the limit), else None; None too
+    for a payload that does not decode (the full path answers it)."""
+    cap = min(FAST_INFLATE_BYTES, max_decompressed_bytes)
+    parts: list[bytes] = []
+    total = 0
+    try:
+        source = inflater(codec, payload, cap)
+        while chunk := source.read(cap):
+            parts.append(chunk)
+            total += len(chunk)
+    except CorruptRecordError:  # CorruptPayloadError, DecompressedSizeError
+        return None
+    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 def _stamp_timestamps(buf: Buffer, pos: int, h: RecordBatchHeader, log_append: bool, now_ms: int,
