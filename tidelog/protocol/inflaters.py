@@ -86,11 +86,23 @@ class _GzipInflater(Inflater):
         return b""
 
 
+# Decoder contexts cost more to create than a small batch costs to decode (a ZstdDecompressor about 12 us): idle
+# ones are kept for the next batch. An inflater takes one for itself (list.pop and append are atomic, so threads never
+# share one) and gives it back only once its stream ended cleanly; one left mid-stream by an error is dropped.
+_IDLE_LZ4: list[lz4.frame.LZ4FrameDecompressor] = []
+_IDLE_ZSTD: list[zstandard.ZstdDecompressor] = []
+_MAX_IDLE = 4
+
+
 class _Lz4Inflater(Inflater):
     def __init__(self, data: bytes | memoryview, limit: int) -> None:
         super().__init__(limit)
-        self._d = lz4.frame.LZ4FrameDecompressor()
+        try:
+            self._d = _IDLE_LZ4.pop()
+        except IndexError:
+            self._d = lz4.frame.LZ4FrameDecompressor()
         self._pending: bytes = bytes(data)
+        self._returned = False
 
     def read(self, n: int) -> bytes:
         d = self._d
@@ -104,6 +116,11 @@ class _Lz4Inflater(Inflater):
                 raise CorruptPayloadError(f"lz4: {exc}") from None
             if out:
                 return self._count(out)
+        if not self._returned:
+            self._returned = True
+            if len(_IDLE_LZ4) < _MAX_IDLE:
+                d.reset()
+                _IDLE_LZ4.append(d)
         return b""
 
 
@@ -170,6 +187,7 @@ class _ZstdInflater(Inflater):
         self._d: zstandard.ZstdDecompressionObj | None = None
         self._frame_left = False  # inside a frame whose blocks are not all fed yet
         self._checksum = 0
+        self._decompressor: zstandard.ZstdDecompressor | None = None  # taken at the first frame
 
     def _start_frame(self) -> None:
         data, pos = self._data, self._pos
@@ -197,7 +215,12 @@ class _ZstdInflater(Inflater):
         if pos + header > len(data):
             raise CorruptPayloadError("zstd frame header is truncated")
         self._checksum = 4 if fhd & 0x04 else 0
-        self._d = zstandard.ZstdDecompressor().decompressobj()
+        if self._decompressor is None:
+            try:
+                self._decompressor = _IDLE_ZSTD.pop()
+            except IndexError:
+                self._decompressor = zstandard.ZstdDecompressor()
+        self._d = self._decompressor.decompressobj()
         self._frame_left = True
         self._feed(header)
 
@@ -217,6 +240,7 @@ class _ZstdInflater(Inflater):
         while got < n:
             if not self._frame_left:
                 if self._pos >= len(data):
+                    self._give_back()
                     break
                 self._start_frame()
                 continue
@@ -242,6 +266,12 @@ class _ZstdInflater(Inflater):
                 out.append(self._count(chunk))
                 got += len(chunk)
         return b"".join(out)
+
+    def _give_back(self) -> None:
+        """The stream ended cleanly (every frame complete): its decoder can serve the next batch."""
+        decompressor, self._decompressor = self._decompressor, None
+        if decompressor is not None and len(_IDLE_ZSTD) < _MAX_IDLE:
+            _IDLE_ZSTD.append(decompressor)
 
 
 def inflater(codec: int, payload: bytes | memoryview, limit: int) -> Inflater:
