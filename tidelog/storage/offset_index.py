@@ -30,9 +30,10 @@ class OffsetIndex(AbstractIndex):
     def append(self, offset: int, position: int) -> None:
         """Add (offset, position). Offsets must strictly increase; the index must not be full."""
         with self._lock:
-            if self.is_full():
+            entries = self._entries
+            if entries >= self._length // 8:  # is_full(), inline: this runs for most produced batches
                 raise IndexError_(f"attempt to append to a full index {self.path}")
-            if self._entries and offset <= self.last_offset:
+            if entries and offset <= self.base_offset + self._relative_offset(entries - 1):
                 raise IndexError_(
                     f"offset {offset} not larger than last offset {self.last_offset} in {self.path}"
                 )

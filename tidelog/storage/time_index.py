@@ -39,9 +39,10 @@ class TimeIndex(AbstractIndex):
     def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
         """Append (timestamp, offset) when timestamp is strictly above the last entry's."""
         with self._lock:
-            if not skip_full_check and self.is_full():
+            entries = self._entries
+            if not skip_full_check and entries >= self._length // 12 - 1:  # is_full(), inline
                 raise IndexError_(f"attempt to append to a full time index {self.path}")
-            last_ts, last_off = self.last_entry
+            last_ts, last_off = self.entry(entries - 1) if entries else (NO_TIMESTAMP, self.base_offset)
             if self._entries and offset < last_off:
                 raise IndexError_(f"offset {offset} below last time-index offset {last_off} in {self.path}")
             if self._entries and timestamp < last_ts:
