@@ -80,6 +80,12 @@ def bind_listener(listeners: str) -> socket.socket:
 
 
 def run_serve(args: argparse.Namespace) -> int:
+    import gc
+
+    # No cyclic collection while starting: start-up allocates mostly long-lived objects (modules, classes, config,
+    # loaded logs) and makes little cyclic garbage, yet the collector would walk them again and again (~5 ms of
+    # the first Metadata answer). Re-enabled below, once the broker is started, after gc.freeze().
+    gc.disable()
     from tidelog.config.broker_config import BrokerConfig
     from tidelog.config.definitions import ConfigError
 
@@ -127,11 +133,12 @@ def run_serve(args: argparse.Namespace) -> int:
             from tidelog.broker.malloc_tuning import tune_malloc
 
             tune_malloc()  # large request and fetch buffers reused from the heap, not mapped afresh each time
-            import gc
-
             # What start-up built (modules, schema classes, config) lives as long as the process: the cyclic GC
-            # need not walk it again on every older-generation collection (gen-1 pauses halve under load).
+            # need not walk it again on every older-generation collection (gen-1 pauses halve under load). The few
+            # hundred cyclic garbage objects start-up left behind are frozen with it (collecting them first would
+            # stall the loop ~10 ms).
             gc.freeze()
+            gc.enable()
             if faults is not None and args.fault_control_port is not None:
                 from tidelog.broker.fault_control import FaultControlChannel
 
