@@ -32,6 +32,7 @@ from tidelog.protocol.frame import (
     skip_tagged_fields,
 )
 from tidelog.protocol.hot_codecs import HAND_DECODERS
+from tidelog.protocol.messages import encode_response
 from tidelog.protocol.wire import EncodedResponse
 
 if TYPE_CHECKING:
@@ -357,7 +358,7 @@ class Connection:
                 header = (INT32.pack(body_size + 5) + INT32.pack(correlation_id) + b"\x00" if response.flexible
                           else INT32.pack(body_size + 4) + INT32.pack(correlation_id))
                 return [header, *parts], len(header) + body_size, name, response.error_code
-            body = response.encode(version=version)
+            body = encode_response(response, version)
             # Response header v1 (tagged fields) for flexible versions, except ApiVersions: always v0 (KIP-511).
             flexible = api_key != ApiKey.API_VERSIONS and response.flexible_version_q(version)
         except Exception as exc:  # noqa: BLE001 - a handler built an unencodable response

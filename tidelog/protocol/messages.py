@@ -4,6 +4,9 @@ Importing the `kafka` package runs its `__init__`, which pulls in the whole clie
 producer, consumer: ~0.25 s). The broker needs only `kafka.protocol`, so `_install_lazy_kafka_package`
 registers `kafka` as a package whose `__init__` runs on first attribute access instead. Code in the same
 process that later does `from kafka import KafkaProducer` still gets the real package.
+
+`encode_response` encodes a response by walking its schema until that message version has been sent a few times,
+then with kafka-python's compiled encoder (compiling one costs ~3-5 ms: too much for a first Metadata answer).
 """
 
 from __future__ import annotations
@@ -147,3 +150,24 @@ def request_class(api_key: int) -> Any:
 def response_class(api_key: int) -> Any:
     """The kafka-python response class for `api_key`."""
     return _classes(api_key)[1]
+
+
+# kafka-python compiles a flat encoder per message version at its first `encode` (generated source, compile():
+# ~3 ms for a Metadata response, more than a hundred schema-walking encodes of it). A message version is encoded
+# by walking the schema (kafka-python's StructField.encode: the same bytes, 2-3x slower per call) until it has been
+# sent COMPILE_AFTER times, so start-up and rarely used APIs do not pay for a compile.
+COMPILE_AFTER = 16
+_encodes: dict[tuple[type[Any], int], int] = {}
+
+
+def encode_response(response: Any, version: int) -> bytes:
+    """The body of kafka-python `response` at `version` (without the response header)."""
+    key = (type(response), version)
+    count = _encodes.get(key, 0)
+    if count >= COMPILE_AFTER:
+        body: bytes = response.encode(version=version)
+        return body
+    _encodes[key] = count + 1
+    flexible = response.flexible_version_q(version)
+    walked: bytes = response._struct.encode(response, version=version, compact=flexible, tagged=flexible)
+    return walked
