@@ -9,9 +9,9 @@ from __future__ import annotations
 import base64
 import json
 import os
+import time
 import uuid
 from collections.abc import Iterable
-from datetime import UTC, datetime
 from pathlib import Path
 
 from tidelog.storage import TopicPartition
@@ -214,7 +214,7 @@ def read_properties(path: Path) -> dict[str, str]:
 
 def write_meta_properties(path: Path, props: dict[str, str], now_ms: int) -> None:
     """KRaft form (version=1). The dated comment line mirrors java.util.Properties.store()."""
-    stamp = datetime.fromtimestamp(now_ms / 1000, tz=UTC).strftime("%a %b %d %H:%M:%S UTC %Y")
+    stamp = time.strftime("%a %b %d %H:%M:%S UTC %Y", time.gmtime(now_ms // 1000))  # not datetime: ~1 ms to import
     lines = ["#", f"#{stamp}"] + [f"{k}={v}" for k, v in props.items()]
     write_atomic(path, ("\n".join(lines) + "\n").encode())
 
