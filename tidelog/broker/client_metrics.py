@@ -15,12 +15,13 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.clock import Clock
-from tidelog.protocol import crc as crc32c  # the extension only (the package __init__ costs ~15 ms)
 from tidelog.protocol.errors import ErrorCode, KafkaError
-from tidelog.protocol.otlp import CUMULATIVE, NumberPoint
+
+if TYPE_CHECKING:  # imported by the first telemetry request, not at start-up
+    from tidelog.protocol.otlp import NumberPoint
 
 log = logging.getLogger(__name__)
 
@@ -255,6 +256,8 @@ class ClientMetricsManager:
         interval = min((s.interval_ms for s in matching), default=DEFAULT_INTERVAL_MS)
         # ClientMetricsManager.computeSubscriptionId: a CRC32C of the metrics and interval plus the instance
         # hash, so it changes with the matching subscriptions and differs between clients
+        from tidelog.protocol import crc as crc32c  # the extension only (the package __init__ costs ~15 ms)
+
         digest = crc32c.crc32c((str(metrics) + str(interval)).encode())
         sub_id = _int32(digest + _java_uuid_hash(instance_id))
         instance = ClientInstance(instance_id, self._version, sub_id, metrics, interval, client.client_id,
@@ -331,6 +334,8 @@ class ClientMetricsManager:
         return ErrorCode.NONE
 
     def _record(self, instance: ClientInstance, points: list[NumberPoint]) -> None:
+        from tidelog.protocol.otlp import CUMULATIVE
+
         prefixes = instance.metrics
         with self._lock:
             store = self._series.setdefault(instance.instance_id, _ClientSeries(instance.client_id))
