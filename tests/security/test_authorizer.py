@@ -6,16 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from tidelog.security.acl_store import (
-    AclBinding,
-    AclBindingFilter,
-    AclOperation,
-    AclPermissionType,
-    AclStore,
-    PatternType,
-    ResourceType,
-    validate_new_acl,
-)
+from tidelog.security.acl import AclOperation, AclPermissionType, PatternType, ResourceType
+from tidelog.security.acl_store import AclBinding, AclBindingFilter, AclStore, validate_new_acl
 from tidelog.security.authorizer import StandardAuthorizer
 
 T, G, C, X = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER, ResourceType.TRANSACTIONAL_ID

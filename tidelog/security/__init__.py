@@ -2,5 +2,6 @@
 
 `listener_config` resolves a listener's settings (`listener.name.<l>.*` overrides), `ssl_context` builds the
 stdlib SSLContext, `sasl/` holds the mechanism servers, `authenticator` drives a connection's authentication
-phase, `scram_store`/`acl_store` keep credentials and ACLs durable, `authorizer` is Kafka's StandardAuthorizer.
+phase, `scram_store`/`acl_store` keep credentials and ACLs durable (`acl` holds Kafka's ACL enums, all the
+handlers need without an authorizer), `authorizer` is Kafka's StandardAuthorizer.
 """

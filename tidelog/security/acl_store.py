@@ -1,4 +1,4 @@
-"""ACL bindings and filters with Kafka's enums (org.apache.kafka.common.acl / resource) and their matching
+"""ACL bindings and filters over Kafka's enums (`tidelog.security.acl`) and their matching
 rules (AclBindingFilter.matches, ResourcePatternFilter, AccessControlEntryFilter), kept durably in
 `<first log dir>/tidelog-acls.json` (atomic replace), where KRaft keeps them in the metadata log."""
 
@@ -11,57 +11,16 @@ from enum import IntEnum
 from pathlib import Path
 
 from tidelog.security._durable import read_json, write_json
+from tidelog.security.acl import (
+    CLUSTER_NAME,
+    WILDCARD_RESOURCE,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
 
 FILE_NAME = "tidelog-acls.json"
-WILDCARD_RESOURCE = "*"  # ResourcePattern.WILDCARD_RESOURCE
-WILDCARD_HOST = "*"
-WILDCARD_PRINCIPAL = "User:*"
-CLUSTER_NAME = "kafka-cluster"  # the only CLUSTER resource name
-
-
-class ResourceType(IntEnum):
-    UNKNOWN = 0
-    ANY = 1
-    TOPIC = 2
-    GROUP = 3
-    CLUSTER = 4
-    TRANSACTIONAL_ID = 5
-    DELEGATION_TOKEN = 6
-    USER = 7
-
-
-class PatternType(IntEnum):
-    UNKNOWN = 0
-    ANY = 1
-    MATCH = 2
-    LITERAL = 3
-    PREFIXED = 4
-
-
-class AclOperation(IntEnum):
-    UNKNOWN = 0
-    ANY = 1
-    ALL = 2
-    READ = 3
-    WRITE = 4
-    CREATE = 5
-    DELETE = 6
-    ALTER = 7
-    DESCRIBE = 8
-    CLUSTER_ACTION = 9
-    DESCRIBE_CONFIGS = 10
-    ALTER_CONFIGS = 11
-    IDEMPOTENT_WRITE = 12
-    CREATE_TOKENS = 13
-    DESCRIBE_TOKENS = 14
-    TWO_PHASE_COMMIT = 15
-
-
-class AclPermissionType(IntEnum):
-    UNKNOWN = 0
-    ANY = 1
-    DENY = 2
-    ALLOW = 3
 
 
 def _enum_value(enum: type[IntEnum], value: int) -> IntEnum:

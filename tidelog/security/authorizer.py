@@ -12,21 +12,20 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from tidelog.config.definitions import ConfigError
-from tidelog.security.acl_store import (
+from tidelog.security.acl import (
+    CLUSTER_NAME,
     WILDCARD_HOST,
     WILDCARD_PRINCIPAL,
     WILDCARD_RESOURCE,
-    AclBinding,
     AclOperation,
     AclPermissionType,
-    AclStore,
     PatternType,
     ResourceType,
 )
-from tidelog.security.principal import ANONYMOUS
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the bindings and their store are imported when an authorizer is configured
     from tidelog.broker.context import RequestContext
+    from tidelog.security.acl_store import AclBinding, AclStore
 
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 ACL_AUTHORIZER = "kafka.security.authorizer.AclAuthorizer"
@@ -143,7 +142,11 @@ class StandardAuthorizer:
 
 def _principal(ctx: RequestContext) -> str:
     session = ctx.session
-    return str(session.principal) if session is not None else str(ANONYMOUS)
+    if session is not None:
+        return str(session.principal)
+    from tidelog.security.principal import ANONYMOUS
+
+    return str(ANONYMOUS)
 
 
 def authorize(ctx: RequestContext, op: AclOperation, resource_type: ResourceType, name: str) -> bool:
@@ -155,8 +158,6 @@ def authorize(ctx: RequestContext, op: AclOperation, resource_type: ResourceType
 
 
 def authorize_cluster(ctx: RequestContext, op: AclOperation) -> bool:
-    from tidelog.security.acl_store import CLUSTER_NAME
-
     return authorize(ctx, op, ResourceType.CLUSTER, CLUSTER_NAME)
 
 
@@ -207,8 +208,6 @@ def to_32_bit_field(ops: Iterable[int]) -> int:
 
 def cluster_authorized_operations(ctx: RequestContext, without_authorizer: Iterable[int]) -> set[int]:
     """Metadata v8-10 / DescribeCluster: no DESCRIBE on the cluster reports no operation at all (Kafka sets 0)."""
-    from tidelog.security.acl_store import CLUSTER_NAME
-
     if ctx.broker.security.authorizer is not None and not authorize_cluster(ctx, Op.DESCRIBE):
         return set()
     return authorized_operations(ctx, CLUSTER, CLUSTER_NAME, without_authorizer)

@@ -13,7 +13,7 @@ from tidelog.config.broker_config import ReadOnlyConfigError, UnknownConfigError
 from tidelog.config.definitions import ConfigError
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
-from tidelog.security.acl_store import AclOperation
+from tidelog.security.acl import AclOperation
 from tidelog.security.authorizer import (
     GROUP,
     TRANSACTIONAL_ID,

@@ -9,14 +9,8 @@ from typing import Any
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import response_class
-from tidelog.security.acl_store import (
-    AclBinding,
-    AclOperation,
-    AclPermissionType,
-    PatternType,
-    ResourceType,
-    validate_new_acl,
-)
+from tidelog.security.acl import AclOperation, AclPermissionType, PatternType, ResourceType
+from tidelog.security.acl_store import AclBinding, validate_new_acl
 from tidelog.security.authorizer import Op, authorize_cluster
 
 API_KEY = 30
