@@ -46,6 +46,7 @@ sys.path.insert(0, str(ROOT))
 
 PARTITIONS = 4  # the mock auto-creates topics with 4 partitions; tidelog gets the same
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+QUIET = {"log_level": 4}  # librdkafka's informational lines (telemetry ids, purged queues) would bury the table
 BACKOFF_NOTE = "consumers run with fetch.queue.backoff.ms=0 (librdkafka's 1 s pause once queued.min.messages are queued)"
 
 
@@ -167,7 +168,7 @@ class Mock(Broker):
     def create_topic(self, topic: str) -> None:
         from confluent_kafka import Producer
 
-        Producer({"bootstrap.servers": self.bootstrap}).list_topics(topic, timeout=30)  # auto-created, 4 partitions
+        Producer({"bootstrap.servers": self.bootstrap, **QUIET}).list_topics(topic, timeout=30)  # auto-created, 4 partitions
 
     def stop(self) -> None:
         if self.proc.poll() is None and self.proc.stdin is not None:
@@ -252,6 +253,7 @@ def produce(broker: Broker, topic: str, size: int, codec: str, acks: str, batch:
         "bootstrap.servers": broker.bootstrap, "acks": acks, "compression.type": codec,
         "batch.size": batch, "linger.ms": 5, "queue.buffering.max.messages": 1_000_000,
         "queue.buffering.max.kbytes": 1_048_576, "delivery.report.only.error": True, "on_delivery": on_error,
+        **QUIET,
     })
     producer.list_topics(topic, timeout=30)
     # Half-random values: lz4 has something to compress, as in real payloads.
@@ -315,7 +317,7 @@ def latency(broker: Broker, topic: str, seconds: float, rate: int = 1000) -> tup
         "enable.auto.commit": False, "fetch.queue.backoff.ms": 0, "fetch.wait.max.ms": 100,
     })
     consumer.assign([TopicPartition(topic, 0, OFFSET_END)])
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "linger.ms": 0})
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "linger.ms": 0, **QUIET})
     producer.list_topics(topic, timeout=30)
     samples: list[float] = []
     done = threading.Event()

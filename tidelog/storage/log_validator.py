@@ -9,9 +9,11 @@ Errors: a malformed record -> INVALID_RECORD (Kafka's InvalidRecordException); a
 `max_decompressed_bytes` -> INVALID_RECORD (Kafka trunk's max.decompressed.message.bytes answers the same).
 Unused attribute bits (7-15 of a batch, the record attributes byte) are ignored, as Kafka ignores them.
 
-Hot path: an uncompressed batch, or a batch already in the target codec with inner offsets 0..n-1, is changed in
-place (BaseOffset and PartitionLeaderEpoch sit outside the CRC; MaxTimestamp and, for LogAppendTime, the
-timestamp-type bit are rewritten with the CRC only when they change).
+Hot path: the common produced batch takes `_validate_fast` (the C scan of protocol/record_walk.py, the remaining
+checks on its numbers), which only ever accepts: anything else, valid or not, is validated again by the full path,
+which alone answers errors. An uncompressed batch, or a batch already in the target codec with inner offsets 0..n-1,
+is changed in place (BaseOffset and PartitionLeaderEpoch sit outside the CRC; MaxTimestamp and, for LogAppendTime,
+the timestamp-type bit are rewritten with the CRC only when they change).
 
 Divergences from Kafka, on purpose:
   * Bytes after the last complete batch are rejected with CORRUPT_MESSAGE (Kafka silently trims them).
