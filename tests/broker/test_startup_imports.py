@@ -26,7 +26,7 @@ NOT_ON_THE_PATH = (
     "tidelog.protocol.otlp", "tidelog.protocol.crc", "tidelog.cleaner", "tidelog.coordinator", "tidelog.storage.log",
     "datetime", "cryptography", "structlog", "prometheus_client", "kafka.admin", "kafka.producer", "kafka.consumer",
     "kafka.protocol.admin", "kafka.protocol.consumer", "kafka.protocol.producer", "lz4", "zstandard", "cramjam",
-    "snappy", "crc32c",
+    "snappy", "crc32c", "zipfile",
 )
 TOPS = {name.split(".")[0] for name in NOT_ON_THE_PATH}
 HANDLERS_USED = {"tidelog.broker.apis.api_versions", "tidelog.broker.apis.metadata", "tidelog.broker.apis._shared"}
