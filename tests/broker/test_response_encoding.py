@@ -1,6 +1,7 @@
-"""`tidelog.protocol.messages.encode_response`: a response is encoded by walking its schema until its message version
-has been sent COMPILE_AFTER times, then by kafka-python's compiled encoder. Both must write the same bytes for every
-response of every served API and version (tagged fields set, nullable fields null and not)."""
+"""`tidelog.protocol.messages.encode_response`: a response is encoded by walking its schema until walking its message
+version has cost about a compile (or it was sent COMPILE_AFTER times), then by kafka-python's compiled encoder. Both
+must write the same bytes for every response of every served API and version (tagged fields set, nullable fields
+null and not)."""
 
 from __future__ import annotations
 
@@ -67,20 +68,34 @@ def _served() -> list[tuple[int, int]]:
 @pytest.mark.parametrize(("api_key", "version"), _served())
 def test_schema_walk_writes_what_the_compiled_encoder_writes(api_key: int, version: int, nulls: bool,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(messages, "_encodes", {})
+    monkeypatch.setattr(messages, "_walked", {})
     response = _response(api_key, version, nulls)
     walked = encode_response(response, version)
     assert bytes(walked) == bytes(response.encode(version=version))
 
 
 def test_a_message_version_is_compiled_once_it_has_been_sent_often(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(messages, "_encodes", {})
+    monkeypatch.setattr(messages, "_walked", {})
     cls = response_class(3)[1]  # Metadata v1
     response = _response(3, 1, nulls=False)
     compiled = cls._struct._compiled_encoders
     compiled.pop((1, False, False), None)
-    first = [bytes(encode_response(response, 1)) for _ in range(COMPILE_AFTER)]
-    assert (1, False, False) not in compiled  # walked so far: nothing compiled
-    assert bytes(encode_response(response, 1)) == first[0]
-    assert (1, False, False) in compiled
-    assert set(first) == {first[0]}
+    first = bytes(encode_response(response, 1))
+    assert (1, False, False) not in compiled  # the first send walks the schema: nothing compiled
+    sent = [bytes(encode_response(response, 1)) for _ in range(COMPILE_AFTER)]
+    assert (1, False, False) in compiled  # at the latest after COMPILE_AFTER sends
+    assert set(sent) == {first}
+
+
+def test_a_message_version_whose_walks_cost_a_compile_is_compiled(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a large response (e.g. Metadata of a thousand partitions) walks for milliseconds: compiled at its next send
+    monkeypatch.setattr(messages, "_walked", {})
+    monkeypatch.setattr(messages, "WALK_BUDGET_S", 1e-9)
+    cls = response_class(3)[12]
+    response = _response(3, 12, nulls=False)
+    compiled = cls._struct._compiled_encoders
+    compiled.pop((12, True, True), None)
+    first = bytes(encode_response(response, 12))
+    assert (12, True, True) not in compiled
+    assert bytes(encode_response(response, 12)) == first
+    assert (12, True, True) in compiled

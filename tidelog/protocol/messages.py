@@ -5,8 +5,8 @@ producer, consumer: ~0.25 s). The broker needs only `kafka.protocol`, so `_insta
 registers `kafka` as a package whose `__init__` runs on first attribute access instead. Code in the same
 process that later does `from kafka import KafkaProducer` still gets the real package.
 
-`encode_response` encodes a response by walking its schema until that message version has been sent a few times,
-then with kafka-python's compiled encoder (compiling one costs ~3-5 ms: too much for a first Metadata answer).
+`encode_response` encodes a response by walking its schema until walking that message version has cost about what
+compiling its encoder would (~3 ms for Metadata: too much for a first Metadata answer), then compiles it.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import importlib
 import importlib.util
 import os
 import sys
+import time
 import types
 from functools import cache
 from typing import Any
@@ -163,21 +164,24 @@ def response_class(api_key: int) -> Any:
 
 
 # kafka-python compiles a flat encoder per message version at its first `encode` (generated source, compile():
-# ~3 ms for a Metadata response, more than a hundred schema-walking encodes of it). A message version is encoded
-# by walking the schema (kafka-python's StructField.encode: the same bytes, 2-3x slower per call) until it has been
-# sent COMPILE_AFTER times, so start-up and rarely used APIs do not pay for a compile.
+# ~3 ms for a Metadata response, twenty times what walking the schema takes to encode a small one). A message version
+# is encoded by walking the schema (kafka-python's StructField.encode: the same bytes, 2-3x slower per call) until
+# the walks have cost about what a compile does (WALK_BUDGET_S: a large response is compiled at its second send) or
+# it has been sent COMPILE_AFTER times; start-up and rarely used APIs then never pay for a compile.
+WALK_BUDGET_S = 0.002
 COMPILE_AFTER = 16
-_encodes: dict[tuple[type[Any], int], int] = {}
+_walked: dict[tuple[type[Any], int], float] = {}  # (message class, version) -> seconds spent walking its schema
 
 
 def encode_response(response: Any, version: int) -> bytes:
     """The body of kafka-python `response` at `version` (without the response header)."""
     key = (type(response), version)
-    count = _encodes.get(key, 0)
-    if count >= COMPILE_AFTER:
+    spent = _walked.get(key, 0.0)
+    if spent >= WALK_BUDGET_S:
         body: bytes = response.encode(version=version)
         return body
-    _encodes[key] = count + 1
+    started = time.perf_counter()
     flexible = response.flexible_version_q(version)
     walked: bytes = response._struct.encode(response, version=version, compact=flexible, tagged=flexible)
+    _walked[key] = spent + max(time.perf_counter() - started, WALK_BUDGET_S / COMPILE_AFTER)
     return walked
