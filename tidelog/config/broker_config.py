@@ -22,16 +22,10 @@ from tidelog.config.broker_defs import (
     listener_base_name,
     per_broker_only,
 )
-from tidelog.config.definitions import (
-    ConfigEntry,
-    ConfigError,
-    ConfigSource,
-    ConfigSynonym,
-    ConfigType,
-    to_string,
-)
+from tidelog.config.definitions import ConfigError, ConfigSource, ConfigType, to_string
 
 if TYPE_CHECKING:
+    from tidelog.config.config_entries import ConfigEntry, ConfigSynonym
     from tidelog.config.log_config import LogConfig
 
 log = logging.getLogger(__name__)
@@ -328,6 +322,8 @@ class BrokerConfig:
     def synonyms(self, name: str, names: Iterable[str] | None = None) -> list[ConfigSynonym]:
         """Kafka's configSynonyms(name, synonyms): every layer's value of each synonym, then drop the entries
         before the first one named `name` (so a hours-only default does not show under the ms name)."""
+        from tidelog.config.config_entries import ConfigSynonym
+
         names = list(names) if names is not None else broker_synonyms(name)
         found: list[ConfigSynonym] = []
         for source, layer in self.layers():
@@ -428,6 +424,8 @@ class BrokerConfig:
     ) -> list[ConfigEntry]:
         """Entries for DescribeConfigs: all configs for the broker's own id; for the cluster-default resource
         ("") only the dynamic default configs, as Kafka's ConfigHelper does."""
+        from tidelog.config.config_entries import ConfigEntry
+
         prefixed = {n for layer in (self._dynamic_broker, self._dynamic_default) for n in layer
                     if listener_base_name(n) is not None}
         if per_broker:

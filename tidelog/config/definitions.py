@@ -1,4 +1,5 @@
-"""Config definition machinery (Kafka's `ConfigDef`): types, parsing, validators, describe entries.
+"""Config definition machinery (Kafka's `ConfigDef`): types, parsing, validators (DescribeConfigs entries are in
+`config_entries`).
 
 Both broker configs (`config.broker_config`) and topic configs (`config.topic_config`) are declared with
 `ConfigDef`; values arrive as strings (server.properties, env, admin requests) and are parsed the way Kafka's
@@ -7,8 +8,8 @@ Both broker configs (`config.broker_config`) and topic configs (`config.topic_co
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
 
@@ -192,25 +193,3 @@ def list_of(*allowed: str) -> Validator:
                 )
 
     return check
-
-
-# --- DescribeConfigs entries ---
-
-
-@dataclass(frozen=True, slots=True)
-class ConfigSynonym:
-    name: str
-    value: str | None
-    source: ConfigSource
-
-
-@dataclass(frozen=True, slots=True)
-class ConfigEntry:
-    name: str
-    value: str | None
-    source: ConfigSource
-    synonyms: Sequence[ConfigSynonym] = field(default_factory=tuple)
-    type: ConfigType = ConfigType.UNKNOWN
-    read_only: bool = False
-    sensitive: bool = False
-    documentation: str | None = None

@@ -14,10 +14,8 @@ from typing import TYPE_CHECKING, Any
 from tidelog.config.broker_defs import COMPRESSION_TYPES, TIMESTAMP_TYPES, broker_synonyms
 from tidelog.config.definitions import (
     LONG_MAX,
-    ConfigEntry,
     ConfigError,
     ConfigSource,
-    ConfigSynonym,
     ConfigType,
     at_least,
     between,
@@ -30,6 +28,7 @@ from tidelog.config.log_config import LogConfig
 
 if TYPE_CHECKING:
     from tidelog.config.broker_config import BrokerConfig
+    from tidelog.config.config_entries import ConfigEntry
 
 B = ConfigType.BOOLEAN
 S = ConfigType.STRING
@@ -233,6 +232,8 @@ def describe(
     include_documentation: bool = False,
 ) -> list[ConfigEntry]:
     """DescribeConfigs TOPIC entries, following Kafka's ConfigHelper.createTopicConfigEntry."""
+    from tidelog.config.config_entries import ConfigEntry, ConfigSynonym
+
     values = effective_values(overrides, broker_config)
     wanted = set(names) if names else None
     entries: list[ConfigEntry] = []

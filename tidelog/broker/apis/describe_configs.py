@@ -17,7 +17,8 @@ from tidelog.broker.apis._shared import (
 from tidelog.broker.client_metrics import CLIENT_METRICS, INTERVAL_MS_CONFIG, MATCH_CONFIG, METRICS_CONFIG
 from tidelog.broker.context import RequestContext
 from tidelog.config import topic_config
-from tidelog.config.definitions import ConfigEntry, ConfigSource, ConfigType
+from tidelog.config.config_entries import ConfigEntry
+from tidelog.config.definitions import ConfigSource, ConfigType
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
 from tidelog.security.authorizer import check_config_resource
