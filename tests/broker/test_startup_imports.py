@@ -23,6 +23,7 @@ from tidelog.logging import configure_logging, release_held_logs
 NOT_ON_THE_PATH = (
     "tidelog.security.acl_store", "tidelog.security.principal", "tidelog.security.ssl_context",
     "tidelog.security.tls", "tidelog.security.sasl", "tidelog.security.authenticator", "tidelog.security.scram_store",
+    "tidelog.security.jaas", "tidelog.config.config_entries",
     "tidelog.protocol.otlp", "tidelog.protocol.crc", "tidelog.cleaner", "tidelog.coordinator", "tidelog.storage.log",
     "datetime", "cryptography", "structlog", "prometheus_client", "kafka.admin", "kafka.producer", "kafka.consumer",
     "kafka.protocol.admin", "kafka.protocol.consumer", "kafka.protocol.producer", "lz4", "zstandard", "cramjam",

@@ -6,7 +6,8 @@ import pytest
 
 from tidelog.config.broker_config import BrokerConfig
 from tidelog.config.definitions import ConfigError
-from tidelog.security.listener_config import listener_security, listener_value, parse_jaas
+from tidelog.security.jaas import parse_jaas
+from tidelog.security.listener_config import listener_security, listener_value
 from tidelog.security.principal import SslPrincipalMapper, distinguished_name, parse_principal
 from tidelog.security.throwaway_ca import ThrowawayCA
 

@@ -4,8 +4,7 @@
 from __future__ import annotations
 
 import logging
-import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tidelog.config.broker_config import LISTENER_PREFIX
@@ -14,6 +13,7 @@ from tidelog.config.definitions import ConfigError
 
 if TYPE_CHECKING:
     from tidelog.config.broker_config import BrokerConfig
+    from tidelog.security.jaas import JaasEntry
 
 log = logging.getLogger(__name__)
 
@@ -46,39 +46,6 @@ def listener_value(config: BrokerConfig, listener: str, name: str) -> Any:
     return config.get(name) if definition is not None else None
 
 
-_JAAS_OPTION = re.compile(r'\s*([A-Za-z0-9_.\-]+)\s*=\s*("(?:[^"\\]|\\.)*"|[^\s;"]+)')
-
-
-@dataclass(frozen=True)
-class JaasEntry:
-    """One `sasl.jaas.config` login module: its class, control flag and options (Kafka's JaasConfig)."""
-
-    login_module: str
-    flag: str
-    options: dict[str, str] = field(default_factory=dict)
-
-
-def parse_jaas(text: str) -> JaasEntry:
-    """`<LoginModule> <flag> key="value" ...;` as Kafka's JaasConfig parses it (one module)."""
-    head = re.match(r"\s*([A-Za-z0-9_.$]+)\s+(required|requisite|sufficient|optional)\b", text)
-    if head is None:
-        raise ConfigError("sasl.jaas.config must start with '<LoginModule class> <required|requisite|...>'")
-    options: dict[str, str] = {}
-    pos = head.end()
-    while True:
-        m = _JAAS_OPTION.match(text, pos)
-        if m is None:
-            break
-        value = m.group(2)
-        if value.startswith('"'):
-            value = re.sub(r"\\(.)", r"\1", value[1:-1])
-        options[m.group(1)] = value
-        pos = m.end()
-    if not text[pos:].strip().startswith(";"):
-        raise ConfigError("sasl.jaas.config must end with ';' after the options")
-    return JaasEntry(head.group(1), head.group(2), options)
-
-
 @dataclass(frozen=True)
 class ListenerSecurity:
     name: str
@@ -108,6 +75,8 @@ def listener_security(config: BrokerConfig, listener: str) -> ListenerSecurity:
     mechanisms: tuple[str, ...] = ()
     jaas: dict[str, JaasEntry] = {}
     if protocol.startswith("SASL_"):
+        from tidelog.security.jaas import parse_jaas
+
         mechanisms = tuple(m.strip().upper() for m in listener_value(config, listener, "sasl.enabled.mechanisms")
                            if m.strip())
         overrides: dict[str, str] = getattr(config, "listener_overrides", {})
