@@ -35,15 +35,8 @@ from tidelog.testing import KafkaWire, run_broker  # noqa: E402
 
 
 def set_quotas(bootstrap: str, quota: int) -> None:
-    cls = request_class(49)[1]
-    E = cls.EntryData
-    entries = [E(entity=[E.EntityData(entity_type="client-id", entity_name=client)],
-                 ops=[E.OpData(key=key, value=float(quota), remove=False)])
-               for client, key in (("bench-slow-producer", "producer_byte_rate"),
-                                   ("bench-slow-consumer", "consumer_byte_rate"))]
-    with KafkaWire(bootstrap) as wire:
-        response = wire.request(49, 1, cls(entries=entries, validate_only=False))
-    assert all(e.error_code == 0 for e in response.entries)
+    for client, key in (("bench-slow-producer", "producer_byte_rate"), ("bench-slow-consumer", "consumer_byte_rate")):
+        set_quota(bootstrap, client, key, float(quota))
 
 
 def produce(bootstrap: str, client_id: str, topic: str, seconds: float, out: dict[str, Any]) -> None:
@@ -87,13 +80,8 @@ def rate(points: list[tuple[float, int]], skip: float) -> float:
 
 
 def set_quota(bootstrap: str, client_id: str, key: str, value: float) -> None:
-    cls = request_class(49)[1]
-    E = cls.EntryData
-    entry = E(entity=[E.EntityData(entity_type="client-id", entity_name=client_id)],
-              ops=[E.OpData(key=key, value=value, remove=False)])
     with KafkaWire(bootstrap) as wire:
-        response = wire.request(49, 1, cls(entries=[entry], validate_only=False))
-    assert all(e.error_code == 0 for e in response.entries)
+        wire.alter_client_quota("client-id", client_id, key, value)
 
 
 def produce_small(bootstrap: str, client_id: str, topic: str, seconds: float, out: dict[str, Any]) -> None:

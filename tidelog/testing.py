@@ -413,6 +413,18 @@ class KafkaWire:
         assert got == correlation_id, f"correlation id {got}, expected {correlation_id}"
         return response
 
+    def alter_client_quota(self, entity_type: str, entity_name: str, key: str, value: float | None) -> None:
+        """Set (or, with None, remove) one client quota over AlterClientQuotas v1; raises if the broker refuses it."""
+        from tidelog.protocol.messages import request_class
+
+        cls = request_class(49)[1]
+        E = cls.EntryData
+        entry = E(entity=[E.EntityData(entity_type=entity_type, entity_name=entity_name)],
+                  ops=[E.OpData(key=key, value=value or 0.0, remove=value is None)])
+        codes = [e.error_code for e in self.request(49, 1, cls(entries=[entry], validate_only=False)).entries]
+        if codes != [0]:
+            raise RuntimeError(f"AlterClientQuotas {entity_type}={entity_name} {key}={value}: error codes {codes}")
+
     def is_closed(self, timeout: float = 30.0) -> bool:
         """True once the broker has closed the connection (EOF or reset) within `timeout`."""
         self.sock.settimeout(timeout)

@@ -168,12 +168,8 @@ def quota_broker() -> Iterator[BrokerHandle]:
 
 
 def set_quota(bootstrap: str, client_id: str, key: str, value: float) -> None:
-    cls = request_class(49)[1]
-    E = cls.EntryData
-    entry = E(entity=[E.EntityData(entity_type="client-id", entity_name=client_id)],
-              ops=[E.OpData(key=key, value=value, remove=False)])
     with KafkaWire(bootstrap) as wire:
-        assert [e.error_code for e in wire.request(49, 1, cls(entries=[entry], validate_only=False)).entries] == [0]
+        wire.alter_client_quota("client-id", client_id, key, value)
 
 
 def create_topics(wire: KafkaWire, version: int, topics: dict[str, int], validate_only: bool = False) -> Any:

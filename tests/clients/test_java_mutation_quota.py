@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 
 from tests.java_drivers import compile_driver
-from tidelog.protocol.messages import request_class
 from tidelog.testing import KafkaWire, run_broker
 
 from .conftest import JVM_FLAGS, ROOT, JavaClient
@@ -38,13 +37,8 @@ def quota_broker() -> Iterator[Any]:
 
 
 def set_mutation_rate(bootstrap: str, client_id: str, rate: float) -> None:
-    cls = request_class(49)[1]
-    E = cls.EntryData
-    entry = E(entity=[E.EntityData(entity_type="client-id", entity_name=client_id)],
-              ops=[E.OpData(key="controller_mutation_rate", value=rate, remove=False)])
     with KafkaWire(bootstrap) as wire:
-        response = wire.request(49, 1, cls(entries=[entry], validate_only=False))
-    assert [e.error_code for e in response.entries] == [0]
+        wire.alter_client_quota("client-id", client_id, "controller_mutation_rate", rate)
 
 
 def run(classpath: str, *args: str) -> dict[str, dict[str, Any]]:

@@ -9,7 +9,6 @@ from collections.abc import Iterator
 
 import pytest
 
-from tidelog.protocol.messages import request_class
 from tidelog.testing import KafkaWire, SecureBrokerHandle, run_secure_broker
 
 USERS = {"alice": "alice-secret", "admin": "admin-secret"}
@@ -23,12 +22,8 @@ def secure() -> Iterator[SecureBrokerHandle]:
 
 
 def _set_user_quota(handle: SecureBrokerHandle, user: str, key: str, value: float | None) -> None:
-    cls = request_class(49)[1]
-    E = cls.EntryData
-    entry = E(entity=[E.EntityData(entity_type="user", entity_name=user)],
-              ops=[E.OpData(key=key, value=value or 0.0, remove=value is None)])
     with KafkaWire(handle.listeners["PLAINTEXT"]) as wire:
-        assert [e.error_code for e in wire.request(49, 1, cls(entries=[entry], validate_only=False)).entries] == [0]
+        wire.alter_client_quota("user", user, key, value)
 
 
 def test_user_request_quota_throttles_the_sasl_principal(secure: SecureBrokerHandle) -> None:
