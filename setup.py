@@ -1,6 +1,9 @@
-"""Only the optional C accelerator of the record walk lives here (metadata is in pyproject.toml). `optional=True`:
-without a compiler the build goes on and tidelog uses the pure-Python walk."""
+"""Only the optional C accelerators live here (metadata is in pyproject.toml): the record walk and the Produce
+codec. `optional=True`: without a compiler the build goes on and tidelog uses the pure-Python code."""
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("tidelog.protocol._record_walk", ["tidelog/protocol/_record_walk.c"], optional=True)])
+setup(ext_modules=[
+    Extension("tidelog.protocol._record_walk", ["tidelog/protocol/_record_walk.c"], optional=True),
+    Extension("tidelog.protocol._produce_codec", ["tidelog/protocol/_produce_codec.c"], optional=True),
+])

@@ -19,6 +19,20 @@ from tidelog.protocol.produce_codec import (
 )
 from tidelog.protocol.wire import WireError
 
+
+@pytest.fixture(autouse=True, params=["c", "python"])
+def codec_impl(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test runs on the C Produce codec (when built) and on the pure-Python one."""
+    from tidelog.protocol import frame, produce_codec
+
+    if request.param == "python":
+        monkeypatch.setattr(produce_codec, "_accel", None)
+        monkeypatch.setattr(frame, "_accel", None)
+    elif produce_codec._accel is None:
+        pytest.skip("the C Produce codec is not built")
+    return str(request.param)
+
+
 # Every version the API table serves: a range widened in tidelog/broker/apis/__init__.py must be decodable here.
 SERVED = {int(e.key): range(e.min_version, e.max_version + 1) for e in API_TABLE}
 PRODUCE_VERSIONS = SERVED[ApiKey.PRODUCE]

@@ -9,8 +9,9 @@ except ApiVersions, which always answers header v0 so that any client can read i
 
 from __future__ import annotations
 
+import os
 import struct
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from tidelog.protocol import wire
 from tidelog.protocol.primitives import Buffer
@@ -37,7 +38,14 @@ class RequestHeader(NamedTuple):
 
 
 def parse_request_header(frame: Buffer) -> RequestHeader:
-    """The part of request header v1/v2 that is the same for every version."""
+    """The part of request header v1/v2 that is the same for every version (parsed by the C accelerator when it
+    is built: the same header and errors)."""
+    if _accel is not None:
+        return _accel.header(frame)  # type: ignore[no-any-return]
+    return _parse_request_header_python(frame)
+
+
+def _parse_request_header_python(frame: Buffer) -> RequestHeader:
     if len(frame) < _HEADER.size:
         raise ProtocolError(f"request of {len(frame)} bytes is shorter than a request header")
     api_key, api_version, correlation_id, n = _HEADER.unpack_from(frame, 0)
@@ -53,6 +61,21 @@ def parse_request_header(frame: Buffer) -> RequestHeader:
     except UnicodeDecodeError as exc:
         raise ProtocolError("client_id is not UTF-8") from exc
     return RequestHeader(api_key, api_version, correlation_id, client_id, pos + n)
+
+
+def _load_accelerator() -> Any:
+    """tidelog.protocol._produce_codec (optional, see produce_codec.py), bound to RequestHeader/ProtocolError."""
+    if os.environ.get("TIDELOG_PURE_PYTHON"):
+        return None
+    try:
+        from tidelog.protocol import _produce_codec  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    _produce_codec.bind_header(RequestHeader, ProtocolError)
+    return _produce_codec
+
+
+_accel = _load_accelerator()
 
 
 def skip_tagged_fields(buf: Buffer, pos: int) -> int:

@@ -10,8 +10,10 @@ in the request and the response.
 
 from __future__ import annotations
 
+import os
 import struct
 import uuid
+from typing import Any
 
 from tidelog.protocol.wire import (
     EMPTY_TAGGED_FIELDS,
@@ -67,7 +69,14 @@ class ProduceRequestData:
 
 
 def decode_produce_request(frame: memoryview, pos: int, version: int) -> ProduceRequestData:
-    """Decode a Produce request body starting at `pos` (after the request header). Raises WireError."""
+    """Decode a Produce request body starting at `pos` (after the request header). Raises WireError.
+    The C accelerator (`_produce_codec.decode`) gives the same objects and errors when it is built."""
+    if _accel is not None:
+        return _accel.decode(frame, pos, version)  # type: ignore[no-any-return]
+    return _decode_python(frame, pos, version)
+
+
+def _decode_python(frame: memoryview, pos: int, version: int) -> ProduceRequestData:
     if not 3 <= version <= MAX_VERSION:
         raise WireError(f"Produce v{version} is not decoded here")
     flexible = version >= FLEXIBLE_MIN_VERSION
@@ -133,7 +142,14 @@ def encode_produce_response(version: int, responses: list[tuple[str | bytes, lis
                             throttle_time_ms: int = 0) -> bytes:
     """The response body (no header) for Produce v3-13: topics are (name, partitions) up to v12 and (16-byte
     topic id, partitions) from v13. current_leader / node_endpoints (v10+ tagged fields) are left out, which is
-    their default."""
+    their default. Encoded by the C accelerator when it is built (the same bytes)."""
+    if _accel is not None:
+        return _accel.encode(version, responses, throttle_time_ms)  # type: ignore[no-any-return]
+    return _encode_python(version, responses, throttle_time_ms)
+
+
+def _encode_python(version: int, responses: list[tuple[str | bytes, list[PartitionProduceResponse]]],
+                   throttle_time_ms: int = 0) -> bytes:
     flexible = version >= FLEXIBLE_MIN_VERSION
     by_id = version >= TOPIC_ID_MIN_VERSION
     out: list[bytes] = [array_length_bytes(len(responses), flexible)]
@@ -181,3 +197,19 @@ class ProduceResponseData(EncodedResponse):
 
     def pieces(self) -> list[bytes | memoryview]:
         return [encode_produce_response(self.version, self.responses, self.throttle_time_ms)]
+
+
+def _load_accelerator() -> Any:
+    """The optional C codec (setup.py builds it when a compiler is there), bound to these classes; None without
+    it. TIDELOG_PURE_PYTHON=1 keeps the Python codec (the tests compare the two)."""
+    if os.environ.get("TIDELOG_PURE_PYTHON"):
+        return None
+    try:
+        from tidelog.protocol import _produce_codec  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    _produce_codec.bind(PartitionProduceData, TopicProduceData, ProduceRequestData, uuid.UUID, WireError)
+    return _produce_codec
+
+
+_accel = _load_accelerator()

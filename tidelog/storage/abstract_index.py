@@ -80,7 +80,7 @@ class AbstractIndex:
         return self._entries * self.ENTRY_SIZE
 
     def is_full(self) -> bool:
-        return self._entries >= self.max_entries
+        return self._entries >= self._length // self.ENTRY_SIZE
 
     def resize(self, new_size: int) -> bool:
         """Set the file length to `new_size` rounded down to whole entries; True if it changed."""

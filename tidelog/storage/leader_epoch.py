@@ -40,6 +40,9 @@ class LeaderEpochFileCache:
 
     def assign(self, epoch: int, start_offset: int, flush: bool = True) -> bool:
         """Record that `epoch` began at `start_offset`, if it is newer than the latest entry."""
+        epochs = self.epochs
+        if epochs and 0 <= epoch <= epochs[-1][0]:
+            return False  # the common append, without the lock (truncation runs under the same Log lock)
         with self._lock:
             if epoch < 0 or (self.epochs and epoch <= self.epochs[-1][0]):
                 return False

@@ -35,9 +35,9 @@ from tidelog.storage.log_file_utils import (
     fsync_dir,
 )
 from tidelog.storage.log_loader import LoadedLogOffsets, LogLoader
-from tidelog.storage.log_segment import LogSegment, RollParams, random_segment_jitter
+from tidelog.storage.log_segment import LogSegment, random_segment_jitter
 from tidelog.storage.log_segments import LogSegments
-from tidelog.storage.log_validator import validate_records
+from tidelog.storage.log_validator import ValidationResult, validate_records
 from tidelog.storage.producer_state import (
     CONTROL_TYPE_ABORT,
     CONTROL_TYPE_COMMIT,
@@ -77,7 +77,7 @@ class ActiveProducer:
     current_txn_start_offset: int  # -1: no open transaction
 
 
-@dataclass
+@dataclass(slots=True)
 class LogAppendInfo:
     first_offset: int
     last_offset: int
@@ -270,29 +270,15 @@ class Log:
                 records, self.config, self._next_offset, leader_epoch, now, from_client=from_client
             )
             out = result.records
-            if result.headers is not None:  # the fast lane's one ordinary batch
-                batches = [(0, result.headers[0])]
-                headers = result.headers
-            else:
-                batches = list(iter_batches(out))  # headers as written: offsets and epoch already assigned
-                headers = [h for _, h in batches]
-            for header in headers:
-                psm.check_append(header, from_client)
             control_bytes: dict[int, bytes] = {}
-            for pos, header in batches:
-                if header.is_control and header.producer_id >= 0:
-                    data = bytes(out[pos : pos + header.size])
-                    control_bytes[header.base_offset] = data
-                    try:
-                        _, coordinator_epoch = read_control_record(data)
-                    except (ValueError, IndexError):
-                        coordinator_epoch = -1
-                    psm.check_marker(header, coordinator_epoch)
-            shallow_offset_of_max_ts = result.last_offset
-            for header in headers:
-                if header.base_offset <= result.offset_of_max_timestamp <= header.last_offset:
-                    shallow_offset_of_max_ts = header.last_offset
-                    break
+            if result.headers is not None:
+                # The fast lane's one ordinary batch (never a control batch): its max timestamp is in it.
+                headers = result.headers
+                if headers[0].producer_id >= 0:
+                    psm.check_append(headers[0], from_client)
+                shallow_offset_of_max_ts = result.last_offset
+            else:
+                headers, shallow_offset_of_max_ts = self._check_batches(out, result, from_client, control_bytes)
             sync = self.flush_on_append and not defer_flush
             if sync:
                 self.fault_hooks.at(FaultPoint.FSYNC, self.topic_partition)
@@ -312,13 +298,38 @@ class Log:
             self._next_offset = result.last_offset + 1
             self._unflushed_messages += result.record_count
             info = LogAppendInfo(result.first_offset, result.last_offset, result.log_append_time, self.log_start_offset)
-            if defer_flush and (self.flush_on_append or self._flush_due(now)):
+            flush_due = self._flush_due(now)
+            if defer_flush and (self.flush_on_append or flush_due):
                 info.flush_required = True
                 return info  # visible (HW, listeners) only after the fsync: expose_flushed()
             self.high_watermark = self._next_offset
-            self._maybe_flush(now)
+            if flush_due:
+                self._flush_logging_errors()
         self._notify_listeners()
         return info
+
+    def _check_batches(self, out: bytes | bytearray | memoryview, result: ValidationResult, from_client: bool,
+                       control_bytes: dict[int, bytes]) -> tuple[list[RecordBatchHeader], int]:
+        """Producer-state checks of every validated batch (markers' coordinator epochs too; their bytes go to
+        `control_bytes`): the headers as written, and the last offset of the batch holding the max timestamp."""
+        psm = self.producer_state_manager
+        batches = list(iter_batches(out))  # headers as written: offsets and epoch already assigned
+        headers = [h for _, h in batches]
+        for header in headers:
+            psm.check_append(header, from_client)
+        for pos, header in batches:
+            if header.is_control and header.producer_id >= 0:
+                data = bytes(out[pos : pos + header.size])
+                control_bytes[header.base_offset] = data
+                try:
+                    _, coordinator_epoch = read_control_record(data)
+                except (ValueError, IndexError):
+                    coordinator_epoch = -1
+                psm.check_marker(header, coordinator_epoch)
+        for header in headers:
+            if header.base_offset <= result.offset_of_max_timestamp <= header.last_offset:
+                return headers, header.last_offset
+        return headers, result.last_offset
 
     def flush_appended(self, info: LogAppendInfo) -> None:
         """Worker thread: fsync everything up to and including a deferred append (raises OSError)."""
@@ -382,22 +393,12 @@ class Log:
                 now,
             )
 
-    def _max_segment_ms(self) -> int:
-        if self.config.compact:
-            return min(self.config.segment_ms, self.config.max_compaction_lag_ms)
-        return self.config.segment_ms
-
     def _maybe_roll(self, size: int, max_timestamp: int, first_offset: int, last_offset: int) -> LogSegment:
         segment = self.segments.active_segment
-        params = RollParams(
-            max_segment_ms=self._max_segment_ms(),
-            max_segment_bytes=self.config.segment_bytes,
-            max_timestamp_in_messages=max_timestamp,
-            max_offset_in_messages=last_offset,
-            messages_size=size,
-            now=self.clock.milliseconds(),
-        )
-        if segment.should_roll(params):
+        config = self.config
+        max_segment_ms = min(config.segment_ms, config.max_compaction_lag_ms) if config.compact else config.segment_ms
+        if segment.should_roll_for(size, max_timestamp, last_offset, self.clock.milliseconds(), max_segment_ms,
+                                   config.segment_bytes):
             return self.roll(max(first_offset, self._next_offset))
         return segment
 
@@ -487,12 +488,11 @@ class Log:
             self.config.flush_ms < 2**62 and now - self._last_flush_ms >= self.config.flush_ms
         )
 
-    def _maybe_flush(self, now: int) -> None:
-        if self._flush_due(now):
-            try:
-                self.flush()
-            except OSError as e:
-                log.error("flush of %s failed: %s", self.topic_partition, e)
+    def _flush_logging_errors(self) -> None:
+        try:
+            self.flush()
+        except OSError as e:
+            log.error("flush of %s failed: %s", self.topic_partition, e)
 
     def flush_if_due(self) -> None:
         """Periodic flush.ms check (Kafka's log flusher)."""

@@ -340,23 +340,28 @@ class LogSegment:
 
     def time_waited_for_roll(self, now: int, message_timestamp: int) -> int:
         """Time since the first batch's MaxTimestamp (record time), else since creation (wall clock)."""
-        self._load_first_batch_timestamp()
+        if self._rolling_based_timestamp is None:
+            self._load_first_batch_timestamp()
         if self._rolling_based_timestamp is not None and self._rolling_based_timestamp >= 0:
             return message_timestamp - self._rolling_based_timestamp
         return now - self.created
 
     def should_roll(self, params: RollParams) -> bool:
         """The roll conditions of docs/STORAGE.md "Rolling" (Kafka's LogSegment.shouldRoll)."""
-        reached_roll_ms = (
-            self.time_waited_for_roll(params.now, params.max_timestamp_in_messages)
-            > params.max_segment_ms - self.roll_jitter_ms
-        )
+        return self.should_roll_for(params.messages_size, params.max_timestamp_in_messages,
+                                    params.max_offset_in_messages, params.now, params.max_segment_ms,
+                                    params.max_segment_bytes)
+
+    def should_roll_for(self, messages_size: int, max_timestamp: int, max_offset: int, now: int,
+                        max_segment_ms: int, max_segment_bytes: int) -> bool:
+        """should_roll without a RollParams (the append path: one call, no object per append)."""
+        size = self._size
         return (
-            self._size > params.max_segment_bytes - params.messages_size
-            or (self._size > 0 and reached_roll_ms)
+            size > max_segment_bytes - messages_size
+            or (size > 0 and self.time_waited_for_roll(now, max_timestamp) > max_segment_ms - self.roll_jitter_ms)
             or self.offset_index.is_full()
             or self.time_index.is_full()
-            or not self.can_convert_to_relative_offset(params.max_offset_in_messages)
+            or not 0 <= max_offset - self.base_offset <= INT32_MAX
         )
 
     def on_became_inactive_segment(self) -> None:

@@ -29,7 +29,7 @@ class TimeIndex(AbstractIndex):
 
     def is_full(self) -> bool:
         # Kafka keeps the last slot free for the final entry written at roll/close (TimeIndex.isFull).
-        return self._entries >= self.max_entries - 1
+        return self._entries >= self._length // 12 - 1
 
     @property
     def last_entry(self) -> tuple[int, int]:
