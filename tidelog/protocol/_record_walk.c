@@ -195,7 +195,134 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     return Py_BuildValue("LL", (long long)lo, (long long)hi);
 }
 
+/* --- the produce fast lane's whole batch check (storage/log_validator.py, _validate_fast) ------------------ */
+
+static PyObject *crc_fn = NULL; /* crc32c(buffer) -> int, set by set_crc() (the crc32c package's, hardware) */
+
+static uint64_t get_be(const uint8_t *p, int n) {
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+static void set_be(uint8_t *p, uint64_t v, int n) {
+    for (int i = n - 1; i >= 0; i--, v >>= 8)
+        p[i] = (uint8_t)v;
+}
+
+/* crc32c of d[21:size] (what a v2 batch's CRC covers); -1 with an exception set. */
+static int64_t batch_crc(uint8_t *d, Py_ssize_t size) {
+    PyObject *view = PyMemoryView_FromMemory((char *)d + 21, size - 21, PyBUF_READ);
+    if (view == NULL)
+        return -1;
+    PyObject *r = PyObject_CallOneArg(crc_fn, view);
+    Py_DECREF(view);
+    if (r == NULL)
+        return -1;
+    unsigned long long v = PyLong_AsUnsignedLongLong(r);
+    Py_DECREF(r);
+    if (v == (unsigned long long)-1 && PyErr_Occurred())
+        return -1;
+    return (int64_t)(v & 0xFFFFFFFFu);
+}
+
+/* check_uncompressed(buf, next_offset, leader_epoch, now_ms, max_message_bytes, segment_bytes, target_codec,
+ *                    compact, ts_lo, ts_hi, log_append_time)
+ *   -> the batch header's 13 fields (RecordBatchHeader's order) as written: BaseOffset, PartitionLeaderEpoch and,
+ *      when they change, MaxTimestamp / the timestamp-type bit / CRC are set in place;
+ *   -> None when the batch is not the fast lane's (nothing is changed): the full validation then decides.
+ * The lane's one ordinary uncompressed batch: exactly one v2 batch filling `buf`, base offset 0, within
+ * max.message.bytes and segment.bytes, records count = last offset delta + 1 > 0, CreateTime, not control, a
+ * producer id only with a sequence, the topic's codec (target_codec -1: "producer") equal to none, a valid CRC,
+ * every record walking cleanly with offset deltas 0..n-1 (no null key on a compacted topic) and its timestamps
+ * within [ts_lo, ts_hi]. The same conditions as the Python lane, which remains for compressed batches. */
+static PyObject *check_uncompressed(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer buf;
+    long long next_offset, now_ms, max_message_bytes, segment_bytes, ts_lo, ts_hi;
+    int leader_epoch, target_codec, compact, log_append;
+    if (!PyArg_ParseTuple(args, "w*LiLLLipLLp", &buf, &next_offset, &leader_epoch, &now_ms, &max_message_bytes,
+                          &segment_bytes, &target_codec, &compact, &ts_lo, &ts_hi, &log_append))
+        return NULL;
+    PyObject *result = NULL;
+    uint8_t *d = buf.buf;
+    Py_ssize_t size = buf.len;
+    if (crc_fn == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "_record_walk.set_crc() was not called");
+        goto done;
+    }
+    if (size < 61 || d[16] != 2)
+        goto not_fast;
+    int64_t base_offset = (int64_t)get_be(d, 8), length = (int32_t)get_be(d + 8, 4);
+    uint32_t crc = (uint32_t)get_be(d + 17, 4);
+    int attributes = (int16_t)get_be(d + 21, 2);
+    int32_t last_offset_delta = (int32_t)get_be(d + 23, 4);
+    int64_t base_ts = (int64_t)get_be(d + 27, 8), max_ts = (int64_t)get_be(d + 35, 8);
+    int64_t producer_id = (int64_t)get_be(d + 43, 8);
+    int32_t base_sequence = (int32_t)get_be(d + 53, 4), count = (int32_t)get_be(d + 57, 4);
+    int codec = attributes & 0x07;
+    if (length + 12 != size || base_offset != 0 || size > max_message_bytes || size > segment_bytes || codec != 0 ||
+        count <= 0 || last_offset_delta != count - 1 || (attributes & (0x08 | 0x20)) ||
+        (producer_id >= 0 && base_sequence < 0) || (target_codec != -1 && target_codec != codec))
+        goto not_fast;
+    int64_t computed = batch_crc(d, size);
+    if (computed < 0)
+        goto done;
+    if ((uint32_t)computed != crc)
+        goto not_fast;
+    Py_ssize_t pos = 61, index = 0;
+    int in_order = 1, saw_null = 0;
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    PyObject *error = NULL;
+    if (walk_core(d, &pos, size, &index, count, compact, NULL, &saw_null, &lo, &hi, &in_order, &error) < 0)
+        goto done;
+    if (error != NULL) {
+        Py_DECREF(error);
+        goto not_fast;
+    }
+    if (index != count || pos != size || !in_order || saw_null)
+        goto not_fast;
+    if (!log_append && ((__int128)base_ts + lo < ts_lo || (__int128)base_ts + hi > ts_hi))
+        goto not_fast;
+    if (!log_append && ((__int128)base_ts + hi > INT64_MAX || (__int128)base_ts + hi < INT64_MIN))
+        goto not_fast; /* a MaxTimestamp that does not fit: the full path answers it */
+    /* Offsets and epoch sit outside the CRC; MaxTimestamp and the attributes inside it. */
+    set_be(d, (uint64_t)next_offset, 8);
+    set_be(d + 12, (uint64_t)(uint32_t)leader_epoch, 4);
+    int new_attrs = log_append ? (attributes | 0x08) : attributes;
+    int64_t new_max = log_append ? now_ms : base_ts + hi;
+    if (new_attrs != attributes || new_max != max_ts) {
+        set_be(d + 21, (uint64_t)(uint16_t)new_attrs, 2);
+        set_be(d + 35, (uint64_t)new_max, 8);
+        computed = batch_crc(d, size);
+        if (computed < 0)
+            goto done;
+        crc = (uint32_t)computed;
+        set_be(d + 17, crc, 4);
+    }
+    /* RecordBatchHeader's fields, in its order, as written */
+    result = Py_BuildValue("LiiiIiiLLLiii", next_offset, (int)length, leader_epoch, 2, (unsigned int)crc, new_attrs,
+                           (int)last_offset_delta, (long long)base_ts, (long long)new_max, (long long)producer_id,
+                           (int)(int16_t)get_be(d + 51, 2), (int)base_sequence, (int)count);
+    goto done;
+not_fast:
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&buf);
+    return result;
+}
+
+static PyObject *set_crc(PyObject *self, PyObject *fn) {
+    (void)self;
+    Py_XSETREF(crc_fn, Py_NewRef(fn));
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
+    {"check_uncompressed", check_uncompressed, METH_VARARGS,
+     "The produce fast lane's check and stamping of one uncompressed batch (see above)."},
+    {"set_crc", set_crc, METH_O, "set_crc(crc32c): the CRC-32C function check_uncompressed uses."},
     {"walk", walk, METH_VARARGS, "Walk uncompressed v2 records (see tidelog.protocol.record_walk)."},
     {"scan", scan, METH_VARARGS, "The timestamp delta range of exactly `count` clean in-order records, else None."},
     {NULL, NULL, 0, NULL},

@@ -9,8 +9,9 @@ Errors: a malformed record -> INVALID_RECORD (Kafka's InvalidRecordException); a
 `max_decompressed_bytes` -> INVALID_RECORD (Kafka trunk's max.decompressed.message.bytes answers the same).
 Unused attribute bits (7-15 of a batch, the record attributes byte) are ignored, as Kafka ignores them.
 
-Hot path: the common produced batch takes `_validate_fast` (the C scan of protocol/record_walk.py, the remaining
-checks on its numbers), which only ever accepts: anything else, valid or not, is validated again by the full path,
+Hot path: the common produced batch takes `_validate_fast` (uncompressed: header, CRC, record walk and stamping in
+one C call, protocol/_record_walk.c `check_uncompressed`; compressed: the C scan of the inflated records, the
+remaining checks on its numbers), which only ever accepts: anything else, valid or not, is validated again by the full path,
 which alone answers errors. An uncompressed batch, or a batch already in the target codec with inner offsets 0..n-1,
 is changed in place (BaseOffset and PartitionLeaderEpoch sit outside the CRC; MaxTimestamp and, for LogAppendTime,
 the timestamp-type bit are rewritten with the CRC only when they change).
@@ -28,6 +29,7 @@ Divergences from Kafka, on purpose:
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from tidelog.config.log_config import LONG_MAX, LogConfig
@@ -60,7 +62,6 @@ from tidelog.protocol.records import (
     GZIP,
     LOG_APPEND_TIME,
     LZ4,
-    NONE,
     ZSTD,
     CorruptRecordError,
     Record,
@@ -77,6 +78,7 @@ _INT64 = struct.Struct(">q")
 NO_TIMESTAMP = -1
 CURRENT_MAGIC = 2
 _HEADER = struct.Struct(">qiibIhiqqqhii")  # record_batch.read_header's fields, unpacked without the object
+_INT64_MIN = -(1 << 63)
 FAST_INFLATE_BYTES = 1 << 20  # a compressed batch expanding to more is walked as a stream (the full path)
 
 
@@ -291,14 +293,19 @@ def validate_records(records: bytes | bytearray | memoryview, config: LogConfig,
 
 def _validate_fast(buf: Buffer, config: LogConfig, next_offset: int, leader_epoch: int, now_ms: int,
                    max_decompressed_bytes: int) -> ValidationResult | None:
-    """The common produce append in one pass: one valid batch kept as it is (no rebuild); a compressed one
-    expanding to at most FAST_INFLATE_BYTES is decompressed whole. The C scan walks the records; the checks of
-    _check_batch and _record_errors are made here on its numbers. None for anything else, valid or not: the full
-    path then validates again, as a bounded stream, and owns every error answer."""
+    """The common produce append in one pass: one valid batch kept as it is (no rebuild). An uncompressed one is
+    checked and stamped by one C call (`check_uncompressed`); a compressed one expanding to at most
+    FAST_INFLATE_BYTES is decompressed whole, the C scan walks its records, and the checks of _check_batch and
+    _record_errors are made here on its numbers. None for anything else, valid or not: the full path then
+    validates again, as a bounded stream, and owns every error answer."""
     assert record_walk.scan_records is not None
     size = len(buf)
     if size < HEADER_SIZE or buf[MAGIC_OFFSET] != CURRENT_MAGIC:
         return None
+    if not buf[ATTRIBUTES_OFFSET + 1] & COMPRESSION_MASK:  # uncompressed: one C call checks and stamps it
+        check = record_walk.check_uncompressed
+        return None if check is None else _validate_fast_uncompressed(check, buf, config, next_offset, leader_epoch,
+                                                                      now_ms)
     (base_offset, length, _, magic, crc, attributes, last_offset_delta, base_ts, max_ts, producer_id,
      producer_epoch, base_sequence, count) = _HEADER.unpack_from(buf, 0)
     codec = attributes & COMPRESSION_MASK
@@ -312,11 +319,8 @@ def _validate_fast(buf: Buffer, config: LogConfig, next_offset: int, leader_epoc
     if crc32c.crc32c(view[ATTRIBUTES_OFFSET:]) != crc:
         return None
     compact = config.compact
-    if codec == NONE:
-        walked = record_walk.scan_records(buf, HEADER_SIZE, size, count, compact)
-    else:
-        records = _inflate_small(codec, view[HEADER_SIZE:], max_decompressed_bytes)
-        walked = None if records is None else record_walk.scan_records(records, 0, len(records), count, compact)
+    records = _inflate_small(codec, view[HEADER_SIZE:], max_decompressed_bytes)
+    walked = None if records is None else record_walk.scan_records(records, 0, len(records), count, compact)
     if walked is None:
         return None
     min_delta, max_delta = walked
@@ -347,6 +351,29 @@ def _validate_fast(buf: Buffer, config: LogConfig, next_offset: int, leader_epoc
         last_sequence=written.last_sequence, is_transactional=bool(attributes & TRANSACTIONAL_FLAG),
         record_count=count, headers=[written],
     )
+
+
+def _validate_fast_uncompressed(check: Callable[..., tuple[int, ...] | None], buf: Buffer, config: LogConfig,
+                                next_offset: int, leader_epoch: int, now_ms: int) -> ValidationResult | None:
+    """The lane for an uncompressed batch: the same checks, made by one C call (_record_walk.check_uncompressed)."""
+    target = config.compression_type
+    target_codec = -1 if target == "producer" else CODEC_NAMES.get(target, -2)
+    log_append = config.log_append_time
+    before, after = config.message_timestamp_before_max_ms, config.message_timestamp_after_max_ms
+    if not log_append and (before < LONG_MAX or after < LONG_MAX):
+        lo, hi = max(now_ms - before, _INT64_MIN), min(now_ms + after, LONG_MAX)
+    else:
+        lo, hi = _INT64_MIN, LONG_MAX
+    fields = check(buf, next_offset, leader_epoch, now_ms, config.max_message_bytes, config.segment_bytes,
+                   target_codec, config.compact, lo, hi, log_append)
+    if fields is None:
+        return None
+    written = RecordBatchHeader(*fields)
+    last = next_offset + written.records_count - 1
+    return ValidationResult(buf, next_offset, last, written.max_timestamp, last, now_ms if log_append else NO_TIMESTAMP,
+                            written.producer_id, written.producer_epoch, written.base_sequence,
+                            written.last_sequence, bool(written.attributes & TRANSACTIONAL_FLAG),
+                            written.records_count, [written])
 
 
 def _inflate_small(codec: int, payload: memoryview, max_decompressed_bytes: int) -> bytes | None:

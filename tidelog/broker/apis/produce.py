@@ -45,18 +45,9 @@ ZSTD_MIN_VERSION = 7  # KIP-110
 TOPIC_ID_MIN_VERSION = 13  # KIP-516
 
 
-class _PartitionResult:
-    __slots__ = ("error", "base_offset", "log_append_time", "log_start_offset", "record_errors", "message")
-
-    def __init__(self, error: ErrorCode = ErrorCode.NONE, base_offset: int = -1, log_append_time: int = -1,
-                 log_start_offset: int = -1, record_errors: list[tuple[int, str]] | None = None,
-                 message: str | None = None) -> None:
-        self.error = error
-        self.base_offset = base_offset
-        self.log_append_time = log_append_time
-        self.log_start_offset = log_start_offset
-        self.record_errors = record_errors or []
-        self.message = message
+def _result(error: ErrorCode, message: str | None = None) -> PartitionProduceResponse:
+    """A failed partition's answer (its index is set by the caller): base offset -1, record errors none."""
+    return PartitionProduceResponse(-1, error, -1, -1, -1, [], message)
 
 
 def _precheck_records(records: bytes | memoryview | None, version: int) -> ErrorCode:
@@ -89,49 +80,47 @@ def _verify_transaction(ctx: RequestContext, tp: TopicPartition, records: bytes 
 
 
 def _append(ctx: RequestContext, tp: TopicPartition, records: bytes | memoryview | None, acks: int,
-            pending: list[tuple[Log, LogAppendInfo, _PartitionResult]]) -> _PartitionResult:
+            pending: list[tuple[Log, LogAppendInfo, PartitionProduceResponse]]) -> PartitionProduceResponse:
     topics = ctx.broker.topics
     info = topics.get(tp.topic)
     if info is None or not 0 <= tp.partition < info.partitions:
-        return _PartitionResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        return _result(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     if info.internal and ctx.client_id != ADMIN_CLIENT_ID:
-        return _PartitionResult(ErrorCode.INVALID_TOPIC_EXCEPTION,
-                                message=f"Cannot append to internal topic {tp.topic}")
+        return _result(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {tp.topic}")
     error = _precheck_records(records, ctx.api_version)
     if error != ErrorCode.NONE:
-        return _PartitionResult(error)
+        return _result(error)
     log_obj = topics.log(tp)
     if log_obj is None:
-        return _PartitionResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        return _result(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     if acks == -1 and log_obj.config.min_insync_replicas > 1:
         # One replica is the whole ISR (Kafka's Partition.appendRecordsToLeader).
-        return _PartitionResult(ErrorCode.NOT_ENOUGH_REPLICAS,
-                                message=f"ISR size 1 is below min.insync.replicas "
-                                        f"{log_obj.config.min_insync_replicas}")
+        return _result(ErrorCode.NOT_ENOUGH_REPLICAS,
+                       f"ISR size 1 is below min.insync.replicas {log_obj.config.min_insync_replicas}")
     assert records is not None
     error = _verify_transaction(ctx, tp, records)
     if error != ErrorCode.NONE:
-        return _PartitionResult(error)
+        return _result(error)
     try:
         appended = log_obj.append_as_leader(records, log_obj.leader_epoch, defer_flush=True)
     except KafkaError as e:
-        return _PartitionResult(e.code, record_errors=e.record_errors, message=e.message)
-    result = _PartitionResult(ErrorCode.NONE, appended.first_offset, appended.log_append_time,
-                              appended.log_start_offset)
+        return PartitionProduceResponse(-1, e.code, -1, -1, -1, e.record_errors or [], e.message)
+    result = PartitionProduceResponse(-1, ErrorCode.NONE, appended.first_offset, appended.log_append_time,
+                                      appended.log_start_offset, [], None)
     if appended.flush_required:
         pending.append((log_obj, appended, result))
     return result
 
 
-async def _flush(ctx: RequestContext, pending: list[tuple[Log, LogAppendInfo, _PartitionResult]]) -> None:
+async def _flush(ctx: RequestContext, pending: list[tuple[Log, LogAppendInfo, PartitionProduceResponse]]) -> None:
     """fsyncs the flush policy asks for run on workers, off the loop; each partition's result is final
     once its own fsync is done (a failed one answers KAFKA_STORAGE_ERROR)."""
-    async def one(log_obj: Log, info: LogAppendInfo, result: _PartitionResult) -> None:
+    async def one(log_obj: Log, info: LogAppendInfo, result: PartitionProduceResponse) -> None:
         try:
             await ctx.broker.log_manager.flush_appended(log_obj, info)
         except (OSError, KafkaError) as e:
             log.error("flush of %s failed: %s", log_obj.topic_partition, e)
-            result.error, result.base_offset, result.message = ErrorCode.KAFKA_STORAGE_ERROR, -1, str(e)
+            result.error_code, result.base_offset, result.error_message = ErrorCode.KAFKA_STORAGE_ERROR, -1, str(e)
 
     await asyncio.gather(*(one(*p) for p in pending))
 
@@ -160,33 +149,38 @@ def _response_key(ctx: RequestContext, topic: Any, name: str | None) -> str | by
 
 async def handle(ctx: RequestContext, request: Any) -> Any | None:
     acks = request.acks
-    results: list[tuple[str | bytes, list[tuple[int, _PartitionResult]]]] = []
+    results: list[tuple[str | bytes, list[PartitionProduceResponse]]] = []
     # KafkaApis.handleProduceRequest: WRITE on the transactional id, then WRITE per topic (by name, after a
-    # v13 topic id is resolved)
-    transactional_id = getattr(request, "transactional_id", None)
-    txn_denied = transactional_id is not None and not authorize(ctx, Op.WRITE, TRANSACTIONAL_ID, transactional_id)
+    # v13 topic id is resolved). Without an authorizer everything is allowed (nothing to compute per request).
+    transactional_id = request.transactional_id
     names = _topic_names(ctx, request)
-    writable = authorized_names(ctx, Op.WRITE, TOPIC, [n for n in names if n is not None])
-    pending: list[tuple[Log, LogAppendInfo, _PartitionResult]] = []
+    if ctx.broker.security.authorizer is None:
+        txn_denied, writable = False, None
+    else:
+        txn_denied = transactional_id is not None and not authorize(ctx, Op.WRITE, TRANSACTIONAL_ID,
+                                                                    transactional_id)
+        writable = authorized_names(ctx, Op.WRITE, TOPIC, [n for n in names if n is not None])
+    pending: list[tuple[Log, LogAppendInfo, PartitionProduceResponse]] = []
     for topic, name in zip(request.topic_data or [], names, strict=True):
         partitions = []
         for p in topic.partition_data or []:
             if txn_denied:
-                result = _PartitionResult(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+                result = _result(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
             elif name is None:
-                result = _PartitionResult(ErrorCode.UNKNOWN_TOPIC_ID)
-            elif name not in writable:
-                result = _PartitionResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                result = _result(ErrorCode.UNKNOWN_TOPIC_ID)
+            elif writable is not None and name not in writable:
+                result = _result(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             elif acks not in (-1, 0, 1):
-                result = _PartitionResult(ErrorCode.INVALID_REQUIRED_ACKS)
+                result = _result(ErrorCode.INVALID_REQUIRED_ACKS)
             else:
                 tp = TopicPartition(name, p.index)
                 try:
                     result = _append(ctx, tp, p.records, acks, pending)
                 except Exception as e:  # never let one partition take the broker down
                     log.exception("produce to %s failed", tp)
-                    result = _PartitionResult(ErrorCode.UNKNOWN_SERVER_ERROR, message=str(e))
-            partitions.append((p.index, result))
+                    result = _result(ErrorCode.UNKNOWN_SERVER_ERROR, str(e))
+            result.index = p.index
+            partitions.append(result)
         results.append((_response_key(ctx, topic, name), partitions))
     if pending:
         await _flush(ctx, pending)
@@ -195,8 +189,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any | None:
         # No response to carry an error, so Kafka (KafkaApis.handleProduceRequest) closes the connection when
         # any partition failed: the client notices, reconnects and refreshes its metadata. Partitions that
         # succeeded stay appended, as in Kafka.
-        failed = [f"{_describe(key)}-{index}: {result.error.name}" for key, partitions in results
-                  for index, result in partitions if result.error != ErrorCode.NONE]
+        failed = [f"{_describe(key)}-{r.index}: {ErrorCode(r.error_code).name}" for key, partitions in results
+                  for r in partitions if r.error_code != ErrorCode.NONE]
         if failed:
             raise CloseConnection(f"error during acks=0 produce request with correlation id {ctx.correlation_id}"
                                   f" from client id {ctx.client_id!r} ({', '.join(failed)})")
@@ -204,11 +198,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any | None:
 
     # Encoded by hand when the connection writes it (protocol/produce_codec.py); the client quotas may set its
     # throttle_time_ms first.
-    return ProduceResponseData(ctx.api_version, [
-        (name, [PartitionProduceResponse(index, r.error, r.base_offset, r.log_append_time, r.log_start_offset,
-                                         r.record_errors, r.message if r.error != ErrorCode.NONE else None)
-                for index, r in partitions])
-        for name, partitions in results])
+    return ProduceResponseData(ctx.api_version, results)
 
 
 def _describe(key: str | bytes) -> str:
