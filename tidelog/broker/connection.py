@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import struct
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -24,7 +25,6 @@ from tidelog.broker.quotas import ANONYMOUS
 from tidelog.broker.request_quota import LoopTime, timed
 from tidelog.protocol.api_keys import ApiKey
 from tidelog.protocol.frame import (
-    INT32,
     ProtocolError,
     RequestHeader,
     parse_request_header,
@@ -43,6 +43,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _NOT_TIMED = LoopTime()  # a request not measured for the request quota (none is set)
+_SIZE_AND_ID = struct.Struct(">ii")  # a response frame's size prefix and correlation id
+_JOIN_BELOW = 4096  # a one-piece hand-encoded body up to this size is joined to its header (one piece to write)
 MAX_COALESCED_PIECES = 256  # response pieces gathered before a write even while more Produce requests wait
 
 
@@ -322,7 +324,8 @@ class Connection:
             decode, flexible_from = hand
             try:
                 if version >= flexible_from:
-                    pos = skip_tagged_fields(frame, pos)
+                    # the header's tagged fields: almost always none (one 0 byte)
+                    pos = pos + 1 if pos < len(frame) and frame[pos] == 0 else skip_tagged_fields(frame, pos)
                 return decode(frame, pos, version)
             except ProtocolError:
                 raise
@@ -354,9 +357,17 @@ class Connection:
         try:
             if isinstance(response, EncodedResponse):
                 parts = response.pieces()
-                body_size = sum(len(p) for p in parts)
-                header = (INT32.pack(body_size + 5) + INT32.pack(correlation_id) + b"\x00" if response.flexible
-                          else INT32.pack(body_size + 4) + INT32.pack(correlation_id))
+                if len(parts) == 1 and len(parts[0]) <= _JOIN_BELOW:  # a Produce answer: one small piece
+                    body = parts[0]
+                    head = (_SIZE_AND_ID.pack(len(body) + 5, correlation_id) + b"\x00" if response.flexible
+                            else _SIZE_AND_ID.pack(len(body) + 4, correlation_id))
+                    out = head + body
+                    return [out], len(out), name, response.error_code
+                body_size = 0
+                for part in parts:
+                    body_size += len(part)
+                header = (_SIZE_AND_ID.pack(body_size + 5, correlation_id) + b"\x00" if response.flexible
+                          else _SIZE_AND_ID.pack(body_size + 4, correlation_id))
                 return [header, *parts], len(header) + body_size, name, response.error_code
             body = encode_response(response, version)
             # Response header v1 (tagged fields) for flexible versions, except ApiVersions: always v0 (KIP-511).
