@@ -279,22 +279,24 @@ class LogSegment:
         size = len(records)
         if size == 0:
             return
-        if not self.can_convert_to_relative_offset(largest_offset):
+        if not 0 <= largest_offset - self.base_offset <= INT32_MAX:
             raise ValueError(f"offset {largest_offset} cannot be stored in segment {self.base_offset}")
         physical_position = self._size
+        offset_index, time_index = self.offset_index, self.time_index
         saved = (
             self.bytes_since_last_index_entry,
             self.max_timestamp_so_far,
             self.offset_of_max_timestamp_so_far,
             self._rolling_based_timestamp,
-            self.offset_index.entries,
-            self.time_index.entries,
+            offset_index.entries,
+            time_index.entries,
         )
         try:
-            view = memoryview(records).cast("B")
-            written = 0
-            while written < size:
-                written += os.pwrite(self._fd, view[written:], physical_position + written)
+            written = os.pwrite(self._fd, records, physical_position)  # all of it, but for a short write:
+            if written < size:
+                view = memoryview(records).cast("B")
+                while written < size:
+                    written += os.pwrite(self._fd, view[written:], physical_position + written)
             if sync:
                 os.fdatasync(self._fd)
             if physical_position == 0:
@@ -303,8 +305,8 @@ class LogSegment:
                 self.max_timestamp_so_far = largest_timestamp
                 self.offset_of_max_timestamp_so_far = shallow_offset_of_max_timestamp
             if self.bytes_since_last_index_entry > self.index_interval_bytes:
-                self.offset_index.append(largest_offset, physical_position)
-                self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far)
+                offset_index.append(largest_offset, physical_position)
+                time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far)
                 self.bytes_since_last_index_entry = 0
             self.bytes_since_last_index_entry += size
         except Exception:  # OSError above all; anything else is rolled back just the same
@@ -356,9 +358,15 @@ class LogSegment:
                         max_segment_ms: int, max_segment_bytes: int) -> bool:
         """should_roll without a RollParams (the append path: one call, no object per append)."""
         size = self._size
+        if size > 0:  # time_waited_for_roll, inline: this runs for every append
+            if self._rolling_based_timestamp is None:
+                self._load_first_batch_timestamp()
+            first = self._rolling_based_timestamp
+            waited = max_timestamp - first if first is not None and first >= 0 else now - self.created
+            if waited > max_segment_ms - self.roll_jitter_ms:
+                return True
         return (
             size > max_segment_bytes - messages_size
-            or (size > 0 and self.time_waited_for_roll(now, max_timestamp) > max_segment_ms - self.roll_jitter_ms)
             or self.offset_index.is_full()
             or self.time_index.is_full()
             or not 0 <= max_offset - self.base_offset <= INT32_MAX

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import struct
 
 from tidelog.storage.abstract_index import AbstractIndex, CorruptIndexError, IndexError_
@@ -29,18 +30,20 @@ class OffsetIndex(AbstractIndex):
 
     def append(self, offset: int, position: int) -> None:
         """Add (offset, position). Offsets must strictly increase; the index must not be full."""
-        with self._lock:
+        with self._lock:  # is_full(), _relative_offset() and _write_entry(), inline: this runs for most batches
             entries = self._entries
-            if entries >= self._length // 8:  # is_full(), inline: this runs for most produced batches
+            if entries >= self._length // 8:
                 raise IndexError_(f"attempt to append to a full index {self.path}")
-            if entries and offset <= self.base_offset + self._relative_offset(entries - 1):
+            rel = offset - self.base_offset
+            if entries and self._mmap is not None and rel <= _ENTRY.unpack_from(self._mmap, entries * 8 - 8)[0]:
                 raise IndexError_(
                     f"offset {offset} not larger than last offset {self.last_offset} in {self.path}"
                 )
-            rel = offset - self.base_offset
             if not 0 <= rel <= 0x7FFFFFFF:
                 raise IndexError_(f"offset {offset} out of the relative range of base {self.base_offset}")
-            self._write_entry(_ENTRY.pack(rel, position))
+            if os.pwrite(self._fd, _ENTRY.pack(rel, position), entries * 8) != 8:
+                raise OSError("short write to index")
+            self._entries = entries + 1
 
     def lookup(self, target_offset: int) -> tuple[int, int]:
         """The last entry with offset <= target, else (base offset, 0)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import struct
 
 from tidelog.storage.abstract_index import AbstractIndex, CorruptIndexError, IndexError_
@@ -38,22 +39,30 @@ class TimeIndex(AbstractIndex):
 
     def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
         """Append (timestamp, offset) when timestamp is strictly above the last entry's."""
-        with self._lock:
+        with self._lock:  # is_full(), entry() and _write_entry(), inline: this runs for most produced batches
             entries = self._entries
-            if not skip_full_check and entries >= self._length // 12 - 1:  # is_full(), inline
+            if not skip_full_check and entries >= self._length // 12 - 1:
                 raise IndexError_(f"attempt to append to a full time index {self.path}")
-            last_ts, last_off = self.entry(entries - 1) if entries else (NO_TIMESTAMP, self.base_offset)
-            if self._entries and offset < last_off:
-                raise IndexError_(f"offset {offset} below last time-index offset {last_off} in {self.path}")
-            if self._entries and timestamp < last_ts:
-                raise IndexError_(f"timestamp {timestamp} below last time-index timestamp {last_ts}")
+            rel = offset - self.base_offset
+            if entries:
+                assert self._mmap is not None
+                last_ts, last_rel = _ENTRY.unpack_from(self._mmap, entries * 12 - 12)
+                if rel < last_rel:
+                    raise IndexError_(f"offset {offset} below last time-index offset "
+                                      f"{self.base_offset + last_rel} in {self.path}")
+                if timestamp < last_ts:
+                    raise IndexError_(f"timestamp {timestamp} below last time-index timestamp {last_ts}")
+            else:
+                last_ts = NO_TIMESTAMP
             # An empty index reads as (-1, base): a segment without timestamps gets no entry at all.
             if timestamp <= last_ts:
                 return
-            if self._entries >= self.max_entries:
+            if entries >= self._length // 12:
                 # Only reachable with skip_full_check on a trimmed file: grow by one slot.
                 self.resize(self._length + self.ENTRY_SIZE)
-            self._write_entry(_ENTRY.pack(timestamp, offset - self.base_offset))
+            if os.pwrite(self._fd, _ENTRY.pack(timestamp, rel), entries * 12) != 12:
+                raise OSError("short write to index")
+            self._entries = entries + 1
 
     def lookup(self, target_timestamp: int) -> tuple[int, int]:
         """The last entry with timestamp <= target, else (-1, base offset)."""
