@@ -13,12 +13,15 @@ Both brokers run as subprocesses so their CPU time and memory can be read from /
 Phases, each bounded by volume and by --seconds, each case run on tidelog then on the mock before the next:
   produce 100 B / 1 KiB records x none/lz4 x acks=1/all x 64 KiB/1 MiB producer batches (batch.size, linger.ms 5),
   consume (the same data set re-read from the start), broker CPU-seconds per GB of produced payload
-  (utime+stime of the broker process), end-to-end p99 latency at 1000 msg/s, start-up to the first Metadata
-  answer (fresh process each time), and RSS / anonymous (heap) / file-backed memory of the brokers after the run.
+  (utime+stime of the broker process, with the stime share shown as "sys"), end-to-end p99 latency at
+  1000 msg/s, start-up to the first Metadata answer (fresh process each time), and RSS / anonymous (heap) /
+  file-backed memory of the brokers after the run.
 Each produce case's topic is deleted on tidelog once measured (except the first 1 KiB uncompressed one, re-read
-later): on this VM, writing into page cache that has grown past ~1-2 GB costs the writer up to 8x the system time
-(`dd` shows the same: 0.2 s of sys per 700 MB written, then 1.8 s; the host backs fresh guest pages lazily), so
-without it the later cases measured the machine's memory, not the broker. The mock keeps only partition tails.
+later), which frees its page cache at once. The "sys" share of a case says how much of its CPU was the kernel's:
+on this VM a page-cache page the guest has not touched lately costs its writer about 7x the system time (a
+pwrite loop of 1.2 GB: 0.3 s of sys right after a file of that size was deleted, 2.1-2.5 s on memory idle for
+5-10 s, which the VM has handed back to its host), so uncompressed cases move with the machine's memory, not
+with the broker. The mock keeps only partition tails in memory and writes no file.
 Consumers set fetch.queue.backoff.ms=0: librdkafka otherwise pauses fetching for 1 s whenever
 queued.min.messages are queued, which measures the client's back-off instead of the broker.
 """
@@ -26,6 +29,7 @@ queued.min.messages are queued, which measures the client's back-off instead of 
 from __future__ import annotations
 
 import argparse
+import compileall
 import logging
 import os
 import re
@@ -86,8 +90,12 @@ class Broker:
         """Free what a finished case wrote (the mock keeps only partition tails anyway)."""
 
     def cpu_seconds(self) -> float:
+        return sum(self.cpu_times())
+
+    def cpu_times(self) -> tuple[float, float]:
+        """(user, system) CPU seconds of the broker process so far."""
         fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime + stime
+        return int(fields[11]) / CLK_TCK, int(fields[12]) / CLK_TCK  # utime, stime
 
     def memory(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -146,13 +154,13 @@ class Tidelog(Broker):
     def create_topic(self, topic: str) -> None:
         from confluent_kafka.admin import AdminClient, NewTopic
 
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, **QUIET})
         admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
 
     def delete_topic(self, topic: str) -> None:
         from confluent_kafka.admin import AdminClient
 
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, **QUIET})
         admin.delete_topics([topic])[topic].result(30)
 
 
@@ -237,6 +245,7 @@ class Produced:
     mb_s: float
     cpu_per_gb: float
     errors: int = 0
+    sys_per_gb: float = 0.0  # the kernel's share (socket copies, page-cache writes) of cpu_per_gb
 
 
 def produce(broker: Broker, topic: str, size: int, codec: str, acks: str, batch: int, max_mb: float,
@@ -261,7 +270,7 @@ def produce(broker: Broker, topic: str, size: int, codec: str, acks: str, batch:
     # produce_batch ignores a per-message partition: each call goes to one partition, round robin.
     msgs = [{"value": value} for _ in range(max(1, 1_000_000 // size))]
     target = int(max_mb * 1e6 / size)
-    cpu0 = broker.cpu_seconds()
+    user0, sys0 = broker.cpu_times()
     t0 = time.perf_counter()
     sent = calls = 0
     while sent < target and time.perf_counter() - t0 < seconds:
@@ -271,10 +280,11 @@ def produce(broker: Broker, topic: str, size: int, codec: str, acks: str, batch:
         producer.poll(0 if n else 0.002)
     left = producer.flush(60)
     elapsed = time.perf_counter() - t0
-    cpu = broker.cpu_seconds() - cpu0
+    user1, sys1 = broker.cpu_times()
     delivered = sent - left - errors[0]
-    nbytes = delivered * size
-    return Produced(nbytes / elapsed / 1e6, cpu / max(nbytes / 1e9, 1e-9), errors[0] + left)
+    gb = max(delivered * size / 1e9, 1e-9)
+    return Produced(delivered * size / elapsed / 1e6, (user1 - user0 + sys1 - sys0) / gb, errors[0] + left,
+                    (sys1 - sys0) / gb)
 
 
 def consume(broker: Broker, topic: str, seconds: float) -> tuple[float, float]:
@@ -378,6 +388,9 @@ def main() -> None:
     if args.mock_server:
         mock_server()
         return
+    # Byte-compiled modules, as an installed wheel has them (PYTHONDONTWRITEBYTECODE keeps a checkout without
+    # them, and the start-up figure would then measure compiling tidelog, ~0.1 s).
+    compileall.compile_dir(str(TIDELOG_ROOT / "tidelog"), quiet=1)
 
     print(BACKOFF_NOTE)
     print(f"tidelog from {TIDELOG_ROOT}")
@@ -419,7 +432,8 @@ def main() -> None:
                     for b in brokers:
                         b.delete_topic(topic)
                 t, m = results["tidelog"], results["mock"]
-                note = f"CPU s/GB {t.cpu_per_gb:.2f} vs {m.cpu_per_gb:.2f}"
+                note = (f"CPU s/GB {t.cpu_per_gb:.2f} (sys {t.sys_per_gb:.2f}) vs {m.cpu_per_gb:.2f} "
+                        f"(sys {m.sys_per_gb:.2f})")
                 if t.errors or m.errors:
                     note += f"; errors {t.errors}/{m.errors}"
                 table.add(name, f"{t.mb_s:.0f} MB/s", f"{m.mb_s:.0f} MB/s", ratio(t.mb_s, m.mb_s), note)
