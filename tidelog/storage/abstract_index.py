@@ -1,13 +1,16 @@
 """Shared machinery of the offset and time indexes (Kafka's AbstractIndex), docs/STORAGE.md "Segments and indexes".
 
-The file is preallocated to the maximum size and kept memory-mapped for lookups; the number of valid
-entries lives in memory. Entries are *written* with pwrite rather than through the mapping: Linux keeps
-both views coherent (one page cache), and a write into a sparse preallocated file on a full disk then
-fails with ENOSPC (-> KAFKA_STORAGE_ERROR) instead of killing the process with SIGBUS.
+The file is preallocated (sparse) to the maximum size and kept memory-mapped; the number of valid entries
+lives in memory. Entries are written through the mapping, as Kafka's MappedByteBuffer does (no system call per
+entry: a produced batch adds one to each index). A store into a sparse page of a full disk would kill the process
+with SIGBUS, so the disk blocks are reserved with fallocate ahead of the entries (`ALLOCATE_AHEAD` bytes at a
+time, one call per thousands of entries): a full disk then fails that call with ENOSPC (-> KAFKA_STORAGE_ERROR)
+before any store. A filesystem without fallocate gets its entries with pwrite, as before.
 """
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import threading
@@ -25,6 +28,10 @@ class CorruptIndexError(Exception):
 
 def round_down_to_multiple(number: int, factor: int) -> int:
     return factor * (number // factor)
+
+
+ALLOCATE_AHEAD = 64 * 1024  # disk blocks reserved past the last entry before entries are stored in the mapping
+PAGE = 4096
 
 
 class AbstractIndex:
@@ -46,12 +53,16 @@ class AbstractIndex:
         # Kafka: a freshly created index has 0 entries; an existing one has length / entrySize entries
         # (which is why files are trimmed on close and rebuilt by recovery after a crash).
         self._entries = 0 if newly_created else self._length // self.ENTRY_SIZE
+        # Bytes from the start whose disk blocks this object has reserved (fallocate); entries are stored in the
+        # mapping only below it. 0 at open: a file left sparse by a crash is reserved again (cheap where its
+        # blocks exist). None: this filesystem has no fallocate, entries are written with pwrite.
+        self._allocated: int | None = 0
 
     # --- mapping ---------------------------------------------------------------------------------------------
 
     def _map(self) -> None:
         if self._length > 0:
-            self._mmap = mmap.mmap(self._fd, self._length, access=mmap.ACCESS_READ)
+            self._mmap = mmap.mmap(self._fd, self._length, access=mmap.ACCESS_WRITE)
         else:
             self._mmap = None
 
@@ -92,6 +103,8 @@ class AbstractIndex:
             os.ftruncate(self._fd, rounded)
             self._length = rounded
             self._entries = min(self._entries, rounded // self.ENTRY_SIZE)
+            if self._allocated is not None:
+                self._allocated = min(self._allocated, rounded // PAGE * PAGE)
             self._map()
             return True
 
@@ -103,6 +116,8 @@ class AbstractIndex:
         with self._lock:
             self._entries = 0
             self.resize(self.max_index_size)
+            if self._allocated is not None:
+                self._allocated = 0  # whatever the file held may have been sparse
 
     def truncate_to_entries(self, entries: int) -> None:
         with self._lock:
@@ -112,9 +127,35 @@ class AbstractIndex:
 
     def _write_entry(self, data: bytes) -> None:
         pos = self._entries * self.ENTRY_SIZE
-        if os.pwrite(self._fd, data, pos) != len(data):
-            raise OSError("short write to index")
+        self._store(pos, data)
         self._entries += 1
+
+    def _store(self, pos: int, data: bytes) -> None:
+        """Put an entry's bytes at `pos` (< the file length): through the mapping once its disk blocks are
+        reserved, else with pwrite. Raises OSError (ENOSPC on a full disk) with nothing stored."""
+        end = pos + len(data)
+        allocated = self._allocated
+        if allocated is not None and end > allocated:
+            allocated = self._reserve(end)
+        if allocated is None or self._mmap is None:
+            if os.pwrite(self._fd, data, pos) != len(data):
+                raise OSError("short write to index")
+        else:
+            self._mmap[pos:end] = data
+
+    def _reserve(self, end: int) -> int | None:
+        """fallocate the blocks from `_allocated` to past `end` (ALLOCATE_AHEAD more, within the file)."""
+        assert self._allocated is not None
+        upto = min(self._length, (end + PAGE - 1) // PAGE * PAGE + ALLOCATE_AHEAD)
+        try:
+            os.posix_fallocate(self._fd, self._allocated, upto - self._allocated)
+        except OSError as exc:
+            if exc.errno not in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
+                raise  # ENOSPC, EIO: the append fails (KAFKA_STORAGE_ERROR), nothing was stored
+            self._allocated = None  # no fallocate here: pwrite from now on
+            return None
+        self._allocated = upto
+        return upto
 
     def _largest_lower_bound_slot(self, target: int, key: Callable[[int], int]) -> int:
         """Slot of the last entry whose key is <= target, or -1 (entries are sorted by key)."""

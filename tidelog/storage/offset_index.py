@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import struct
 
 from tidelog.storage.abstract_index import AbstractIndex, CorruptIndexError, IndexError_
@@ -30,7 +29,7 @@ class OffsetIndex(AbstractIndex):
 
     def append(self, offset: int, position: int) -> None:
         """Add (offset, position). Offsets must strictly increase; the index must not be full."""
-        with self._lock:  # is_full(), _relative_offset() and _write_entry(), inline: this runs for most batches
+        with self._lock:  # is_full() and _relative_offset(), inline: this runs for most batches
             entries = self._entries
             if entries >= self._length // 8:
                 raise IndexError_(f"attempt to append to a full index {self.path}")
@@ -41,8 +40,7 @@ class OffsetIndex(AbstractIndex):
                 )
             if not 0 <= rel <= 0x7FFFFFFF:
                 raise IndexError_(f"offset {offset} out of the relative range of base {self.base_offset}")
-            if os.pwrite(self._fd, _ENTRY.pack(rel, position), entries * 8) != 8:
-                raise OSError("short write to index")
+            self._store(entries * 8, _ENTRY.pack(rel, position))
             self._entries = entries + 1
 
     def lookup(self, target_offset: int) -> tuple[int, int]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import struct
 
 from tidelog.storage.abstract_index import AbstractIndex, CorruptIndexError, IndexError_
@@ -39,7 +38,7 @@ class TimeIndex(AbstractIndex):
 
     def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
         """Append (timestamp, offset) when timestamp is strictly above the last entry's."""
-        with self._lock:  # is_full(), entry() and _write_entry(), inline: this runs for most produced batches
+        with self._lock:  # is_full() and entry(), inline: this runs for most produced batches
             entries = self._entries
             if not skip_full_check and entries >= self._length // 12 - 1:
                 raise IndexError_(f"attempt to append to a full time index {self.path}")
@@ -60,8 +59,7 @@ class TimeIndex(AbstractIndex):
             if entries >= self._length // 12:
                 # Only reachable with skip_full_check on a trimmed file: grow by one slot.
                 self.resize(self._length + self.ENTRY_SIZE)
-            if os.pwrite(self._fd, _ENTRY.pack(timestamp, rel), entries * 12) != 12:
-                raise OSError("short write to index")
+            self._store(entries * 12, _ENTRY.pack(timestamp, rel))
             self._entries = entries + 1
 
     def lookup(self, target_timestamp: int) -> tuple[int, int]:
