@@ -13,8 +13,7 @@ def walk_impl(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
 
     if request.param == "python":
         monkeypatch.setattr(record_walk, "_c_walk", None)
-        monkeypatch.setattr(record_walk, "scan_records", None)
-        monkeypatch.setattr(record_walk, "check_uncompressed", None)
+        monkeypatch.setattr(record_walk, "check_batch", None)
     elif record_walk._c_walk is None:
         pytest.skip("the C record walk is not built")
     return str(request.param)

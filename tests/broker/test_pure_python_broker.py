@@ -18,7 +18,7 @@ from tidelog.testing import BrokerProcess
 
 PROBE = """
 from tidelog.protocol import frame, produce_codec, record_walk
-print(produce_codec._accel, frame._accel, record_walk._accelerator, record_walk.check_uncompressed)
+print(produce_codec._accel, frame._accel, record_walk._accelerator, record_walk.check_batch)
 """
 
 

@@ -1,4 +1,4 @@
-"""The produce fast lane (the C scan + log_validator._validate_fast) answers exactly as the full validation does:
+"""The produce fast lane (log_validator._validate_fast over the C check_batch) answers exactly as the full validation does:
 for any batch of any codec, mutated or not, under any topic config, both give the same result and leave the same
 bytes, or both refuse it with the same error."""
 
@@ -16,22 +16,22 @@ from tidelog.protocol.records import GZIP, LZ4, NONE, SNAPPY, ZSTD, Record, buil
 from tidelog.storage import log_validator
 from tidelog.storage.log_validator import validate_records
 
-pytestmark = pytest.mark.skipif(record_walk.scan_records is None, reason="the C accelerator is not built")
+pytestmark = pytest.mark.skipif(record_walk.check_batch is None, reason="the C accelerator is not built")
 
 NOW = 1_700_000_000_000
 
 
 def _validate(data: bytes, config: LogConfig, fast: bool) -> tuple[object, ...]:
     buf = bytearray(data)
-    saved = record_walk.scan_records
+    saved = record_walk.check_batch
     if not fast:
-        record_walk.scan_records = None
+        record_walk.check_batch = None
     try:
         r = validate_records(memoryview(buf), config, 500, 3, NOW)
     except KafkaError as e:
         return ("error", e.code, e.record_errors)
     finally:
-        record_walk.scan_records = saved
+        record_walk.check_batch = saved
     return (bytes(r.records), r.first_offset, r.last_offset, r.max_timestamp, r.offset_of_max_timestamp,
             r.log_append_time, r.producer_id, r.producer_epoch, r.base_sequence, r.last_sequence, r.is_transactional,
             r.record_count)

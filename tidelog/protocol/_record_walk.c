@@ -5,7 +5,7 @@
  *   walk(data, pos, end, index, count, want_null_keys, partial, lo, hi, in_order, null_keys)
  *     -> (pos, index, lo, hi, in_order, error)     error: None or the InvalidRecordException message
  *
- * and `scan`, the produce fast lane's one-call check of a single uncompressed batch (see below).
+ * and `check_batch`, the produce fast lane's one-call check of a single batch (see below).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -164,37 +164,6 @@ static PyObject *walk(PyObject *self, PyObject *args) {
     return Py_BuildValue("nnLLNN", pos, index, (long long)lo, (long long)hi, PyBool_FromLong(in_order), error);
 }
 
-/* scan(data, start, end, count, want_null_keys) -> (min_ts_delta, max_ts_delta) or None.
- * The produce fast lane (storage/log_validator.py): an answer only when data[start:end] holds exactly `count` > 0
- * records that all walk cleanly, with offset deltas 0..count-1 (and, when asked, no null key). Anything else,
- * valid or not, is None and goes through the full Python validation, which owns every error answer. */
-static PyObject *scan(PyObject *self, PyObject *args) {
-    (void)self;
-    Py_buffer buf;
-    Py_ssize_t pos, end, count, index = 0;
-    int want_null_keys, in_order = 1, saw_null = 0;
-    if (!PyArg_ParseTuple(args, "y*nnnp", &buf, &pos, &end, &count, &want_null_keys))
-        return NULL;
-    int64_t lo = INT64_MAX, hi = INT64_MIN;
-    PyObject *error = NULL;
-    if (count <= 0 || pos < 0 || end > buf.len || pos > end) {
-        PyBuffer_Release(&buf);
-        Py_RETURN_NONE;
-    }
-    int rc = walk_core((const uint8_t *)buf.buf, &pos, end, &index, count, want_null_keys, NULL, &saw_null, &lo, &hi,
-                       &in_order, &error);
-    PyBuffer_Release(&buf);
-    if (rc < 0)
-        return NULL;
-    if (error != NULL) {
-        Py_DECREF(error);
-        Py_RETURN_NONE;
-    }
-    if (index != count || pos != end || !in_order || saw_null)
-        Py_RETURN_NONE;
-    return Py_BuildValue("LL", (long long)lo, (long long)hi);
-}
-
 /* --- the produce fast lane's whole batch check (storage/log_validator.py, _validate_fast) ------------------ */
 
 static PyObject *crc_fn = NULL; /* crc32c(buffer) -> int, set by set_crc() (the crc32c package's, hardware) */
@@ -227,23 +196,28 @@ static int64_t batch_crc(uint8_t *d, Py_ssize_t size) {
     return (int64_t)(v & 0xFFFFFFFFu);
 }
 
-/* check_uncompressed(buf, next_offset, leader_epoch, now_ms, max_message_bytes, segment_bytes, target_codec,
- *                    compact, ts_lo, ts_hi, log_append_time)
+/* check_batch(buf, next_offset, leader_epoch, now_ms, max_message_bytes, segment_bytes, target_codec, compact,
+ *             ts_lo, ts_hi, log_append_time, inflate, inflate_cap)
  *   -> the batch header's 13 fields (RecordBatchHeader's order) as written: BaseOffset, PartitionLeaderEpoch and,
  *      when they change, MaxTimestamp / the timestamp-type bit / CRC are set in place;
  *   -> None when the batch is not the fast lane's (nothing is changed): the full validation then decides.
- * The lane's one ordinary uncompressed batch: exactly one v2 batch filling `buf`, base offset 0, within
- * max.message.bytes and segment.bytes, records count = last offset delta + 1 > 0, CreateTime, not control, a
- * producer id only with a sequence, the topic's codec (target_codec -1: "producer") equal to none, a valid CRC,
- * every record walking cleanly with offset deltas 0..n-1 (no null key on a compacted topic) and its timestamps
- * within [ts_lo, ts_hi]. The same conditions as the Python lane, which remains for compressed batches. */
-static PyObject *check_uncompressed(PyObject *self, PyObject *args) {
+ * The lane's one ordinary batch: exactly one v2 batch filling `buf`, base offset 0, within max.message.bytes and
+ * segment.bytes, records count = last offset delta + 1 > 0, CreateTime, not control, a producer id only with a
+ * sequence, a known codec equal to the topic's (target_codec -1: "producer"), a valid CRC, and every record
+ * walking cleanly with offset deltas 0..n-1 (no null key on a compacted topic) and its timestamps within
+ * [ts_lo, ts_hi]. A compressed batch's records are those `inflate(codec, payload view, inflate_cap)` returns
+ * (only once the header and CRC passed; inflate None: compressed batches are not the lane's). */
+static PyObject *check_batch(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer buf;
+    PyObject *buf_obj, *inflate, *inflate_cap, *inflated = NULL;
     long long next_offset, now_ms, max_message_bytes, segment_bytes, ts_lo, ts_hi;
     int leader_epoch, target_codec, compact, log_append;
-    if (!PyArg_ParseTuple(args, "w*LiLLLipLLp", &buf, &next_offset, &leader_epoch, &now_ms, &max_message_bytes,
-                          &segment_bytes, &target_codec, &compact, &ts_lo, &ts_hi, &log_append))
+    if (!PyArg_ParseTuple(args, "OLiLLLipLLpOO", &buf_obj, &next_offset, &leader_epoch, &now_ms, &max_message_bytes,
+                          &segment_bytes, &target_codec, &compact, &ts_lo, &ts_hi, &log_append, &inflate,
+                          &inflate_cap))
+        return NULL;
+    if (PyObject_GetBuffer(buf_obj, &buf, PyBUF_WRITABLE) < 0)
         return NULL;
     PyObject *result = NULL;
     uint8_t *d = buf.buf;
@@ -262,7 +236,8 @@ static PyObject *check_uncompressed(PyObject *self, PyObject *args) {
     int64_t producer_id = (int64_t)get_be(d + 43, 8);
     int32_t base_sequence = (int32_t)get_be(d + 53, 4), count = (int32_t)get_be(d + 57, 4);
     int codec = attributes & 0x07;
-    if (length + 12 != size || base_offset != 0 || size > max_message_bytes || size > segment_bytes || codec != 0 ||
+    if (length + 12 != size || base_offset != 0 || size > max_message_bytes || size > segment_bytes || codec > 4 ||
+        (codec != 0 && inflate == Py_None) ||
         count <= 0 || last_offset_delta != count - 1 || (attributes & (0x08 | 0x20)) ||
         (producer_id >= 0 && base_sequence < 0) || (target_codec != -1 && target_codec != codec))
         goto not_fast;
@@ -271,17 +246,44 @@ static PyObject *check_uncompressed(PyObject *self, PyObject *args) {
         goto done;
     if ((uint32_t)computed != crc)
         goto not_fast;
-    Py_ssize_t pos = 61, index = 0;
+    /* The records: in place, or (compressed) as `inflate(codec, payload, cap)` gives them whole (None: it does
+     * not decode, or expands past cap). */
+    const uint8_t *recs = d;
+    Py_ssize_t pos = 61, recs_end = size, index = 0;
+    Py_buffer inflated_buf = {0};
+    if (codec != 0) {
+        PyObject *payload = PySequence_GetSlice(buf_obj, 61, size);
+        if (payload == NULL)
+            goto done;
+        PyObject *codec_o = PyLong_FromLong(codec);
+        PyObject *call_args[3] = {codec_o, payload, inflate_cap};
+        inflated = codec_o ? PyObject_Vectorcall(inflate, call_args, 3, NULL) : NULL;
+        Py_XDECREF(codec_o);
+        Py_DECREF(payload);
+        if (inflated == NULL)
+            goto done;
+        if (inflated == Py_None)
+            goto not_fast;
+        if (PyObject_GetBuffer(inflated, &inflated_buf, PyBUF_SIMPLE) < 0)
+            goto done;
+        recs = inflated_buf.buf;
+        pos = 0;
+        recs_end = inflated_buf.len;
+    }
     int in_order = 1, saw_null = 0;
     int64_t lo = INT64_MAX, hi = INT64_MIN;
     PyObject *error = NULL;
-    if (walk_core(d, &pos, size, &index, count, compact, NULL, &saw_null, &lo, &hi, &in_order, &error) < 0)
+    int walked = walk_core(recs, &pos, recs_end, &index, count, compact, NULL, &saw_null, &lo, &hi, &in_order,
+                           &error);
+    if (codec != 0)
+        PyBuffer_Release(&inflated_buf);
+    if (walked < 0)
         goto done;
     if (error != NULL) {
         Py_DECREF(error);
         goto not_fast;
     }
-    if (index != count || pos != size || !in_order || saw_null)
+    if (index != count || pos != recs_end || !in_order || saw_null)
         goto not_fast;
     if (!log_append && ((__int128)base_ts + lo < ts_lo || (__int128)base_ts + hi > ts_hi))
         goto not_fast;
@@ -309,6 +311,7 @@ static PyObject *check_uncompressed(PyObject *self, PyObject *args) {
 not_fast:
     result = Py_NewRef(Py_None);
 done:
+    Py_XDECREF(inflated);
     PyBuffer_Release(&buf);
     return result;
 }
@@ -320,11 +323,9 @@ static PyObject *set_crc(PyObject *self, PyObject *fn) {
 }
 
 static PyMethodDef methods[] = {
-    {"check_uncompressed", check_uncompressed, METH_VARARGS,
-     "The produce fast lane's check and stamping of one uncompressed batch (see above)."},
-    {"set_crc", set_crc, METH_O, "set_crc(crc32c): the CRC-32C function check_uncompressed uses."},
+    {"check_batch", check_batch, METH_VARARGS, "The produce fast lane's check and stamping of one batch (see above)."},
+    {"set_crc", set_crc, METH_O, "set_crc(crc32c): the CRC-32C function check_batch uses."},
     {"walk", walk, METH_VARARGS, "Walk uncompressed v2 records (see tidelog.protocol.record_walk)."},
-    {"scan", scan, METH_VARARGS, "The timestamp delta range of exactly `count` clean in-order records, else None."},
     {NULL, NULL, 0, NULL},
 };
 

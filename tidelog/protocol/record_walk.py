@@ -48,16 +48,12 @@ def _load_accelerator() -> Any:
 
 _accelerator = _load_accelerator()
 _c_walk: Callable[..., tuple[int, int, int, int, bool, str | None]] | None = getattr(_accelerator, "walk", None)
-# scan(data, start, end, count, want_null_keys) -> (min, max) timestamp delta when data[start:end] holds exactly
-# `count` records that walk cleanly with offset deltas 0..count-1 (and no null key when asked), else None: the
-# produce fast lane in storage/log_validator.py. Without the accelerator every batch takes the full walk.
-scan_records: Callable[[bytes | bytearray | memoryview, int, int, int, bool], tuple[int, int] | None] | None = (
-    getattr(_accelerator, "scan", None))
-# check_uncompressed(buf, next_offset, leader_epoch, now_ms, max_message_bytes, segment_bytes, target_codec, compact,
-# ts_lo, ts_hi, log_append_time) -> the stamped header's fields, or None: the whole fast-lane check of one
-# uncompressed batch in one call (header, CRC, record walk, timestamps, stamping); see _record_walk.c.
-check_uncompressed: Callable[..., tuple[int, ...] | None] | None = getattr(_accelerator, "check_uncompressed", None)
-if _accelerator is not None and check_uncompressed is not None:
+# check_batch(buf, next_offset, leader_epoch, now_ms, max_message_bytes, segment_bytes, target_codec, compact,
+# ts_lo, ts_hi, log_append_time, inflate, inflate_cap) -> the stamped header's fields, or None: the whole
+# fast-lane check of one batch in one call (header, CRC, inflating a compressed one through `inflate`, record
+# walk, timestamps, stamping); see _record_walk.c.
+check_batch: Callable[..., tuple[int, ...] | None] | None = getattr(_accelerator, "check_batch", None)
+if _accelerator is not None and check_batch is not None:
     from tidelog.protocol import crc as _crc
 
     _accelerator.set_crc(_crc.crc32c)

@@ -9,9 +9,9 @@ Errors: a malformed record -> INVALID_RECORD (Kafka's InvalidRecordException); a
 `max_decompressed_bytes` -> INVALID_RECORD (Kafka trunk's max.decompressed.message.bytes answers the same).
 Unused attribute bits (7-15 of a batch, the record attributes byte) are ignored, as Kafka ignores them.
 
-Hot path: the common produced batch takes `_validate_fast` (uncompressed: header, CRC, record walk and stamping in
-one C call, protocol/_record_walk.c `check_uncompressed`; compressed: the C scan of the inflated records, the
-remaining checks on its numbers), which only ever accepts: anything else, valid or not, is validated again by the full path,
+Hot path: the common produced batch takes `_validate_fast` (header, CRC, inflating a compressed payload of at most
+1 MiB whole, record walk, timestamp bounds and stamping in one C call, protocol/_record_walk.c `check_batch`),
+which only ever accepts: anything else, valid or not, is validated again by the full path,
 which alone answers errors. An uncompressed batch, or a batch already in the target codec with inner offsets 0..n-1,
 is changed in place (BaseOffset and PartitionLeaderEpoch sit outside the CRC; MaxTimestamp and, for LogAppendTime,
 the timestamp-type bit are rewritten with the CRC only when they change).
@@ -29,19 +29,13 @@ Divergences from Kafka, on purpose:
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from tidelog.config.log_config import LONG_MAX, LogConfig
-from tidelog.protocol import crc as crc32c
 from tidelog.protocol import record_walk
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.inflaters import CorruptPayloadError, inflater
 from tidelog.protocol.record_batch import (
-    ATTRIBUTES_OFFSET,
-    COMPRESSION_MASK,
-    CONTROL_FLAG,
-    CRC_OFFSET,
     HEADER_SIZE,
     LOG_OVERHEAD,
     MAGIC_OFFSET,
@@ -206,7 +200,7 @@ def validate_records(records: bytes | bytearray | memoryview, config: LogConfig,
     buf = records if isinstance(records, memoryview) and not records.readonly else bytearray(records)
     if not buf:
         raise _invalid("produce request has no record batch")
-    if from_client and record_walk.scan_records is not None:
+    if from_client and record_walk.check_batch is not None:
         fast = _validate_fast(buf, config, next_offset, leader_epoch, now_ms, max_decompressed_bytes)
         if fast is not None:
             return fast
@@ -293,69 +287,14 @@ def validate_records(records: bytes | bytearray | memoryview, config: LogConfig,
 
 def _validate_fast(buf: Buffer, config: LogConfig, next_offset: int, leader_epoch: int, now_ms: int,
                    max_decompressed_bytes: int) -> ValidationResult | None:
-    """The common produce append in one pass: one valid batch kept as it is (no rebuild). An uncompressed one is
-    checked and stamped by one C call (`check_uncompressed`); a compressed one expanding to at most
-    FAST_INFLATE_BYTES is decompressed whole, the C scan walks its records, and the checks of _check_batch and
-    _record_errors are made here on its numbers. None for anything else, valid or not: the full path then
-    validates again, as a bounded stream, and owns every error answer."""
-    assert record_walk.scan_records is not None
-    size = len(buf)
-    if size < HEADER_SIZE or buf[MAGIC_OFFSET] != CURRENT_MAGIC:
+    """The common produce append in one pass: one valid batch kept as it is (no rebuild), checked and stamped by
+    one C call (`_record_walk.check_batch`: header, CRC, a compressed payload expanding to at most
+    FAST_INFLATE_BYTES inflated whole by `_inflate_small`, the record walk, timestamp bounds, then BaseOffset,
+    epoch and MaxTimestamp/CRC in place) — the checks of _check_batch and _record_errors. None for anything else,
+    valid or not: the full path then validates again, as a bounded stream, and owns every error answer."""
+    check = record_walk.check_batch
+    if check is None:
         return None
-    if not buf[ATTRIBUTES_OFFSET + 1] & COMPRESSION_MASK:  # uncompressed: one C call checks and stamps it
-        check = record_walk.check_uncompressed
-        return None if check is None else _validate_fast_uncompressed(check, buf, config, next_offset, leader_epoch,
-                                                                      now_ms)
-    (base_offset, length, _, magic, crc, attributes, last_offset_delta, base_ts, max_ts, producer_id,
-     producer_epoch, base_sequence, count) = _HEADER.unpack_from(buf, 0)
-    codec = attributes & COMPRESSION_MASK
-    target = config.compression_type
-    if (length + LOG_OVERHEAD != size or base_offset != 0 or size > config.max_message_bytes
-            or size > config.segment_bytes or codec > ZSTD or count <= 0 or last_offset_delta != count - 1
-            or attributes & (TIMESTAMP_TYPE_MASK | CONTROL_FLAG) or (producer_id >= 0 and base_sequence < 0)
-            or (target != "producer" and CODEC_NAMES.get(target) != codec)):
-        return None
-    view = memoryview(buf)
-    if crc32c.crc32c(view[ATTRIBUTES_OFFSET:]) != crc:
-        return None
-    compact = config.compact
-    records = _inflate_small(codec, view[HEADER_SIZE:], max_decompressed_bytes)
-    walked = None if records is None else record_walk.scan_records(records, 0, len(records), count, compact)
-    if walked is None:
-        return None
-    min_delta, max_delta = walked
-    log_append = config.log_append_time
-    if not log_append and (config.message_timestamp_before_max_ms < LONG_MAX
-                           or config.message_timestamp_after_max_ms < LONG_MAX):
-        if (base_ts + min_delta < now_ms - config.message_timestamp_before_max_ms
-                or base_ts + max_delta > now_ms + config.message_timestamp_after_max_ms):
-            return None
-    set_base_offset(buf, 0, next_offset)
-    set_partition_leader_epoch(buf, 0, leader_epoch)
-    if log_append:
-        new_attrs, new_max = attributes | TIMESTAMP_TYPE_MASK, now_ms
-    else:
-        new_attrs, new_max = attributes, base_ts + max_delta
-    if new_attrs != attributes or new_max != max_ts:
-        _ATTRS.pack_into(buf, ATTRIBUTES_OFFSET, new_attrs)
-        _INT64.pack_into(buf, MAX_TIMESTAMP_OFFSET, new_max)
-        write_crc(buf, 0, size)
-        crc = _CRC.unpack_from(buf, CRC_OFFSET)[0]
-    last = next_offset + count - 1
-    written = RecordBatchHeader(next_offset, length, leader_epoch, magic, crc, new_attrs, last_offset_delta, base_ts,
-                                new_max, producer_id, producer_epoch, base_sequence, count)
-    return ValidationResult(
-        records=buf, first_offset=next_offset, last_offset=last, max_timestamp=new_max,
-        offset_of_max_timestamp=last, log_append_time=now_ms if log_append else NO_TIMESTAMP,
-        producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_sequence,
-        last_sequence=written.last_sequence, is_transactional=bool(attributes & TRANSACTIONAL_FLAG),
-        record_count=count, headers=[written],
-    )
-
-
-def _validate_fast_uncompressed(check: Callable[..., tuple[int, ...] | None], buf: Buffer, config: LogConfig,
-                                next_offset: int, leader_epoch: int, now_ms: int) -> ValidationResult | None:
-    """The lane for an uncompressed batch: the same checks, made by one C call (_record_walk.check_uncompressed)."""
     target = config.compression_type
     target_codec = -1 if target == "producer" else CODEC_NAMES.get(target, -2)
     log_append = config.log_append_time
@@ -365,7 +304,8 @@ def _validate_fast_uncompressed(check: Callable[..., tuple[int, ...] | None], bu
     else:
         lo, hi = _INT64_MIN, LONG_MAX
     fields = check(buf, next_offset, leader_epoch, now_ms, config.max_message_bytes, config.segment_bytes,
-                   target_codec, config.compact, lo, hi, log_append)
+                   target_codec, config.compact, lo, hi, log_append, _inflate_small,
+                   min(FAST_INFLATE_BYTES, max_decompressed_bytes))
     if fields is None:
         return None
     written = RecordBatchHeader(*fields)
@@ -376,10 +316,9 @@ def _validate_fast_uncompressed(check: Callable[..., tuple[int, ...] | None], bu
                             written.records_count, [written])
 
 
-def _inflate_small(codec: int, payload: memoryview, max_decompressed_bytes: int) -> bytes | None:
-    """The whole decompressed payload when it is at most FAST_INFLATE_BYTES (and the limit), else None; None too
-    for a payload that does not decode (the full path answers it)."""
-    cap = min(FAST_INFLATE_BYTES, max_decompressed_bytes)
+def _inflate_small(codec: int, payload: memoryview, cap: int) -> bytes | None:
+    """The whole decompressed payload when it is at most `cap` bytes, else None; None too for a payload that does
+    not decode (the full path answers it)."""
     parts: list[bytes] = []
     total = 0
     try:
