@@ -296,6 +296,13 @@ def test_no_fd_leak_over_many_fetches(broker: BrokerHandle) -> None:
         for epoch in range(1, 20):  # incremental: the unchanged partition's read is dropped from the response
             fetch(client, [], version=12, session_id=session, session_epoch=epoch)
         assert fd_links(name) == 1
+        # a fetch parked for more bytes than there are holds no slice (it reads again when it wakes)
+        client.send(FETCH, 12, fetch_request([(topic, 0, 0)], min_bytes=1 << 30, max_wait_ms=1000))
+        time.sleep(0.4)
+        assert fd_links(name) == 1
+        _, response = client.receive(FETCH, 12)
+        assert partition_data(response)[0].records  # answered at max_wait with what there is
+        assert fd_links(name) == 1
         assert len(os.listdir("/proc/self/fd")) <= all_fds + 2  # other threads may hold a file open briefly
 
 

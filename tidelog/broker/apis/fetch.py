@@ -154,6 +154,13 @@ def _read_all(ctx: RequestContext, parts: list[_Partition], params: _FetchParams
     return total, has_error
 
 
+def _release(parts: list[_Partition]) -> None:
+    for part in parts:
+        if isinstance(part.records, FileRecords):
+            part.records.close()
+        part.records = b""
+
+
 def _read_partition(part: _Partition, log_obj: Log, params: _FetchParams, max_bytes: int,
                     min_one_batch: bool) -> ErrorCode:
     # Offsets are taken before the read so the slice never runs past the HW the response reports.
@@ -251,6 +258,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         if remaining <= 0:
             break
         logs = [p.log for p in parts if p.log is not None]
+        _release(parts)  # every partition is read again after the wait: no fd held while parked
         woken = await purgatory.wait_for_append(logs, remaining)
         total, has_error = _read_all(ctx, parts, params)
         if not woken:
