@@ -427,3 +427,32 @@ def test_tls_listener_gets_the_bytes_through_the_transport(sendfile: SendfileCou
         consumer.close()
         assert got == values
         assert sendfile.calls == 0  # never written behind the TLS transport's back
+
+
+# --- socket.send.buffer.bytes ------------------------------------------------------------------------------------
+
+def _server_side_sndbuf(client: socket.socket) -> int:
+    """SO_SNDBUF of the broker's end of `client`'s connection (the broker runs in this process)."""
+    wanted = client.getsockname()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if not os.readlink(f"/proc/self/fd/{fd}").startswith("socket:"):
+                continue
+            with socket.socket(fileno=os.dup(int(fd))) as s:
+                if s.type == socket.SOCK_STREAM and s.getpeername() == wanted:
+                    return s.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)
+        except OSError:
+            continue
+    raise AssertionError("broker side of the connection not found")
+
+
+@pytest.mark.parametrize("size", [65536, -1])
+def test_socket_send_buffer_bytes_is_applied(size: int) -> None:
+    """Kafka's Acceptor sets SO_SNDBUF of accepted sockets to socket.send.buffer.bytes (-1: the OS default)."""
+    with run_broker(overrides={"socket.send.buffer.bytes": size}) as b, KafkaWire(b.bootstrap) as client:
+        client.request(API_VERSIONS, 0, request_class(API_VERSIONS)[0]())
+        got = _server_side_sndbuf(client.sock)
+        if size > 0:
+            assert got == 2 * size  # Linux doubles the value for its bookkeeping
+        else:
+            assert got != 2 * 102400
