@@ -1,6 +1,7 @@
-"""Fetch read path: consume throughput (kcat) from an in-process broker (segments read with os.pread, never
-mmapped), the storage read alone (Log.read + the bytes into a frame, no network), and the process RSS before
-and after (page-cache pages are not the broker's). Prints figures only; no pass/fail.
+"""Fetch read path: consume throughput (kcat) from an in-process broker (records sent with sendfile from the
+segment files, never mmapped), the pread storage read alone (Log.read + the bytes into a frame, no network: the
+path TLS listeners and non-Fetch readers take), and the process RSS before and after (page-cache pages are not
+the broker's). Prints figures only; no pass/fail.
 
     python bench/fetch.py [--mb MEGABYTES] [--value-size BYTES] [--rounds N]
 """

@@ -33,7 +33,7 @@ from tidelog.protocol.frame import (
 )
 from tidelog.protocol.hot_codecs import HAND_DECODERS
 from tidelog.protocol.messages import encode_response
-from tidelog.protocol.wire import EncodedResponse
+from tidelog.protocol.wire import EncodedResponse, Piece
 
 if TYPE_CHECKING:
     from tidelog.broker.mutation_quota import ControllerMutationQuota
@@ -88,7 +88,7 @@ class Connection:
         # Responses not yet written: while the next request already received is another Produce (a pipelining
         # producer), answers are gathered and written together, one send for several (still in order). Anything
         # else may wait (a Fetch long-polls, a JoinGroup waits for the rebalance), so it never holds them back.
-        pending: list[bytes | memoryview] = []
+        pending: list[Piece] = []
         try:
             while True:
                 if pending and (len(pending) >= MAX_COALESCED_PIECES or stream.next_api_key() != ApiKey.PRODUCE):
@@ -161,7 +161,7 @@ class Connection:
     async def _drained(self, transport: asyncio.Transport, high_water: int) -> bool:
         """After a write: wait while the client is not taking our bytes as fast as we write them (and watch it
         for idleness meanwhile). False when the connection is closing (its buffered requests are dropped)."""
-        if transport.get_write_buffer_size() > high_water:
+        if self.stream.write_backlog() > high_water:  # the transport's buffer, or a sendfile waiting
             self._watch()
             await self.stream.drain()
             self._unwatch()
@@ -172,8 +172,7 @@ class Connection:
         One timer per connection, re-armed only when it fires: no timer is created or cancelled per request."""
         self._last_activity = self._loop.time()
         self._busy = False
-        transport = self.stream.transport
-        self._write_backlog = transport.get_write_buffer_size() if transport is not None else 0
+        self._write_backlog = self.stream.write_backlog()
         if self._idle is None:
             self._idle = self._loop.call_at(self._last_activity + self._idle_s, self._check_idle)
 
@@ -194,7 +193,7 @@ class Connection:
         now = self._loop.time()
         if self._busy:
             self._last_activity = now
-        backlog = transport.get_write_buffer_size()
+        backlog = self.stream.write_backlog()
         if backlog < self._write_backlog:  # the client took some of a pending response
             self._last_activity = now
         self._write_backlog = backlog
@@ -207,7 +206,7 @@ class Connection:
         self._closed_idle = True
         transport.abort()
 
-    async def handle_frame(self, frame: memoryview) -> tuple[list[bytes | memoryview], int, str, int | None] | None:
+    async def handle_frame(self, frame: memoryview) -> tuple[list[Piece], int, str, int | None] | None:
         """Parse, dispatch and encode one request: the response frame (or None for no response)."""
         header = parse_request_header(frame)
         api_key, api_version = header.api_key, header.api_version
@@ -292,7 +291,7 @@ class Connection:
             await asyncio.sleep(delay / 1000)
 
     def _api_versions(self, header: RequestHeader, frame: memoryview,
-                      throttle: Callable[[Any], None] | None) -> tuple[list[bytes | memoryview], int, str, int | None]:
+                      throttle: Callable[[Any], None] | None) -> tuple[list[Piece], int, str, int | None]:
         """ApiVersions needs no broker state (KIP-511: a too-new version gets a v0 UNSUPPORTED_VERSION body
         listing our own range, never a closed connection). `throttle` sets its throttle time before it is
         encoded when request quotas apply (Kafka's KafkaApis.handleApiVersionsRequest throttles it)."""
@@ -351,14 +350,14 @@ class Connection:
 
     @staticmethod
     def _encode(api_key: int, correlation_id: int, version: int, response: Any,
-                name: str) -> tuple[list[bytes | memoryview], int, str, int | None]:
+                name: str) -> tuple[list[Piece], int, str, int | None]:
         """(frame pieces, frame size, api name, error code): a hand-encoded response (EncodedResponse) keeps
         its pieces (fetched records are written as they are); a kafka-python one is one piece."""
         try:
             if isinstance(response, EncodedResponse):
                 parts = response.pieces()
-                if len(parts) == 1 and len(parts[0]) <= _JOIN_BELOW:  # a Produce answer: one small piece
-                    body = parts[0]
+                body = parts[0] if len(parts) == 1 else None
+                if isinstance(body, bytes) and len(body) <= _JOIN_BELOW:  # a Produce answer: one small piece
                     head = (_SIZE_AND_ID.pack(len(body) + 5, correlation_id) + b"\x00" if response.flexible
                             else _SIZE_AND_ID.pack(len(body) + 4, correlation_id))
                     out = head + body

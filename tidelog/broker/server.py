@@ -104,7 +104,8 @@ class Server:
                     self._connections.discard(task)
 
             max_frame = int(self.config.socket_request_max_bytes)
-            return lambda: FrameStream(max_frame, on_connect)
+            send_buffer = int(self.config.get("socket.send.buffer.bytes"))
+            return lambda: FrameStream(max_frame, on_connect, send_buffer)
 
         try:
             for i, (name, host, port) in enumerate(self.endpoints.listeners):

@@ -1,6 +1,7 @@
 """Fetch (key 1) v4-18 response encoder, by hand: kafka-python's codec copies every partition's records into
-its output buffer; this one leaves them as separate pieces (views or the bytes read from the segment) so the
-connection writes them to the socket without joining (writelines).
+its output buffer; this one leaves them as separate pieces (the FileRecords slices of the segment files that
+`Log.read_slice` returns, or bytes) so the connection writes them to the socket without joining: a slice with
+sendfile (broker/frame_stream.py), the encoded fields around it as bytes.
 
 Field layout: Kafka's FetchResponse.json (flexible from v12: compact lengths and tagged fields, KIP-482).
 diverging_epoch, current_leader, snapshot_id (v12+) and node_endpoints (v16) are tagged fields that tidelog
@@ -12,15 +13,19 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from tidelog.protocol.wire import (
     EMPTY_TAGGED_FIELDS,
     EncodedResponse,
+    Piece,
     array_length_bytes,
     bytes_length_bytes,
     string_bytes,
 )
+
+if TYPE_CHECKING:
+    from tidelog.protocol.file_records import FileRecords
 
 FLEXIBLE_MIN_VERSION = 12
 TOPIC_ID_MIN_VERSION = 13
@@ -37,19 +42,19 @@ class FetchPartitionResponse(NamedTuple):
     last_stable_offset: int
     log_start_offset: int
     aborted_transactions: list[tuple[int, int]] | None  # (producer id, first offset); None = null
-    records: bytes | memoryview | None
+    records: FileRecords | bytes | memoryview | None  # only len() is taken here; the slice is a piece as is
 
 
 def encode_fetch_response(version: int, error_code: int, session_id: int,
                           topics: Iterable[tuple[str | bytes, list[FetchPartitionResponse]]],
-                          throttle_time_ms: int = 0) -> list[bytes | memoryview]:
+                          throttle_time_ms: int = 0) -> list[Piece]:
     """The response body (no header) as pieces: small joined headers between the record data. `topics` is
     (name, partitions) for v4-12 and (16-byte topic id, partitions) for v13+."""
     if not 4 <= version <= 18:
         raise ValueError(f"Fetch v{version} is not encoded here")
     flexible = version >= FLEXIBLE_MIN_VERSION
     by_id = version >= TOPIC_ID_MIN_VERSION
-    pieces: list[bytes | memoryview] = []
+    pieces: list[Piece] = []
     head: list[bytes] = []  # fixed-size fields gathered until the next records piece
     if version >= 7:
         head.append(_TOP_V7.pack(throttle_time_ms, error_code, session_id))
@@ -120,6 +125,6 @@ class FetchResponseData(EncodedResponse):
         self.throttle_time_ms = 0
         self.flexible = version >= FLEXIBLE_MIN_VERSION
 
-    def pieces(self) -> list[bytes | memoryview]:
+    def pieces(self) -> list[Piece]:
         return encode_fetch_response(self.version, self.error_code or 0, self.session_id,
                                      [(t.key, t.partitions) for t in self.responses], self.throttle_time_ms)

@@ -6,11 +6,19 @@ record bytes are sliced, never copied.
 from __future__ import annotations
 
 import struct
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from tidelog.protocol.primitives import Buffer, VarintError
 from tidelog.protocol.primitives import read_uvarint as _read_uvarint
 from tidelog.protocol.primitives import write_uvarint as _write_uvarint
+
+if TYPE_CHECKING:
+    from tidelog.protocol.file_records import FileRecords
+
+# One piece of a response frame as the connection writes it: bytes, or a FileRecords slice of a segment file
+# (a Fetch response's records), which broker/frame_stream.py sends with sendfile. `bytes(piece)` reads a slice.
+Piece: TypeAlias = "bytes | memoryview | FileRecords"
 
 INT16 = struct.Struct(">h")
 INT32 = struct.Struct(">i")
@@ -141,11 +149,11 @@ class EncodedResponse:
     flexible = False
     error_code: int | None = None
 
-    def pieces(self) -> list[bytes | memoryview]:
+    def pieces(self) -> Sequence[Piece]:
         raise NotImplementedError
 
     def encode(self, version: int | None = None) -> bytes:
-        return b"".join(self.pieces())
+        return b"".join(p if isinstance(p, (bytes, memoryview)) else bytes(p) for p in self.pieces())
 
     def flexible_version_q(self, version: int | None = None) -> bool:
         return self.flexible

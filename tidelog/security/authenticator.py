@@ -18,11 +18,12 @@ from typing import TYPE_CHECKING
 
 from tidelog.broker.context import CloseConnection
 from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.wire import Piece
 from tidelog.security.principal import ANONYMOUS, USER_TYPE, KafkaPrincipal, distinguished_name
 from tidelog.security.sasl import SaslAuthenticationError, SaslServer
 
 # What Connection.handle_frame returns: (frame pieces, frame size, api name, error code).
-Answer = tuple[list[bytes | memoryview], int, str, int | None]
+Answer = tuple[list[Piece], int, str, int | None]
 
 if TYPE_CHECKING:
     from tidelog.broker.connection import Connection

@@ -13,7 +13,7 @@ import logging
 import os
 import struct
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from tidelog.clock import Clock
 from tidelog.config.log_config import LogConfig
 from tidelog.protocol.errors import ErrorCode, KafkaError
+from tidelog.protocol.file_records import FileRecords
 from tidelog.protocol.record_batch import HEADER_SIZE, iter_batches, read_header
 from tidelog.protocol.records import Record, build_batch
 from tidelog.storage import TopicPartition
@@ -35,7 +36,7 @@ from tidelog.storage.log_file_utils import (
     fsync_dir,
 )
 from tidelog.storage.log_loader import LoadedLogOffsets, LogLoader
-from tidelog.storage.log_segment import LogSegment, random_segment_jitter
+from tidelog.storage.log_segment import LogSegment, SegmentClosedError, random_segment_jitter
 from tidelog.storage.log_segments import LogSegments
 from tidelog.storage.log_validator import ValidationResult, validate_records
 from tidelog.storage.producer_state import (
@@ -59,6 +60,7 @@ EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
 
 
+_READ_RETRIES = 3  # read_slice: segment lookups retried when the segment found was closed meanwhile
 _CONTROL_KEY = struct.Struct(">hh")  # version 0, type (ControlRecordType ABORT 0 / COMMIT 1)
 _CONTROL_VALUE = struct.Struct(">hi")  # version 0, coordinator epoch (EndTransactionMarker)
 _PRODUCER_ID = struct.Struct(">q")
@@ -510,11 +512,43 @@ class Log:
 
         The result is a copy read with os.pread from one segment (the `.log` files are not mapped: pages
         stay in the kernel's page cache, not in the broker's RSS); later appends, rolls or deletion of the
-        segment do not change it.
+        segment do not change it. The Fetch path uses `read_slice` instead (no copy).
 
         `upper_bound` is an offset (HW, LSO or LEO) on a batch boundary; nothing at or after it is
         returned. A segment without a batch reaching fetch_offset (compaction gap) moves on to the next.
         Raises KafkaError(OFFSET_OUT_OF_RANGE) below the log start offset or above LEO."""
+        for segment, max_position in self._read_segments(fetch_offset, upper_bound):
+            data = segment.read(fetch_offset, max_bytes, max_position, min_one_batch)
+            if data is not None:
+                return data
+        return b""
+
+    def read_slice(self, fetch_offset: int, max_bytes: int, upper_bound: int,
+                   min_one_batch: bool) -> FileRecords | None:
+        """`read()` for the Fetch path: the same range as a FileRecords slice of the segment file, with its own
+        fd (protocol/file_records.py), which the connection sends with sendfile as Kafka's FileRecords.transferTo
+        does: the records never pass through the broker's memory. None when there is nothing to return.
+
+        A segment closed between the lookup and taking its fd (deleted by retention after file.delete.delay.ms,
+        or the log closed) is looked up again: the log start offset has moved past it (OFFSET_OUT_OF_RANGE) or
+        another segment holds the offsets now."""
+        for _ in range(_READ_RETRIES):
+            try:
+                for segment, max_position in self._read_segments(fetch_offset, upper_bound):
+                    data = segment.read_slice(fetch_offset, max_bytes, max_position, min_one_batch)
+                    if data is not None:
+                        if not data.size:
+                            data.close()
+                            return None
+                        return data
+                return None
+            except SegmentClosedError:
+                continue
+        raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"segments of {self.topic_partition} closed while read")
+
+    def _read_segments(self, fetch_offset: int, upper_bound: int) -> Iterator[tuple[LogSegment, int | None]]:
+        """(segment, max position or None) to read in turn for `read` / `read_slice`: the segment holding
+        `fetch_offset`, then (compaction gap) the next ones below the bound. Raises OFFSET_OUT_OF_RANGE."""
         with self.lock:
             leo = self._next_offset
             if fetch_offset < self.log_start_offset or fetch_offset > leo:
@@ -524,7 +558,7 @@ class Log:
                 )
             upper_bound = min(upper_bound, leo)
             if fetch_offset >= upper_bound:
-                return b""
+                return
             segment = self.segments.floor_segment(fetch_offset)
             bound_segment = self.segments.floor_segment(upper_bound) if upper_bound < leo else None
             bound_position = None
@@ -532,17 +566,13 @@ class Log:
                 mapping = bound_segment.translate_offset(upper_bound)
                 bound_position = mapping.position if mapping is not None else bound_segment.size
         while segment is not None:
-            max_position = bound_position if segment is bound_segment else None
-            data = segment.read(fetch_offset, max_bytes, max_position, min_one_batch)
-            if data is not None:
-                return data
+            yield segment, (bound_position if segment is bound_segment else None)
             if segment is bound_segment:
                 break
             with self.lock:  # compaction gap: go on with the next segment, if it starts below the bound
                 segment = self.segments.higher_segment(segment.base_offset)
             if segment is not None and segment.base_offset >= upper_bound:
                 break
-        return b""
 
     def batches_from(self, offset: int) -> Iterable[tuple[LogSegment, int, RecordBatchHeader]]:
         """(segment, position, header) of every batch holding offsets >= `offset`, in order."""

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import os
 import random
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from tidelog.clock import Clock
 from tidelog.config.log_config import LogConfig
+from tidelog.protocol.file_records import FileRecords
 from tidelog.protocol.record_batch import (
     HEADER_SIZE,
     LOG_OVERHEAD,
@@ -40,9 +42,15 @@ HEADER_SIZE_UP_TO_MAGIC = 17
 MIN_RECORD_OVERHEAD = 14
 _READ_CHUNK = 64 * 1024
 
-# Fetch reads copy the slice out of the page cache with os.pread; the `.log` is never mmapped (as in Kafka,
-# which maps only the index files): mapped segment pages a reader touched stay in the broker's RSS, while
-# pread leaves them to the kernel's page cache, shared and reclaimable (README, "Memory").
+# Fetch reads return a FileRecords slice (protocol/file_records.py) that the connection sends with os.sendfile,
+# as Kafka's FileRecords.transferTo does; other readers copy bytes out of the page cache with os.pread. The
+# `.log` is never mmapped (as in Kafka, which maps only the index files): mapped segment pages a reader touched
+# stay in the broker's RSS, while pread and sendfile leave them to the kernel's page cache, shared and
+# reclaimable (README, "Memory").
+
+
+class SegmentClosedError(Exception):
+    """The segment's file was closed (deleted, swapped out, its log closed) before a read could take its fd."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +100,7 @@ class LogSegment:
         self.dir = directory
         self.base_offset = base_offset
         self._fd = log_fd
+        self._fd_lock = threading.Lock()  # dup_fd() vs closing _fd: a slice never dups a closed or reused number
         self.log_path = log_path
         self.offset_index = offset_index
         self.time_index = time_index
@@ -198,10 +207,14 @@ class LogSegment:
             out += more
         return out
 
-    def batches(self, start_pos: int = 0, end_pos: int | None = None) -> Iterator[tuple[int, RecordBatchHeader]]:
+    def batches(
+        self, start_pos: int = 0, end_pos: int | None = None, fd: int | None = None
+    ) -> Iterator[tuple[int, RecordBatchHeader]]:
         """Yield (position, header) for each complete batch from `start_pos` (a batch boundary).
 
-        Used by the cleaner and by retention: headers only, read in 64 KiB chunks, CRCs not checked."""
+        Used by the cleaner and by retention: headers only, read in 64 KiB chunks, CRCs not checked. `fd`:
+        read through this descriptor of the `.log` (a fetch slice's own) instead of the segment's."""
+        read_fd = self._fd if fd is None else fd
         end = self._size if end_pos is None else min(end_pos, self._size)
         pos = start_pos
         buf = b""
@@ -209,7 +222,7 @@ class LogSegment:
         while end - pos >= HEADER_SIZE:
             off = pos - buf_start
             if off < 0 or len(buf) - off < HEADER_SIZE:
-                buf = os.pread(self._fd, min(_READ_CHUNK, end - pos), pos)
+                buf = os.pread(read_fd, min(_READ_CHUNK, end - pos), pos)
                 buf_start, off = pos, 0
                 if len(buf) < HEADER_SIZE:
                     return
@@ -219,10 +232,13 @@ class LogSegment:
             yield pos, header
             pos += header.size
 
-    def translate_offset(self, offset: int, starting_file_position: int = 0) -> LogOffsetPosition | None:
-        """The first batch whose last offset is >= `offset` (index lookup, then a scan), or None."""
+    def translate_offset(
+        self, offset: int, starting_file_position: int = 0, fd: int | None = None
+    ) -> LogOffsetPosition | None:
+        """The first batch whose last offset is >= `offset` (index lookup, then a scan), or None. `fd`: read
+        through this descriptor of the `.log` instead of the segment's own."""
         _, position = self.offset_index.lookup(offset)
-        for pos, header in self.batches(max(position, starting_file_position)):
+        for pos, header in self.batches(max(position, starting_file_position), fd=fd):
             if header.last_offset >= offset:
                 return LogOffsetPosition(header.last_offset, pos, header.size)
         return None
@@ -234,19 +250,52 @@ class LogSegment:
 
         Up to min(max_position - start, max_size) bytes; with min_one_message the first batch is returned
         whole even when it exceeds max_size (Kafka's LogSegment.read). The slice is a copy (os.pread)."""
+        found = self._read_range(start_offset, max_size, max_position, min_one_message, self._fd)
+        if found is None:
+            return None
+        position, size = found
+        return self.read_bytes(position, size) if size > 0 else b""
+
+    def read_slice(
+        self, start_offset: int, max_size: int, max_position: int | None = None, min_one_message: bool = False
+    ) -> FileRecords | None:
+        """`read()` as a FileRecords slice with its own fd (the Fetch path: sent with sendfile, never copied
+        into the broker). An empty range is a slice of size 0. Raises SegmentClosedError if the segment's
+        file is already closed; the offset lookup itself reads through the slice's fd."""
+        fd = self.dup_fd()
+        try:
+            found = self._read_range(start_offset, max_size, max_position, min_one_message, fd)
+        except BaseException:
+            os.close(fd)
+            raise
+        if found is None:
+            os.close(fd)
+            return None
+        position, size = found
+        return FileRecords(fd, position, max(0, size))
+
+    def dup_fd(self) -> int:
+        """A new descriptor of this segment's `.log` (the caller closes it); SegmentClosedError once closed."""
+        with self._fd_lock:
+            if self._fd < 0:
+                raise SegmentClosedError(str(self.log_path))
+            return os.dup(self._fd)
+
+    def _read_range(
+        self, start_offset: int, max_size: int, max_position: int | None, min_one_message: bool, fd: int
+    ) -> tuple[int, int] | None:
+        """(position, size) of what read() returns (size <= 0: nothing), or None when no batch reaches it."""
         if max_size < 0:
             raise ValueError(f"invalid max size {max_size}")
-        start = self.translate_offset(start_offset)
+        start = self.translate_offset(start_offset, fd=fd)
         if start is None:
             return None
         adjusted_max_size = max(max_size, start.size) if min_one_message else max_size
         if adjusted_max_size == 0:
-            return b""
+            return start.position, 0
         limit = self._size if max_position is None else min(max_position, self._size)
         fetch_size = min(limit - start.position, adjusted_max_size)
-        if fetch_size <= 0:
-            return b""
-        return self.read_bytes(start.position, fetch_size)
+        return start.position, min(fetch_size, self._size - start.position)
 
     def read_next_offset(self) -> int:
         """The offset after the last batch, or the base offset for an empty segment."""
@@ -517,17 +566,19 @@ class LogSegment:
         self.time_index.close()
         self.txn_index.close()
         self._trim_log()
-        os.close(self._fd)
-        self._fd = -1
+        with self._fd_lock:
+            os.close(self._fd)
+            self._fd = -1
 
     def close_handlers(self) -> None:
         """Release file handles without trimming (used after a failure)."""
         self.offset_index.close_handler()
         self.time_index.close_handler()
         self.txn_index.close()
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        with self._fd_lock:
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
 
     @property
     def is_closed(self) -> bool:

@@ -24,7 +24,7 @@ from tidelog.broker.apis._shared import check_leader_epoch
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.fetch_codec import FetchPartitionResponse, FetchResponseData, FetchTopicResponse
-from tidelog.protocol.record_batch import HEADER_SIZE, batch_size_at, read_header
+from tidelog.protocol.file_records import FileRecords
 from tidelog.protocol.records import ZSTD
 from tidelog.security.authorizer import TOPIC, Op, authorized_names
 from tidelog.storage import TopicPartition
@@ -60,7 +60,7 @@ class _Partition:
     request: Any
     log: Log | None = None
     error: ErrorCode = ErrorCode.NONE
-    records: memoryview | bytes = b""  # read from the segment (os.pread): written to the socket as is
+    records: FileRecords | bytes = b""  # a slice of the segment file: sent with sendfile (frame_stream.py)
     high_watermark: int = -1
     last_stable_offset: int = -1
     log_start_offset: int = -1
@@ -107,18 +107,15 @@ def _upper_bound(log_obj: Log, params: _FetchParams) -> int:
     return log_obj.high_watermark
 
 
-def _aborted_transactions(log_obj: Log, fetch_offset: int, data: memoryview | bytes) -> list[tuple[int, int]]:
+def _aborted_transactions(log_obj: Log, fetch_offset: int, data: FileRecords) -> list[tuple[int, int]]:
     """(producer id, first offset) of aborted transactions overlapping the returned bytes
     (Kafka: LocalLog.collectAbortedTransactions over the segments' `.txnindex`)."""
     # The bound is the offset after the last batch whose header was returned (a trailing partial batch
     # counts: the client may read into it). Batches are in offset order: only the last header is parsed.
+    # The walk reads the batch headers only (one pread of 61 bytes per batch), never the records.
     upper = fetch_offset
-    pos, last = 0, -1
-    while pos + HEADER_SIZE <= len(data):
-        last = pos
-        pos += batch_size_at(data, pos) or len(data)
-    if last >= 0:
-        upper = max(upper, read_header(data, last).next_offset)
+    for _, header in data.batch_headers():
+        upper = max(upper, header.next_offset)
     return [(t.producer_id, t.first_offset) for t in log_obj.collect_aborted_transactions(fetch_offset, upper)]
 
 
@@ -157,6 +154,13 @@ def _read_all(ctx: RequestContext, parts: list[_Partition], params: _FetchParams
     return total, has_error
 
 
+def _release(parts: list[_Partition]) -> None:
+    for part in parts:
+        if isinstance(part.records, FileRecords):
+            part.records.close()
+        part.records = b""
+
+
 def _read_partition(part: _Partition, log_obj: Log, params: _FetchParams, max_bytes: int,
                     min_one_batch: bool) -> ErrorCode:
     # Offsets are taken before the read so the slice never runs past the HW the response reports.
@@ -166,30 +170,30 @@ def _read_partition(part: _Partition, log_obj: Log, params: _FetchParams, max_by
     part.high_watermark, part.last_stable_offset = hw, lso
     fetch_offset = part.request.fetch_offset
     try:
-        data = log_obj.read(fetch_offset, max(0, max_bytes), _upper_bound(log_obj, params), min_one_batch)
+        # A slice of the segment file (Kafka's FileRecords): the connection sends it with sendfile.
+        data = log_obj.read_slice(fetch_offset, max(0, max_bytes), _upper_bound(log_obj, params), min_one_batch)
+        if data is not None and params.version < ZSTD_MIN_VERSION and _has_zstd(data):
+            # Fetch v10 is the first that may carry zstd batches (KIP-110); older readers get an error.
+            data.close()
+            return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+        if data is not None and params.isolation_level == READ_COMMITTED:
+            part.aborted = _aborted_transactions(log_obj, fetch_offset, data)
     except KafkaError as e:
         return e.code
     except Exception:  # a storage bug answers this partition with an error instead of failing the request
         log.exception("fetch from %s-%d failed", part.name, part.request.partition)
         return ErrorCode.UNKNOWN_SERVER_ERROR
-    part.records = data
-    if params.version < ZSTD_MIN_VERSION and _has_zstd(part.records):
-        # Fetch v10 is the first that may carry zstd batches (KIP-110); older readers get an error.
+    if data is None:
         part.records = b""
-        return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
-    if params.isolation_level == READ_COMMITTED:
-        part.aborted = _aborted_transactions(log_obj, fetch_offset, part.records) if part.records else []
+        if params.isolation_level == READ_COMMITTED:
+            part.aborted = []
+    else:
+        part.records = data
     return ErrorCode.NONE
 
 
-def _has_zstd(data: memoryview | bytes) -> bool:
-    pos = 0
-    while pos + HEADER_SIZE <= len(data):
-        header = read_header(data, pos)
-        if header.compression == ZSTD:
-            return True
-        pos += header.size
-    return False
+def _has_zstd(data: FileRecords) -> bool:
+    return any(header.compression == ZSTD for _, header in data.batch_headers())
 
 
 def _topic_key(key: Any, by_id: bool) -> str | bytes:
@@ -254,6 +258,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         if remaining <= 0:
             break
         logs = [p.log for p in parts if p.log is not None]
+        _release(parts)  # every partition is read again after the wait: no fd held while parked
         woken = await purgatory.wait_for_append(logs, remaining)
         total, has_error = _read_all(ctx, parts, params)
         if not woken:
