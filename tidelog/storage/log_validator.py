@@ -67,11 +67,9 @@ from tidelog.protocol.records import (
 Buffer = bytearray | memoryview  # a writable buffer holding the request's record batches
 
 _ATTRS = struct.Struct(">h")
-_CRC = struct.Struct(">I")
 _INT64 = struct.Struct(">q")
 NO_TIMESTAMP = -1
 CURRENT_MAGIC = 2
-_HEADER = struct.Struct(">qiibIhiqqqhii")  # record_batch.read_header's fields, unpacked without the object
 _INT64_MIN = -(1 << 63)
 FAST_INFLATE_BYTES = 1 << 20  # a compressed batch expanding to more is walked as a stream (the full path)
 
@@ -310,10 +308,10 @@ def _validate_fast(buf: Buffer, config: LogConfig, next_offset: int, leader_epoc
         return None
     written = RecordBatchHeader(*fields)
     last = next_offset + written.records_count - 1
-    return ValidationResult(buf, next_offset, last, written.max_timestamp, last, now_ms if log_append else NO_TIMESTAMP,
-                            written.producer_id, written.producer_epoch, written.base_sequence,
-                            written.last_sequence, bool(written.attributes & TRANSACTIONAL_FLAG),
-                            written.records_count, [written])
+    return ValidationResult(buf, next_offset, last, written.max_timestamp, last,
+                            now_ms if log_append else NO_TIMESTAMP, written.producer_id, written.producer_epoch,
+                            written.base_sequence, written.last_sequence,
+                            bool(written.attributes & TRANSACTIONAL_FLAG), written.records_count, [written])
 
 
 def _inflate_small(codec: int, payload: memoryview, cap: int) -> bytes | None:
