@@ -143,6 +143,23 @@ class SlowClient(KafkaWire):
         return cid, cls[version].decode(data[pos:], version=version)
 
 
+def consume_values(conf: dict[str, Any], topic: str, count: int) -> list[bytes]:
+    """Partition 0 of `topic` read from offset 0 by a confluent-kafka consumer until `count` values (or 60 s)."""
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as CTP
+
+    consumer = Consumer({**conf, "enable.auto.commit": False})
+    consumer.assign([CTP(topic, 0, 0)])
+    got: list[bytes] = []
+    deadline = time.monotonic() + 60
+    while len(got) < count and time.monotonic() < deadline:
+        for m in consumer.consume(1000, 1.0):
+            assert m.error() is None, m.error()
+            got.append(m.value())
+    consumer.close()
+    return got
+
+
 def wait_until(cond: Any, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while not cond():
@@ -182,8 +199,7 @@ def test_fetched_bytes_are_the_segment_file(broker: BrokerHandle, sendfile: Send
 
 
 def test_real_consumers_read_what_was_produced(broker: BrokerHandle, sendfile: SendfileCounter) -> None:
-    from confluent_kafka import Consumer, Producer
-    from confluent_kafka import TopicPartition as CTP
+    from confluent_kafka import Producer
     from kafka import KafkaConsumer
     from kafka import TopicPartition as KTP
 
@@ -196,17 +212,8 @@ def test_real_consumers_read_what_was_produced(broker: BrokerHandle, sendfile: S
     assert producer.flush(60) == 0
     sendfile.reset()
 
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "sf-confluent",
-                         "enable.auto.commit": False})
-    consumer.assign([CTP(topic, 0, 0)])
-    got: list[bytes] = []
-    deadline = time.monotonic() + 60
-    while len(got) < len(values) and time.monotonic() < deadline:
-        for m in consumer.consume(1000, 1.0):
-            assert m.error() is None, m.error()
-            got.append(m.value())
-    consumer.close()
-    assert got == values
+    assert consume_values({"bootstrap.servers": broker.bootstrap, "group.id": "sf-confluent"}, topic,
+                          len(values)) == values
     assert sendfile.bytes > 0
 
     sendfile.reset()
@@ -402,8 +409,7 @@ def test_read_committed_lists_aborted_txns_of_a_trailing_partial_batch(broker: B
 # --- TLS -------------------------------------------------------------------------------------------------------
 
 def test_tls_listener_gets_the_bytes_through_the_transport(sendfile: SendfileCounter) -> None:
-    from confluent_kafka import Consumer, Producer
-    from confluent_kafka import TopicPartition as CTP
+    from confluent_kafka import Producer
 
     from tidelog.testing import run_secure_broker
 
@@ -416,16 +422,7 @@ def test_tls_listener_gets_the_bytes_through_the_transport(sendfile: SendfileCou
             producer.produce(topic, v, partition=0)
         assert producer.flush(60) == 0
         sendfile.reset()
-        consumer = Consumer({**conf, "group.id": "sf-tls", "enable.auto.commit": False})
-        consumer.assign([CTP(topic, 0, 0)])
-        got: list[bytes] = []
-        deadline = time.monotonic() + 60
-        while len(got) < len(values) and time.monotonic() < deadline:
-            for m in consumer.consume(1000, 1.0):
-                assert m.error() is None, m.error()
-                got.append(m.value())
-        consumer.close()
-        assert got == values
+        assert consume_values({**conf, "group.id": "sf-tls"}, topic, len(values)) == values
         assert sendfile.calls == 0  # never written behind the TLS transport's back
 
 
