@@ -356,17 +356,14 @@ class Connection:
         try:
             if isinstance(response, EncodedResponse):
                 parts = response.pieces()
-                body = parts[0] if len(parts) == 1 else None
-                if isinstance(body, bytes) and len(body) <= _JOIN_BELOW:  # a Produce answer: one small piece
-                    head = (_SIZE_AND_ID.pack(len(body) + 5, correlation_id) + b"\x00" if response.flexible
-                            else _SIZE_AND_ID.pack(len(body) + 4, correlation_id))
-                    out = head + body
-                    return [out], len(out), name, response.error_code
                 body_size = 0
                 for part in parts:
                     body_size += len(part)
                 header = (_SIZE_AND_ID.pack(body_size + 5, correlation_id) + b"\x00" if response.flexible
                           else _SIZE_AND_ID.pack(body_size + 4, correlation_id))
+                if len(parts) == 1 and isinstance(parts[0], bytes) and body_size <= _JOIN_BELOW:
+                    out = header + parts[0]  # a Produce answer: one small piece, written as one
+                    return [out], len(out), name, response.error_code
                 return [header, *parts], len(header) + body_size, name, response.error_code
             body = encode_response(response, version)
             # Response header v1 (tagged fields) for flexible versions, except ApiVersions: always v0 (KIP-511).

@@ -385,10 +385,7 @@ class Log:
         self, segment: LogSegment, headers: list[RecordBatchHeader], control_bytes: dict[int, bytes], now: int
     ) -> None:
         """Leader epochs, producer state and `.txnindex` for batches that are now in the log."""
-        epoch_cache = self.leader_epoch_cache
         for header in headers:
-            if header.producer_id < 0 and header.partition_leader_epoch <= epoch_cache.latest_epoch:
-                continue  # the common batch: no producer, no new epoch, so apply_written_batch would change nothing
             apply_written_batch(
                 header,
                 control_bytes.get(header.base_offset),
