@@ -80,8 +80,10 @@ class Member:
         for line in self.proc.stdout:
             if not line.startswith("{"):
                 continue
+            event = json.loads(line)
+            event["t"] = time.monotonic()  # when it was seen: orders records across members
             with self._cond:
-                self.events.append(json.loads(line))
+                self.events.append(event)
                 self._cond.notify_all()
         with self._cond:
             self.events.append({"exited": True})
@@ -116,6 +118,11 @@ class Member:
     def records(self) -> list[tuple[int, int, str]]:
         with self._cond:
             return [(e["p"], e["o"], e["v"]) for e in self.events if "v" in e]
+
+    def timed_records(self) -> list[tuple[float, int, int, str]]:
+        """(seen at, partition, offset, value) per record, in the order this member read them."""
+        with self._cond:
+            return [(e["t"], e["p"], e["o"], e["v"]) for e in self.events if "v" in e]
 
     def committed(self) -> int:
         with self._cond:

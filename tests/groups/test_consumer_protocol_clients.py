@@ -30,6 +30,11 @@ def values(members: list[Member]) -> list[str]:
     return [v for m in members for _, _, v in m.records()]
 
 
+def distinct(members: list[Member]) -> int:
+    """How many different records `members` have read (a record read twice counts once)."""
+    return len(set(values(members)))
+
+
 def split(members: list[Member]) -> bool:
     """Every partition owned by exactly one of `members`, each owning some."""
     owned = [m.assignment or [] for m in members]
@@ -37,14 +42,34 @@ def split(members: list[Member]) -> bool:
     return all(owned) and sorted(flat) == list(range(PARTITIONS))
 
 
-def run_scenario(tmp_path: Path, start: Callable[[str, str, str], Member], started: list[Member]) -> None:
+def rereads_not_from_start(members: list[Member]) -> list[str]:
+    """Every later copy of a record read twice, unless the member that read it again had started that
+    partition at offset 0. The Java client 3.9 resets a partition handed to it while its committed-offset
+    fetch for earlier ones is in flight to auto.offset.reset (KAFKA-17674, fixed in the 4.0 client), so it
+    re-reads from the log start although the broker holds the right committed offset. A broker that answered
+    a stale committed offset instead would have a member start mid-partition, which this still reports."""
+    copies: dict[tuple[int, int], list[tuple[float, int]]] = {}  # (p, o) -> [(seen at, stint start)]
+    for m in members:
+        last: dict[int, int] = {}
+        stint: dict[int, int] = {}
+        for t, p, o, _ in m.timed_records():
+            if last.get(p, -2) + 1 != o:  # a new run of this partition: a new position
+                stint[p] = o
+            last[p] = o
+            copies.setdefault((p, o), []).append((t, stint[p]))
+    return [f"partition {p} offset {o} read again from a position at {start}"
+            for (p, o), seen in copies.items() for _, start in sorted(seen)[1:] if start != 0]
+
+
+def run_scenario(tmp_path: Path, start: Callable[[str, str, str], Member], started: list[Member],
+                 exactly_once: bool = True) -> None:
     topic, group = "kip848", "kip848-group"
     with run_broker(log_dir=tmp_path, overrides=OVERRIDES) as b:
         create_topic(b.bootstrap, topic, PARTITIONS)
         produce(b.bootstrap, topic, 0, 120, PARTITIONS)
         m1, m2 = start(b.bootstrap, topic, group), start(b.bootstrap, topic, group)
         started += [m1, m2]
-        wait_until(lambda: split([m1, m2]) and len(values([m1, m2])) >= 120, "two members splitting the topic")
+        wait_until(lambda: split([m1, m2]) and distinct([m1, m2]) >= 120, "two members splitting the topic")
         cg = b.state.groups.consumer_groups
         assert b.call(lambda: cg.groups[group].state.value) in ("Stable", "Reconciling")
         m3 = start(b.bootstrap, topic, group)
@@ -52,14 +77,18 @@ def run_scenario(tmp_path: Path, start: Callable[[str, str, str], Member], start
         produce(b.bootstrap, topic, 120, 120, PARTITIONS)
         # the uniform assignor gives each of three members two partitions
         wait_until(lambda: split([m1, m2, m3]) and all(len(m.assignment or []) == 2 for m in (m1, m2, m3))
-                   and len(values([m1, m2, m3])) >= 240, "a third member taking its share")
+                   and distinct([m1, m2, m3]) >= 240, "a third member taking its share")
         m1.close()  # leaves (epoch -1); the others keep running and take over its partitions
         produce(b.bootstrap, topic, 240, 120, PARTITIONS)
-        wait_until(lambda: split([m2, m3]) and len(values([m1, m2, m3])) >= 360, "the survivors taking over")
+        wait_until(lambda: split([m2, m3]) and distinct([m1, m2, m3]) >= 360, "the survivors taking over")
         m2.close()
         m3.close()
         seen = values([m1, m2, m3])
-        assert sorted(seen) == sorted(f"v-{i}" for i in range(360)), "every record exactly once"
+        if exactly_once:
+            assert sorted(seen) == sorted(f"v-{i}" for i in range(360)), "every record exactly once"
+        else:
+            assert set(seen) == {f"v-{i}" for i in range(360)}, "every record at least once"
+            assert rereads_not_from_start([m1, m2, m3]) == []
         committed = b.call(lambda: {tp.partition: om.offset for tp, om in b.state.groups.groups[group].offsets.items()})
         assert committed == dict.fromkeys(range(PARTITIONS), 60)
     with run_broker(log_dir=tmp_path, overrides=OVERRIDES) as b:
@@ -92,7 +121,9 @@ def test_java_consumer_protocol(tmp_path: Path, java_classpath: str, members: li
         return Member(java_cmd(java_classpath, "member", bootstrap, topic, group, "400", "group.protocol=consumer"),
                       "java")
 
-    run_scenario(tmp_path, start, members)
+    # the Java client 3.9 may re-read a partition from its start on a hand-over (KAFKA-17674): see
+    # rereads_not_from_start; librdkafka above is held to exactly once
+    run_scenario(tmp_path, start, members, exactly_once=False)
 
 
 def test_librdkafka_regex_subscription_is_resolved_by_the_broker(group_broker: object) -> None:
