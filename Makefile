@@ -8,17 +8,19 @@ ARGS   ?=
 .PHONY: install run test lint docs bench java-client check-tools clean pyc
 
 # The venv is (re)built when pyproject.toml, setup.py or a C accelerator changes (pip builds the extensions in
-# place); the stamp files record what was installed.
+# place); the stamp files record what was installed. editable_mode=compat installs a .pth naming the checkout:
+# setuptools' default editable finder is imported by every interpreter start (~16 ms of the broker's start-up).
+EDITABLE := --config-settings editable_mode=compat
 BUILD_INPUTS := pyproject.toml setup.py $(wildcard tidelog/protocol/*.c)
 
 $(VENV)/.installed-base: $(BUILD_INPUTS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet -e .
+	$(BIN)/pip install --quiet $(EDITABLE) -e .
 	touch $@
 
 $(VENV)/.installed-test: $(BUILD_INPUTS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet -e '.[test,spark]'
+	$(BIN)/pip install --quiet $(EDITABLE) -e '.[test,spark]'
 	touch $@ $(VENV)/.installed-base
 
 # Byte-compiled modules, as an installed wheel has them: the broker then starts in ~0.1 s instead of ~0.2 s

@@ -60,7 +60,12 @@ class ApiRegistry:
         return handler
 
     def warm_up(self) -> None:
-        """Import the kafka-python message classes of every API (off the loop, after start-up)."""
+        """Import the kafka-python message classes of every API and the codec libraries (which records.py and
+        inflaters.py import when first used), off the loop, after start-up."""
+        import cramjam  # noqa: F401
+        import lz4.frame  # noqa: F401
+        import zstandard  # noqa: F401
+
         from tidelog.protocol.messages import request_class, response_class
 
         for key in self.entries:

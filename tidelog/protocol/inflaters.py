@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import struct
 import zlib
-
-import cramjam
-import lz4.frame
-import zstandard
+from typing import TYPE_CHECKING
 
 from tidelog.protocol.records import GZIP, LZ4, SNAPPY, ZSTD, CorruptRecordError
+
+if TYPE_CHECKING:  # the codec libraries are imported when first used (~25 ms of start-up otherwise)
+    import lz4.frame
+    import zstandard
 
 _XERIAL_MAGIC = b"\x82SNAPPY\x00"
 _XERIAL_HEADER_SIZE = 16  # magic, int32 version, int32 compatible version
@@ -100,6 +101,8 @@ class _Lz4Inflater(Inflater):
         try:
             self._d = _IDLE_LZ4.pop()
         except IndexError:
+            import lz4.frame
+
             self._d = lz4.frame.LZ4FrameDecompressor()
         self._pending: bytes = bytes(data)
         self._returned = False
@@ -137,6 +140,8 @@ class _SnappyInflater(Inflater):
         self._xerial = xerial
 
     def _block(self, block: bytes) -> bytes:
+        import cramjam
+
         try:
             size = cramjam.snappy.decompress_raw_len(block)
         except Exception as exc:  # noqa: BLE001 - cramjam raises its own DecompressionError
@@ -219,12 +224,16 @@ class _ZstdInflater(Inflater):
             try:
                 self._decompressor = _IDLE_ZSTD.pop()
             except IndexError:
+                import zstandard
+
                 self._decompressor = zstandard.ZstdDecompressor()
         self._d = self._decompressor.decompressobj()
         self._frame_left = True
         self._feed(header)
 
     def _feed(self, size: int) -> bytes:
+        import zstandard
+
         assert self._d is not None
         chunk = self._data[self._pos:self._pos + size]
         self._pos += size

@@ -26,10 +26,6 @@ import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-import cramjam
-import lz4.frame
-import zstandard
-
 from tidelog.protocol.record_batch import (
     COMPRESSION_MASK,
     CONTROL_FLAG,
@@ -116,7 +112,10 @@ def compress(codec: int, data: bytes | bytearray | memoryview, level: int | None
     if codec == GZIP:
         # Kafka's GzipCompression default level is Deflater.DEFAULT_COMPRESSION (zlib level 6).
         return gzip.compress(bytes(data), compresslevel=6 if level is None or level < 0 else level)
+    # The codec libraries are imported when first used: together ~25 ms of start-up otherwise.
     if codec == SNAPPY:
+        import cramjam
+
         # xerial snappy-java stream framing: header, then blocks each with an int32 compressed length.
         out = bytearray(_XERIAL_HEADER)
         view = memoryview(data)
@@ -126,6 +125,8 @@ def compress(codec: int, data: bytes | bytearray | memoryview, level: int | None
             out += block
         return bytes(out)
     if codec == LZ4:
+        import lz4.frame
+
         # KafkaLZ4BlockOutputStream: LZ4 frame, 64 KiB independent blocks, no content size/checksum.
         return bytes(lz4.frame.compress(
             bytes(data), compression_level=9 if level is None else level,
@@ -133,6 +134,8 @@ def compress(codec: int, data: bytes | bytearray | memoryview, level: int | None
             content_checksum=False, store_size=False,
         ))
     if codec == ZSTD:
+        import zstandard
+
         return zstandard.ZstdCompressor(level=3 if level is None else level).compress(bytes(data))
     raise CorruptRecordError(f"unknown compression codec {codec}")
 
@@ -144,6 +147,8 @@ def decompress(codec: int, data: bytes | bytearray | memoryview) -> bytes:
         if codec == GZIP:
             return zlib.decompress(bytes(data), wbits=47)  # 32+15: gzip or zlib header
         if codec == SNAPPY:
+            import cramjam
+
             raw = bytes(data)
             if raw[:8] != _XERIAL_MAGIC:
                 return bytes(cramjam.snappy.decompress_raw(raw))
@@ -158,8 +163,12 @@ def decompress(codec: int, data: bytes | bytearray | memoryview) -> bytes:
                 pos += n
             return bytes(out)
         if codec == LZ4:
+            import lz4.frame
+
             return bytes(lz4.frame.decompress(bytes(data)))
         if codec == ZSTD:
+            import zstandard
+
             # streaming frames (librdkafka, zstd-jni) may omit the content size: use a decompressobj
             return zstandard.ZstdDecompressor().decompressobj().decompress(bytes(data))
     except CorruptRecordError:
