@@ -295,7 +295,7 @@ def consume(broker: Broker, topic: str, seconds: float) -> tuple[float, float]:
     consumer = Consumer({
         "bootstrap.servers": broker.bootstrap, "group.id": f"bench-{time.monotonic_ns()}",
         "enable.auto.commit": False, "fetch.queue.backoff.ms": 0, "fetch.wait.max.ms": 5,
-        "fetch.max.bytes": 52_428_800, "max.partition.fetch.bytes": 8_388_608,
+        "fetch.max.bytes": 52_428_800, "max.partition.fetch.bytes": 8_388_608, **QUIET,
     })
     # The data set is fixed: each pass asks for exactly the records there are, so no call waits out a timeout.
     marks = [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30) for p in range(PARTITIONS)]
@@ -324,7 +324,7 @@ def latency(broker: Broker, topic: str, seconds: float, rate: int = 1000) -> tup
 
     consumer = Consumer({
         "bootstrap.servers": broker.bootstrap, "group.id": f"lat-{time.monotonic_ns()}",
-        "enable.auto.commit": False, "fetch.queue.backoff.ms": 0, "fetch.wait.max.ms": 100,
+        "enable.auto.commit": False, "fetch.queue.backoff.ms": 0, "fetch.wait.max.ms": 100, **QUIET,
     })
     consumer.assign([TopicPartition(topic, 0, OFFSET_END)])
     producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "linger.ms": 0, **QUIET})
