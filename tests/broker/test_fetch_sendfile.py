@@ -428,8 +428,8 @@ def test_tls_listener_gets_the_bytes_through_the_transport(sendfile: SendfileCou
 
 # --- socket.send.buffer.bytes ------------------------------------------------------------------------------------
 
-def _server_side_sndbuf(client: socket.socket) -> int:
-    """SO_SNDBUF of the broker's end of `client`'s connection (the broker runs in this process)."""
+def _server_side_sndbuf(client: socket.socket, option: int = socket.SO_SNDBUF) -> int:
+    """SO_SNDBUF (or `option`) of the broker's end of `client`'s connection (the broker runs in this process)."""
     wanted = client.getsockname()
     for fd in os.listdir("/proc/self/fd"):
         try:
@@ -437,7 +437,7 @@ def _server_side_sndbuf(client: socket.socket) -> int:
                 continue
             with socket.socket(fileno=os.dup(int(fd))) as s:
                 if s.type == socket.SOCK_STREAM and s.getpeername() == wanted:
-                    return s.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)
+                    return s.getsockopt(socket.SOL_SOCKET, option)
         except OSError:
             continue
     raise AssertionError("broker side of the connection not found")
@@ -453,3 +453,19 @@ def test_socket_send_buffer_bytes_is_applied(size: int) -> None:
             assert got == 2 * size  # Linux doubles the value for its bookkeeping
         else:
             assert got != 2 * 102400
+
+
+@pytest.mark.parametrize("size", [40_000, None])  # 2 x 65536 would be tcp_rmem's usual initial size
+def test_socket_receive_buffer_bytes_is_applied(size: int | None) -> None:
+    """socket.receive.buffer.bytes sets SO_RCVBUF of the broker's sockets (Kafka sets it on its server socket, which
+    accepted ones inherit); tidelog's default (-1) leaves Linux's autotuning, which grows the buffer past any
+    fixed default once a producer sends."""
+    overrides = {} if size is None else {"socket.receive.buffer.bytes": size}
+    with run_broker(overrides=overrides) as b, KafkaWire(b.bootstrap) as client:
+        client.request(API_VERSIONS, 0, request_class(API_VERSIONS)[0]())
+        got = _server_side_sndbuf(client.sock, socket.SO_RCVBUF)
+        if size is not None:
+            assert got == 2 * size  # Linux doubles the value for its bookkeeping
+        else:
+            with open("/proc/sys/net/ipv4/tcp_rmem") as f:
+                assert got == int(f.read().split()[1])  # untouched: the kernel's initial autotuned size

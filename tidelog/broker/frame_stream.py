@@ -19,7 +19,8 @@ broker. When the socket's buffer fills, the rest of the response (and anything w
 `_tail` until the socket is writable again (a dup of the socket fd watched with loop.add_writer: the transport
 owns the fd itself), then continues with sendfile; `drain()` waits for it. A TLS transport, or a transport
 with bytes still buffered (byte order), gets the slices' bytes read with pread through the transport.
-Accepted sockets get SO_SNDBUF = socket.send.buffer.bytes (Kafka's Acceptor does the same).
+Accepted sockets get SO_SNDBUF = socket.send.buffer.bytes and SO_RCVBUF = socket.receive.buffer.bytes (Kafka's
+Acceptor sets the same sizes).
 """
 
 from __future__ import annotations
@@ -58,9 +59,10 @@ class FrameSizeError(Exception):
 
 class FrameStream(asyncio.BufferedProtocol):
     def __init__(self, max_frame: int, on_open: Callable[[FrameStream], Coroutine[Any, Any, None]],
-                 send_buffer_bytes: int = -1) -> None:
+                 send_buffer_bytes: int = -1, receive_buffer_bytes: int = -1) -> None:
         self.max_frame = max_frame
         self._send_buffer_bytes = send_buffer_bytes  # socket.send.buffer.bytes: SO_SNDBUF, -1 = the OS default
+        self._receive_buffer_bytes = receive_buffer_bytes  # socket.receive.buffer.bytes: SO_RCVBUF, -1 = the same
         self._on_open = on_open
         self._loop = asyncio.get_running_loop()
         self.transport: asyncio.Transport | None = None
@@ -95,7 +97,9 @@ class FrameStream(asyncio.BufferedProtocol):
         self.last_activity = self._loop.time()
         self._sock_fd = _direct_fd(transport)
         if self._send_buffer_bytes > 0:
-            _set_send_buffer(transport, self._send_buffer_bytes)
+            _set_buffer(transport, socket.SO_SNDBUF, self._send_buffer_bytes, "socket.send.buffer.bytes")
+        if self._receive_buffer_bytes > 0:
+            _set_buffer(transport, socket.SO_RCVBUF, self._receive_buffer_bytes, "socket.receive.buffer.bytes")
         self.task = self._loop.create_task(self._on_open(self))
 
     def get_buffer(self, sizehint: int) -> memoryview:
@@ -418,17 +422,19 @@ def _direct_fd(transport: asyncio.BaseTransport) -> int:
         return -1
 
 
-def _set_send_buffer(transport: asyncio.BaseTransport, size: int) -> None:
-    """SO_SNDBUF of an accepted connection, as Kafka's Acceptor sets socket.send.buffer.bytes (102400 by default;
-    -1 leaves the kernel's autotuning). With sendfile this bounds what one call queues on the socket: at Kafka's
-    default, the consume benchmark's broker CPU per GB is lower than with Linux's autotuned multi-MB buffer."""
+def _set_buffer(transport: asyncio.BaseTransport, option: int, size: int, config: str) -> None:
+    """SO_SNDBUF / SO_RCVBUF of an accepted connection: Kafka's Acceptor gives accepted sockets
+    socket.send.buffer.bytes and its server socket (inherited by them) socket.receive.buffer.bytes, both 102400
+    by default; -1 leaves the kernel's autotuning. With sendfile the send buffer bounds what one call queues on
+    the socket: at Kafka's default, the consume benchmark's broker CPU per GB is lower than with Linux's
+    autotuned multi-MB buffer."""
     sock = transport.get_extra_info("socket")
     if sock is None:
         return
     try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, size)
+        sock.setsockopt(socket.SOL_SOCKET, option, size)
     except OSError as exc:
-        log.warning("cannot set SO_SNDBUF to %d (socket.send.buffer.bytes): %r", size, exc)
+        log.warning("cannot set the socket buffer to %d (%s): %r", size, config, exc)
 
 
 def _close_slices(pieces: Iterable[Piece]) -> None:

@@ -105,7 +105,8 @@ class Server:
 
             max_frame = int(self.config.socket_request_max_bytes)
             send_buffer = int(self.config.get("socket.send.buffer.bytes"))
-            return lambda: FrameStream(max_frame, on_connect, send_buffer)
+            receive_buffer = int(self.config.get("socket.receive.buffer.bytes"))
+            return lambda: FrameStream(max_frame, on_connect, send_buffer, receive_buffer)
 
         try:
             for i, (name, host, port) in enumerate(self.endpoints.listeners):

@@ -81,7 +81,10 @@ _DEFS: list[ConfigDef] = [
     # --- sockets and requests ---
     ConfigDef("socket.request.max.bytes", I, 104_857_600, "Largest request the broker accepts.", at_least(1)),
     ConfigDef("socket.send.buffer.bytes", I, 102_400, "SO_SNDBUF of server sockets (-1 = OS default)."),
-    ConfigDef("socket.receive.buffer.bytes", I, 102_400, "SO_RCVBUF of server sockets (-1 = OS default)."),
+    # Kafka's default is 102400. On loopback that bound cost 20-30% of produce throughput and ~20% more broker CPU
+    # per GB (more, smaller reads) than Linux's autotuning (raw-socket load, 64 KiB and 1 MiB batches), so tidelog
+    # leaves it to the kernel unless set.
+    ConfigDef("socket.receive.buffer.bytes", I, -1, "SO_RCVBUF of server sockets (-1 = OS default; Kafka: 102400)."),
     ConfigDef("connections.max.idle.ms", L, 600_000, "Idle connections are closed after this many ms."),
     ConfigDef("num.network.threads", I, 3, "Network threads (informational in tidelog).", at_least(1), dynamic=True),
     ConfigDef("num.io.threads", I, 8, "Request handler threads (informational in tidelog).", at_least(1), dynamic=True),
