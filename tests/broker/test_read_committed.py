@@ -103,3 +103,29 @@ def test_parked_read_committed_fetch_is_woken_by_the_marker(broker: BrokerHandle
     assert not thread.is_alive()
     [p] = partition_data(result[0])
     assert p.last_stable_offset == 3 and offsets(p.records) == [0, 1, 2]
+
+
+def test_read_committed_bounds_aborted_txns_by_the_offset_index(broker: BrokerHandle, client: KafkaWire,
+                                                                 monkeypatch: Any) -> None:
+    """Kafka's LocalLog.addAbortedTransactions bounds the aborted-transaction lookup with the offset index (the
+    first entry at or after the returned bytes' end), so a fetch of many small batches reads none of their
+    headers; transactions aborted past that bound are not listed."""
+    from tidelog.protocol.file_records import FileRecords
+
+    create_topic(broker.bootstrap, "rc-index")
+    first = append(broker, "rc-index", txn_batch(300))
+    end_txn(broker, "rc-index", 300, commit=False)  # aborted: 0, marker 1
+    for _ in range(300):  # ~22 KB of small batches: several offset-index entries (index.interval.bytes 4096)
+        append(broker, "rc-index", plain_batch())
+    late = append(broker, "rc-index", txn_batch(301))
+    end_txn(broker, "rc-index", 301, commit=False)
+
+    def walked(*_: Any) -> Any:
+        raise AssertionError("a read_committed fetch walked the batch headers")
+
+    monkeypatch.setattr(FileRecords, "batch_headers", walked)
+    [p] = partition_data(fetch(client, [("rc-index", 0, 0)], isolation_level=1, partition_max_bytes=2000))
+    assert 0 < len(p.records) <= 2000
+    assert [(a.producer_id, a.first_offset) for a in p.aborted_transactions] == [(300, first)]
+    [p] = partition_data(fetch(client, [("rc-index", 0, 0)], isolation_level=1))
+    assert [(a.producer_id, a.first_offset) for a in p.aborted_transactions] == [(300, first), (301, late)]

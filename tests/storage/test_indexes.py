@@ -38,6 +38,20 @@ def test_offset_index_preallocated_then_trimmed(tmp_path: Path) -> None:
     reopened.close()
 
 
+def test_offset_index_fetch_upper_bound_offset(tmp_path: Path) -> None:
+    """Kafka's OffsetIndex.fetchUpperBoundOffset: the first entry at or after a file position, or none."""
+    idx = OffsetIndex(tmp_path / "00000000000000000100.index", 100, 1000)
+    assert idx.fetch_upper_bound_offset(0) is None  # empty
+    for offset, position in ((105, 0), (110, 4200), (130, 8400), (131, 12600)):
+        idx.append(offset, position)
+    assert idx.fetch_upper_bound_offset(0) == 105
+    assert idx.fetch_upper_bound_offset(1) == 110
+    assert idx.fetch_upper_bound_offset(4200) == 110
+    assert idx.fetch_upper_bound_offset(8401) == 131
+    assert idx.fetch_upper_bound_offset(12601) is None
+    idx.close()
+
+
 def test_offset_index_full(tmp_path: Path) -> None:
     idx = OffsetIndex(tmp_path / "00000000000000000000.index", 0, 16)
     idx.append(1, 10)

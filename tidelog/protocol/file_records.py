@@ -35,12 +35,13 @@ class FileRecordsError(OSError):
 class FileRecords:
     """`size` bytes at `position` of an owned file descriptor (Kafka's FileRecords slice)."""
 
-    __slots__ = ("fd", "position", "size")
+    __slots__ = ("fd", "position", "size", "segment_base_offset")
 
-    def __init__(self, fd: int, position: int, size: int) -> None:
+    def __init__(self, fd: int, position: int, size: int, segment_base_offset: int | None = None) -> None:
         self.fd = fd  # owned: closed by close() or when the slice is dropped
         self.position = position
         self.size = size
+        self.segment_base_offset = segment_base_offset  # the log segment it was read from (None: not a segment)
 
     def __len__(self) -> int:
         return self.size

@@ -764,6 +764,20 @@ class Log:
                 for pid, e in self.producer_state_manager.producers.items()
             }
 
+    def fetch_upper_bound_offset(self, segment_base_offset: int, end_position: int) -> int | None:
+        """An offset no batch of `segment_base_offset`'s segment below file position `end_position` reaches:
+        the first offset-index entry at or after it, else the next segment's base offset, else the log end offset
+        (Kafka's LocalLog.addAbortedTransactions bound for a read_committed fetch). None when that segment is
+        gone (deleted or swapped since the read)."""
+        with self.lock:
+            segment = self.segments.get(segment_base_offset)
+            if segment is None:
+                return None
+            following = self.segments.higher_segment(segment_base_offset)
+            bound = following.base_offset if following is not None else self._next_offset
+        found = segment.offset_index.fetch_upper_bound_offset(end_position)
+        return bound if found is None else min(found, bound)
+
     def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
         """Aborted transactions overlapping [start, upper bound): `.txnindex` of the segment holding start
         and later ones until an entry's LSO reaches the bound (Kafka's LocalLog.collectAbortedTransactions)."""

@@ -272,7 +272,7 @@ class LogSegment:
             os.close(fd)
             return None
         position, size = found
-        return FileRecords(fd, position, max(0, size))
+        return FileRecords(fd, position, max(0, size), self.base_offset)
 
     def dup_fd(self) -> int:
         """A new descriptor of this segment's `.log` (the caller closes it); SegmentClosedError once closed."""

@@ -52,6 +52,21 @@ class OffsetIndex(AbstractIndex):
                 return self.base_offset, 0
             return self.entry(slot)
 
+    def fetch_upper_bound_offset(self, position: int) -> int | None:
+        """The offset of the first entry at or after file position `position`, None when there is none (Kafka's
+        OffsetIndex.fetchUpperBoundOffset: no batch read below that position holds an offset past it)."""
+        with self._lock:
+            if self._mmap is None:
+                return None
+            lo, hi = 0, self._entries  # entries are sorted by position too
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if _ENTRY.unpack_from(self._mmap, mid * 8)[1] < position:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            return self.entry(lo)[0] if lo < self._entries else None
+
     def truncate_to(self, offset: int) -> None:
         """Remove every entry whose offset is >= `offset`."""
         with self._lock:

@@ -110,12 +110,17 @@ def _upper_bound(log_obj: Log, params: _FetchParams) -> int:
 def _aborted_transactions(log_obj: Log, fetch_offset: int, data: FileRecords) -> list[tuple[int, int]]:
     """(producer id, first offset) of aborted transactions overlapping the returned bytes
     (Kafka: LocalLog.collectAbortedTransactions over the segments' `.txnindex`)."""
-    # The bound is the offset after the last batch whose header was returned (a trailing partial batch
-    # counts: the client may read into it). Batches are in offset order: only the last header is parsed.
-    # The walk reads the batch headers only (one pread of 61 bytes per batch), never the records.
-    upper = fetch_offset
-    for _, header in data.batch_headers():
-        upper = max(upper, header.next_offset)
+    # The bound is Kafka's (LocalLog.addAbortedTransactions): the first offset-index entry at or after the
+    # slice's end, so no batch is read for it; it may reach a few batches past the slice (the client skips
+    # aborted transactions it never reads). A slice whose segment went away since falls back to walking its
+    # batch headers (one pread each) for the offset after the last one returned.
+    upper = None
+    if data.segment_base_offset is not None:
+        upper = log_obj.fetch_upper_bound_offset(data.segment_base_offset, data.position + data.size)
+    if upper is None:
+        upper = fetch_offset
+        for _, header in data.batch_headers():
+            upper = max(upper, header.next_offset)
     return [(t.producer_id, t.first_offset) for t in log_obj.collect_aborted_transactions(fetch_offset, upper)]
 
 
