@@ -18,10 +18,14 @@ Phases, each bounded by volume and by --seconds, each case run on tidelog then o
   file-backed memory of the brokers after the run.
 Each produce case's topic is deleted on tidelog once measured (except the first 1 KiB uncompressed one, re-read
 later), which frees its page cache at once. The "sys" share of a case says how much of its CPU was the kernel's:
-on this VM a page-cache page the guest has not touched lately costs its writer about 7x the system time (a
-pwrite loop of 1.2 GB: 0.3 s of sys right after a file of that size was deleted, 2.1-2.5 s on memory idle for
-5-10 s, which the VM has handed back to its host), so uncompressed cases move with the machine's memory, not
-with the broker. The mock keeps only partition tails in memory and writes no file.
+on this VM (Firecracker, whose host backs guest memory lazily and takes idle memory back) a page-cache page the
+guest has not used lately costs its writer several times the system time. A bare Python loop of 64 KiB pwrites
+to 4 new files, no broker involved: 0.22-0.30 s of sys per GB for the first ~1.5 GB (memory recently freed),
+then 1.4-2.9 s per GB for the rest; the same loop evicting what it wrote behind itself (sync_file_range +
+POSIX_FADV_DONTNEED, so freed pages are reused at once) stayed at 0.41-0.50 s per GB for 4 GB. Uncompressed
+cases therefore move with the machine's memory, not with the broker; a broker that writes its log to files
+(Kafka too) cannot spend less than that loop. The mock keeps only partition tails in memory and writes no
+file.
 Consumers set fetch.queue.backoff.ms=0: librdkafka otherwise pauses fetching for 1 s whenever
 queued.min.messages are queued, which measures the client's back-off instead of the broker.
 """
