@@ -283,6 +283,28 @@ class _ZstdInflater(Inflater):
             _IDLE_ZSTD.append(decompressor)
 
 
+def lz4_whole(payload: bytes | memoryview, limit: int) -> bytes | None:
+    """The whole decompressed LZ4 frame in one call when it ends cleanly within `limit` bytes, else None (the
+    produce fast lane's inflate: no stream object; anything else is left to `inflater`). Like _Lz4Inflater,
+    it stops at the frame's end mark."""
+    try:
+        d = _IDLE_LZ4.pop()
+    except IndexError:
+        import lz4.frame
+
+        d = lz4.frame.LZ4FrameDecompressor()
+    try:
+        out: bytes = d.decompress(payload, max_length=limit)
+    except RuntimeError:  # python-lz4's error for every LZ4F error: this decoder is dropped
+        return None
+    if not d.eof:  # cut short, or more than `limit` bytes
+        return None
+    if len(_IDLE_LZ4) < _MAX_IDLE:
+        d.reset()
+        _IDLE_LZ4.append(d)
+    return out
+
+
 def inflater(codec: int, payload: bytes | memoryview, limit: int) -> Inflater:
     """A bounded stream over the decompressed records of a batch compressed with `codec` (1..4)."""
     if codec == GZIP:

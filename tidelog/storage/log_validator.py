@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from tidelog.config.log_config import LONG_MAX, LogConfig
 from tidelog.protocol import record_walk
 from tidelog.protocol.errors import ErrorCode, KafkaError
-from tidelog.protocol.inflaters import CorruptPayloadError, inflater
+from tidelog.protocol.inflaters import CorruptPayloadError, inflater, lz4_whole
 from tidelog.protocol.record_batch import (
     HEADER_SIZE,
     LOG_OVERHEAD,
@@ -317,6 +317,8 @@ def _validate_fast(buf: Buffer, config: LogConfig, next_offset: int, leader_epoc
 def _inflate_small(codec: int, payload: memoryview, cap: int) -> bytes | None:
     """The whole decompressed payload when it is at most `cap` bytes, else None; None too for a payload that does
     not decode (the full path answers it)."""
+    if codec == LZ4:
+        return lz4_whole(payload, cap)
     parts: list[bytes] = []
     total = 0
     try:
