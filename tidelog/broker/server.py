@@ -86,10 +86,8 @@ class Server:
         """Accept connections: ApiVersions is answered at once, other requests wait for `ready`."""
         from tidelog.broker.connection import Connection
         from tidelog.broker.frame_stream import FrameStream  # noqa: F811 - used at run time here
-        from tidelog.protocol.messages import request_class
 
-        request_class(ApiKey.API_VERSIONS)
-        self.registry.handler(ApiKey.API_VERSIONS)
+        self.registry.handler(ApiKey.API_VERSIONS)  # hand-coded: no kafka-python class to build (metadata_codec)
 
         def stream_for(listener: str) -> Callable[[], FrameStream]:
             async def on_connect(stream: FrameStream) -> None:

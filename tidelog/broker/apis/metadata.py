@@ -4,6 +4,8 @@ Auto-creation follows Kafka's AutoTopicCreationManager: only explicitly named to
 (v4+ flag; always for v0-3) and auto.create.topics.enable is on. Kafka (KRaft) answers the first request with
 UNKNOWN_TOPIC_OR_PARTITION while the creation is forwarded; a single node creates synchronously and returns
 the topic with NONE, which every client accepts.
+
+Hand-encoded and -decoded (protocol/metadata_codec.py): a client's first Metadata request is on the start-up path.
 """
 
 from __future__ import annotations
@@ -14,7 +16,12 @@ from typing import Any
 from tidelog.broker.apis._shared import CLUSTER_OPERATIONS, TOPIC_OPERATIONS
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode, KafkaError
-from tidelog.protocol.messages import response_class
+from tidelog.protocol.metadata_codec import (
+    MetadataResponseBroker,
+    MetadataResponseData,
+    MetadataResponsePartition,
+    MetadataResponseTopic,
+)
 from tidelog.security.authorizer import (
     TOPIC,
     Op,
@@ -32,7 +39,7 @@ synchronous (answers NONE at once); v13 top-level `error_code` (always NONE: REB
 needed); authorized operations (v8+, topic; v8–10, cluster) are the principal's allowed ones with an
 authorizer (cluster: 0 without DESCRIBE on it), all applicable without one"""
 
-INT32_MIN_OMITTED = None  # kafka-python encodes a None bitfield as INT32_MIN ("not requested", KIP-430)
+INT32_MIN_OMITTED = None  # a None bitfield is written as INT32_MIN ("not requested", KIP-430)
 ZERO_UUID = uuid.UUID(int=0)
 
 
@@ -44,25 +51,25 @@ def _uuid(raw: Any) -> uuid.UUID:
     return uuid.UUID(bytes=bytes(raw))
 
 
-def topic_entry(ctx: RequestContext, cls: Any, info: Any, include_ops: bool) -> Any:
+def topic_entry(ctx: RequestContext, info: Any, include_ops: bool) -> MetadataResponseTopic:
     broker = ctx.broker
     node = broker.node_id
     partitions = []
     for p in range(info.partitions):
         lg = broker.log_manager.get_log(TopicPartition(info.name, p))
         epoch = lg.leader_epoch if lg is not None else 0
-        partitions.append(cls.MetadataResponseTopic.MetadataResponsePartition(
+        partitions.append(MetadataResponsePartition(
             error_code=ErrorCode.NONE, partition_index=p, leader_id=node, leader_epoch=epoch,
             replica_nodes=[node], isr_nodes=[node], offline_replicas=[]))
-    return cls.MetadataResponseTopic(
+    return MetadataResponseTopic(
         error_code=ErrorCode.NONE, name=info.name, topic_id=_uuid(info.topic_id), is_internal=bool(info.internal),
         partitions=partitions, authorized_operations=authorized_operations(ctx, TOPIC, info.name, TOPIC_OPERATIONS) if include_ops
         else INT32_MIN_OMITTED)
 
 
-def error_entry(cls: Any, code: int, name: str | None, topic_id: uuid.UUID = ZERO_UUID) -> Any:
-    return cls.MetadataResponseTopic(error_code=code, name=name, topic_id=topic_id, is_internal=False,
-                                     partitions=[], authorized_operations=INT32_MIN_OMITTED)
+def error_entry(code: int, name: str | None, topic_id: uuid.UUID = ZERO_UUID) -> MetadataResponseTopic:
+    return MetadataResponseTopic(error_code=code, name=name, topic_id=topic_id, is_internal=False,
+                                 partitions=[], authorized_operations=INT32_MIN_OMITTED)
 
 
 def _auto_create(ctx: RequestContext, name: str) -> Any:
@@ -80,18 +87,17 @@ def _auto_create(ctx: RequestContext, name: str) -> Any:
     return topics.create_topic(name, config.num_partitions, config.default_replication_factor, {})
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
-    cls = response_class(API_KEY)
+async def handle(ctx: RequestContext, request: Any) -> MetadataResponseData:
     v = ctx.api_version
     broker = ctx.broker
     topics = broker.topics
     include_topic_ops = v >= 8 and bool(request.include_topic_authorized_operations)
     requested = request.topics
-    entries: list[Any] = []
+    entries: list[MetadataResponseTopic] = []
     if requested is None or (v == 0 and not requested):
         all_topics = list(topics.topics())
         describable = authorized_names(ctx, Op.DESCRIBE, TOPIC, [info.name for info in all_topics])
-        entries = [topic_entry(ctx, cls, info, include_topic_ops) for info in all_topics if info.name in describable]
+        entries = [topic_entry(ctx, info, include_topic_ops) for info in all_topics if info.name in describable]
     else:
         allow_create = v < 4 or bool(request.allow_auto_topic_creation)
         seen: set[Any] = set()
@@ -105,56 +111,49 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             if name is None:
                 info = topics.by_id(topic_id.bytes) if topic_id != ZERO_UUID else None
                 if info is None:
-                    entries.append(error_entry(cls, ErrorCode.UNKNOWN_TOPIC_ID, None, topic_id))
+                    entries.append(error_entry(ErrorCode.UNKNOWN_TOPIC_ID, None, topic_id))
                 elif not authorize(ctx, Op.DESCRIBE, TOPIC, info.name):
-                    entries.append(error_entry(cls, ErrorCode.TOPIC_AUTHORIZATION_FAILED, None, topic_id))
+                    entries.append(error_entry(ErrorCode.TOPIC_AUTHORIZATION_FAILED, None, topic_id))
                 else:
-                    entries.append(topic_entry(ctx, cls, info, include_topic_ops))
+                    entries.append(topic_entry(ctx, info, include_topic_ops))
                 continue
-            entries.append(_named_topic(ctx, cls, name, allow_create, include_topic_ops))
+            entries.append(_named_topic(ctx, name, allow_create, include_topic_ops))
     host, port = broker.advertised_endpoint(ctx.listener)
-    fields: dict[str, Any] = {"brokers": [cls.MetadataResponseBroker(
-        node_id=broker.node_id, host=host, port=port, rack=None)], "topics": entries}
-    if v >= 1:
-        fields["controller_id"] = broker.node_id
-    if v >= 2:
-        fields["cluster_id"] = broker.cluster_id
-    if v >= 3:
-        fields["throttle_time_ms"] = 0
-    if v >= 13:
-        fields["error_code"] = ErrorCode.NONE  # top-level error (KIP-1102: only REBOOTSTRAP_REQUIRED uses it)
-    if 8 <= v <= 10:
-        include_cluster = bool(request.include_cluster_authorized_operations)
-        fields["authorized_operations"] = (cluster_authorized_operations(ctx, CLUSTER_OPERATIONS) if include_cluster
-                                          else INT32_MIN_OMITTED)
-    return cls[v](**fields)
+    # A field is written only in the versions that have it; v13's top-level error is NONE (KIP-1102: only
+    # REBOOTSTRAP_REQUIRED uses it).
+    response = MetadataResponseData(
+        v, [MetadataResponseBroker(node_id=broker.node_id, host=host, port=port, rack=None)], entries,
+        controller_id=broker.node_id, cluster_id=broker.cluster_id, throttle_time_ms=0, error_code=ErrorCode.NONE)
+    if 8 <= v <= 10 and request.include_cluster_authorized_operations:
+        response.authorized_operations = cluster_authorized_operations(ctx, CLUSTER_OPERATIONS)
+    return response
 
 
-def _named_topic(ctx: RequestContext, cls: Any, name: str, allow_create: bool, include_ops: bool) -> Any:
+def _named_topic(ctx: RequestContext, name: str, allow_create: bool, include_ops: bool) -> MetadataResponseTopic:
     from tidelog.broker.topics import validate_topic_name
 
     topics = ctx.broker.topics
     # KafkaApis.getTopicMetadata: DESCRIBE to see a topic, CREATE (cluster or topic) to auto-create it
     if not authorize(ctx, Op.DESCRIBE, TOPIC, name):
-        return error_entry(cls, ErrorCode.TOPIC_AUTHORIZATION_FAILED, name)
+        return error_entry(ErrorCode.TOPIC_AUTHORIZATION_FAILED, name)
     info = topics.get(name)
     if info is not None:
-        return topic_entry(ctx, cls, info, include_ops)
+        return topic_entry(ctx, info, include_ops)
     try:
         validate_topic_name(name)
     except KafkaError as exc:
-        return error_entry(cls, int(exc.code), name)
+        return error_entry(int(exc.code), name)
     if not (allow_create and ctx.broker.config.auto_create_topics_enable):
-        return error_entry(cls, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name)
+        return error_entry(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name)
     if not (authorize_cluster(ctx, Op.CREATE) or authorize(ctx, Op.CREATE, TOPIC, name)):
-        return error_entry(cls, ErrorCode.TOPIC_AUTHORIZATION_FAILED, name)
+        return error_entry(ErrorCode.TOPIC_AUTHORIZATION_FAILED, name)
     try:
         info = _auto_create(ctx, name)
     except KafkaError as exc:
         if exc.code == ErrorCode.TOPIC_ALREADY_EXISTS:
             info = topics.get(name)
             if info is not None:
-                return topic_entry(ctx, cls, info, include_ops)
+                return topic_entry(ctx, info, include_ops)
         # e.g. a name colliding with an existing one: Kafka reports it on the topic entry.
-        return error_entry(cls, int(exc.code), name)
-    return topic_entry(ctx, cls, info, include_ops)
+        return error_entry(int(exc.code), name)
+    return topic_entry(ctx, info, include_ops)
