@@ -27,8 +27,7 @@ NOT_ON_THE_PATH = (
     "tidelog.security.tls", "tidelog.security.sasl", "tidelog.security.authenticator", "tidelog.security.scram_store",
     "tidelog.security.jaas", "tidelog.config.config_entries",
     "tidelog.protocol.otlp", "tidelog.protocol.crc", "tidelog.cleaner", "tidelog.coordinator", "tidelog.storage.log",
-    "datetime", "cryptography", "structlog", "prometheus_client", "kafka.admin", "kafka.producer", "kafka.consumer",
-    "kafka.protocol.admin", "kafka.protocol.consumer", "kafka.protocol.producer", "lz4", "zstandard", "cramjam",
+    "datetime", "cryptography", "structlog", "prometheus_client", "kafka", "lz4", "zstandard", "cramjam",
     "snappy", "crc32c", "zipfile",
 )
 # A broker restarted on existing logs loads them before it answers, so these are on its path there.
