@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from tidelog.protocol.records import GZIP, LZ4, SNAPPY, ZSTD, CorruptRecordError
 
-if TYPE_CHECKING:  # the codec libraries are imported when first used (~25 ms of start-up otherwise)
+if TYPE_CHECKING:  # the codec libraries are imported when first used (5-10 ms of start-up otherwise)
     import lz4.frame
     import zstandard
 

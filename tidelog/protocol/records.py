@@ -112,7 +112,7 @@ def compress(codec: int, data: bytes | bytearray | memoryview, level: int | None
     if codec == GZIP:
         # Kafka's GzipCompression default level is Deflater.DEFAULT_COMPRESSION (zlib level 6).
         return gzip.compress(bytes(data), compresslevel=6 if level is None or level < 0 else level)
-    # The codec libraries are imported when first used: together ~25 ms of start-up otherwise.
+    # The codec libraries are imported when first used: together 5-10 ms of a restart otherwise.
     if codec == SNAPPY:
         import cramjam
 
