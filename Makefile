@@ -7,11 +7,12 @@ ARGS   ?=
 
 .PHONY: install run test lint docs bench java-client check-tools clean pyc
 
-# The venv is (re)built when pyproject.toml, setup.py or a C accelerator changes (pip builds the extensions in
-# place); the stamp files record what was installed. editable_mode=compat installs a .pth naming the checkout:
-# setuptools' default editable finder is imported by every interpreter start (~16 ms of the broker's start-up).
+# The venv is (re)built when pyproject.toml, setup.py, a C accelerator or this file's install recipe changes (pip
+# builds the extensions in place); the stamp files record what was installed. editable_mode=compat installs a .pth
+# naming the checkout: setuptools' default editable finder is imported by every interpreter start (`python -c pass`
+# here: 30 ms with it, 10 ms without).
 EDITABLE := --config-settings editable_mode=compat
-BUILD_INPUTS := pyproject.toml setup.py $(wildcard tidelog/protocol/*.c)
+BUILD_INPUTS := pyproject.toml setup.py Makefile $(wildcard tidelog/protocol/*.c)
 
 $(VENV)/.installed-base: $(BUILD_INPUTS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
