@@ -139,6 +139,18 @@ def decodes_or_wire_error(decoder: Any, body: bytes, version: int) -> None:
         pass
 
 
+def assert_cut_and_flipped_bodies(decoder: Any, body: bytes, version: int, flip: tuple[int, int]) -> None:
+    """Every strict prefix of a valid `body` lacks a byte the decoder needs (WireError); one byte of it flipped
+    decodes or raises WireError, nothing else."""
+    for cut in range(len(body)):
+        with pytest.raises(WireError):
+            decode(decoder, body[:cut], version)
+    at, value = flip
+    garbled = bytearray(body)
+    garbled[at % len(garbled)] = value & 0xFF
+    decodes_or_wire_error(decoder, bytes(garbled), version)
+
+
 @pytest.mark.parametrize("version", API_VERSIONS_VERSIONS)
 @EXAMPLES
 @given(name=text, software_version=text, garbage=st.binary(max_size=40), flip=st.tuples(st.integers(0), int16))
@@ -150,13 +162,7 @@ def test_truncated_or_garbled_api_versions_requests_raise_wire_error(version: in
         return
     body = bytes(request_class(ApiKey.API_VERSIONS)[version](
         client_software_name=name, client_software_version=software_version).encode(version=version))
-    for cut in range(len(body)):  # every strict prefix lacks a byte the decoder needs
-        with pytest.raises(WireError):
-            decode(decode_api_versions_request, body[:cut], version)
-    at, value = flip
-    garbled = bytearray(body)
-    garbled[at % len(garbled)] = value & 0xFF
-    decodes_or_wire_error(decode_api_versions_request, bytes(garbled), version)
+    assert_cut_and_flipped_bodies(decode_api_versions_request, body, version, flip)
 
 
 @pytest.mark.parametrize("version", METADATA_VERSIONS)
@@ -166,13 +172,7 @@ def test_truncated_or_garbled_metadata_requests_raise_wire_error(version: int, d
                                                                  garbage: bytes, flip: tuple[int, int]) -> None:
     decodes_or_wire_error(decode_metadata_request, garbage, version)
     body = kafka_python_metadata_request(version, data.draw(metadata_request_fields(version)))
-    for cut in range(len(body)):
-        with pytest.raises(WireError):
-            decode(decode_metadata_request, body[:cut], version)
-    at, value = flip
-    garbled = bytearray(body)
-    garbled[at % len(garbled)] = value & 0xFF
-    decodes_or_wire_error(decode_metadata_request, bytes(garbled), version)
+    assert_cut_and_flipped_bodies(decode_metadata_request, body, version, flip)
 
 
 @pytest.mark.parametrize("version", [3, 4])

@@ -362,7 +362,7 @@ class Connection:
                 header = (_SIZE_AND_ID.pack(body_size + 5, correlation_id) + b"\x00" if response.flexible
                           else _SIZE_AND_ID.pack(body_size + 4, correlation_id))
                 if len(parts) == 1 and isinstance(parts[0], bytes) and body_size <= _JOIN_BELOW:
-                    out = header + parts[0]  # a Produce answer: one small piece, written as one
+                    out = header + parts[0]  # e.g. a Produce or Metadata answer: one piece, written as one
                     return [out], len(out), name, response.error_code
                 return [header, *parts], len(header) + body_size, name, response.error_code
             body = encode_response(response, version)
