@@ -13,10 +13,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tidelog.broker.metrics import BrokerMetrics
 from tidelog.protocol.messages import request_class
 from tidelog.protocol.records import Record, build_batch
 from tidelog.storage import TopicPartition
-from tidelog.testing import BrokerHandle, BrokerProcess, KafkaWire, run_broker
+from tidelog.testing import BrokerHandle, BrokerProcess, KafkaWire, free_port, run_broker
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -85,6 +86,47 @@ def test_request_metrics_are_consistent_on_the_endpoint(tidelog_broker_factory: 
     assert 0 < samples['tidelog_request_latency_seconds_sum{api="metadata"}'] < 60
     assert samples["tidelog_network_bytes_in_total"] > 5 * 12 and samples["tidelog_network_bytes_out_total"] > 5 * 12
     assert samples["tidelog_connections"] >= 0
+
+
+class _OneGauge:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def collect(self) -> Any:
+        from prometheus_client.core import GaugeMetricFamily
+
+        yield GaugeMetricFamily(self.name, "test gauge", value=1)
+
+
+def test_collectors_added_before_and_after_the_registry_starts_are_both_scraped() -> None:
+    metrics = BrokerMetrics()
+    metrics.add_collector(_OneGauge("early"))  # a subsystem built before start() (the registry does not exist)
+    metrics.start()
+    metrics.add_collector(_OneGauge("late"))  # one built after the warm-up thread started it
+    assert (metrics.sample("early"), metrics.sample("late")) == (1.0, 1.0)
+
+
+def test_a_served_broker_scrapes_the_subsystems_it_builds_after_ready(tmp_path: Path) -> None:
+    """`tidelog serve` builds fetch sessions, client metrics, the coordinators and the cleaner after its first
+    answers, while the warm-up thread may already have started the registry: every collector is scraped."""
+    port = free_port()
+    proc = BrokerProcess(tmp_path / "data", args=["--metrics-port", str(port)])
+    proc.start()
+    try:
+        node_id_of(proc.bootstrap)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=60).read().decode()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "metrics endpoint did not start"
+                time.sleep(0.05)
+    finally:
+        proc.stop()
+    for family in ("tidelog_NumIncrementalFetchSessions", "tidelog_transaction_coordinator_transactional_ids",
+                   "kafka_log_logcleanermanager_uncleanable_partitions_count", "kafka_server_controllermutation_tokens"):
+        assert f"# TYPE {family}" in text, family
 
 
 def test_log_size_metrics(tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:

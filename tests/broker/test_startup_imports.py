@@ -27,6 +27,7 @@ NOT_ON_THE_PATH = (
     "tidelog.security.tls", "tidelog.security.sasl", "tidelog.security.authenticator", "tidelog.security.scram_store",
     "tidelog.security.jaas", "tidelog.config.config_entries",
     "tidelog.protocol.otlp", "tidelog.protocol.crc", "tidelog.cleaner", "tidelog.coordinator", "tidelog.storage.log",
+    "tidelog.broker.fetch_session", "tidelog.broker.client_metrics", "shutil",
     "datetime", "cryptography", "structlog", "prometheus_client", "kafka", "lz4", "zstandard", "cramjam",
     "snappy", "crc32c", "zipfile",
 )

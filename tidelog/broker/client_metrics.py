@@ -21,6 +21,7 @@ from tidelog.clock import Clock
 from tidelog.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:  # imported by the first telemetry request, not at start-up
+    from tidelog.broker.metrics import BrokerMetrics
     from tidelog.protocol.otlp import NumberPoint
 
 log = logging.getLogger(__name__)
@@ -420,11 +421,7 @@ class ClientMetricsCollector:
             yield family
 
 
-def create_client_metrics_manager(config: Any, clock: Clock, broker_metrics: Any) -> ClientMetricsManager:
+def create_client_metrics_manager(config: Any, clock: Clock, broker_metrics: BrokerMetrics) -> ClientMetricsManager:
     manager = ClientMetricsManager(config.log_dirs[0], clock)
-    collector = ClientMetricsCollector(manager)
-    if getattr(broker_metrics, "registry", None) is not None:
-        broker_metrics.registry.register(collector)
-    else:
-        broker_metrics.collectors.append(collector)
+    broker_metrics.add_collector(ClientMetricsCollector(manager))
     return manager

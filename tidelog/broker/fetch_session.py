@@ -20,10 +20,13 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.clock import Clock
 from tidelog.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from tidelog.broker.metrics import BrokerMetrics
 
 INVALID_SESSION_ID = 0
 INITIAL_EPOCH = 0
@@ -262,14 +265,10 @@ class FetchSessionCacheCollector:
                                   value=self.cache.evictions)
 
 
-def create_fetch_session_cache(config: Any, clock: Clock, metrics: Any) -> FetchSessionCache:
+def create_fetch_session_cache(config: Any, clock: Clock, metrics: BrokerMetrics) -> FetchSessionCache:
     """The broker's cache (`max.incremental.fetch.session.cache.slots`), its metrics registered."""
     cache = FetchSessionCache(clock, int(config.get("max.incremental.fetch.session.cache.slots")))
-    collector = FetchSessionCacheCollector(cache)
-    if metrics.started:
-        metrics.registry.register(collector)
-    else:
-        metrics.collectors.append(collector)
+    metrics.add_collector(FetchSessionCacheCollector(cache))
     return cache
 
 

@@ -38,12 +38,22 @@ class BrokerMetrics:
         self.connections = 0
         self._log_collector: _LogCollector | None = None
         self.collectors: list[Any] = []  # extra collectors (e.g. the log cleaner) registered at start()
+        # start() runs on the warm-up thread while subsystems built on the loop or a worker add collectors
+        self._collectors_lock = threading.Lock()
 
     def set_log_sizes(self, log_sizes: Callable[[], Iterator[tuple[str, int, int]]]) -> None:
         """The log-size source, once the LogManager exists (read at scrape time)."""
         self._log_sizes = log_sizes
         if self._log_collector is not None:
             self._log_collector.log_sizes = log_sizes
+
+    def add_collector(self, collector: Any) -> None:
+        """Register a subsystem's collector now, or at start() if the registry does not exist yet."""
+        with self._collectors_lock:
+            if self.registry is not None:
+                self.registry.register(collector)
+            else:
+                self.collectors.append(collector)
 
     def wait_http_port(self, timeout: float = 60.0) -> int:
         """The port of the HTTP endpoint once it listens (it starts after the broker is ready, off the loop);
@@ -65,9 +75,10 @@ class BrokerMetrics:
             reg.register(_RequestCollector(self))
             self._log_collector = _LogCollector(self._log_sizes)
             reg.register(self._log_collector)
-            for collector in self.collectors:
-                reg.register(collector)
-            self.registry = reg
+            with self._collectors_lock:
+                for collector in self.collectors:
+                    reg.register(collector)
+                self.registry = reg
         if port >= 0 and self._http_server is None:
             from prometheus_client import start_http_server
 

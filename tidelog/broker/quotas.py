@@ -34,6 +34,7 @@ from tidelog.clock import Clock
 from tidelog.protocol.api_keys import ApiKey
 
 if TYPE_CHECKING:
+    from tidelog.broker.metrics import BrokerMetrics
     from tidelog.broker.mutation_quota import ControllerMutationQuota
 from tidelog.protocol.errors import ErrorCode
 
@@ -482,14 +483,10 @@ class QuotaCollector:
                                 value=self.quotas.request.exempt_rate())
 
 
-def create_quota_managers(config: Any, clock: Clock, broker_metrics: Any) -> QuotaManagers:
+def create_quota_managers(config: Any, clock: Clock, broker_metrics: BrokerMetrics) -> QuotaManagers:
     """The store in the first log dir, the quota managers with `quota.window.*`, and their metrics."""
     store = ClientQuotaStore(config.log_dirs[0])
     quotas = QuotaManagers(store, clock, int(config.get("quota.window.num")),
                            int(config.get("quota.window.size.seconds")))
-    collector = QuotaCollector(quotas)
-    if getattr(broker_metrics, "registry", None) is not None:
-        broker_metrics.registry.register(collector)
-    else:
-        broker_metrics.collectors.append(collector)
+    broker_metrics.add_collector(QuotaCollector(quotas))
     return quotas

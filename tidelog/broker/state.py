@@ -17,10 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tidelog.broker.client_metrics import ClientMetricsManager, create_client_metrics_manager
 from tidelog.broker.endpoints import ListenerEndpoints
 from tidelog.broker.features import FeatureControl
-from tidelog.broker.fetch_session import FetchSessionCache, create_fetch_session_cache
 from tidelog.broker.loading import Loading
 from tidelog.broker.metrics import BrokerMetrics
 from tidelog.broker.producer_ids import ProducerIdManager
@@ -36,6 +34,8 @@ from tidelog.storage.fault_hooks import NO_FAULTS, FaultHooks, FaultPoint
 from tidelog.storage.log_manager import LogManager
 
 if TYPE_CHECKING:  # imported by build_services(), after the broker is ready
+    from tidelog.broker.client_metrics import ClientMetricsManager
+    from tidelog.broker.fetch_session import FetchSessionCache
     from tidelog.cleaner.log_cleaner import LogCleaner
     from tidelog.coordinator.group import GroupCoordinator
     from tidelog.coordinator.transaction import TransactionCoordinator
@@ -71,17 +71,19 @@ class BrokerState:
     topics: TopicManager
     purgatory: FetchPurgatory
     producer_ids: ProducerIdManager
-    fetch_sessions: FetchSessionCache
     features: FeatureControl
     quotas: QuotaManagers
     security: BrokerSecurity  # listeners' TLS/SASL, SCRAM users, ACLs, authorizer
-    client_metrics: ClientMetricsManager  # KIP-714 subscriptions and pushed client metrics
     cluster_id: str = ""
     fault_hooks: FaultHooks = NO_FAULTS  # storage.fault_hooks: tests inject faults at named steps
     # the coordinators and the cleaner: set by start_services(); until then their getters raise
     # KafkaError(COORDINATOR_LOAD_IN_PROGRESS)
     services: Loading[BrokerServices] = field(default_factory=_loading_services)
     _started: bool = field(default=False, init=False)
+    # Fetch sessions (KIP-227) and client metrics (KIP-714) are built by their first request or by
+    # start_services(), whichever comes first: their imports (~5 ms) stay off the path to the first Metadata.
+    _fetch_sessions: FetchSessionCache | None = field(default=None, init=False)
+    _client_metrics: ClientMetricsManager | None = field(default=None, init=False)
 
     @property
     def node_id(self) -> int:
@@ -101,6 +103,23 @@ class BrokerState:
 
     def advertised_endpoint(self, listener: str) -> tuple[str, int]:
         return self.endpoints.advertised_endpoint(listener)
+
+    @property
+    def fetch_sessions(self) -> FetchSessionCache:
+        if self._fetch_sessions is None:
+            from tidelog.broker.fetch_session import create_fetch_session_cache
+
+            self._fetch_sessions = create_fetch_session_cache(self.config, self.clock, self.metrics)
+        return self._fetch_sessions
+
+    @property
+    def client_metrics(self) -> ClientMetricsManager:
+        """KIP-714 subscriptions and pushed client metrics."""
+        if self._client_metrics is None:
+            from tidelog.broker.client_metrics import create_client_metrics_manager
+
+            self._client_metrics = create_client_metrics_manager(self.config, self.clock, self.metrics)
+        return self._client_metrics
 
     @property
     def groups(self) -> GroupCoordinator:
@@ -135,6 +154,9 @@ class BrokerState:
     def build_services(self) -> BrokerServices:
         """Import and construct the coordinators and the cleaner (touches no event loop and no log)."""
         self.fault_hooks.at(FaultPoint.COORDINATORS_LOAD)
+        # imported on this worker thread, built by start_services() on the loop
+        import tidelog.broker.client_metrics  # noqa: F401
+        import tidelog.broker.fetch_session  # noqa: F401
         from tidelog.cleaner.broker import create_log_cleaner
         from tidelog.coordinator.group import create_group_coordinator
         from tidelog.coordinator.transaction import create_transaction_coordinator
@@ -151,6 +173,7 @@ class BrokerState:
         coordinator APIs are served."""
         if not self._started:
             return  # shut down while the services were being built
+        _ = self.fetch_sessions, self.client_metrics  # built now unless a request already did
         services.groups.startup()
         services.txn_coordinator.startup()
         services.cleaner.startup()
@@ -211,12 +234,10 @@ def build_broker_state(config: BrokerConfig, clock: Clock | None = None, *,
         topics=topics,
         purgatory=FetchPurgatory(clock),
         producer_ids=ProducerIdManager(config.log_dirs[0]),
-        fetch_sessions=create_fetch_session_cache(config, clock, metrics),
         features=features or FeatureControl(config.log_dirs[0], config.node_id),
         quotas=create_quota_managers(config, clock, metrics),
         fault_hooks=hooks,
         security=security or BrokerSecurity(config, clock),
-        client_metrics=create_client_metrics_manager(config, clock, metrics),
     )
     state.features.ensure_saved()
     metrics.set_log_sizes(state.log_sizes)

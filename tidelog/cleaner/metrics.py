@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from tidelog.broker.metrics import BrokerMetrics
     from tidelog.cleaner.log_cleaner import LogCleaner
 
 logger = logging.getLogger(__name__)
@@ -65,11 +66,6 @@ class LogCleanerCollector:
         yield size
 
 
-def register(cleaner: LogCleaner, broker_metrics: Any) -> None:
-    """Add the collector to a BrokerMetrics registry now, or when it is created (BrokerMetrics.collectors)."""
-    collector = LogCleanerCollector(cleaner)
-    registry = getattr(broker_metrics, "registry", None)
-    if registry is not None:
-        registry.register(collector)
-    elif hasattr(broker_metrics, "collectors"):
-        broker_metrics.collectors.append(collector)
+def register(cleaner: LogCleaner, broker_metrics: BrokerMetrics) -> None:
+    """Add the collector to the broker's registry (now, or when it is created)."""
+    broker_metrics.add_collector(LogCleanerCollector(cleaner))

@@ -12,7 +12,6 @@ import fcntl
 import logging
 import os
 import resource
-import shutil
 import threading
 import uuid
 from collections.abc import Callable
@@ -46,6 +45,7 @@ from tidelog.storage.log_file_utils import (
     STRAY_DIR_SUFFIX,
     fsync_dir,
     parse_topic_partition_name,
+    remove_tree,
 )
 from tidelog.storage.replica_alter_log_dirs import ReplicaAlterLogDirsManager
 from tidelog.storage.retention import RetentionTask
@@ -273,7 +273,7 @@ class LogManager:
                     continue
                 if name.endswith(FUTURE_DIR_SUFFIX):
                     log.warning("discarding %s of an unfinished log dir move", path)
-                    shutil.rmtree(path, ignore_errors=True)
+                    remove_tree(path)
                     continue
                 parsed = parse_topic_partition_name(name)
                 if parsed is not None and not name.endswith((DELETE_DIR_SUFFIX, STRAY_DIR_SUFFIX)):
@@ -286,7 +286,7 @@ class LogManager:
                 if log_dir != preferred:
                     log.warning("removing %s: the move of %s to %s had completed", log_dir / tp.dir_name(), tp,
                                 preferred)
-                    shutil.rmtree(log_dir / tp.dir_name(), ignore_errors=True)
+                    remove_tree(log_dir / tp.dir_name())
                     fsync_dir(log_dir)
 
     def replace_current_with_future_log(self, tp: TopicPartition, source: Log, new_log: Log, new_dir: Path,
@@ -499,7 +499,7 @@ class LogManager:
                 fsync_dir(log_dir)
             except FileNotFoundError:
                 return
-            shutil.rmtree(target, ignore_errors=True)
+            remove_tree(target)
             self._write_checkpoints(log_dir)
             cleaner = self._cleaner_checkpoint_file(log_dir)
             entries = cleaner.read_or_empty()
@@ -621,6 +621,6 @@ def _raise_open_file_limit() -> None:
 
 def _rmtree(path: Path) -> Callable[[], None]:
     def remove() -> None:
-        shutil.rmtree(path, ignore_errors=True)
+        remove_tree(path)
 
     return remove

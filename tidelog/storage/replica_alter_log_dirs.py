@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import shutil
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +33,7 @@ from tidelog.storage.log_file_utils import (
     TXN_INDEX_FILE_SUFFIX,
     fsync_dir,
     offset_from_file_name,
+    remove_tree,
 )
 
 if TYPE_CHECKING:
@@ -115,7 +115,7 @@ class ReplicaAlterLogDirsManager:
         if future.task is not None:
             future.task.cancel()
         self.futures.pop(future.tp, None)
-        shutil.rmtree(future.path, ignore_errors=True)
+        remove_tree(future.path)
 
     # --- the move --------------------------------------------------------------------------------------
 
@@ -152,7 +152,7 @@ class ReplicaAlterLogDirsManager:
         except Exception:
             # The source stays in use; the future dir is dropped and the move restarts on the next start-up.
             log.exception("moving %s to %s failed", future.tp, future.target_dir)
-            shutil.rmtree(future.path, ignore_errors=True)
+            remove_tree(future.path)
         finally:
             if paused and cleaner is not None:
                 cleaner.resume_cleaning([future.tp])
@@ -251,7 +251,7 @@ class ReplicaAlterLogDirsManager:
                                    log_start_offset=log_start, **self.manager.log_kwargs())
             except BaseException:
                 # The source stays in use and keeps appending: this copy must not win at the next start-up.
-                shutil.rmtree(final_path, ignore_errors=True)
+                remove_tree(final_path)
                 fsync_dir(future.target_dir)
                 raise
             new_log.leader_epoch = source.leader_epoch
@@ -262,7 +262,7 @@ class ReplicaAlterLogDirsManager:
             fsync_dir(source_dir.parent)
             hooks.at(FaultPoint.ALTER_DIR_CURRENT_DELETED, tp)
             self.manager.replace_current_with_future_log(tp, source, new_log, future.target_dir, source_log_dir)
-        shutil.rmtree(delete_path, ignore_errors=True)
+        remove_tree(delete_path)
         log.info("moved %s to %s", tp, future.target_dir)
 
     # --- DescribeLogDirs -------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from tidelog.coordinator.transaction.metadata import TransactionState
 
 if TYPE_CHECKING:
+    from tidelog.broker.metrics import BrokerMetrics
     from tidelog.coordinator.transaction.coordinator import TransactionCoordinator
 
 log = logging.getLogger(__name__)
@@ -61,7 +62,5 @@ class TransactionCoordinatorCollector:
         yield retry
 
 
-def register_metrics(metrics: Any, coordinator: TransactionCoordinator) -> None:
-    collectors = getattr(metrics, "collectors", None)
-    if collectors is not None:
-        collectors.append(TransactionCoordinatorCollector(coordinator))
+def register_metrics(metrics: BrokerMetrics, coordinator: TransactionCoordinator) -> None:
+    metrics.add_collector(TransactionCoordinatorCollector(coordinator))
