@@ -365,3 +365,14 @@ print(len(ranges))
     assert imported_any == "False"
     assert all_loaded == "True"
     assert int(count) > 20
+
+
+def test_serve_help_is_as_wide_as_the_terminal() -> None:
+    """The CLI sizes argparse's help from COLUMNS or the terminal, as shutil.get_terminal_size() would."""
+    def widest(columns: str) -> int:
+        out = subprocess.run([sys.executable, "-m", "tidelog", "serve", "--help"], capture_output=True, text=True,
+                             timeout=60, cwd=ROOT, env=dict(os.environ, COLUMNS=columns, PYTHONPATH=str(ROOT)))
+        assert out.returncode == 0, out.stderr
+        return max(len(line) for line in out.stdout.splitlines())
+
+    assert widest("50") <= 50 < widest("200")

@@ -65,6 +65,7 @@ def read_frame(sock):
     return exact(struct.unpack(">i", exact(4))[0])
 
 
+tidelog.cli.build_parser().parse_args(["serve", "--override", "log.dirs=x"])  # as tidelog serve parses its argv
 configure_logging("console", "INFO", hold=True)  # as tidelog serve: start-up's lines are written once started
 cfg = BrokerConfig.load(None, {}, {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": sys.argv[1]})
 
