@@ -11,6 +11,8 @@ if TYPE_CHECKING:
 
 @dataclass(slots=True)
 class RequestContext:
+    """What a handler knows of its request besides the body: the broker, the header, the client and listener."""
+
     broker: BrokerState
     api_key: int
     api_version: int

@@ -50,6 +50,8 @@ UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3
 
 @dataclass(frozen=True)
 class FeatureUpdate:
+    """One UpdateFeatures entry: the feature, the level asked for and the upgrade type (KIP-584)."""
+
     feature: str
     level: int
     upgrade_type: int

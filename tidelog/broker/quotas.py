@@ -199,6 +199,8 @@ class ClientQuotaStore:
 
 @dataclass
 class _Sample:
+    """One window of a rate: when it started and what it counted."""
+
     start_ms: int
     value: float = 0.0
 

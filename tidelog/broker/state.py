@@ -62,6 +62,8 @@ def _loading_services() -> Loading[BrokerServices]:
 
 @dataclass(eq=False)
 class BrokerState:
+    """The broker's subsystems, typed (the composition root; see the module docstring)."""
+
     config: BrokerConfig
     clock: Clock
     endpoints: ListenerEndpoints

@@ -48,6 +48,8 @@ ConfigListener = Callable[[str | None], None]
 
 @dataclass
 class TopicInfo:
+    """A topic as the broker knows it: name, id, partition count, config overrides, internal or not."""
+
     name: str
     topic_id: bytes
     partitions: int

@@ -59,6 +59,8 @@ Validator = Callable[[str, Any], None]
 
 @dataclass(frozen=True, slots=True)
 class ConfigDef:
+    """One broker config: its Kafka name, type, parsed default, doc and validator (Kafka's ConfigDef.ConfigKey)."""
+
     name: str
     type: ConfigType
     default: Any  # parsed value, or None (Kafka's "null" default)

@@ -14,6 +14,8 @@ LONG_MAX = 9_223_372_036_854_775_807
 
 @dataclass(frozen=True, slots=True)
 class LogConfig:
+    """The resolved configuration of one log, one attribute per Kafka topic config."""
+
     cleanup_policy: tuple[str, ...] = ("delete",)
     compression_type: str = "producer"
     compression_gzip_level: int = -1

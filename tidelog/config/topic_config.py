@@ -62,6 +62,8 @@ def _throttled_replicas(name: str, value: list[str]) -> None:
 
 @dataclass(frozen=True, slots=True)
 class TopicConfigDef:
+    """One topic config: its type, default and the broker configs that feed the default."""
+
     name: str
     type: ConfigType
     default: Any

@@ -48,6 +48,9 @@ def listener_value(config: BrokerConfig, listener: str, name: str) -> Any:
 
 @dataclass(frozen=True)
 class ListenerSecurity:
+    """One listener's security: protocol, SASL mechanisms and their login modules, re-authentication and the
+    delay before a failed authentication is answered."""
+
     name: str
     protocol: str
     mechanisms: tuple[str, ...]
