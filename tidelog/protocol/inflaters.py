@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tidelog.protocol.records import GZIP, LZ4, SNAPPY, ZSTD, CorruptRecordError
 
@@ -91,6 +91,7 @@ class _GzipInflater(Inflater):
 # ones are kept for the next batch. An inflater takes one for itself (list.pop and append are atomic, so threads never
 # share one) and gives it back only once its stream ended cleanly; one left mid-stream by an error is dropped.
 _IDLE_LZ4: list[lz4.frame.LZ4FrameDecompressor] = []
+_IDLE_LZ4_CONTEXTS: list[Any] = []  # lz4_whole's: bare LZ4F decompression contexts
 _IDLE_ZSTD: list[zstandard.ZstdDecompressor] = []
 _MAX_IDLE = 4
 
@@ -286,23 +287,37 @@ class _ZstdInflater(Inflater):
 def lz4_whole(payload: bytes | memoryview, limit: int) -> bytes | None:
     """The whole decompressed LZ4 frame in one call when it ends cleanly within `limit` bytes, else None (the
     produce fast lane's inflate: no stream object; anything else is left to `inflater`). Like _Lz4Inflater,
-    it stops at the frame's end mark."""
-    try:
-        d = _IDLE_LZ4.pop()
-    except IndexError:
-        import lz4.frame
+    it stops at the frame's end mark.
 
-        d = lz4.frame.LZ4FrameDecompressor()
+    It calls python-lz4's low-level `decompress_chunk` on a bare context: LZ4FrameDecompressor.decompress first
+    copies a memoryview into bytes, which cost 1.5 us of a 64 KiB batch's 5 and 20 us of a 1 MiB one's 67."""
+    lz4f = _LZ4F or _import_lz4f()
     try:
-        out: bytes = d.decompress(payload, max_length=limit)
-    except RuntimeError:  # python-lz4's error for every LZ4F error: this decoder is dropped
+        context = _IDLE_LZ4_CONTEXTS.pop()
+    except IndexError:
+        context = lz4f.create_decompression_context()
+    try:
+        out: bytes
+        out, _consumed, ended = lz4f.decompress_chunk(context, payload, max_length=limit)
+    except RuntimeError:  # python-lz4's error for every LZ4F error: this context is dropped
         return None
-    if not d.eof:  # cut short, or more than `limit` bytes
+    if not ended:  # cut short, or more than `limit` bytes: the context is left mid-frame, dropped
         return None
-    if len(_IDLE_LZ4) < _MAX_IDLE:
-        d.reset()
-        _IDLE_LZ4.append(d)
+    if len(_IDLE_LZ4_CONTEXTS) < _MAX_IDLE:
+        lz4f.reset_decompression_context(context)
+        _IDLE_LZ4_CONTEXTS.append(context)
     return out
+
+
+_LZ4F: Any = None  # lz4.frame, imported by the first LZ4 batch (off the start-up path)
+
+
+def _import_lz4f() -> Any:
+    global _LZ4F
+    import lz4.frame
+
+    _LZ4F = lz4.frame
+    return _LZ4F
 
 
 def inflater(codec: int, payload: bytes | memoryview, limit: int) -> Inflater:
