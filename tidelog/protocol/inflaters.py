@@ -289,8 +289,9 @@ def lz4_whole(payload: bytes | memoryview, limit: int) -> bytes | None:
     produce fast lane's inflate: no stream object; anything else is left to `inflater`). Like _Lz4Inflater,
     it stops at the frame's end mark.
 
-    It calls python-lz4's low-level `decompress_chunk` on a bare context: LZ4FrameDecompressor.decompress first
-    copies a memoryview into bytes, which cost 1.5 us of a 64 KiB batch's 5 and 20 us of a 1 MiB one's 67."""
+    It calls python-lz4's low-level `decompress_chunk` on a bare context, which reads the memoryview in place:
+    LZ4FrameDecompressor.decompress copies it into bytes first (measured with half-random records: 5.2 -> 3.5 us
+    per 64 KiB batch, 67 -> 49 us per 1 MiB one)."""
     lz4f = _LZ4F or _import_lz4f()
     try:
         context = _IDLE_LZ4_CONTEXTS.pop()
