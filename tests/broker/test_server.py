@@ -376,3 +376,18 @@ def test_serve_help_is_as_wide_as_the_terminal() -> None:
         return max(len(line) for line in out.stdout.splitlines())
 
     assert widest("50") <= 50 < widest("200")
+
+
+def test_serve_refuses_to_start_on_an_unreadable_client_metrics_file(tmp_path: Path) -> None:
+    """Client metrics are built lazily, but saved subscriptions are read at start-up: a corrupt file stops the
+    broker before it serves (as when the manager was built eagerly), rather than surfacing at a later request."""
+    from tidelog.broker.client_metrics import SUBSCRIPTIONS_FILE
+    from tidelog.broker.state import CLIENT_METRICS_FILE
+
+    assert CLIENT_METRICS_FILE == SUBSCRIPTIONS_FILE  # start-up looks for the file the manager reads
+    (tmp_path / SUBSCRIPTIONS_FILE).write_text("{not json", encoding="utf-8")
+    out = subprocess.run([sys.executable, "-m", "tidelog", "serve", "--override", "listeners=PLAINTEXT://127.0.0.1:0",
+                          "--override", f"log.dirs={tmp_path}"], capture_output=True, text=True, timeout=60, cwd=ROOT,
+                         env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert out.returncode != 0
+    assert "JSONDecodeError" in out.stderr and "tidelog ready" not in out.stdout

@@ -26,6 +26,8 @@ if TYPE_CHECKING:  # imported by the first telemetry request, not at start-up
 
 log = logging.getLogger(__name__)
 
+SUBSCRIPTIONS_FILE = "tidelog-client-metrics.json"  # in the first log dir
+
 CLIENT_METRICS = 16  # ConfigResource.Type.CLIENT_METRICS
 METRICS_CONFIG, INTERVAL_MS_CONFIG, MATCH_CONFIG = "metrics", "interval.ms", "match"
 CONFIG_NAMES = (METRICS_CONFIG, INTERVAL_MS_CONFIG, MATCH_CONFIG)
@@ -179,7 +181,7 @@ class _ClientSeries:
 
 class ClientMetricsManager:
     def __init__(self, log_dir: str, clock: Clock, telemetry_max_bytes: int = TELEMETRY_MAX_BYTES) -> None:
-        self.path = Path(log_dir) / "tidelog-client-metrics.json"
+        self.path = Path(log_dir) / SUBSCRIPTIONS_FILE
         self.clock = clock
         self.telemetry_max_bytes = telemetry_max_bytes
         self._configs: dict[str, dict[str, str]] = {}

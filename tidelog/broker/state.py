@@ -42,6 +42,9 @@ if TYPE_CHECKING:  # imported by build_services(), after the broker is ready
 
 log = logging.getLogger(__name__)
 
+# client_metrics.SUBSCRIPTIONS_FILE, named here so that start-up can look for it without importing that module
+CLIENT_METRICS_FILE = "tidelog-client-metrics.json"
+
 
 def new_cluster_id() -> str:
     """Kafka's Uuid.randomUuid().toString(): 22 chars of URL-safe base64 without padding."""
@@ -175,11 +178,11 @@ class BrokerState:
         coordinator APIs are served."""
         if not self._started:
             return  # shut down while the services were being built
-        _ = self.fetch_sessions, self.client_metrics  # built now unless a request already did
         services.groups.startup()
         services.txn_coordinator.startup()
         services.cleaner.startup()
         self.log_manager.alter_log_dirs.startup()  # resume AlterReplicaLogDirs moves (needs the loop)
+        _ = self.fetch_sessions, self.client_metrics  # built now unless a request or start-up already did
         self.services.set(services)
 
     def shutdown(self) -> None:
@@ -242,5 +245,7 @@ def build_broker_state(config: BrokerConfig, clock: Clock | None = None, *,
         security=security or BrokerSecurity(config, clock),
     )
     state.features.ensure_saved()
+    if (Path(config.log_dirs[0]) / CLIENT_METRICS_FILE).exists():
+        _ = state.client_metrics  # saved subscriptions are read now: an unreadable file fails start-up, as it did
     metrics.set_log_sizes(state.log_sizes)
     return state
