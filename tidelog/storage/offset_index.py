@@ -22,6 +22,10 @@ class OffsetIndex(AbstractIndex):
         assert self._mmap is not None
         return int(_ENTRY.unpack_from(self._mmap, n * 8)[0])
 
+    def _position(self, n: int) -> int:
+        assert self._mmap is not None
+        return int(_ENTRY.unpack_from(self._mmap, n * 8)[1])
+
     @property
     def last_offset(self) -> int:
         with self._lock:
@@ -58,14 +62,9 @@ class OffsetIndex(AbstractIndex):
         with self._lock:
             if self._mmap is None:
                 return None
-            lo, hi = 0, self._entries  # entries are sorted by position too
-            while lo < hi:
-                mid = (lo + hi) // 2
-                if _ENTRY.unpack_from(self._mmap, mid * 8)[1] < position:
-                    lo = mid + 1
-                else:
-                    hi = mid
-            return self.entry(lo)[0] if lo < self._entries else None
+            # entries are sorted by position too: the slot after the last one below `position`
+            slot = self._largest_lower_bound_slot(position - 1, self._position) + 1
+            return self.entry(slot)[0] if slot < self._entries else None
 
     def truncate_to(self, offset: int) -> None:
         """Remove every entry whose offset is >= `offset`."""
