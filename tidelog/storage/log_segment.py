@@ -24,6 +24,7 @@ from tidelog.protocol.record_batch import (
     compute_crc,
     read_header,
 )
+from tidelog.storage import file_space
 from tidelog.storage.log_file_utils import (
     DELETED_FILE_SUFFIX,
     log_file,
@@ -41,6 +42,11 @@ HEADER_SIZE_UP_TO_MAGIC = 17
 # Kafka's MIN_RECORD_OVERHEAD (v0 record): a smaller Length is corruption, not a torn write.
 MIN_RECORD_OVERHEAD = 14
 _READ_CHUNK = 64 * 1024
+# Disk blocks are reserved ahead of appends once a segment holds RESERVE_AFTER_BYTES (a quiet or test partition
+# never reserves), RESERVE_STEP_BYTES at a time at most (file_space: ext4 then skips per-page delayed allocation).
+RESERVE_AFTER_BYTES = 1 << 20
+RESERVE_STEP_BYTES = 8 << 20
+_NEVER = 1 << 62
 
 # Fetch reads return a FileRecords slice (protocol/file_records.py) that the connection sends with os.sendfile,
 # as Kafka's FileRecords.transferTo does; other readers copy bytes out of the page cache with os.pread. The
@@ -112,6 +118,8 @@ class LogSegment:
         self.created = clock.milliseconds()
         self.bytes_since_last_index_entry = 0
         self._rolling_based_timestamp: int | None = None
+        # Where the disk blocks reserved past the end stop (file_space.reserve): 0 none, _NEVER not on this file.
+        self._reserved_end = 0
         # (largest timestamp, last offset of the batch holding it); starts from the time index's last entry.
         last_ts, last_off = time_index.last_entry
         self.max_timestamp_so_far = last_ts
@@ -341,6 +349,9 @@ class LogSegment:
             time_index.entries,
         )
         try:
+            end = physical_position + size
+            if end > self._reserved_end and physical_position >= RESERVE_AFTER_BYTES:
+                self._reserve_ahead(physical_position, end)
             written = os.pwrite(self._fd, records, physical_position)  # all of it, but for a short write:
             if written < size:
                 view = memoryview(records).cast("B")
@@ -370,11 +381,21 @@ class LogSegment:
             self.offset_index.truncate_to_entries(off_entries)
             self.time_index.truncate_to_entries(time_entries)
             try:
-                os.ftruncate(self._fd, physical_position)
+                os.ftruncate(self._fd, physical_position)  # frees any reservation too: ask again next time
+                self._reserved_end = 0
             except OSError:
                 pass  # the bytes beyond _size are invisible; the next append overwrites them
             raise
         self._size = physical_position + size
+
+    def _reserve_ahead(self, position: int, end: int) -> None:
+        """Reserve the disk blocks of this append and of up to RESERVE_STEP_BYTES after it (never more than the
+        segment already holds, so a slow partition reserves little), keeping the file's size (file_space)."""
+        ahead = min(RESERVE_STEP_BYTES, position)
+        if file_space.reserve(self._fd, position, end - position + ahead):
+            self._reserved_end = end + ahead
+        else:
+            self._reserved_end = _NEVER  # unsupported here, or the disk is full: plain appends (which may fail)
 
     # --- rolling -----------------------------------------------------------------------------------------
 
@@ -431,8 +452,10 @@ class LogSegment:
         self._trim_log()
 
     def _trim_log(self) -> None:
-        if os.fstat(self._fd).st_size != self._size:
+        """Cut the `.log` to its valid size: what Kafka's preallocation added, and blocks reserved past the end."""
+        if self._reserved_end or os.fstat(self._fd).st_size != self._size:
             os.ftruncate(self._fd, self._size)
+            self._reserved_end = 0
 
     def resize_indexes(self, size: int) -> None:
         self.offset_index.resize(size)
@@ -476,8 +499,9 @@ class LogSegment:
                 on_batch(header, data)
             valid_bytes += header.size
         truncated = file_size - valid_bytes
-        if truncated > 0:
+        if truncated > 0 or file_space.blocks_past_end(self._fd, valid_bytes):  # a crash can leave reservations
             os.ftruncate(self._fd, valid_bytes)
+        self._reserved_end = 0
         self._size = valid_bytes
         self.bytes_since_last_index_entry = valid_bytes - last_index_entry if valid_bytes else 0
         self.offset_index.trim_to_valid_size()
@@ -524,8 +548,9 @@ class LogSegment:
         if mapping is None:
             return 0
         removed = self._size - mapping.position
-        os.ftruncate(self._fd, mapping.position)
+        os.ftruncate(self._fd, mapping.position)  # also frees blocks reserved past the end
         self._size = mapping.position
+        self._reserved_end = 0
         if self._size == 0:
             self.created = self._clock.milliseconds()
             self._rolling_based_timestamp = None
@@ -541,6 +566,7 @@ class LogSegment:
         self.txn_index.reset()
         os.ftruncate(self._fd, 0)
         self._size = 0
+        self._reserved_end = 0
         self.created = self._clock.milliseconds()
         self._rolling_based_timestamp = None
         self.bytes_since_last_index_entry = 0
