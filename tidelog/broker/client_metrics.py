@@ -196,12 +196,14 @@ class ClientMetricsManager:
     # --- subscriptions (CLIENT_METRICS config resources) ---
 
     def _load(self) -> None:
-        if not self.path.exists():
-            return
-        data = json.loads(self.path.read_text(encoding="utf-8"))
-        for name, configs in data.get("subscriptions", {}).items():
-            self._configs[name] = {str(k): str(v) for k, v in configs.items()}
-            self._subscriptions[name] = Subscription.from_configs(name, self._configs[name])
+        from tidelog.storage.checkpoints import read_json_state
+
+        saved = read_json_state(self.path, lambda document: {
+            str(name): {str(k): str(v) for k, v in configs.items()}
+            for name, configs in document.get("subscriptions", {}).items()})
+        for name, configs in (saved or {}).items():
+            self._configs[name] = configs
+            self._subscriptions[name] = Subscription.from_configs(name, configs)
 
     def _save(self) -> None:
         from tidelog.storage.checkpoints import write_atomic

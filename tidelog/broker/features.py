@@ -19,6 +19,7 @@ import logging
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tidelog.protocol.errors import ErrorCode
 
@@ -48,6 +49,11 @@ BOOTSTRAP: dict[str, int] = {METADATA_VERSION: METADATA_VERSION_43, KRAFT_VERSIO
 UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3
 
 
+def _saved_levels(document: Any) -> tuple[dict[str, int], int]:
+    """(finalized levels, epoch) of a saved `tidelog-features.json`."""
+    return {str(k): int(v) for k, v in document["finalized"].items()}, int(document["epoch"])
+
+
 @dataclass(frozen=True)
 class FeatureUpdate:
     """One UpdateFeatures entry: the feature, the level asked for and the upgrade type (KIP-584)."""
@@ -66,10 +72,12 @@ class FeatureControl:
         self._lock = threading.Lock()
         self.finalized: dict[str, int] = dict(BOOTSTRAP)
         self.epoch = 1
-        if self.path.exists():
-            data = json.loads(self.path.read_text())
-            self.finalized = {str(k): int(v) for k, v in data["finalized"].items()}
-            self.epoch = int(data["epoch"])
+        if self.path.exists():  # (checkpoints is not imported before the first ApiVersions answer)
+            from tidelog.storage.checkpoints import read_json_state
+
+            saved = read_json_state(self.path, _saved_levels)
+            if saved is not None:
+                self.finalized, self.epoch = saved
 
     def supported(self) -> dict[str, tuple[int, int]]:
         return dict(SUPPORTED)

@@ -29,16 +29,14 @@ class ProducerIdManager:
         self._next = self._block_end = self._read_block_end()
 
     def _read_block_end(self) -> int:
-        try:
-            data = json.loads(self._path.read_text(encoding="utf-8"))
-            value = int(data["block_end"])
-        except FileNotFoundError:
+        from tidelog.storage.checkpoints import StateFileError, read_json_state
+
+        # Never reuse ids on a damaged file: refuse to start rather than hand out duplicates.
+        value = read_json_state(self._path, lambda document: int(document["block_end"]))
+        if value is None:
             return 0
-        except (ValueError, KeyError, TypeError, OSError) as e:
-            # never reuse ids on a damaged file: refuse to start rather than hand out duplicates
-            raise RuntimeError(f"cannot read producer id state {self._path}: {e}") from e
         if value < 0:
-            raise RuntimeError(f"bad producer id state {self._path}: {value}")
+            raise StateFileError(self._path, f"negative block_end {value}")
         return value
 
     def _persist(self, block_end: int) -> None:

@@ -66,6 +66,12 @@ def make_entity(pairs: Iterable[tuple[str, str | None]]) -> Entity:
     return tuple(sorted(pairs, key=lambda pair: pair[0] or ""))
 
 
+def _saved_quotas(document: Any) -> dict[Entity, dict[str, float]]:
+    """The quotas a saved `tidelog-quotas.json` holds (raises KeyError/TypeError/ValueError on another shape)."""
+    return {make_entity((t, n) for t, n in row["entity"]): {k: float(v) for k, v in row["quotas"].items()}
+            for row in document["entities"]}
+
+
 class QuotaError(Exception):
     def __init__(self, code: ErrorCode, message: str) -> None:
         super().__init__(message)
@@ -109,10 +115,9 @@ class ClientQuotaStore:
         self._lock = threading.Lock()
         self.quotas: dict[Entity, dict[str, float]] = {}
         self.version = 0  # bumped on every change, so enforcement re-resolves entities
-        if self.path.exists():
-            for row in json.loads(self.path.read_text())["entities"]:
-                entity = make_entity((t, n) for t, n in row["entity"])
-                self.quotas[entity] = {k: float(v) for k, v in row["quotas"].items()}
+        from tidelog.storage.checkpoints import read_json_state
+
+        self.quotas.update(read_json_state(self.path, _saved_quotas) or {})
 
     def snapshot(self) -> dict[Entity, dict[str, float]]:
         with self._lock:

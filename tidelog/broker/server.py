@@ -28,7 +28,6 @@ from tidelog.clock import Clock
 from tidelog.config.broker_config import BrokerConfig
 from tidelog.protocol.api_keys import ApiKey
 from tidelog.security.manager import BrokerSecurity
-from tidelog.storage import file_space
 
 if TYPE_CHECKING:
     from tidelog.broker.faults import FaultInjector
@@ -180,6 +179,8 @@ class Server:
         try:
             self.registry.load()
             self.registry.warm_up()
+            from tidelog.storage import file_space
+
             file_space.warm_up()  # the first busy segment's block reservation would load ctypes on the loop
             self.metrics.start(int(self.config.metrics_port), self.config.metrics_host)
         except Exception:  # noqa: BLE001 - the first request will report the same error on its connection

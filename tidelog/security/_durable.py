@@ -10,14 +10,6 @@ from typing import Any
 from tidelog.storage.log_file_utils import fsync_dir
 
 
-def read_json(path: Path) -> Any:
-    """The document at `path`, None if it does not exist (a left-over `.tmp` from a crash is ignored)."""
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None
-
-
 def write_json(path: Path, document: Any) -> None:
     """Write `<path>.tmp` (mode 0600), fsync, rename over `path`, fsync the directory."""
     path.parent.mkdir(parents=True, exist_ok=True)

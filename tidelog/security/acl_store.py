@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
 
-from tidelog.security._durable import read_json, write_json
+from tidelog.security._durable import write_json
 from tidelog.security.acl import (
     CLUSTER_NAME,
     WILDCARD_RESOURCE,
@@ -19,6 +19,7 @@ from tidelog.security.acl import (
     PatternType,
     ResourceType,
 )
+from tidelog.storage.checkpoints import read_json_state
 
 FILE_NAME = "tidelog-acls.json"
 
@@ -131,8 +132,8 @@ class AclStore:
     def __init__(self, directory: str | Path) -> None:
         self.path = Path(directory) / FILE_NAME
         self._lock = threading.Lock()
-        doc = read_json(self.path) or {}
-        self._acls: list[AclBinding] = [AclBinding.from_json(a) for a in doc.get("acls", [])]
+        self._acls: list[AclBinding] = read_json_state(
+            self.path, lambda doc: [AclBinding.from_json(a) for a in doc.get("acls", [])]) or []
         self.listeners: list[Callable[[list[AclBinding]], None]] = []
 
     def acls(self) -> list[AclBinding]:

@@ -1,13 +1,15 @@
 """BrokerSecurity: the broker's security settings and stores, reachable as `BrokerState.security`.
 
 Built when the broker state is (TLS contexts and JAAS configs are checked then, so a bad setting stops the
-start-up with a message naming the config); the SCRAM and ACL files are read on first use."""
+start-up with a message naming the config); the SCRAM and ACL stores are built on first use, or at once when
+their file exists, so that a damaged file stops start-up (StateFileError) rather than a later request."""
 
 from __future__ import annotations
 
 import asyncio
 import functools
 import logging
+import os
 import ssl
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -25,6 +27,11 @@ if TYPE_CHECKING:
     from tidelog.security.scram_store import ScramCredentialStore
 
 log = logging.getLogger(__name__)
+
+# The stores' files (scram_store.FILE_NAME, acl_store.FILE_NAME), named here so that start-up can look for them
+# without importing the stores.
+SCRAM_FILE = "tidelog-scram-credentials.json"
+ACL_FILE = "tidelog-acls.json"
 
 
 class BrokerSecurity:
@@ -60,6 +67,10 @@ class BrokerSecurity:
                         listener_value(config, name, "ssl.principal.mapping.rules"))
                 except ValueError as exc:
                     raise ConfigError(f"ssl.principal.mapping.rules: {exc}") from exc
+        if os.path.exists(os.path.join(self.log_dir, SCRAM_FILE)):
+            self.scram_store  # noqa: B018 - read now: a damaged file stops start-up
+        if os.path.exists(os.path.join(self.log_dir, ACL_FILE)):
+            self.acl_store  # noqa: B018
         self.authorizer: StandardAuthorizer | None = None
         if config.get("authorizer.class.name"):
             from tidelog.security.authorizer import StandardAuthorizer

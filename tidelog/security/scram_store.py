@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from tidelog.protocol.errors import ErrorCode
-from tidelog.security._durable import read_json, write_json
+from tidelog.security._durable import write_json
+from tidelog.storage.checkpoints import read_json_state
 
 FILE_NAME = "tidelog-scram-credentials.json"
 # Kafka's ScramMechanism: type id on the wire, hash.
@@ -75,11 +76,10 @@ class ScramCredentialStore:
     def __init__(self, directory: str | Path) -> None:
         self.path = Path(directory) / FILE_NAME
         self._lock = threading.Lock()
-        doc = read_json(self.path) or {}
-        self._users: dict[str, dict[str, ScramCredential]] = {
+        self._users: dict[str, dict[str, ScramCredential]] = read_json_state(self.path, lambda doc: {
             user: {mech: ScramCredential.from_json(c) for mech, c in mechs.items()}
             for user, mechs in doc.get("users", {}).items()
-        }
+        }) or {}
 
     def get(self, user: str, mechanism: str) -> ScramCredential | None:
         return self._users.get(user, {}).get(mechanism)
