@@ -198,3 +198,17 @@ def test_a_served_partition_reserves_ahead_and_a_clean_stop_gives_it_back(tmp_pa
             consumer.close()
     assert segment.read_bytes() == data
     assert reserved_past_end(segment) < 64 * 1024
+
+
+def test_without_fallocate_segments_are_written_as_before(tmp_path: Path, clock: ManualClock,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not Linux, or a libc or Python without the call: no reservation, the same bytes, no error."""
+    monkeypatch.setattr(file_space, "_fallocate", None)
+    monkeypatch.setattr(file_space, "_available", False)
+    m = open_manager(tmp_path, clock)
+    lg = m.get_or_create_log(TP, CONFIG, TOPIC_ID)
+    records = fill(lg, 3 << 20)
+    path = lg.active_segment.log_path
+    assert reserved_past_end(path) < 64 * 1024
+    assert batch_offsets(path.read_bytes())[-1][1] == records - 1
+    m.shutdown()

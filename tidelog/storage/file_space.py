@@ -36,7 +36,7 @@ def _load() -> Callable[[int, int, int, int], int] | None:
             _ctypes = ctypes
             libc = ctypes.CDLL(None, use_errno=True)
             fn = getattr(libc, "fallocate64", None) or libc.fallocate
-        except (OSError, AttributeError):
+        except (ImportError, OSError, AttributeError):  # a Python without ctypes, or a libc without fallocate
             _available = False
             return None
         fn.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64)
