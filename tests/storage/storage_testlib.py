@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import os
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+
+import pytest
 
 from tidelog.clock import Clock
 from tidelog.config.log_config import LogConfig
@@ -72,3 +77,18 @@ def crash(manager: LogManager) -> None:
 
 def segment_files(directory: Path) -> list[str]:
     return sorted(n for n in os.listdir(directory) if n[0].isdigit())
+
+
+@contextmanager
+def small_tmpfs(directory: Path, size: str) -> Iterator[Path]:
+    """A tmpfs of `size` (mount's size=, e.g. "256k") mounted at `directory`/disk: a real disk that fills up.
+    Skips the test where it cannot be mounted (mounting needs root)."""
+    mount = directory / "disk"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {done.stderr.decode().strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], check=False)

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from storage_testlib import small_tmpfs
 
 CHILD = r"""
 import errno, os, sys
@@ -52,15 +53,8 @@ print("entries", offsets.entries, times.entries, "last", offsets.entry(offsets.e
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)], capture_output=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs here: {done.stderr.decode().strip()}")
-    try:
+    with small_tmpfs(tmp_path, "256k") as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", str(mount)], check=False)
 
 
 def test_a_full_disk_fails_index_appends_with_enospc_not_sigbus(small_disk: Path) -> None:

@@ -5,11 +5,10 @@ blocks past the end are given back at roll, at close, at truncation and by recov
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
-from storage_testlib import TOPIC_ID, TP, TS, batch_offsets, client_batch, crash, open_log
+from storage_testlib import TOPIC_ID, TP, TS, batch_offsets, client_batch, crash, open_log, small_tmpfs
 
 from tidelog.clock import ManualClock
 from tidelog.config.log_config import LogConfig
@@ -139,12 +138,7 @@ def test_a_full_disk_answers_storage_error_and_keeps_every_acknowledged_batch(tm
                                                                               clock: ManualClock) -> None:
     """Once the disk cannot hold the next reservation, appends go on without one until the disk is full:
     then KAFKA_STORAGE_ERROR, and the `.log` holds exactly the batches acknowledged before it."""
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mount)], capture_output=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs here: {done.stderr.decode().strip()}")
-    try:
+    with small_tmpfs(tmp_path, "3m") as mount:
         lg = open_log(mount, clock, LogConfig(segment_bytes=64 << 20, segment_index_bytes=64 * 1024))
         acknowledged = 0
         with pytest.raises(KafkaError) as failed:
@@ -158,8 +152,6 @@ def test_a_full_disk_answers_storage_error_and_keeps_every_acknowledged_batch(tm
         assert len(data) == lg.active_segment.size == acknowledged // 60 * len(BATCH)
         assert batch_offsets(data) == [(o, o + 59) for o in range(0, acknowledged, 60)]
         lg.close()
-    finally:
-        subprocess.run(["umount", str(mount)], check=False)
 
 
 def test_a_served_partition_reserves_ahead_and_a_clean_stop_gives_it_back(tmp_path: Path) -> None:
