@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tidelog.broker.state import CLIENT_METRICS_FILE
 from tidelog.clock import Clock
 from tidelog.protocol.errors import ErrorCode, KafkaError
 
@@ -26,7 +27,7 @@ if TYPE_CHECKING:  # imported by the first telemetry request, not at start-up
 
 log = logging.getLogger(__name__)
 
-SUBSCRIPTIONS_FILE = "tidelog-client-metrics.json"  # in the first log dir
+SUBSCRIPTIONS_FILE = CLIENT_METRICS_FILE  # in the first log dir; named in state.py, where start-up looks for it
 
 CLIENT_METRICS = 16  # ConfigResource.Type.CLIENT_METRICS
 METRICS_CONFIG, INTERVAL_MS_CONFIG, MATCH_CONFIG = "metrics", "interval.ms", "match"

@@ -42,7 +42,8 @@ if TYPE_CHECKING:  # imported by build_services(), after the broker is ready
 
 log = logging.getLogger(__name__)
 
-# client_metrics.SUBSCRIPTIONS_FILE, named here so that start-up can look for it without importing that module
+# client_metrics' subscriptions, named here (client_metrics imports it) so that start-up can look for the file
+# without importing that module
 CLIENT_METRICS_FILE = "tidelog-client-metrics.json"
 
 

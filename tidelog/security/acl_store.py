@@ -19,9 +19,8 @@ from tidelog.security.acl import (
     PatternType,
     ResourceType,
 )
+from tidelog.security.manager import ACL_FILE as FILE_NAME  # named where start-up looks for it
 from tidelog.storage.checkpoints import read_json_state
-
-FILE_NAME = "tidelog-acls.json"
 
 
 def _enum_value(enum: type[IntEnum], value: int) -> IntEnum:

@@ -28,8 +28,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# The stores' files (scram_store.FILE_NAME, acl_store.FILE_NAME), named here so that start-up can look for them
-# without importing the stores.
+# The stores' files, named here (the stores import them) so that start-up can look for them without importing
+# the stores.
 SCRAM_FILE = "tidelog-scram-credentials.json"
 ACL_FILE = "tidelog-acls.json"
 

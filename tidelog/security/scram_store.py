@@ -15,9 +15,9 @@ from typing import Any
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.security._durable import write_json
+from tidelog.security.manager import SCRAM_FILE as FILE_NAME  # named where start-up looks for it
 from tidelog.storage.checkpoints import read_json_state
 
-FILE_NAME = "tidelog-scram-credentials.json"
 # Kafka's ScramMechanism: type id on the wire, hash.
 MECHANISMS: dict[str, tuple[int, Any]] = {"SCRAM-SHA-256": (1, hashlib.sha256), "SCRAM-SHA-512": (2, hashlib.sha512)}
 MECHANISM_BY_TYPE = {type_id: name for name, (type_id, _) in MECHANISMS.items()}

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from types import ModuleType
 
 FALLOC_FL_KEEP_SIZE = 0x01  # linux/falloc.h
+SLACK_BYTES = 1 << 20  # blocks_past_end: block rounding and extent-tree blocks stay far below this
 
 _fallocate: Callable[[int, int, int, int], int] | None = None
 _ctypes: ModuleType | None = None  # imported at first use: 2.6 ms that start-up does not need
@@ -70,5 +71,3 @@ def blocks_past_end(fd: int, size: int) -> bool:
     st = os.fstat(fd)
     return st.st_blocks * 512 > size + SLACK_BYTES
 
-
-SLACK_BYTES = 1 << 20  # block rounding and extent-tree blocks stay far below this
