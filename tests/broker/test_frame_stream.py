@@ -124,3 +124,94 @@ def test_truncated_frame_at_eof_is_logged_and_the_broker_keeps_serving(tidelog_b
             time.sleep(0.01)
     with KafkaWire(tidelog_broker.bootstrap) as wire:
         assert wire.request(3, 1, request_class(3)[1](topics=None)).controller_id == tidelog_broker.state.node_id
+
+
+# --- the staging buffer's rules, on a real socket and uvloop (the broker's loop) without the broker -------------
+
+def _serve_frames(payloads: list[bytes], hold: bool, chunk: int,
+                  lockstep: bool = False) -> tuple[list[bytes], list[memoryview], set[int]]:
+    """Send `payloads` as size-prefixed frames in sends of `chunk` bytes to a FrameStream; its reader keeps every
+    frame view (`hold`) or drops each at once. `lockstep`: each frame is sent once the one before was read.
+    Returns (each frame's bytes as read when it arrived, the views kept, the ids of the staging buffers used)."""
+    import asyncio
+
+    import uvloop
+
+    from tidelog.broker.frame_stream import FrameStream
+
+    wire = b"".join(struct.pack(">i", len(p)) + p for p in payloads)
+    seen: list[bytes] = []
+    kept: list[memoryview] = []
+    staging: set[int] = set()
+
+    async def main() -> None:
+        done = asyncio.get_running_loop().create_future()
+        read_one = asyncio.Event()
+
+        async def on_open(stream: FrameStream) -> None:
+            for _ in payloads:
+                frame = await stream.read_frame()
+                assert frame is not None
+                staging.add(id(stream._buf))
+                seen.append(bytes(frame))
+                if hold:
+                    kept.append(frame)
+                del frame
+                read_one.set()
+                await asyncio.sleep(0)  # let more bytes arrive behind the frames held
+            stream.close()
+            done.set_result(None)
+
+        server = await asyncio.get_running_loop().create_server(lambda: FrameStream(16 << 20, on_open),
+                                                                "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        _, writer = await asyncio.open_connection("127.0.0.1", port)
+        if lockstep:
+            for p in payloads:
+                read_one.clear()
+                writer.write(struct.pack(">i", len(p)) + p)
+                await asyncio.wait_for(read_one.wait(), 60)
+        else:
+            for i in range(0, len(wire), chunk):
+                writer.write(wire[i:i + chunk])
+                await writer.drain()
+        await asyncio.wait_for(done, 60)
+        writer.close()
+        server.close()
+
+    loop = uvloop.new_event_loop()
+    try:
+        loop.run_until_complete(main())
+    finally:
+        loop.close()
+    return seen, kept, staging
+
+
+def _mixed_payloads() -> list[bytes]:
+    """Frames of every kind the rules treat apart: small ones, ones that straddle the staging buffer's end, ones
+    larger than it, runs of large ones (read after a prefix-only read), each with distinct bytes."""
+    sizes = [10, 3, 0, 5000, 70_000, 70_000, 70_000, 70_000, 1 << 20, (1 << 20) + 7, 300_000, 17, 65_000, 9,
+             2 * STAGING_BYTES, 4, 120_000, 120_000, 120_000]
+    return [bytes((i + j) % 251 for j in range(n % 251)) * (n // 251) + bytes(n % 251) for i, n in enumerate(sizes)]
+
+
+@pytest.mark.parametrize("chunk", [1, 4093, 65_536, 1 << 22])
+def test_frames_handed_out_keep_their_bytes_while_later_ones_arrive(chunk: int) -> None:
+    """Frames are views of the staging buffer: bytes received later never overwrite a frame still held (here all
+    of them are held to the end), whatever the sizes and however the sends split them."""
+    payloads = _mixed_payloads()
+    if chunk == 1:
+        payloads = payloads[:4] + [payloads[4][:3000]]  # a byte at a time is slow: small frames only
+    seen, kept, _ = _serve_frames(payloads, hold=True, chunk=chunk)
+    assert seen == payloads
+    assert [bytes(f) for f in kept] == payloads  # unchanged since they arrived
+    assert all(not f.readonly for f in kept)  # writable: LogValidator stamps offsets in place
+
+
+def test_the_staging_buffer_is_reused_once_no_frame_views_it() -> None:
+    """Frames dropped as soon as they are handled, each sent once the one before was read: one staging buffer
+    takes all of them (no buffer per frame, no copy; 400 frames of 700 B would fill 17 buffers of 16 KiB)."""
+    payloads = [bytes([i % 256]) * 700 for i in range(400)]
+    seen, _, staging = _serve_frames(payloads, hold=False, chunk=0, lockstep=True)
+    assert seen == payloads
+    assert len(staging) == 1

@@ -1,11 +1,14 @@
 """A client socket as a stream of request frames (asyncio BufferedProtocol), and its write side.
 
-The kernel copies received bytes straight into this connection's own buffers (`get_buffer`): small frames
-land in a reused staging buffer (16 KiB, 256 KiB once the connection has sent a larger frame) and are copied
-out once; a frame larger than the room left is read
-straight into a buffer of its own (only the bytes already staged are copied), so a 1 MiB produce request
-reaches the handler without passing through StreamReader's copies. A frame's memoryview is writable: the
-record batches of a Produce request are validated and written to the segment from it.
+The kernel copies received bytes straight into this connection's own buffers (`get_buffer`): frames land in a
+staging buffer (16 KiB, 256 KiB once the connection has sent a larger frame) and are handed to the handler as
+views of it, without a copy; a frame larger than the room left is read straight into a buffer of its own (only
+the bytes already staged are copied), so a 1 MiB produce request reaches the handler without passing through
+StreamReader's copies. A frame's memoryview is writable: the record batches of a Produce request are
+validated and written to the segment from it. Received bytes never overwrite a frame handed out: the staging
+buffer is only written past its last frame, and starts again from its front (or moves a partial frame there)
+only when no frame still views it; otherwise a fresh staging buffer takes over and the old one is freed with
+its last frame.
 
 Reading is paused while `MAX_QUEUED_BYTES` of complete frames wait for the handler (Kafka mutes a channel
 while it handles a request; this keeps the memory a pipelining client can pin bounded), and the handler
@@ -31,11 +34,13 @@ import logging
 import os
 import socket
 import struct
+import sys
 from collections import deque
 from collections.abc import Callable, Coroutine, Iterable
 from typing import Any
 
 from tidelog.protocol.file_records import FileRecords, FileRecordsError
+from tidelog.protocol.frame import receive_buffer
 from tidelog.protocol.wire import Piece
 
 log = logging.getLogger(__name__)
@@ -67,11 +72,12 @@ class FrameStream(asyncio.BufferedProtocol):
         self._loop = asyncio.get_running_loop()
         self.transport: asyncio.Transport | None = None
         self.last_activity = 0.0  # loop time of the last bytes received (idle expiry counts them as progress)
-        self._buf = bytearray(INITIAL_STAGING_BYTES)
+        self._buf = receive_buffer(INITIAL_STAGING_BYTES)
         self._start = 0  # first byte not yet consumed
         self._end = 0  # end of the received bytes
         self._big: bytearray | None = None  # the frame being read into its own buffer
         self._big_filled = 0
+        self._prefix_first = False  # the next read takes only a size prefix (after a frame read on its own)
         self._frames: deque[memoryview] = deque()
         self._queued = 0
         self._error: FrameSizeError | None = None
@@ -105,8 +111,20 @@ class FrameStream(asyncio.BufferedProtocol):
     def get_buffer(self, sizehint: int) -> memoryview:
         if self._big is not None:
             return memoryview(self._big)[self._big_filled:]
-        if self._end == len(self._buf):
-            self._compact()
+        if self._start == self._end and self._start:
+            # Every byte received is framed: read from the front again once no frame views the buffer (they
+            # were handled), or into a fresh buffer when frames still do and little room is left.
+            if self._unshared():
+                self._start = self._end = 0
+            elif len(self._buf) - self._end < len(self._buf) // 2:
+                self._buf = receive_buffer(len(self._buf))
+                self._start = self._end = 0
+        elif self._end == len(self._buf):
+            self._restage()
+        if self._prefix_first:
+            # Only the next size prefix: a large frame then goes straight to a buffer of its own, with no staged
+            # head to copy there.
+            return memoryview(self._buf)[self._end:self._start + 4]
         return memoryview(self._buf)[self._end:]
 
     def buffer_updated(self, nbytes: int) -> None:
@@ -118,6 +136,7 @@ class FrameStream(asyncio.BufferedProtocol):
             self._big_filled += nbytes
             if self._big_filled == len(big):
                 self._big = None
+                self._prefix_first = True  # large frames come in runs (a producer's batches)
                 self._push(memoryview(big))
             return
         self._end += nbytes
@@ -150,39 +169,52 @@ class FrameStream(asyncio.BufferedProtocol):
     # --- framing ---------------------------------------------------------------------------------------------
 
     def _split(self) -> None:
-        """Hand out every complete frame in the staging buffer; start a dedicated buffer for a large one."""
+        """Hand out every complete frame in the staging buffer (as views of it); start a buffer of its own for a
+        frame that does not fit in the room left."""
         buf = self._buf
         while self._end - self._start >= 4:
             (size,) = _INT32.unpack_from(buf, self._start)
             if size < 0 or size > self.max_frame:
                 self._error = FrameSizeError(size)
-                self._start = self._end = 0
+                self._start = self._end  # frames already handed out keep their bytes
+                self._prefix_first = False
                 self._pause_reading()
                 self._wake()
                 return
             body = self._start + 4
             have = self._end - body
-            if have >= size:
-                self._push(memoryview(bytearray(memoryview(buf)[body:body + size])))  # one copy, writable
-                self._start = body + size
-                continue
             if size > len(buf) - body:
-                # Does not fit in the staging buffer: the rest goes straight into a buffer of its own.
-                big = bytearray(size)
-                big[:have] = buf[body:self._end]
+                # The rest goes straight into a buffer of its own (what is staged is copied: nothing after a
+                # prefix-only read).
+                big = receive_buffer(size)
+                big[:have] = memoryview(buf)[body:self._end]
+                self._start = self._end
                 self._big, self._big_filled = big, have
-                self._start = self._end = 0
                 if len(buf) < STAGING_BYTES:
                     # A producing connection: a larger staging buffer lets one read take several frames.
-                    self._buf = bytearray(STAGING_BYTES)
-            break
-        if self._start == self._end:
-            self._start = self._end = 0
+                    self._buf = receive_buffer(STAGING_BYTES)
+                    self._start = self._end = 0
+                break
+            self._prefix_first = False
+            if have < size:
+                break
+            self._push(memoryview(buf)[body:body + size])  # a view of the staging buffer, writable
+            self._start = body + size
 
-    def _compact(self) -> None:
-        """Move a partial frame to the front of the staging buffer (its tail was reached)."""
+    def _unshared(self) -> bool:
+        """No frame handed out views the staging buffer any more (this stream holds its only reference: a view
+        holds one), so its bytes may be overwritten."""
+        return sys.getrefcount(self._buf) <= 2  # the attribute, and getrefcount's own argument
+
+    def _restage(self) -> None:
+        """The staging buffer's end is reached: the partial frame at its tail (at most a size prefix: a frame
+        that does not fit went to a buffer of its own) moves to the front, or to a fresh staging buffer while
+        frames handed out still view this one."""
         n = self._end - self._start
-        self._buf[:n] = self._buf[self._start:self._end]
+        tail = self._buf[self._start:self._end]  # a copy: the move may overlap
+        if not self._unshared():
+            self._buf = receive_buffer(len(self._buf))
+        self._buf[:n] = tail
         self._start, self._end = 0, n
 
     def _push(self, frame: memoryview) -> None:

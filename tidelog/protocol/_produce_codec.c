@@ -11,6 +11,7 @@
  *   decode(frame, pos, version) -> ProduceRequestData        frame: a memoryview; records are views of it
  *   encode(version, responses, throttle_time_ms) -> bytes    the response body, as encode_produce_response
  *   header(frame) -> RequestHeader                           as frame.parse_request_header
+ *   receive_buffer(size) -> bytearray                        not zero-filled: the socket fills it (frame_stream)
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -565,12 +566,27 @@ static PyObject *bind_header(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* A bytearray the kernel is about to fill with received bytes: zero-filling 1 MiB first (bytearray(n)) costs a
+ * pass over memory the read then writes again. Only the bytes received are ever handed out (frame_stream.py). */
+static PyObject *receive_buffer(PyObject *self, PyObject *arg) {
+    (void)self;
+    Py_ssize_t size = PyNumber_AsSsize_t(arg, PyExc_OverflowError);
+    if (size == -1 && PyErr_Occurred())
+        return NULL;
+    if (size < 0) {
+        PyErr_SetString(PyExc_ValueError, "negative buffer size");
+        return NULL;
+    }
+    return PyByteArray_FromStringAndSize(NULL, size);
+}
+
 static PyMethodDef methods[] = {
     {"bind", bind, METH_VARARGS, "bind(PartitionProduceData, TopicProduceData, ProduceRequestData, UUID, WireError)"},
     {"bind_header", bind_header, METH_VARARGS, "bind_header(RequestHeader, ProtocolError)"},
     {"decode", decode, METH_VARARGS, "decode(frame, pos, version) -> ProduceRequestData"},
     {"encode", encode, METH_VARARGS, "encode(version, responses, throttle_time_ms) -> bytes"},
     {"header", header, METH_O, "header(frame) -> RequestHeader"},
+    {"receive_buffer", receive_buffer, METH_O, "receive_buffer(size) -> bytearray, not zero-filled"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_produce_codec", NULL, -1, methods, NULL, NULL, NULL, NULL};

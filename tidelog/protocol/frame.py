@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import struct
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from tidelog.protocol import wire
@@ -76,6 +77,9 @@ def _load_accelerator() -> Any:
 
 
 _accel = _load_accelerator()
+# A bytearray for the socket to fill (broker/frame_stream.py): without zero-filling it first when the accelerator
+# is there.
+receive_buffer: Callable[[int], bytearray] = bytearray if _accel is None else _accel.receive_buffer
 
 
 def skip_tagged_fields(buf: Buffer, pos: int) -> int:
