@@ -56,7 +56,7 @@ _NEVER = 1 << 62
 
 
 class SegmentClosedError(Exception):
-    """The segment's file was closed (deleted, swapped out, its log closed) before a read could take its fd."""
+    """The segment's file was closed (deleted, swapped out, its log closed) before or while it was read."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,14 +202,23 @@ class LogSegment:
 
     # --- reading the .log --------------------------------------------------------------------------------
 
+    def _pread(self, size: int, position: int) -> bytes:
+        """os.pread of the `.log` through the segment's own fd, under its lock: a segment another thread closed
+        meanwhile (a deleted log, retention's delayed delete while the cleaner reads it) raises
+        SegmentClosedError, never reads whatever file has since been given the same fd number."""
+        with self._fd_lock:
+            if self._fd < 0:
+                raise SegmentClosedError(str(self.log_path))
+            return os.pread(self._fd, size, position)
+
     def read_bytes(self, position: int, size: int) -> bytes:
         """Raw bytes [position, position+size) clipped to the valid size."""
         size = max(0, min(size, self._size - position))
         if size == 0:
             return b""
-        out = os.pread(self._fd, size, position)
+        out = self._pread(size, position)
         while len(out) < size:  # pread may return short on some filesystems
-            more = os.pread(self._fd, size - len(out), position + len(out))
+            more = self._pread(size - len(out), position + len(out))
             if not more:
                 break
             out += more
@@ -222,7 +231,6 @@ class LogSegment:
 
         Used by the cleaner and by retention: headers only, read in 64 KiB chunks, CRCs not checked. `fd`:
         read through this descriptor of the `.log` (a fetch slice's own) instead of the segment's."""
-        read_fd = self._fd if fd is None else fd
         end = self._size if end_pos is None else min(end_pos, self._size)
         pos = start_pos
         buf = b""
@@ -230,7 +238,8 @@ class LogSegment:
         while end - pos >= HEADER_SIZE:
             off = pos - buf_start
             if off < 0 or len(buf) - off < HEADER_SIZE:
-                buf = os.pread(read_fd, min(_READ_CHUNK, end - pos), pos)
+                chunk = min(_READ_CHUNK, end - pos)
+                buf = self._pread(chunk, pos) if fd is None else os.pread(fd, chunk, pos)
                 buf_start, off = pos, 0
                 if len(buf) < HEADER_SIZE:
                     return
@@ -515,7 +524,7 @@ class LogSegment:
         """The batch at `pos` if it is complete and valid (Kafka's FileLogInputStream + ensureValid)."""
         if end - pos < HEADER_SIZE_UP_TO_MAGIC:
             return None
-        head = os.pread(self._fd, LOG_OVERHEAD, pos)
+        head = self._pread(LOG_OVERHEAD, pos)
         if len(head) < LOG_OVERHEAD:
             return None
         length = int.from_bytes(head[8:12], "big", signed=True)
@@ -534,7 +543,7 @@ class LogSegment:
 
     def read_bytes_unchecked(self, position: int, size: int) -> bytes:
         """Like read_bytes but not clipped to the valid size (recovery reads past it)."""
-        return os.pread(self._fd, size, position)
+        return self._pread(size, position)
 
     def truncate_to(self, offset: int) -> int:
         """Cut the `.log` at the start of the batch holding `offset` (so offsets >= offset are gone) and
