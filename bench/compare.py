@@ -26,11 +26,12 @@ POSIX_FADV_DONTNEED, so freed pages are reused at once) stayed at 0.41-0.50 s pe
 cases therefore move with the machine's memory, not with the broker; a broker that writes its log to files
 (Kafka too) cannot spend less than that loop. The mock keeps only partition tails in memory and writes no
 file.
-The mechanism here is virtio-balloon free page reporting (the device's feature bit 5, page_reporting_order 9):
-the guest reports freed 2 MiB blocks, the host discards them, and the guest's next first touch of such a page
-faults on the host. Each produce case's note gives `fresh page`: the microseconds to first-touch a page of new
-anonymous memory, probed just before the case (about 0.3 us on a quiet machine, 2-4 us in the slow phase), so a
-reader can tell which cases ran in which phase.
+This VM's virtio-balloon device reports freed guest pages to its host (feature bit 5, page_reporting_order 9:
+freed 2 MiB blocks are handed back), the likely reason a page the guest has not used lately is dear. The phase
+flips within seconds: the same broker writing 600 MB five times in a row took 0.53-2.35 CPU s per GB. Each
+produce case's note gives `page write`: the microseconds per 4 KiB page of an 8 MiB pwrite loop into a new file
+beside the logs, just before the case (0.9-1.3 us measured in a good phase, ~7 us in a slow one), a hint of the
+phase the case ran in.
 Consumers set fetch.queue.backoff.ms=0: librdkafka otherwise pauses fetching for 1 s whenever
 queued.min.messages are queued, which measures the client's back-off instead of the broker.
 """
@@ -40,7 +41,6 @@ from __future__ import annotations
 import argparse
 import compileall
 import logging
-import mmap
 import os
 import re
 import signal
@@ -406,8 +406,7 @@ def main() -> None:
     print(f"tidelog from {TIDELOG_ROOT}")
     print(f"{os.cpu_count()} CPUs, load average at start {load_average()} (a shared machine moves every figure; "
           "the ratios of one interleaved run are what to compare)")
-    print(f"virtio-balloon free page reporting: {free_page_reporting()}; first touch of a fresh page "
-          f"{fresh_page_us():.1f} us at start")
+    print(f"virtio-balloon free page reporting: {free_page_reporting()}")
     print(f"{'case':<38} {'tidelog':>14} {'mock':>14} {'ratio':>8}  (ratio = tidelog/mock; MB/s of record values)")
     table = Table()
     starts: dict[str, list[float]] = {"tidelog": [], "mock": []}
@@ -436,7 +435,7 @@ def main() -> None:
                 if size == 1024 and codec == "none":
                     big_topic = big_topic or topic
                 results: dict[str, Produced] = {}
-                page_us = fresh_page_us(8)  # small: the 8 MiB it frees are next to nothing of a case's writes
+                page_us = page_write_us(tmp)  # 8 MiB written and freed: next to nothing of a case's writes
                 for b in brokers:
                     b.create_topic(topic)
                     results[b.name] = produce(b, topic, size, codec, acks, batch, 600 if size >= 1024 else 150,
@@ -446,7 +445,7 @@ def main() -> None:
                         b.delete_topic(topic)
                 t, m = results["tidelog"], results["mock"]
                 note = (f"CPU s/GB {t.cpu_per_gb:.2f} (sys {t.sys_per_gb:.2f}) vs {m.cpu_per_gb:.2f} "
-                        f"(sys {m.sys_per_gb:.2f}); fresh page {page_us:.1f} us")
+                        f"(sys {m.sys_per_gb:.2f}); page write {page_us:.1f} us")
                 if t.errors or m.errors:
                     note += f"; errors {t.errors}/{m.errors}"
                 table.add(name, f"{t.mb_s:.0f} MB/s", f"{m.mb_s:.0f} MB/s", ratio(t.mb_s, m.mb_s), note)
@@ -484,20 +483,23 @@ def main() -> None:
         finally:
             for b in brokers:
                 b.stop()
-    print(f"load average at the end {load_average()}; first touch of a fresh page {fresh_page_us():.1f} us")
+    print(f"load average at the end {load_average()}")
 
 
-def fresh_page_us(mib: int = 32) -> float:
-    """Microseconds to first-touch one 4 KiB page of new anonymous memory: what the page cache pays per page a
-    broker writes, besides the copy (high when the VM's host has to back the page again, see the docstring)."""
-    region = mmap.mmap(-1, mib << 20)
+def page_write_us(directory: str, mib: int = 8) -> float:
+    """Microseconds per 4 KiB page to pwrite `mib` MiB (64 KiB at a time) into a new file in `directory`: what a
+    broker's appends pay the page cache, which moves with the VM's memory phase (see the docstring)."""
+    chunk = memoryview(os.urandom(65536))
+    path = os.path.join(directory, "page-write-probe")
+    fd = os.open(path, os.O_CREAT | os.O_TRUNC | os.O_WRONLY, 0o600)
     try:
         started = time.perf_counter()
-        for offset in range(0, mib << 20, 4096):
-            region[offset] = 1
+        for position in range(0, mib << 20, len(chunk)):
+            os.pwrite(fd, chunk, position)
         return (time.perf_counter() - started) / (mib << 8) * 1e6
     finally:
-        region.close()
+        os.close(fd)
+        os.unlink(path)
 
 
 def free_page_reporting() -> str:
