@@ -26,9 +26,11 @@ POSIX_FADV_DONTNEED, so freed pages are reused at once) stayed at 0.41-0.50 s pe
 cases therefore move with the machine's memory, not with the broker; a broker that writes its log to files
 (Kafka too) cannot spend less than that loop. The mock keeps only partition tails in memory and writes no
 file.
-This VM's virtio-balloon device reports freed guest pages to its host (feature bit 5, page_reporting_order 9:
-freed 2 MiB blocks are handed back), the likely reason a page the guest has not used lately is dear. The phase
-flips within seconds: the same broker writing 600 MB five times in a row took 0.53-2.35 CPU s per GB. Each
+This VM reclaims and hands back memory on its own: a DAMON kdamond runs a `pageout` scheme over physical memory
+(/sys/kernel/mm/damon/admin/kdamonds/0: pages cold for a 5 s aggregation window, up to 128 MiB per second), and
+the virtio-balloon device reports freed guest pages to the host (feature bit 5, page_reporting_order 9: freed
+2 MiB blocks are handed back), which is why a page the guest has not used lately is dear. The phase flips within
+seconds: the same broker writing 600 MB five times in a row took 0.53-2.35 CPU s per GB. Each
 produce case's note gives `page write`: the microseconds per 4 KiB page of an 8 MiB pwrite loop into a new file
 beside the logs, just before the case (0.9-1.3 us measured in a good phase, ~7 us in a slow one), a hint of the
 phase the case ran in.
