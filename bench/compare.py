@@ -30,10 +30,9 @@ This VM reclaims and hands back memory on its own: a DAMON kdamond runs a `pageo
 (/sys/kernel/mm/damon/admin/kdamonds/0: pages cold for a 5 s aggregation window, up to 128 MiB per second), and
 the virtio-balloon device reports freed guest pages to the host (feature bit 5, page_reporting_order 9: freed
 2 MiB blocks are handed back), which is why a page the guest has not used lately is dear. The phase flips within
-seconds: the same broker writing 600 MB five times in a row took 0.53-2.35 CPU s per GB. Each
-produce case's note gives `page write`: the microseconds per 4 KiB page of an 8 MiB pwrite loop into a new file
-beside the logs, just before the case (0.9-1.3 us measured in a good phase, ~7 us in a slow one), a hint of the
-phase the case ran in.
+seconds: the same broker writing 600 MB five times in a row took 0.53-2.35 CPU s per GB, the sys share moving
+with it. A small probe cannot tell the phase beforehand (an 8 MiB pwrite loop took ~1 us per page just before
+cases that then spent 2.3 s of sys per GB): the case's own "sys" share is the sign.
 Consumers set fetch.queue.backoff.ms=0: librdkafka otherwise pauses fetching for 1 s whenever
 queued.min.messages are queued, which measures the client's back-off instead of the broker.
 """
@@ -437,7 +436,6 @@ def main() -> None:
                 if size == 1024 and codec == "none":
                     big_topic = big_topic or topic
                 results: dict[str, Produced] = {}
-                page_us = page_write_us(tmp)  # 8 MiB written and freed: next to nothing of a case's writes
                 for b in brokers:
                     b.create_topic(topic)
                     results[b.name] = produce(b, topic, size, codec, acks, batch, 600 if size >= 1024 else 150,
@@ -447,7 +445,7 @@ def main() -> None:
                         b.delete_topic(topic)
                 t, m = results["tidelog"], results["mock"]
                 note = (f"CPU s/GB {t.cpu_per_gb:.2f} (sys {t.sys_per_gb:.2f}) vs {m.cpu_per_gb:.2f} "
-                        f"(sys {m.sys_per_gb:.2f}); page write {page_us:.1f} us")
+                        f"(sys {m.sys_per_gb:.2f})")
                 if t.errors or m.errors:
                     note += f"; errors {t.errors}/{m.errors}"
                 table.add(name, f"{t.mb_s:.0f} MB/s", f"{m.mb_s:.0f} MB/s", ratio(t.mb_s, m.mb_s), note)
@@ -486,22 +484,6 @@ def main() -> None:
             for b in brokers:
                 b.stop()
     print(f"load average at the end {load_average()}")
-
-
-def page_write_us(directory: str, mib: int = 8) -> float:
-    """Microseconds per 4 KiB page to pwrite `mib` MiB (64 KiB at a time) into a new file in `directory`: what a
-    broker's appends pay the page cache, which moves with the VM's memory phase (see the docstring)."""
-    chunk = memoryview(os.urandom(65536))
-    path = os.path.join(directory, "page-write-probe")
-    fd = os.open(path, os.O_CREAT | os.O_TRUNC | os.O_WRONLY, 0o600)
-    try:
-        started = time.perf_counter()
-        for position in range(0, mib << 20, len(chunk)):
-            os.pwrite(fd, chunk, position)
-        return (time.perf_counter() - started) / (mib << 8) * 1e6
-    finally:
-        os.close(fd)
-        os.unlink(path)
 
 
 def free_page_reporting() -> str:
