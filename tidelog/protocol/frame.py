@@ -78,8 +78,8 @@ def _load_accelerator() -> Any:
 
 _accel = _load_accelerator()
 # A bytearray for the socket to fill (broker/frame_stream.py): without zero-filling it first when the accelerator
-# is there.
-receive_buffer: Callable[[int], bytearray] = bytearray if _accel is None else _accel.receive_buffer
+# is there (an extension built before it had receive_buffer falls back too).
+receive_buffer: Callable[[int], bytearray] = getattr(_accel, "receive_buffer", bytearray)
 
 
 def skip_tagged_fields(buf: Buffer, pos: int) -> int:
