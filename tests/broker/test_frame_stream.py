@@ -192,7 +192,8 @@ def _mixed_payloads() -> list[bytes]:
     larger than it, runs of large ones (read after a prefix-only read), each with distinct bytes."""
     sizes = [10, 3, 0, 5000, 70_000, 70_000, 70_000, 70_000, 1 << 20, (1 << 20) + 7, 300_000, 17, 65_000, 9,
              2 * STAGING_BYTES, 4, 120_000, 120_000, 120_000]
-    return [bytes((i + j) % 251 for j in range(n % 251)) * (n // 251) + bytes(n % 251) for i, n in enumerate(sizes)]
+    cycle = bytes(range(251)) * (max(sizes) // 251 + 2)
+    return [cycle[i:i + n] for i, n in enumerate(sizes)]  # frame i's byte j is (i + j) % 251
 
 
 @pytest.mark.parametrize("chunk", [1, 4093, 65_536, 1 << 22])
