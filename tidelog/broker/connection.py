@@ -17,6 +17,7 @@ import logging
 import struct
 import time
 from collections.abc import Callable
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.context import CloseConnection, RequestContext
@@ -33,6 +34,8 @@ from tidelog.protocol.frame import (
 )
 from tidelog.protocol.hot_codecs import HAND_DECODERS
 from tidelog.protocol.messages import encode_response
+from tidelog.protocol.produce_codec import FLEXIBLE_MIN_VERSION as PRODUCE_FLEXIBLE_MIN_VERSION
+from tidelog.protocol.produce_codec import decode_produce_request
 from tidelog.protocol.wire import EncodedResponse, Piece
 
 if TYPE_CHECKING:
@@ -45,6 +48,7 @@ log = logging.getLogger(__name__)
 _NOT_TIMED = LoopTime()  # a request not measured for the request quota (none is set)
 _SIZE_AND_ID = struct.Struct(">ii")  # a response frame's size prefix and correlation id
 _JOIN_BELOW = 4096  # a one-piece hand-encoded body up to this size is joined to its header (one piece to write)
+PLAIN_PRODUCE_VERSIONS = (3, 12)  # what apis/produce.handle_plain answers (v13 names topics by id)
 MAX_COALESCED_PIECES = 256  # response pieces gathered before a write even while more Produce requests wait
 
 
@@ -210,6 +214,10 @@ class Connection:
         """Parse, dispatch and encode one request: the response frame (or None for no response)."""
         header = parse_request_header(frame)
         api_key, api_version = header.api_key, header.api_version
+        if api_key == ApiKey.PRODUCE and PLAIN_PRODUCE_VERSIONS[0] <= api_version <= PLAIN_PRODUCE_VERSIONS[1]:
+            out = await self._plain_produce(header, frame)
+            if out is not None:
+                return out
         entry = self.registry.entry(api_key)
         if entry is None:
             raise ProtocolError(f"unknown api key {api_key} (correlation id {header.correlation_id})")
@@ -272,6 +280,36 @@ class Connection:
         self.server.broker.quotas.request.record_time_no_throttle(self._quota_user(), header.client_id or "",
                                                                   time.perf_counter_ns() - started)
         return out
+
+    async def _plain_produce(self, header: RequestHeader,
+                             frame: memoryview) -> tuple[list[Piece], int, str, int | None] | None:
+        """The plain Produce request (apis/produce.handle_plain) without the generic dispatch: on a PLAINTEXT
+        connection of a ready broker with no authorizer, no quota a Produce records and no armed fault, where
+        the generic path would call the handler directly and throttle nothing. None: the generic path answers
+        it (nothing was appended), decode errors included."""
+        if self.session is not None or not self.ready.is_set():
+            return None
+        broker = self.server.broker
+        faults = self.server.faults
+        if (broker.security.authorizer is not None or (faults is not None and faults.armed)
+                or not broker.quotas.produce_unrecorded):
+            return None
+        produce = _produce_api()
+        version = header.api_version
+        pos = header.body_offset
+        try:
+            if version >= PRODUCE_FLEXIBLE_MIN_VERSION:  # the header's tagged fields: almost always none
+                pos = pos + 1 if pos < len(frame) and frame[pos] == 0 else skip_tagged_fields(frame, pos)
+            request = decode_produce_request(frame, pos, version)
+        except Exception:  # noqa: BLE001 - the generic path decodes it again and answers or closes as it does
+            return None
+        planned = produce.handle_plain(broker, version, request)
+        if planned is None:
+            return None
+        response, pending = planned
+        if pending:
+            await produce.flush_pending(broker, pending)
+        return self._encode(ApiKey.PRODUCE, header.correlation_id, version, response, "produce")
 
     def _quota_user(self) -> str:
         """The quota entity's user: the principal's name (Kafka's sanitized session user), ANONYMOUS on PLAINTEXT."""
@@ -372,6 +410,18 @@ class Connection:
             raise ProtocolError(f"cannot encode {name} v{version} response: {exc!r}", traceback=True) from exc
         frame = response_frame(correlation_id, body, flexible)
         return [frame], len(frame), name, getattr(response, "error_code", None)
+
+
+_PRODUCE_API: list[ModuleType] = []
+
+
+def _produce_api() -> ModuleType:
+    """apis/produce, imported at the first Produce request (not on the start-up path)."""
+    if not _PRODUCE_API:
+        from tidelog.broker.apis import produce
+
+        _PRODUCE_API.append(produce)
+    return _PRODUCE_API[0]
 
 
 def _editable(handler: Handler) -> Handler:

@@ -393,6 +393,12 @@ class QuotaManagers:
         self.request = ClientRequestQuotaManager(store, clock, samples, window_s)
         self.mutation = ControllerMutationQuotaManager(store, clock, samples, window_s)
 
+    @property
+    def produce_unrecorded(self) -> bool:
+        """A Produce request records nothing and is never throttled: no entity has a produce byte-rate or a
+        request quota (`throttle` would return 0 without recording; the connection skips it)."""
+        return not self.produce.quotas_enabled and not self.request.quotas_enabled
+
     def throttle(self, api_key: int, client_id: str | None, request_size: int, response: Any,
                  user: str = ANONYMOUS, request_nanos: int | None = None,
                  mutation: ControllerMutationQuota | None = None) -> int:

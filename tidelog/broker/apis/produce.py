@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.context import CloseConnection, RequestContext
 from tidelog.protocol.errors import ErrorCode, KafkaError
@@ -30,6 +30,9 @@ from tidelog.protocol.records import ZSTD
 from tidelog.security.authorizer import TOPIC, TRANSACTIONAL_ID, Op, authorize, authorized_names
 from tidelog.storage import TopicPartition
 from tidelog.storage.log import Log, LogAppendInfo
+
+if TYPE_CHECKING:
+    from tidelog.broker.state import BrokerState
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +104,12 @@ def _append(ctx: RequestContext, tp: TopicPartition, records: bytes | memoryview
     error = _verify_transaction(ctx, tp, records)
     if error != ErrorCode.NONE:
         return _result(error)
+    return _append_to(log_obj, records, pending)
+
+
+def _append_to(log_obj: Log, records: bytes | memoryview,
+               pending: list[tuple[Log, LogAppendInfo, PartitionProduceResponse]]) -> PartitionProduceResponse:
+    """Append one partition's batch; an append the flush policy must fsync first goes to `pending`."""
     try:
         appended = log_obj.append_as_leader(records, log_obj.leader_epoch, defer_flush=True)
     except KafkaError as e:
@@ -112,12 +121,13 @@ def _append(ctx: RequestContext, tp: TopicPartition, records: bytes | memoryview
     return result
 
 
-async def _flush(ctx: RequestContext, pending: list[tuple[Log, LogAppendInfo, PartitionProduceResponse]]) -> None:
+async def flush_pending(broker: BrokerState,
+                        pending: list[tuple[Log, LogAppendInfo, PartitionProduceResponse]]) -> None:
     """fsyncs the flush policy asks for run on workers, off the loop; each partition's result is final
     once its own fsync is done (a failed one answers KAFKA_STORAGE_ERROR)."""
     async def one(log_obj: Log, info: LogAppendInfo, result: PartitionProduceResponse) -> None:
         try:
-            await ctx.broker.log_manager.flush_appended(log_obj, info)
+            await broker.log_manager.flush_appended(log_obj, info)
         except (OSError, KafkaError) as e:
             log.error("flush of %s failed: %s", log_obj.topic_partition, e)
             result.error_code, result.base_offset, result.error_message = ErrorCode.KAFKA_STORAGE_ERROR, -1, str(e)
@@ -183,7 +193,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any | None:
             partitions.append(result)
         results.append((_response_key(ctx, topic, name), partitions))
     if pending:
-        await _flush(ctx, pending)
+        await flush_pending(ctx.broker, pending)
 
     if acks == 0:
         # No response to carry an error, so Kafka (KafkaApis.handleProduceRequest) closes the connection when
@@ -199,6 +209,56 @@ async def handle(ctx: RequestContext, request: Any) -> Any | None:
     # Encoded by hand when the connection writes it (protocol/produce_codec.py); the client quotas may set its
     # throttle_time_ms first.
     return ProduceResponseData(ctx.api_version, results)
+
+
+def handle_plain(broker: BrokerState, version: int, request: Any
+                 ) -> tuple[ProduceResponseData, list[tuple[Log, LogAppendInfo, PartitionProduceResponse]]] | None:
+    """The plain Produce request in one synchronous pass, without a RequestContext: what `handle` answers for
+    v3-12 with acks 1 or -1, no transactional id, and non-transactional batches to existing partitions of
+    non-internal topics whose min.insync.replicas is met (the connection calls it only with no authorizer, no
+    quota to record and no armed fault). Every partition is checked before any is appended: None means
+    nothing was appended and `handle` answers the request. The appends the flush policy must fsync are
+    returned for `flush_pending`."""
+    acks = request.acks
+    if (acks != 1 and acks != -1) or request.transactional_id is not None or version >= TOPIC_ID_MIN_VERSION:
+        return None
+    topics = broker.topics
+    planned: list[tuple[str, list[tuple[int, Log, bytes | memoryview]]]] = []
+    for topic in request.topic_data:
+        info = topics.get(topic.name)
+        if info is None or info.internal:
+            return None
+        appends: list[tuple[int, Log, bytes | memoryview]] = []
+        for p in topic.partition_data:
+            records = p.records
+            if (records is None or not 0 <= p.index < info.partitions
+                    or _precheck_records(records, version) != ErrorCode.NONE or _transactional(records)):
+                return None
+            log_obj = topics.log(TopicPartition(topic.name, p.index))
+            if log_obj is None or (acks == -1 and log_obj.config.min_insync_replicas > 1):
+                return None
+            appends.append((p.index, log_obj, records))
+        planned.append((topic.name, appends))
+    pending: list[tuple[Log, LogAppendInfo, PartitionProduceResponse]] = []
+    results: list[tuple[str | bytes, list[PartitionProduceResponse]]] = []
+    for name, appends in planned:
+        partitions = []
+        for index, log_obj, records in appends:
+            try:
+                result = _append_to(log_obj, records, pending)
+            except Exception as e:  # never let one partition take the broker down (as in `handle`)
+                log.exception("produce to %s failed", log_obj.topic_partition)
+                result = _result(ErrorCode.UNKNOWN_SERVER_ERROR, str(e))
+            result.index = index
+            partitions.append(result)
+        results.append((name, partitions))
+    return ProduceResponseData(version, results), pending
+
+
+def _transactional(records: bytes | memoryview) -> bool:
+    """A v2 batch with the transactional (or control) bit: `handle` verifies it against the transaction."""
+    return (len(records) >= HEADER_SIZE and records[MAGIC_OFFSET] == 2
+            and bool(records[ATTRIBUTES_OFFSET + 1] & (TRANSACTIONAL_FLAG | CONTROL_FLAG)))
 
 
 def _describe(key: str | bytes) -> str:
