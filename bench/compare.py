@@ -10,7 +10,11 @@ Both brokers run as subprocesses so their CPU time and memory can be read from /
   * tidelog: `python -m tidelog serve` on an ephemeral port with a fresh log dir;
   * mock: a Python process holding a librdkafka handle with `test.mock.num.brokers=1` (the mock cluster's
     broker threads live in it; it keeps only the tail of each partition in memory).
-Phases, each bounded by volume and by --seconds, each case run on tidelog then on the mock before the next:
+Phases, each bounded by volume and by --seconds. Each produce case runs twice on each broker in ABBA order
+(tidelog, mock, then mock, tidelog: into a fresh topic each time) and its figures are the two runs together,
+so neither broker always loads the machine right after the other (with tidelog always first, the first case
+after start-up read 0.68x on average against 0.78x with the mock first, over 4 runs each way; later cases moved
+both ways, by as much):
   produce 100 B / 1 KiB records x none/lz4 x acks=1/all x 64 KiB/1 MiB producer batches (batch.size, linger.ms 5),
   consume (the same data set re-read from the start), broker CPU-seconds per GB of produced payload
   (utime+stime of the broker process, with the stime share shown as "sys"), end-to-end p99 latency at
@@ -253,10 +257,30 @@ def startup_mock() -> float:
 
 @dataclass
 class Produced:
-    mb_s: float
-    cpu_per_gb: float
+    """One or more produce runs: delivered bytes, wall time, broker CPU (user, sys) and failed records."""
+
+    delivered: int
+    seconds: float
+    user: float
+    sys: float
     errors: int = 0
-    sys_per_gb: float = 0.0  # the kernel's share (socket copies, page-cache writes) of cpu_per_gb
+
+    def __add__(self, other: Produced) -> Produced:
+        return Produced(self.delivered + other.delivered, self.seconds + other.seconds, self.user + other.user,
+                        self.sys + other.sys, self.errors + other.errors)
+
+    @property
+    def mb_s(self) -> float:
+        return self.delivered / self.seconds / 1e6
+
+    @property
+    def cpu_per_gb(self) -> float:
+        return (self.user + self.sys) / max(self.delivered / 1e9, 1e-9)
+
+    @property
+    def sys_per_gb(self) -> float:
+        """The kernel's share (socket copies, page-cache writes) of cpu_per_gb."""
+        return self.sys / max(self.delivered / 1e9, 1e-9)
 
 
 def produce(broker: Broker, topic: str, size: int, codec: str, acks: str, batch: int, max_mb: float,
@@ -293,9 +317,7 @@ def produce(broker: Broker, topic: str, size: int, codec: str, acks: str, batch:
     elapsed = time.perf_counter() - t0
     user1, sys1 = broker.cpu_times()
     delivered = sent - left - errors[0]
-    gb = max(delivered * size / 1e9, 1e-9)
-    return Produced(delivered * size / elapsed / 1e6, (user1 - user0 + sys1 - sys0) / gb, errors[0] + left,
-                    (sys1 - sys0) / gb)
+    return Produced(delivered * size, elapsed, user1 - user0, sys1 - sys0, errors[0] + left)
 
 
 def consume(broker: Broker, topic: str, seconds: float) -> tuple[float, float]:
@@ -432,17 +454,19 @@ def main() -> None:
                 name = f"produce {size} B {codec} acks={acks} batch={batch // 1024}K"
                 if args.only and args.only not in name:
                     continue
-                topic = f"p{n}"
-                if size == 1024 and codec == "none":
-                    big_topic = big_topic or topic
                 results: dict[str, Produced] = {}
-                for b in brokers:
-                    b.create_topic(topic)
-                    results[b.name] = produce(b, topic, size, codec, acks, batch, 600 if size >= 1024 else 150,
-                                              args.seconds)
-                if topic != big_topic:
-                    for b in brokers:
-                        b.delete_topic(topic)
+                for round_, order in enumerate((brokers, brokers[::-1])):  # ABBA
+                    topic = f"p{n}" if round_ == 0 else f"p{n}-again"
+                    if size == 1024 and codec == "none":
+                        big_topic = big_topic or topic
+                    for b in order:
+                        b.create_topic(topic)
+                        run = produce(b, topic, size, codec, acks, batch, 600 if size >= 1024 else 150,
+                                      args.seconds)
+                        results[b.name] = results[b.name] + run if b.name in results else run
+                    if topic != big_topic:
+                        for b in brokers:
+                            b.delete_topic(topic)
                 t, m = results["tidelog"], results["mock"]
                 note = (f"CPU s/GB {t.cpu_per_gb:.2f} (sys {t.sys_per_gb:.2f}) vs {m.cpu_per_gb:.2f} "
                         f"(sys {m.sys_per_gb:.2f})")
