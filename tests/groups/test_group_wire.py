@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from tests.groups.conftest import create_topic
+from tidelog.config.definitions import LONG_MAX
 from tidelog.protocol.messages import request_class
 from tidelog.testing import KafkaWire
 
@@ -46,7 +47,8 @@ def test_find_coordinator_every_version(version: int, conn: Conn, group_broker: 
     assert group_broker.state.topics.get("__consumer_offsets").internal
 
 
-def _commit(conn: Conn, version: int, group: str, topic: str, offsets: dict[int, tuple[int, str]]) -> Any:
+def _commit(conn: Conn, version: int, group: str, topic: str, offsets: dict[int, tuple[int, str]],
+            retention_ms: int = -1) -> Any:
     C = request_class(8)
     T = C.OffsetCommitRequestTopic
     fields: dict[str, Any] = {
@@ -55,7 +57,7 @@ def _commit(conn: Conn, version: int, group: str, topic: str, offsets: dict[int,
             partition_index=p, committed_offset=o, committed_leader_epoch=0, committed_metadata=m)
             for p, (o, m) in offsets.items()])]}
     if version <= 4:
-        fields["retention_time_ms"] = -1
+        fields["retention_time_ms"] = retention_ms
     if version >= 7:
         fields["group_instance_id"] = None
     return conn.call(8, version, **fields)
@@ -87,6 +89,28 @@ def test_offset_commit_and_fetch_round_trip(version: int, conn: Conn, group_brok
                            **({"require_stable": False} if fetch_version >= 7 else {}))
     assert {(t.name, p.partition_index, p.committed_offset) for t in everything.topics for p in t.partitions} == \
         {(topic, 0, 11), (topic, 1, 22)}
+
+
+def test_offset_commit_retention_time_expires_as_kafka_computes_it(conn: Conn, group_broker: Any) -> None:
+    """OffsetCommit v2-4's retention_time_ms (Kafka's OffsetMetadataManager.expireTimestampMs): -1 keeps the
+    broker's offsets.retention.minutes; anything else expires at now + retention in Java's long arithmetic, so
+    a negative one, or Long.MAX_VALUE (the sum wraps), has already expired at the next retention check. None is
+    a handler failure: a fuzzed Long.MAX_VALUE once closed the connection with a traceback."""
+    topic, group = "wire-retention", "wire-retention-group"
+    create_topic(group_broker.bootstrap, topic, 4)
+    for partition, retention in enumerate((-1, 3_600_000, -5, LONG_MAX)):
+        resp = _commit(conn, 3, group, topic, {partition: (10 + partition, "")}, retention_ms=retention)
+        assert resp.topics[0].partitions[0].error_code == 0
+
+    def committed() -> dict[int, int]:
+        F = request_class(9)
+        got = conn.call(9, 3, group_id=group, topics=[F.OffsetFetchRequestTopic(name=topic,
+                                                                               partition_indexes=[0, 1, 2, 3])])
+        return {p.partition_index: p.committed_offset for t in got.topics for p in t.partitions}
+
+    assert committed() == {0: 10, 1: 11, 2: 12, 3: 13}  # the same connection: nothing closed it
+    assert group_broker.call(group_broker.state.groups.manager.cleanup_expired_offsets) == 2
+    assert committed() == {0: 10, 1: 11, 2: -1, 3: -1}
 
 
 def test_offset_fetch_v8_multi_group(conn: Conn, group_broker: Any) -> None:

@@ -8,6 +8,7 @@ from typing import Any
 
 from tidelog.broker.apis._shared import coordinator
 from tidelog.broker.context import RequestContext
+from tidelog.config.definitions import LONG_MAX
 from tidelog.coordinator.group import OffsetAndMetadata
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
@@ -31,12 +32,23 @@ def _name_for_id(ctx: RequestContext, topic_id: Any) -> str | None:
     return None if info is None else info.name
 
 
+def _expire_timestamp(now: int, retention: int | None) -> int:
+    """When an offset committed with OffsetCommit v2-4's retention_time_ms expires (Kafka's
+    OffsetMetadataManager.expireTimestampMs): -1 asks for the broker's offsets.retention.minutes (no explicit
+    expiry, -1 here too); any other value expires it at now + retention in Java's 64-bit arithmetic, so a
+    negative retention, or one that wraps past Long.MAX_VALUE, is an expiry already passed: 0 here, which the
+    next retention check removes as Kafka's does."""
+    if retention is None or retention == -1:
+        return -1
+    expire = now + retention
+    return expire if 0 <= expire <= LONG_MAX else 0  # past Long.MAX_VALUE Java's sum wraps to a negative time
+
+
 async def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
     cls = response_class(API_KEY)[version]
     now = ctx.broker.clock.milliseconds()
-    retention = request.retention_time_ms if 2 <= version <= 4 else -1
-    expire = now + retention if retention is not None and retention >= 0 else -1
+    expire = _expire_timestamp(now, request.retention_time_ms if 2 <= version <= 4 else -1)
     order: list[tuple[str, list[int]]] = []
     errors: dict[TopicPartition, int] = {}
     offsets: dict[TopicPartition, OffsetAndMetadata] = {}
