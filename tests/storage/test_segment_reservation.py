@@ -204,3 +204,26 @@ def test_without_fallocate_segments_are_written_as_before(tmp_path: Path, clock:
     assert reserved_past_end(path) < 64 * 1024
     assert batch_offsets(path.read_bytes())[-1][1] == records - 1
     m.shutdown()
+
+
+def test_a_log_dir_without_fallocate_leaves_the_others_reserving(tmp_path: Path, clock: ManualClock) -> None:
+    """ramfs has no fallocate (EOPNOTSUPP): its segments are written without reservations, and a segment on
+    this test's own file system still reserves afterwards (the refusal is the file system's, not the process's)."""
+    import subprocess
+
+    ramfs = tmp_path / "ramfs"
+    ramfs.mkdir()
+    done = subprocess.run(["mount", "-t", "ramfs", "ramfs", str(ramfs)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a ramfs here: {done.stderr.decode().strip()}")
+    try:
+        on_ramfs = open_log(ramfs, clock, CONFIG)
+        records = fill(on_ramfs, 3 << 20)
+        assert batch_offsets(on_ramfs.active_segment.log_path.read_bytes())[-1][1] == records - 1
+        on_ramfs.close()
+        here = open_log(tmp_path, clock, CONFIG)
+        fill(here, 3 << 20)
+        assert reserved_past_end(here.active_segment.log_path) >= RESERVED
+        here.close()
+    finally:
+        subprocess.run(["umount", str(ramfs)], check=False)

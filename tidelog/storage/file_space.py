@@ -25,7 +25,7 @@ SLACK_BYTES = 1 << 20  # blocks_past_end: block rounding and extent-tree blocks 
 
 _fallocate: Callable[[int, int, int, int], int] | None = None
 _ctypes: ModuleType | None = None  # imported at first use: 2.6 ms that start-up does not need
-_available = True  # False once this platform or file system has refused (no point asking per segment)
+_available = True  # False once this platform has no such call (ctypes, libc or the kernel: ENOSYS)
 
 
 def _load() -> Callable[[int, int, int, int], int] | None:
@@ -53,16 +53,19 @@ def warm_up() -> None:
 
 def reserve(fd: int, offset: int, length: int) -> bool:
     """Allocate the disk blocks of [offset, offset + length) of `fd`, keeping its size. False when not done:
-    unsupported here (then never asked again), or refused for this call (ENOSPC: the write itself will tell)."""
-    global _available
+    no such call on this platform (then never asked again), a file system without it (EOPNOTSUPP: the segment
+    stops asking, other log dirs' file systems still reserve), or refused for this call (ENOSPC: the write
+    itself will tell)."""
+    global _available, _fallocate
     fn = _load()
     if fn is None:
         return False
     if fn(fd, FALLOC_FL_KEEP_SIZE, offset, length) == 0:
         return True
     assert _ctypes is not None
-    if _ctypes.get_errno() in (errno.EOPNOTSUPP, errno.ENOSYS):
+    if _ctypes.get_errno() == errno.ENOSYS:
         _available = False
+        _fallocate = None
     return False
 
 
