@@ -70,14 +70,17 @@ def test_injected_error_is_retried(tidelog_broker):
 
 
 def test_factory_and_restart(tidelog_broker_factory, tmp_path):
+    # confluent-kafka across the restart: kafka-python 3.0 leaves the socket of a refused connect unclosed
+    # (KafkaNetSocket.sock_connect), which -W error turns into a failure whenever it retries while the port is shut.
     b = tidelog_broker_factory(log_dir=tmp_path / "kept")
     PORTS.append(b.port)
     b.create_topic("r", 1)
-    p = KafkaProducer(bootstrap_servers=b.bootstrap, retry_backoff_ms=50)
-    p.send("r", b"1").get(30)
+    p = Producer({"bootstrap.servers": b.bootstrap, "reconnect.backoff.ms": 50})
+    p.produce("r", b"1")
+    assert p.flush(30) == 0
     b.restart()
-    p.send("r", b"2").get(30)
-    p.close()
+    p.produce("r", b"2")
+    assert p.flush(30) == 0
     assert [r.value for r in b.records("r")] == [b"1", b"2"]
 
 
