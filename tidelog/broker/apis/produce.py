@@ -33,6 +33,7 @@ from tidelog.storage.log import Log, LogAppendInfo
 
 if TYPE_CHECKING:
     from tidelog.broker.state import BrokerState
+    from tidelog.broker.topics import TopicManager
 
 log = logging.getLogger(__name__)
 
@@ -67,10 +68,7 @@ def _precheck_records(records: bytes | memoryview | None, version: int) -> Error
 def _verify_transaction(ctx: RequestContext, tp: TopicPartition, records: bytes | memoryview) -> ErrorCode:
     """KIP-890 part 1: a transactional batch only goes to a partition added to its ongoing transaction.
     (A client's control batch is left to LogValidator, which refuses it with INVALID_RECORD.)"""
-    if len(records) < HEADER_SIZE or records[MAGIC_OFFSET] != 2:
-        return ErrorCode.NONE
-    attributes = records[ATTRIBUTES_OFFSET + 1]
-    if not attributes & TRANSACTIONAL_FLAG or attributes & CONTROL_FLAG:
+    if not _transactional(records) or records[ATTRIBUTES_OFFSET + 1] & CONTROL_FLAG:
         return ErrorCode.NONE
     services = ctx.broker.services.get_or_none()
     if services is None:
@@ -82,15 +80,16 @@ def _verify_transaction(ctx: RequestContext, tp: TopicPartition, records: bytes 
     return coordinator.verify_transactional_produce(tp, header.producer_id, header.producer_epoch)
 
 
-def _append(ctx: RequestContext, tp: TopicPartition, records: bytes | memoryview | None, acks: int,
-            pending: list[tuple[Log, LogAppendInfo, PartitionProduceResponse]]) -> PartitionProduceResponse:
-    topics = ctx.broker.topics
+def _writable_log(topics: TopicManager, tp: TopicPartition, records: bytes | memoryview | None, version: int, acks: int,
+                  client_id: str | None) -> Log | PartitionProduceResponse:
+    """The partition's log when Kafka's checks before the log (all but the transaction's) let its batch through,
+    else the partition's failed answer."""
     info = topics.get(tp.topic)
     if info is None or not 0 <= tp.partition < info.partitions:
         return _result(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    if info.internal and ctx.client_id != ADMIN_CLIENT_ID:
+    if info.internal and client_id != ADMIN_CLIENT_ID:
         return _result(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {tp.topic}")
-    error = _precheck_records(records, ctx.api_version)
+    error = _precheck_records(records, version)
     if error != ErrorCode.NONE:
         return _result(error)
     log_obj = topics.log(tp)
@@ -100,6 +99,14 @@ def _append(ctx: RequestContext, tp: TopicPartition, records: bytes | memoryview
         # One replica is the whole ISR (Kafka's Partition.appendRecordsToLeader).
         return _result(ErrorCode.NOT_ENOUGH_REPLICAS,
                        f"ISR size 1 is below min.insync.replicas {log_obj.config.min_insync_replicas}")
+    return log_obj
+
+
+def _append(ctx: RequestContext, tp: TopicPartition, records: bytes | memoryview | None, acks: int,
+            pending: list[tuple[Log, LogAppendInfo, PartitionProduceResponse]]) -> PartitionProduceResponse:
+    log_obj = _writable_log(ctx.broker.topics, tp, records, ctx.api_version, acks, ctx.client_id)
+    if not isinstance(log_obj, Log):
+        return log_obj
     assert records is not None
     error = _verify_transaction(ctx, tp, records)
     if error != ErrorCode.NONE:
@@ -225,17 +232,12 @@ def handle_plain(broker: BrokerState, version: int, request: Any
     topics = broker.topics
     planned: list[tuple[str, list[tuple[int, Log, bytes | memoryview]]]] = []
     for topic in request.topic_data:
-        info = topics.get(topic.name)
-        if info is None or info.internal:
-            return None
         appends: list[tuple[int, Log, bytes | memoryview]] = []
         for p in topic.partition_data:
             records = p.records
-            if (records is None or not 0 <= p.index < info.partitions
-                    or _precheck_records(records, version) != ErrorCode.NONE or _transactional(records)):
-                return None
-            log_obj = topics.log(TopicPartition(topic.name, p.index))
-            if log_obj is None or (acks == -1 and log_obj.config.min_insync_replicas > 1):
+            # No client id: an internal topic fails here too, and `handle` answers it with the real one.
+            log_obj = _writable_log(topics, TopicPartition(topic.name, p.index), records, version, acks, None)
+            if not isinstance(log_obj, Log) or _transactional(records):
                 return None
             appends.append((p.index, log_obj, records))
         planned.append((topic.name, appends))
