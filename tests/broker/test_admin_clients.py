@@ -232,3 +232,36 @@ def test_topic_ids_and_configs_survive_restart(tmp_path: Path) -> None:
             assert log_config.compact
         finally:
             admin.close()
+
+
+def test_kafka_python_list_config_resources(broker: BrokerHandle, kp_admin) -> None:
+    """ListConfigResources v1 (KIP-1142) as KafkaApis.handleListConfigResources answers it: no types means every
+    type (client-metrics subscriptions, this broker as BROKER and BROKER_LOGGER, every topic, internal ones
+    too); a type list filters; v0 (ListClientMetricsResources) lists client metrics only; a type the version
+    does not know is UNSUPPORTED_VERSION."""
+    from kafka.admin import AlterConfigOp, ConfigResource, ConfigResourceType
+    from kafka.errors import UnsupportedVersionError
+
+    from tidelog.protocol.messages import request_class
+    from tidelog.testing import KafkaWire
+
+    kp_admin.create_topics({"lcr-topic": {"num_partitions": 1, "replication_factor": 1}})
+    kp_admin.alter_configs([ConfigResource(
+        ConfigResourceType.CLIENT_METRICS, "lcr-metrics",
+        {"metrics": (AlterConfigOp.SET, "org.apache.kafka.producer.")})])
+    node = str(broker.call(lambda: broker.state.node_id))
+    topics = broker.call(lambda: broker.state.topics.names())
+    assert "lcr-topic" in topics
+
+    everything = kp_admin.list_config_resources()
+    assert everything == {"client_metrics": ["lcr-metrics"], "broker_logger": [node], "broker": [node],
+                          "topic": topics}
+    assert kp_admin.list_config_resources(["TOPIC", "BROKER"]) == {"broker": [node], "topic": topics}
+    assert kp_admin.list_config_resources(["GROUP"]) == {}
+    with pytest.raises(UnsupportedVersionError):
+        kp_admin.list_config_resources([ConfigResourceType.UNKNOWN])
+
+    with KafkaWire(broker.bootstrap) as wire:
+        v0 = wire.request(74, 0, request_class(74)[0]())
+    assert (v0.error_code, [(r.resource_name, r.resource_type) for r in v0.config_resources]) == (
+        0, [("lcr-metrics", int(ConfigResourceType.CLIENT_METRICS))])

@@ -108,9 +108,22 @@ def test_subscription_config_validation_and_describe() -> None:
         describe = call(wire, 32, 4, req[4](resources=[req.DescribeConfigsResource(
             resource_type=CLIENT_METRICS, resource_name="s1", configuration_keys=None)],
             include_synonyms=False, include_documentation=False))
-        configs = {c.name: (c.value, c.config_source) for c in describe.results[0].configs}
-        assert configs == {"interval.ms": ("1000", 7),
-                           "metrics": ("org.apache.kafka.producer.,org.apache.kafka.consumer.", 7)}
+        # Kafka 4.1+ (KAFKA-17516): every config, set ones CLIENT_METRICS_CONFIG (7), the rest DEFAULT_CONFIG (5)
+        configs = {c.name: (c.value, c.config_source, c.config_type) for c in describe.results[0].configs}
+        assert configs == {"interval.ms": ("1000", 7, 3),
+                           "metrics": ("org.apache.kafka.producer.,org.apache.kafka.consumer.", 7, 7),
+                           "match": ("", 5, 7)}
+        unknown = call(wire, 32, 4, req[4](resources=[req.DescribeConfigsResource(
+            resource_type=CLIENT_METRICS, resource_name="nobody", configuration_keys=["interval.ms", "match"])],
+            include_synonyms=True, include_documentation=True)).results[0]
+        assert unknown.error_code == 0
+        assert [(c.name, c.value, c.config_source, c.synonyms) for c in unknown.configs] == [
+            ("interval.ms", "300000", 5, []), ("match", "", 5, [])]
+        assert unknown.configs[0].documentation == "Metrics push interval in milliseconds"
+        synonyms = call(wire, 32, 4, req[4](resources=[req.DescribeConfigsResource(
+            resource_type=CLIENT_METRICS, resource_name="s1", configuration_keys=["interval.ms"])],
+            include_synonyms=True, include_documentation=False)).results[0].configs[0].synonyms
+        assert [(s.name, s.value, s.source) for s in synonyms] == [("interval.ms", "1000", 7)]
         listed = call(wire, 74, 1, request_class(74)[1](resource_types=[CLIENT_METRICS]))
         assert [(r.resource_name, r.resource_type) for r in listed.config_resources] == [("s1", CLIENT_METRICS)]
         v0 = call(wire, 74, 0, request_class(74)[0]())
@@ -161,7 +174,7 @@ def test_subscription_survives_restart(tmp_path: Any) -> None:
     with run_broker(str(tmp_path)) as broker, KafkaWire(broker.bootstrap) as wire:
         assert alter(wire, "keep", {"metrics": "org.apache.kafka.", "match": "client_id=app-.*"}).error_code == 0
     with run_broker(str(tmp_path)) as broker, KafkaWire(broker.bootstrap, client_id="app-7") as wire:
-        listed = call(wire, 74, 1, request_class(74)[1](resource_types=[]))
+        listed = call(wire, 74, 1, request_class(74)[1](resource_types=[CLIENT_METRICS]))
         assert [r.resource_name for r in listed.config_resources] == ["keep"]
         assert get_subs(wire, None).requested_metrics == ["org.apache.kafka."]
     with run_broker(str(tmp_path)) as broker, KafkaWire(broker.bootstrap, client_id="other") as wire:

@@ -44,7 +44,7 @@ _MAX_SERIES_PER_CLIENT = 5000  # a client pushing more distinct series is cut of
 _MAX_INSTANCES = 16384  # Kafka's ClientMetricsManager.CACHE_MAX_SIZE: least recently seen instances go first
 
 
-def _split_list(value: str) -> list[str]:
+def split_list(value: str) -> list[str]:
     return [v.strip() for v in value.split(",") if v.strip()]
 
 
@@ -71,7 +71,7 @@ def validate_configs(name: str, configs: dict[str, str]) -> None:
 
 def parse_match(value: str) -> dict[str, re.Pattern[str]]:
     patterns: dict[str, re.Pattern[str]] = {}
-    for entry in _split_list(value):
+    for entry in split_list(value):
         key, sep, regex = entry.partition("=")
         key = key.strip()
         if not sep or not regex.strip():
@@ -113,7 +113,7 @@ class Subscription:
 
     @classmethod
     def from_configs(cls, name: str, configs: dict[str, str]) -> Subscription:
-        return cls(name, tuple(_split_list(configs.get(METRICS_CONFIG, ""))),
+        return cls(name, tuple(split_list(configs.get(METRICS_CONFIG, ""))),
                    int(configs.get(INTERVAL_MS_CONFIG, DEFAULT_INTERVAL_MS)), parse_match(configs.get(MATCH_CONFIG, "")))
 
     def matches(self, selectors: dict[str, str]) -> bool:

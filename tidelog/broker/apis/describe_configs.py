@@ -1,4 +1,4 @@
-"""DescribeConfigs (key 32), v1-4: TOPIC, BROKER and BROKER_LOGGER resources (Kafka's ConfigHelper)."""
+"""DescribeConfigs (key 32), v1-4: TOPIC, BROKER, BROKER_LOGGER and CLIENT_METRICS resources (Kafka's ConfigHelper)."""
 
 from __future__ import annotations
 
@@ -14,25 +14,29 @@ from tidelog.broker.apis._shared import (
     check_broker_name,
     topic_info,
 )
-from tidelog.broker.client_metrics import CLIENT_METRICS, INTERVAL_MS_CONFIG, MATCH_CONFIG, METRICS_CONFIG
+from tidelog.broker.client_metrics import (
+    CLIENT_METRICS,
+    DEFAULT_INTERVAL_MS,
+    INTERVAL_MS_CONFIG,
+    MATCH_CONFIG,
+    METRICS_CONFIG,
+    split_list,
+)
 from tidelog.broker.context import RequestContext
 from tidelog.config import topic_config
-from tidelog.config.config_entries import ConfigEntry
+from tidelog.config.config_entries import ConfigEntry, ConfigSynonym
 from tidelog.config.definitions import ConfigSource, ConfigType
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
 from tidelog.security.authorizer import check_config_resource
 
 API_KEY = 32
-NOTES = """TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS (the subscription's stored configs, source
-CLIENT_METRICS_CONFIG; none for an unknown name); synonyms and sources as Kafka's ConfigHelper"""
+NOTES = """TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS (all three configs of any subscription name, as Kafka
+4.1+: stored ones with source CLIENT_METRICS_CONFIG, the rest DEFAULT_CONFIG); synonyms and sources as Kafka's
+ConfigHelper. GROUP resources are INVALID_REQUEST (no group configs)"""
 
 
 _LEVEL_NAMES = {v: k for k, v in LOG_LEVELS.items()}
-
-
-
-
 
 
 def _logger_entries(names: list[str] | None) -> list[ConfigEntry]:
@@ -52,13 +56,34 @@ def _logger_entries(names: list[str] | None) -> list[ConfigEntry]:
     return entries
 
 
-def _client_metrics_entries(ctx: RequestContext, name: str, keys: list[str] | None) -> list[ConfigEntry]:
-    """ConfigHelper: the subscription's stored configs (none for an unknown name), source CLIENT_METRICS_CONFIG."""
+# ClientMetricsConfigs' ConfigDef: type, default as DescribeConfigs shows it, documentation.
+_CLIENT_METRICS_DEFS = {
+    METRICS_CONFIG: (ConfigType.LIST, "", "Telemetry metric name prefix list"),
+    INTERVAL_MS_CONFIG: (ConfigType.INT, str(DEFAULT_INTERVAL_MS), "Metrics push interval in milliseconds"),
+    MATCH_CONFIG: (ConfigType.LIST, "", "Client match criteria"),
+}
+
+
+def _client_metrics_entries(ctx: RequestContext, name: str, keys: list[str] | None, include_synonyms: bool,
+                            include_doc: bool) -> list[ConfigEntry]:
+    """ConfigHelper since Kafka 4.1 (KAFKA-17516): every client-metrics config of the subscription, known or not;
+    a stored one has source CLIENT_METRICS_CONFIG (and itself as synonym), the rest their DEFAULT_CONFIG value."""
     if not name:
         raise KafkaError(ErrorCode.INVALID_REQUEST, "Client metrics subscription name must not be empty")
-    types = {METRICS_CONFIG: ConfigType.LIST, MATCH_CONFIG: ConfigType.LIST, INTERVAL_MS_CONFIG: ConfigType.INT}
-    return [ConfigEntry(key, value, ConfigSource.CLIENT_METRICS_CONFIG, type=types.get(key, ConfigType.UNKNOWN))
-            for key, value in sorted(ctx.broker.client_metrics.configs(name).items()) if not keys or key in keys]
+    stored = ctx.broker.client_metrics.configs(name)
+    entries = []
+    for key, (kind, default, doc) in _CLIENT_METRICS_DEFS.items():
+        if keys and key not in keys:
+            continue
+        if key in stored:  # as ConfigDef.convertToString gives the parsed value back
+            raw = stored[key]
+            value = ",".join(split_list(raw)) if kind == ConfigType.LIST else str(int(raw))
+            source = ConfigSource.CLIENT_METRICS_CONFIG
+            synonyms = (ConfigSynonym(key, value, source),) if include_synonyms else ()
+        else:
+            value, source, synonyms = default, ConfigSource.DEFAULT_CONFIG, ()
+        entries.append(ConfigEntry(key, value, source, synonyms, type=kind, documentation=doc if include_doc else None))
+    return entries
 
 
 def _entries(ctx: RequestContext, resource: Any, include_synonyms: bool, include_doc: bool) -> list[ConfigEntry]:
@@ -73,7 +98,7 @@ def _entries(ctx: RequestContext, resource: Any, include_synonyms: bool, include
         check_broker_name(ctx, resource.resource_name, allow_default=False)
         return _logger_entries(keys)
     if resource.resource_type == CLIENT_METRICS:
-        return _client_metrics_entries(ctx, resource.resource_name or "", keys)
+        return _client_metrics_entries(ctx, resource.resource_name or "", keys, include_synonyms, include_doc)
     raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type: {resource.resource_type}")
 
 

@@ -1,6 +1,5 @@
 """ListConfigResources (key 74), v0-1: v0 was ListClientMetricsResources (KIP-714, client-metrics
-subscriptions only); v1 (KIP-1142) filters by resource types. This broker lists CLIENT_METRICS resources;
-other types it keeps no named config resources for are answered empty."""
+subscriptions only); v1 (KIP-1142) lists every config resource the cluster knows, filtered by type."""
 
 from __future__ import annotations
 
@@ -13,25 +12,42 @@ from tidelog.protocol.messages import response_class
 from tidelog.security.authorizer import Op, authorize_cluster
 
 API_KEY = 74
-NOTES = """v0 was ListClientMetricsResources (KIP-714); v1 resource-type filter (KIP-1142). Lists the
-CLIENT_METRICS subscriptions; other types (topics, groups, brokers) are not listed yet. Needs DESCRIBE_CONFIGS
-on the cluster"""
+NOTES = """v0 was ListClientMetricsResources (KIP-714): CLIENT_METRICS subscriptions. v1 (KIP-1142): an empty
+type list means every type; lists the CLIENT_METRICS subscriptions, this broker (BROKER_LOGGER and BROKER, by
+node id) and every topic, internal ones included; GROUP is always empty (this broker keeps no group config
+resources). Needs DESCRIBE_CONFIGS on the cluster"""
 _TOPIC, _BROKER, _BROKER_LOGGER, _GROUP = 2, 4, 8, 32
+# ListConfigResourcesRequest.supportedResourceTypes: a new type takes a new version.
+_SUPPORTED = {0: frozenset({CLIENT_METRICS}), 1: frozenset({_TOPIC, _BROKER, _BROKER_LOGGER, CLIENT_METRICS, _GROUP})}
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     response_cls = response_class(API_KEY)
     version = ctx.api_version
+
+    def answer(error: ErrorCode, resources: list[tuple[str, int]]) -> Any:
+        return response_cls[version](
+            throttle_time_ms=0, error_code=int(error),
+            config_resources=[response_cls.ConfigResource(resource_name=name, resource_type=kind)
+                              for name, kind in resources])
+
     if not authorize_cluster(ctx, Op.DESCRIBE_CONFIGS):  # KafkaApis: DESCRIBE_CONFIGS on the cluster
-        return response_cls[version](throttle_time_ms=0, error_code=int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
-                                     config_resources=[])
-    types = set(request.resource_types or []) if version >= 1 else {CLIENT_METRICS}
-    known = {CLIENT_METRICS, _TOPIC, _BROKER, _BROKER_LOGGER, _GROUP}
-    if types - known:
-        return response_cls[version](throttle_time_ms=0, error_code=int(ErrorCode.UNSUPPORTED_VERSION),
-                                     config_resources=[])
-    resources = []
-    if not types or CLIENT_METRICS in types:
-        resources = [response_cls.ConfigResource(resource_name=name, resource_type=CLIENT_METRICS)
-                     for name in ctx.broker.client_metrics.names()]
-    return response_cls[version](throttle_time_ms=0, error_code=0, config_resources=resources)
+        return answer(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, [])
+    supported = _SUPPORTED[version]
+    asked = frozenset(request.resource_types or []) if version >= 1 else frozenset()
+    if asked - supported:
+        return answer(ErrorCode.UNSUPPORTED_VERSION, [])
+    types = asked or supported
+    # Kafka's order (KafkaApis.handleListConfigResources): groups, client metrics, broker loggers, brokers, topics.
+    broker = ctx.broker
+    node = str(broker.node_id)
+    resources: list[tuple[str, int]] = []
+    if CLIENT_METRICS in types:
+        resources += [(name, CLIENT_METRICS) for name in broker.client_metrics.names()]
+    if _BROKER_LOGGER in types:
+        resources.append((node, _BROKER_LOGGER))
+    if _BROKER in types:
+        resources.append((node, _BROKER))
+    if _TOPIC in types:
+        resources += [(name, _TOPIC) for name in broker.topics.names()]
+    return answer(ErrorCode.NONE, resources)
