@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # imported by build_services(), after the broker is ready
     from tidelog.broker.fetch_session import FetchSessionCache
     from tidelog.cleaner.log_cleaner import LogCleaner
     from tidelog.coordinator.group import GroupCoordinator
+    from tidelog.coordinator.group.group_config import GroupConfigManager
     from tidelog.coordinator.transaction import TransactionCoordinator
 
 log = logging.getLogger(__name__)
@@ -90,6 +91,7 @@ class BrokerState:
     # start_services(), whichever comes first: their imports (~5 ms) stay off the path to the first Metadata.
     _fetch_sessions: FetchSessionCache | None = field(default=None, init=False)
     _client_metrics: ClientMetricsManager | None = field(default=None, init=False)
+    _group_configs: GroupConfigManager | None = field(default=None, init=False)
 
     @property
     def node_id(self) -> int:
@@ -126,6 +128,15 @@ class BrokerState:
 
             self._client_metrics = create_client_metrics_manager(self.config, self.clock, self.metrics)
         return self._client_metrics
+
+    @property
+    def group_configs(self) -> GroupConfigManager:
+        """Each group's own configs (KIP-848 GroupConfig), kept whether or not the group exists."""
+        if self._group_configs is None:
+            from tidelog.coordinator.group.group_config import create_group_config_manager
+
+            self._group_configs = create_group_config_manager(self.config)
+        return self._group_configs
 
     @property
     def groups(self) -> GroupCoordinator:
@@ -168,7 +179,7 @@ class BrokerState:
         from tidelog.coordinator.transaction import create_transaction_coordinator
 
         # the coordinator persists to __consumer_offsets through the TopicManager
-        groups = create_group_coordinator(self.config, self.clock, self.topics)
+        groups = create_group_coordinator(self.config, self.clock, self.topics, lambda: self.group_configs)
         txn = create_transaction_coordinator(self, lambda: groups)
         cleaner = create_log_cleaner(self.config, self.clock, self.log_manager, self.topics, self.metrics)
         return BrokerServices(groups, txn, cleaner)

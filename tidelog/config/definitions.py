@@ -52,6 +52,7 @@ class ConfigSource(IntEnum):
     DEFAULT_CONFIG = 5
     DYNAMIC_BROKER_LOGGER_CONFIG = 6
     CLIENT_METRICS_CONFIG = 7
+    GROUP_CONFIG = 8
 
 
 Validator = Callable[[str, Any], None]

@@ -87,6 +87,7 @@ MAX_PARTITIONS_PER_BATCH = 10_000
 TOPIC = 2
 BROKER = 4
 BROKER_LOGGER = 8
+GROUP_CONFIGS = 32  # ConfigResource.Type.GROUP (GROUP above is the ACL resource type)
 
 # Python logging levels under Kafka's (log4j) names, for BROKER_LOGGER resources.
 LOG_LEVELS = {"TRACE": 5, "DEBUG": logging.DEBUG, "INFO": logging.INFO, "WARN": logging.WARNING,

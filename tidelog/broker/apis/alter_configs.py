@@ -10,26 +10,21 @@ from typing import Any
 from tidelog.broker.apis._shared import (
     BROKER,
     BROKER_LOGGER,
+    GROUP_CONFIGS,
     TOPIC,
     alter_resources,
     apply_broker_configs,
     apply_topic_overrides,
     check_broker_name,
 )
+from tidelog.broker.client_metrics import CLIENT_METRICS
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
 
 API_KEY = 33
-NOTES = """replaces the whole override set of the resource, as Kafka"""
-
-
-
-
-
-
-
-
+NOTES = """replaces the whole override set of the resource, as Kafka: TOPIC, BROKER, CLIENT_METRICS and GROUP
+(BROKER_LOGGER only through IncrementalAlterConfigs)"""
 
 
 def _null_check(config: Any) -> str:
@@ -45,6 +40,10 @@ def _alter_one(ctx: RequestContext, resource: Any, validate_only: bool) -> None:
     elif resource.resource_type == BROKER:
         per_broker = check_broker_name(ctx, resource.resource_name)
         apply_broker_configs(ctx, per_broker, values, validate_only)
+    elif resource.resource_type == CLIENT_METRICS:
+        ctx.broker.client_metrics.set_configs(resource.resource_name or "", values, validate_only)
+    elif resource.resource_type == GROUP_CONFIGS:
+        ctx.broker.group_configs.set_overrides(resource.resource_name or "", values, validate_only)
     elif resource.resource_type == BROKER_LOGGER:
         raise KafkaError(
             ErrorCode.INVALID_REQUEST, "AlterConfigs is deprecated and does not support the resource type BROKER_LOGGER"

@@ -1,4 +1,5 @@
-"""DescribeConfigs (key 32), v1-4: TOPIC, BROKER, BROKER_LOGGER and CLIENT_METRICS resources (Kafka's ConfigHelper)."""
+"""DescribeConfigs (key 32), v1-4: TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS and GROUP resources (Kafka's
+ConfigHelper)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 from tidelog.broker.apis._shared import (
     BROKER,
     BROKER_LOGGER,
+    GROUP_CONFIGS,
     LOG_LEVELS,
     ROOT_LOGGER,
     TOPIC,
@@ -33,7 +35,7 @@ from tidelog.security.authorizer import check_config_resource
 API_KEY = 32
 NOTES = """TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS (all three configs of any subscription name, as Kafka
 4.1+: stored ones with source CLIENT_METRICS_CONFIG, the rest DEFAULT_CONFIG); synonyms and sources as Kafka's
-ConfigHelper. GROUP resources are INVALID_REQUEST (no group configs)"""
+ConfigHelper. GROUP (KIP-848 group configs: all eleven of any group name, its own with source GROUP_CONFIG)"""
 
 
 _LEVEL_NAMES = {v: k for k, v in LOG_LEVELS.items()}
@@ -86,6 +88,29 @@ def _client_metrics_entries(ctx: RequestContext, name: str, keys: list[str] | No
     return entries
 
 
+def _group_entries(ctx: RequestContext, name: str, keys: list[str] | None, include_synonyms: bool,
+                   include_doc: bool) -> list[ConfigEntry]:
+    """ConfigHelper.createGroupConfigEntry: every group config, whether or not the group exists; the group's own
+    with source GROUP_CONFIG, the rest DEFAULT_CONFIG (the consumer ones following the broker's); each entry is
+    its own one synonym."""
+    from tidelog.coordinator.group.group_config import GROUP_CONFIG_DEFS
+
+    if not name:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, "Group name must not be empty")
+    manager = ctx.broker.group_configs
+    own, values = manager.overrides(name), manager.values(name)
+    entries = []
+    for key, definition in GROUP_CONFIG_DEFS.items():
+        if keys and key not in keys:
+            continue
+        value = str(values[key])
+        source = ConfigSource.GROUP_CONFIG if key in own else ConfigSource.DEFAULT_CONFIG
+        synonyms = (ConfigSynonym(key, value, source),) if include_synonyms else ()
+        entries.append(ConfigEntry(key, value, source, synonyms, type=definition.type,
+                                   documentation=definition.doc if include_doc else None))
+    return entries
+
+
 def _entries(ctx: RequestContext, resource: Any, include_synonyms: bool, include_doc: bool) -> list[ConfigEntry]:
     keys = list(resource.configuration_keys) if resource.configuration_keys else None
     if resource.resource_type == TOPIC:
@@ -99,6 +124,8 @@ def _entries(ctx: RequestContext, resource: Any, include_synonyms: bool, include
         return _logger_entries(keys)
     if resource.resource_type == CLIENT_METRICS:
         return _client_metrics_entries(ctx, resource.resource_name or "", keys, include_synonyms, include_doc)
+    if resource.resource_type == GROUP_CONFIGS:
+        return _group_entries(ctx, resource.resource_name or "", keys, include_synonyms, include_doc)
     raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type: {resource.resource_type}")
 
 

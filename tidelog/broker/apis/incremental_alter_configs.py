@@ -9,6 +9,7 @@ from typing import Any
 from tidelog.broker.apis._shared import (
     BROKER,
     BROKER_LOGGER,
+    GROUP_CONFIGS,
     LOG_LEVELS,
     ROOT_LOGGER,
     TOPIC,
@@ -31,7 +32,9 @@ NOTES = """SET, DELETE, APPEND, SUBTRACT (KIP-339); CLIENT_METRICS subscriptions
 100–3600000, `match` (`KEY=regex` entries, KEY one of client_instance_id, client_id, client_software_name,
 client_software_version, client_source_address, client_source_port); unknown name INVALID_REQUEST, bad value
 INVALID_CONFIG), kept in `<first log dir>/tidelog-client-metrics.json`; deleting every config removes the
-subscription"""
+subscription. GROUP configs (KIP-848 GroupConfig: names, types and the group.consumer.min/max bounds checked as
+Kafka does), kept in `<first log dir>/tidelog-group-configs.json`; consumer.session.timeout.ms and
+consumer.heartbeat.interval.ms act on that consumer group, the share.* / streams.* ones are only kept"""
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 _OP_NAMES = {SET: "SET", DELETE: "DELETE", APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
@@ -155,9 +158,25 @@ def _alter_client_metrics(ctx: RequestContext, resource: Any, validate_only: boo
     manager.set_configs(name, new, validate_only)
 
 
+def _alter_group(ctx: RequestContext, resource: Any, validate_only: bool) -> None:
+    # GroupConfig has no list configs: APPEND/SUBTRACT are INVALID_CONFIG, as the controller answers for topics
+    from tidelog.coordinator.group.group_config import GROUP_CONFIG_DEFS
+
+    def type_of(config_name: str) -> ConfigType | None:
+        definition = GROUP_CONFIG_DEFS.get(config_name)
+        return definition.type if definition else None
+
+    manager = ctx.broker.group_configs
+    name = resource.resource_name or ""
+    new = apply_ops(manager.overrides(name), resource.configs, type_of, lambda _name: None)
+    manager.set_overrides(name, new, validate_only)
+
+
 def _alter_one(ctx: RequestContext, resource: Any, validate_only: bool) -> None:
     if resource.resource_type == CLIENT_METRICS:
         _alter_client_metrics(ctx, resource, validate_only)
+    elif resource.resource_type == GROUP_CONFIGS:
+        _alter_group(ctx, resource, validate_only)
     elif resource.resource_type == TOPIC:
         _alter_topic(ctx, resource, validate_only)
     elif resource.resource_type == BROKER:

@@ -13,9 +13,9 @@ from tidelog.security.authorizer import Op, authorize_cluster
 
 API_KEY = 74
 NOTES = """v0 was ListClientMetricsResources (KIP-714): CLIENT_METRICS subscriptions. v1 (KIP-1142): an empty
-type list means every type; lists the CLIENT_METRICS subscriptions, this broker (BROKER_LOGGER and BROKER, by
-node id) and every topic, internal ones included; GROUP is always empty (this broker keeps no group config
-resources). Needs DESCRIBE_CONFIGS on the cluster"""
+type list means every type; lists the groups with configs of their own (existing or not), the CLIENT_METRICS
+subscriptions, this broker (BROKER_LOGGER and BROKER, by node id) and every topic, internal ones included. Needs
+DESCRIBE_CONFIGS on the cluster"""
 _TOPIC, _BROKER, _BROKER_LOGGER, _GROUP = 2, 4, 8, 32
 # ListConfigResourcesRequest.supportedResourceTypes: a new type takes a new version.
 _SUPPORTED = {0: frozenset({CLIENT_METRICS}), 1: frozenset({_TOPIC, _BROKER, _BROKER_LOGGER, CLIENT_METRICS, _GROUP})}
@@ -42,6 +42,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     node = str(broker.node_id)
     resources: list[tuple[str, int]] = []
+    if _GROUP in types:  # groups with configs of their own, existing or not (KIP-1142)
+        resources += [(name, _GROUP) for name in broker.group_configs.group_ids()]
     if CLIENT_METRICS in types:
         resources += [(name, CLIENT_METRICS) for name in broker.client_metrics.names()]
     if _BROKER_LOGGER in types:

@@ -7,6 +7,7 @@
 * `metadata_manager.py`: the group cache, writes of offset/group records, replay at startup, offset retention.
 * `store.py`: the `__consumer_offsets` topic itself (created through TopicManager.ensure_internal_topic on the
   first FindCoordinator or write; writes go through `Log.append_as_leader(from_client=False)`).
+* `group_config.py`: each group's own configs (KIP-848 GroupConfig), set through the config APIs.
 * `records.py`: Kafka's key/value schemas for that topic (written: OffsetCommit key v1 / value v3 or v1,
   GroupMetadata key v2 / value v3; read: every classic version).
 
@@ -24,9 +25,12 @@ from tidelog.coordinator.group.group import GroupMetadata, GroupState, OffsetAnd
 from tidelog.coordinator.group.store import GROUP_METADATA_TOPIC_NAME, TopicOffsetsStore
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from tidelog.broker.topics import TopicManager
     from tidelog.clock import Clock
     from tidelog.config.broker_config import BrokerConfig
+    from tidelog.coordinator.group.group_config import GroupConfigManager
 
 __all__ = [
     "GROUP_METADATA_TOPIC_NAME",
@@ -41,14 +45,17 @@ __all__ = [
 ]
 
 
-def create_group_coordinator(broker_config: BrokerConfig, clock: Clock, topics: TopicManager) -> GroupCoordinator:
-    """Build the coordinator persisting through `topics` (with its KIP-848 part, `consumer_groups`); call
-    `startup()` once the logs are loaded."""
+def create_group_coordinator(broker_config: BrokerConfig, clock: Clock, topics: TopicManager,
+                             group_configs: Callable[[], GroupConfigManager] | None = None) -> GroupCoordinator:
+    """Build the coordinator persisting through `topics` (with its KIP-848 part, `consumer_groups`, which takes
+    each group's own session timeout and heartbeat interval from `group_configs()`); call `startup()` once the
+    logs are loaded."""
     from tidelog.coordinator.group.consumer_coordinator import ConsumerGroupConfig, ConsumerGroupCoordinator
 
     config = GroupCoordinatorConfig.from_broker_config(broker_config)
     store = TopicOffsetsStore(topics, config, clock)
     coordinator = GroupCoordinator(clock, config, store)
     coordinator.consumer_groups = ConsumerGroupCoordinator(coordinator, topics, clock,
-                                                           ConsumerGroupConfig.from_broker_config(broker_config))
+                                                           ConsumerGroupConfig.from_broker_config(broker_config),
+                                                           group_configs)
     return coordinator

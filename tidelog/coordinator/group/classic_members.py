@@ -142,7 +142,7 @@ class ClassicMembers:
             return SyncResult(E.INCONSISTENT_GROUP_PROTOCOL)
         if group.group_epoch > member.member_epoch and member.state != MemberState.UNREVOKED_PARTITIONS:
             return SyncResult(E.REBALANCE_IN_PROGRESS)
-        self.cg.touch_session(member)
+        self.cg.touch_session(group_id, member)
         by_name: dict[str, list[int]] = {}
         for topic_id, parts in member.assigned.items():
             info = self.cg.topics.by_id(topic_id.bytes) if self.cg.topics is not None else None
@@ -159,7 +159,7 @@ class ClassicMembers:
         member = found
         if generation_id != member.member_epoch:
             return E.ILLEGAL_GENERATION
-        self.cg.touch_session(member)
+        self.cg.touch_session(group_id, member)
         if member.member_epoch < group.group_epoch or member.state == MemberState.UNREVOKED_PARTITIONS:
             return E.REBALANCE_IN_PROGRESS
         if member.state == MemberState.UNRELEASED_PARTITIONS and self._released(group, member):

@@ -24,9 +24,9 @@ import asyncio
 import logging
 import re
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.clock import Clock
 from tidelog.coordinator.group import consumer_records as cr
@@ -54,6 +54,9 @@ from tidelog.coordinator.group.group import GroupMetadata, GroupState, OffsetAnd
 from tidelog.coordinator.group.member import JoinResult, SyncResult
 from tidelog.protocol.errors import ErrorCode
 from tidelog.storage import TopicPartition
+
+if TYPE_CHECKING:
+    from tidelog.coordinator.group.group_config import GroupConfigManager
 
 log = logging.getLogger(__name__)
 
@@ -120,11 +123,13 @@ def _assignment_of(topic_partitions: Iterable[Any] | None) -> Assignment | None:
 
 
 class ConsumerGroupCoordinator:
-    def __init__(self, classic: Any, topics: Any, clock: Clock, config: ConsumerGroupConfig | None = None) -> None:
+    def __init__(self, classic: Any, topics: Any, clock: Clock, config: ConsumerGroupConfig | None = None,
+                 group_configs: Callable[[], GroupConfigManager] | None = None) -> None:
         self.classic = classic  # the classic GroupCoordinator: offsets and the __consumer_offsets store
         self.topics = topics
         self.clock = clock
         self.config = config or ConsumerGroupConfig()
+        self._group_configs = group_configs  # each group's own session timeout / heartbeat interval
         self.assignors: dict[str, PartitionAssignor] = build_assignors(list(self.config.assignors))
         self.groups: dict[str, ConsumerGroup] = {}
         self._timer: asyncio.TimerHandle | None = None
@@ -217,7 +222,7 @@ class ConsumerGroupCoordinator:
         now = self._now()
         for group in self.groups.values():
             for member in group.members.values():
-                member.session_deadline_ms = now + self._session_timeout(member)
+                member.session_deadline_ms = now + self._session_timeout(group.group_id, member)
         if count:
             log.info("loaded %d consumer group(s) from %d record(s)", len(self.groups), count)
 
@@ -305,7 +310,7 @@ class ConsumerGroupCoordinator:
         classic.state = GroupState.EMPTY
         now = self._now()
         for member in self.groups[gid].members.values():
-            member.session_deadline_ms = now + self._session_timeout(member)
+            member.session_deadline_ms = now + self._session_timeout(gid, member)
         log.info("classic group %s upgraded to a consumer group with %d member(s)", gid, len(self.groups[gid].members))
 
     # --------------------------------------------------------------------------------------- heartbeat
@@ -375,11 +380,22 @@ class ConsumerGroupCoordinator:
         finally:
             self._schedule()
 
-    def _session_timeout(self, member: ConsumerGroupMember) -> int:
-        return member.classic.session_timeout_ms if member.classic is not None else self.config.session_timeout_ms
+    def _session_timeout(self, group_id: str, member: ConsumerGroupMember) -> int:
+        """A classic member's own; else the group's consumer.session.timeout.ms (GroupMetadataManager
+        .consumerGroupSessionTimeoutMs: the group config over the broker's)."""
+        if member.classic is not None:
+            return member.classic.session_timeout_ms
+        default = self.config.session_timeout_ms
+        return default if self._group_configs is None else \
+            self._group_configs().consumer_session_timeout_ms(group_id, default)
 
-    def touch_session(self, member: ConsumerGroupMember) -> None:
-        member.session_deadline_ms = self._now() + self._session_timeout(member)
+    def _heartbeat_interval(self, group_id: str) -> int:
+        default = self.config.heartbeat_interval_ms
+        return default if self._group_configs is None else \
+            self._group_configs().consumer_heartbeat_interval_ms(group_id, default)
+
+    def touch_session(self, group_id: str, member: ConsumerGroupMember) -> None:
+        member.session_deadline_ms = self._now() + self._session_timeout(group_id, member)
         self._schedule()
 
     def _heartbeat(self, request: Any, client_id: str, client_host: str,
@@ -492,7 +508,7 @@ class ConsumerGroupCoordinator:
                 raise HeartbeatError(E.COORDINATOR_NOT_AVAILABLE)
         final = group.members[member_id]
         now = self._now()
-        final.session_deadline_ms = now + self._session_timeout(final)
+        final.session_deadline_ms = now + self._session_timeout(group_id, final)
         if final.state == MemberState.UNREVOKED_PARTITIONS:
             if current.state != MemberState.UNREVOKED_PARTITIONS or final.rebalance_deadline_ms < 0:
                 final.rebalance_deadline_ms = now + max(0, final.rebalance_timeout_ms)
@@ -501,7 +517,7 @@ class ConsumerGroupCoordinator:
         full = epoch == 0 or (request.rebalance_timeout_ms != -1 and request.subscribed_topic_names is not None
                               and owned is not None)
         send = full or not assignment_equal(current.assigned, final.assigned) or is_new
-        return HeartbeatResult(member_id, final.member_epoch, self.config.heartbeat_interval_ms,
+        return HeartbeatResult(member_id, final.member_epoch, self._heartbeat_interval(group_id),
                                final.assigned if send else None)
 
     def _resolve_regexes(self, group: ConsumerGroup, members: list[ConsumerGroupMember]

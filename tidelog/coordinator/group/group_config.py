@@ -1,0 +1,260 @@
+"""Dynamic group configs (KIP-848; Kafka's GroupConfig and GroupConfigManager): a group's own settings, set with
+(Incremental)AlterConfigs on a GROUP resource, shown by DescribeConfigs, listed by ListConfigResources and kept in
+`<first log dir>/tidelog-group-configs.json`. A group may have configs before it exists or after it is deleted
+(KIP-1142). consumer.session.timeout.ms and consumer.heartbeat.interval.ms apply to that consumer-protocol
+group's members; the share.* and streams.* ones are validated and kept as Kafka keeps them and act on nothing
+here (this broker serves no share or streams groups)."""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tidelog.config.definitions import ConfigType
+from tidelog.protocol.errors import ErrorCode, KafkaError
+
+GROUP_CONFIGS_FILE = "tidelog-group-configs.json"
+
+CONSUMER_SESSION_TIMEOUT_MS = "consumer.session.timeout.ms"
+CONSUMER_HEARTBEAT_INTERVAL_MS = "consumer.heartbeat.interval.ms"
+SHARE_SESSION_TIMEOUT_MS = "share.session.timeout.ms"
+SHARE_HEARTBEAT_INTERVAL_MS = "share.heartbeat.interval.ms"
+SHARE_RECORD_LOCK_DURATION_MS = "share.record.lock.duration.ms"
+SHARE_AUTO_OFFSET_RESET = "share.auto.offset.reset"
+SHARE_ISOLATION_LEVEL = "share.isolation.level"
+STREAMS_SESSION_TIMEOUT_MS = "streams.session.timeout.ms"
+STREAMS_HEARTBEAT_INTERVAL_MS = "streams.heartbeat.interval.ms"
+STREAMS_NUM_STANDBY_REPLICAS = "streams.num.standby.replicas"
+STREAMS_INITIAL_REBALANCE_DELAY_MS = "streams.initial.rebalance.delay.ms"
+
+
+@dataclass(frozen=True, slots=True)
+class GroupConfigDef:
+    name: str
+    type: ConfigType
+    default: int | str  # Kafka's default; the consumer.* ones follow the broker's group.consumer.* configs
+    at_least: int | None
+    doc: str
+
+
+# GroupConfig's ConfigDef, in its order.
+GROUP_CONFIG_DEFS: dict[str, GroupConfigDef] = {d.name: d for d in (
+    GroupConfigDef(CONSUMER_SESSION_TIMEOUT_MS, ConfigType.INT, 45_000, 1,
+                   "How long a member of this consumer group may go without a heartbeat before it is removed."),
+    GroupConfigDef(CONSUMER_HEARTBEAT_INTERVAL_MS, ConfigType.INT, 5_000, 1,
+                   "How often the members of this consumer group are told to heartbeat."),
+    GroupConfigDef(SHARE_SESSION_TIMEOUT_MS, ConfigType.INT, 45_000, 1, "Session timeout of share-group members."),
+    GroupConfigDef(SHARE_HEARTBEAT_INTERVAL_MS, ConfigType.INT, 5_000, 1, "Heartbeat interval of share-group members."),
+    GroupConfigDef(SHARE_RECORD_LOCK_DURATION_MS, ConfigType.INT, 30_000, 1000,
+                   "How long a share-group member holds the records it was given."),
+    GroupConfigDef(SHARE_AUTO_OFFSET_RESET, ConfigType.STRING, "latest", None,
+                   "Where a share group starts reading a partition: earliest, latest or by_duration:<ISO-8601>."),
+    GroupConfigDef(SHARE_ISOLATION_LEVEL, ConfigType.STRING, "read_uncommitted", None,
+                   "Whether a share group reads aborted transactional records: read_committed or read_uncommitted."),
+    GroupConfigDef(STREAMS_SESSION_TIMEOUT_MS, ConfigType.INT, 45_000, 1, "Session timeout of streams-group members."),
+    GroupConfigDef(STREAMS_HEARTBEAT_INTERVAL_MS, ConfigType.INT, 5_000, 1,
+                   "Heartbeat interval of streams-group members."),
+    GroupConfigDef(STREAMS_NUM_STANDBY_REPLICAS, ConfigType.INT, 0, 0, "Standby replicas of each streams task."),
+    GroupConfigDef(STREAMS_INITIAL_REBALANCE_DELAY_MS, ConfigType.INT, 3_000, 0,
+                   "How long a new streams group waits for more members before its first assignment."),
+)}
+
+# Bounds GroupConfig.validateValues checks: the consumer ones are broker configs here, the share and streams ones
+# Kafka's defaults (GroupCoordinatorConfig, ShareGroupConfig), as this broker has no such groups to configure.
+_FIXED_BOUNDS = {
+    SHARE_SESSION_TIMEOUT_MS: ("group.share.min.session.timeout.ms", 45_000, "group.share.max.session.timeout.ms", 60_000),
+    SHARE_HEARTBEAT_INTERVAL_MS: ("group.share.min.heartbeat.interval.ms", 5_000,
+                                  "group.share.max.heartbeat.interval.ms", 15_000),
+    SHARE_RECORD_LOCK_DURATION_MS: ("group.share.min.record.lock.duration.ms", 15_000,
+                                    "group.share.max.record.lock.duration.ms", 60_000),
+    STREAMS_SESSION_TIMEOUT_MS: ("group.streams.min.session.timeout.ms", 45_000,
+                                 "group.streams.max.session.timeout.ms", 60_000),
+    STREAMS_HEARTBEAT_INTERVAL_MS: ("group.streams.min.heartbeat.interval.ms", 5_000,
+                                    "group.streams.max.heartbeat.interval.ms", 15_000),
+}
+_MAX_STANDBY_REPLICAS = ("group.streams.max.standby.replicas", 2)
+_SESSION_OVER_HEARTBEAT = ((CONSUMER_SESSION_TIMEOUT_MS, CONSUMER_HEARTBEAT_INTERVAL_MS),
+                           (SHARE_SESSION_TIMEOUT_MS, SHARE_HEARTBEAT_INTERVAL_MS),
+                           (STREAMS_SESSION_TIMEOUT_MS, STREAMS_HEARTBEAT_INTERVAL_MS))
+# java.time.Duration.parse's grammar (PnDTnHnMn.nS), for share.auto.offset.reset=by_duration:<duration>
+_DURATION = re.compile(r"([-+]?)P(?:([-+]?[0-9]+)D)?(T(?:([-+]?[0-9]+)H)?(?:([-+]?[0-9]+)M)?"
+                       r"(?:([-+]?[0-9]+)(?:[.,]([0-9]{0,9}))?S)?)?", re.IGNORECASE)
+_INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
+
+
+def _invalid(message: str) -> KafkaError:
+    return KafkaError(ErrorCode.INVALID_CONFIG, message)
+
+
+def _parse_int(name: str, value: str) -> int:
+    try:
+        parsed = int(value.strip())
+    except ValueError:
+        raise _invalid(f"Invalid value {value} for configuration {name}: Not a number of type INT") from None
+    if not _INT_MIN <= parsed <= _INT_MAX:
+        raise _invalid(f"Invalid value {value} for configuration {name}: Not a number of type INT")
+    return parsed
+
+
+def _valid_auto_offset_reset(value: str) -> bool:
+    """ShareGroupAutoOffsetResetStrategy.fromString: earliest, latest or by_duration:<non-negative duration>."""
+    kind, _, duration = value.strip().lower().partition(":")
+    if kind in ("earliest", "latest"):
+        return not duration
+    if kind != "by_duration" or not duration:
+        return False
+    match = _DURATION.fullmatch(duration.strip())
+    if match is None or match.group(3) == "T" or not any(match.group(i) for i in (2, 4, 5, 6)):
+        return False  # Duration.parse needs at least one part, and a T with none after it is no part
+    sign = -1 if match.group(1) == "-" else 1
+    seconds = (int(match.group(2) or 0) * 86400 + int(match.group(4) or 0) * 3600 + int(match.group(5) or 0) * 60
+               + int(match.group(6) or 0))
+    fraction = int((match.group(7) or "").ljust(9, "0") or 0)
+    negative_fraction = (match.group(6) or "").startswith("-")
+    total_nanos = sign * (seconds * 10**9 + (-fraction if negative_fraction else fraction))
+    return total_nanos >= 0
+
+
+def parse_value(name: str, value: str) -> int | str:
+    """A config's value as GroupConfig's ConfigDef parses it; INVALID_CONFIG for a name it does not define or a
+    value it refuses."""
+    definition = GROUP_CONFIG_DEFS.get(name)
+    if definition is None:
+        raise _invalid(f"Unknown group config name: {name}")
+    if definition.type == ConfigType.INT:
+        parsed = _parse_int(name, value)
+        if definition.at_least is not None and parsed < definition.at_least:
+            raise _invalid(f"Invalid value {parsed} for configuration {name}: Value must be at least "
+                           f"{definition.at_least}")
+        return parsed
+    if name == SHARE_AUTO_OFFSET_RESET and not _valid_auto_offset_reset(value):
+        raise _invalid(f"Invalid value `{value}` for configuration {name}. The value must be either 'earliest', "
+                       "'latest' or of the format 'by_duration:<PnDTnHnMn.nS>'.")
+    if name == SHARE_ISOLATION_LEVEL and value.strip() not in ("read_committed", "read_uncommitted"):
+        raise _invalid(f"Invalid value {value} for configuration {name}: String must be one of: "
+                       "read_committed, read_uncommitted")
+    return value.strip()
+
+
+class GroupConfigManager:
+    """Every group's own configs (Kafka's GroupConfigManager), with the broker's group.consumer.* settings as
+    the consumer defaults and bounds. Changed on the event loop; read by the group coordinator on the loop too."""
+
+    def __init__(self, log_dir: str | None, broker_config: Any) -> None:
+        self.path = Path(log_dir) / GROUP_CONFIGS_FILE if log_dir else None
+        self._broker = broker_config
+        self._configs: dict[str, dict[str, str]] = {}
+        self._lock = threading.Lock()
+        self._load()
+
+    def _load(self) -> None:
+        if self.path is None:
+            return
+        from tidelog.storage.checkpoints import read_json_state
+
+        saved = read_json_state(self.path, lambda document: {
+            str(group): {str(k): str(v) for k, v in configs.items()}
+            for group, configs in document.get("groups", {}).items()})
+        self._configs = saved or {}
+
+    def _save(self) -> None:
+        if self.path is None:
+            return
+        import json
+
+        from tidelog.storage.checkpoints import write_atomic
+
+        data = json.dumps({"version": 1, "groups": self._configs}, sort_keys=True, indent=1)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(self.path, data.encode())
+
+    def _broker_int(self, name: str, default: int) -> int:
+        try:
+            value = self._broker.get(name)
+        except (KeyError, AttributeError):
+            return default
+        return default if value is None else int(value)
+
+    def defaults(self) -> dict[str, int | str]:
+        """Every config's value for a group that sets none (GroupCoordinatorConfig.extractGroupConfigMap)."""
+        values = {name: d.default for name, d in GROUP_CONFIG_DEFS.items()}
+        values[CONSUMER_SESSION_TIMEOUT_MS] = self._broker_int("group.consumer.session.timeout.ms", 45_000)
+        values[CONSUMER_HEARTBEAT_INTERVAL_MS] = self._broker_int("group.consumer.heartbeat.interval.ms", 5_000)
+        return values
+
+    # --- what the APIs see ---
+
+    def group_ids(self) -> list[str]:
+        return sorted(self._configs)
+
+    def overrides(self, group_id: str) -> dict[str, str]:
+        return dict(self._configs.get(group_id, {}))
+
+    def values(self, group_id: str) -> dict[str, int | str]:
+        """The group's effective configs: its own over the defaults."""
+        values = self.defaults()
+        for name, value in self._configs.get(group_id, {}).items():
+            values[name] = parse_value(name, value)
+        return values
+
+    def set_overrides(self, group_id: str, configs: dict[str, str], validate_only: bool = False) -> None:
+        """The group's new config set (empty removes the group's entry), validated as GroupConfigManager.validate
+        does; raises KafkaError with Kafka's code and changes nothing then."""
+        if not group_id:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, "Default group resources are not allowed.")
+        self.validate(configs)
+        if validate_only:
+            return
+        with self._lock:
+            if configs:
+                self._configs[group_id] = {name: str(parse_value(name, value)) for name, value in configs.items()}
+            else:
+                self._configs.pop(group_id, None)
+            self._save()
+
+    def validate(self, configs: dict[str, str]) -> None:
+        """GroupConfig.validate over the broker's consumer defaults plus `configs`: names, types, lower bounds,
+        then each kind's bounds and session timeout above heartbeat interval."""
+        values = self.defaults()
+        for name, value in configs.items():
+            values[name] = parse_value(name, value)
+        for name, (min_name, lowest, max_name, highest) in self._bounds().items():
+            current = int(values[name])
+            if current < lowest:
+                raise _invalid(f"{name} must be greater than or equal to {min_name}")
+            if current > highest:
+                raise _invalid(f"{name} must be less than or equal to {max_name}")
+        if int(values[STREAMS_NUM_STANDBY_REPLICAS]) > _MAX_STANDBY_REPLICAS[1]:
+            raise _invalid(f"{STREAMS_NUM_STANDBY_REPLICAS} must be less than or equal to {_MAX_STANDBY_REPLICAS[0]}")
+        for session, heartbeat in _SESSION_OVER_HEARTBEAT:
+            if int(values[session]) <= int(values[heartbeat]):
+                raise _invalid(f"{session} must be greater than {heartbeat}")
+
+    def _bounds(self) -> dict[str, tuple[str, int, str, int]]:
+        """Each bounded config's (min name, min, max name, max): the consumer ones from the broker's config."""
+        consumer = {
+            CONSUMER_SESSION_TIMEOUT_MS: ("group.consumer.min.session.timeout.ms", 45_000,
+                                          "group.consumer.max.session.timeout.ms", 60_000),
+            CONSUMER_HEARTBEAT_INTERVAL_MS: ("group.consumer.min.heartbeat.interval.ms", 5_000,
+                                             "group.consumer.max.heartbeat.interval.ms", 15_000),
+        }
+        resolved = {name: (lo_name, self._broker_int(lo_name, lo), hi_name, self._broker_int(hi_name, hi))
+                    for name, (lo_name, lo, hi_name, hi) in consumer.items()}
+        return {**resolved, **_FIXED_BOUNDS}
+
+    # --- what the consumer group coordinator asks ---
+
+    def consumer_session_timeout_ms(self, group_id: str, default: int) -> int:
+        own = self._configs.get(group_id)
+        return int(own[CONSUMER_SESSION_TIMEOUT_MS]) if own and CONSUMER_SESSION_TIMEOUT_MS in own else default
+
+    def consumer_heartbeat_interval_ms(self, group_id: str, default: int) -> int:
+        own = self._configs.get(group_id)
+        return int(own[CONSUMER_HEARTBEAT_INTERVAL_MS]) if own and CONSUMER_HEARTBEAT_INTERVAL_MS in own else default
+
+
+def create_group_config_manager(broker_config: Any) -> GroupConfigManager:
+    return GroupConfigManager(broker_config.log_dirs[0], broker_config)
