@@ -177,6 +177,7 @@ def test_admin_views_and_offsets(wire: KafkaWire) -> None:
     assert commit(a.member_id, a.member_epoch, 7) == 0
     assert commit(a.member_id, a.member_epoch + 1, 8) == E.STALE_MEMBER_EPOCH
     assert commit("stranger", 1, 8) == E.UNKNOWN_MEMBER_ID
+    assert commit("stranger", -1, 8) == E.UNKNOWN_MEMBER_ID  # epoch -1 commits only while the group is empty
     of = request_class(9)[8]
     G = of.OffsetFetchRequestGroup
     fetched = wire.request(9, 8, of(groups=[G(group_id=group, topics=None)], require_stable=False))
@@ -205,6 +206,20 @@ def test_admin_views_and_offsets(wire: KafkaWire) -> None:
     [gone] = describe(wire, group)
     assert gone.error_code == E.GROUP_ID_NOT_FOUND
     del tid
+
+
+def test_epoch_minus_one_commits_to_an_empty_consumer_group_whatever_member_id(wire: KafkaWire) -> None:
+    """ConsumerGroup.validateOffsetCommit: with member epoch -1 and no member left, any member id commits (an
+    assign()-only librdkafka consumer names one of its own)."""
+    create_topic(wire, "emp", 1)
+    a = join(wire, "emp-group", ["emp"])
+    assert heartbeat(wire, "emp-group", a.member_id, -1).error_code == 0  # leaves: the group stays, empty
+    oc = request_class(8)[9]
+    T = oc.OffsetCommitRequestTopic
+    req = oc(group_id="emp-group", generation_id_or_member_epoch=-1, member_id="self-made-id", group_instance_id=None,
+             topics=[T(name="emp", partitions=[T.OffsetCommitRequestPartition(
+                 partition_index=0, committed_offset=3, committed_leader_epoch=-1, committed_metadata="")])])
+    assert wire.request(8, 9, req).topics[0].partitions[0].error_code == 0
 
 
 def test_classic_and_consumer_groups_convert_when_empty(broker: BrokerHandle, wire: KafkaWire) -> None:

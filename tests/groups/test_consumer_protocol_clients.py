@@ -237,3 +237,61 @@ def test_consumer_group_downgrades_when_its_last_consumer_protocol_member_leaves
     assert classic_group.protocol_type == "consumer" and classic_group.state.value == "Stable"
     classic.close()
     assert sorted(values([modern, classic])) == sorted(f"v-{i}" for i in range(120))
+
+
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_assign_only_consumer_commits_again_and_again(group_broker: object, protocol: str) -> None:
+    """A consumer that never subscribes commits with member epoch / generation -1 and, under librdkafka's
+    consumer protocol, a member id of its own. Kafka accepts every such commit while the group is empty
+    (ClassicGroup/ConsumerGroup.validateOffsetCommit); tidelog answered UNKNOWN_MEMBER_ID from the second
+    on (confluent-kafka's test_consumer_topicpartition_metadata)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    bootstrap = group_broker.bootstrap  # type: ignore[attr-defined]
+    create_topic(bootstrap, f"assign-only-{protocol}", 1)
+    group = f"assign-only-{protocol}"
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": protocol,
+                         "enable.auto.commit": False})
+    try:
+        for offset in (1, 2, 5):
+            committed = consumer.commit(offsets=[TopicPartition(f"assign-only-{protocol}", 0, offset)],
+                                        asynchronous=False)
+            assert committed is not None and committed[0].error is None and committed[0].offset == offset
+        fetched = consumer.committed([TopicPartition(f"assign-only-{protocol}", 0)], timeout=30)
+        assert fetched[0].offset == 5
+    finally:
+        consumer.close()
+
+
+def test_transaction_sends_the_offsets_of_a_consumer_protocol_member(group_broker: object) -> None:
+    """send_offsets_to_transaction with a KIP-848 member's group metadata (its member id and epoch): the
+    TxnOffsetCommit is validated by the consumer group (ConsumerGroup.validateOffsetCommit), not refused as
+    an unknown classic member (confluent-kafka's test_send_offsets_committed_transaction, consumer protocol)."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    bootstrap = group_broker.bootstrap  # type: ignore[attr-defined]
+    create_topic(bootstrap, "eos-in", 1)
+    create_topic(bootstrap, "eos-out", 1)
+    produce(bootstrap, "eos-in", 0, 10, 1)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "eos-848", "group.protocol": "consumer",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                         "isolation.level": "read_committed"})
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "eos-848-tx"})
+    try:
+        consumer.subscribe(["eos-in"])
+        seen = 0
+        deadline = time.monotonic() + WAIT_S
+        while seen < 10 and time.monotonic() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is not None and not msg.error():
+                seen += 1
+        assert seen == 10
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        producer.produce("eos-out", b"derived")
+        producer.send_offsets_to_transaction(consumer.position(consumer.assignment()),
+                                             consumer.consumer_group_metadata(), 30)
+        producer.commit_transaction(30)
+        assert consumer.committed([TopicPartition("eos-in", 0)], timeout=30)[0].offset == 10
+    finally:
+        consumer.close()

@@ -58,7 +58,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         error = txn_coordinator(ctx).check_txn_offset_commit(request.transactional_id, request.producer_id,
                                                              request.producer_epoch)
         if error == ErrorCode.NONE:
-            results = group_coordinator(ctx).txn_commit_offsets(
+            groups = group_coordinator(ctx)
+            consumer = groups.consumer_groups
+            # a KIP-848 group validates the member epoch itself (ConsumerGroup.validateOffsetCommit)
+            target = consumer if consumer is not None and consumer.is_consumer_group(request.group_id) else groups
+            results = target.txn_commit_offsets(
                 request.group_id, request.producer_id, request.producer_epoch,
                 request.member_id if version >= 3 else "",
                 request.group_instance_id if version >= 3 else None,

@@ -678,8 +678,8 @@ class ConsumerGroupCoordinator:
         """ConsumerGroup.validateOffsetCommit, then the classic store (the member epoch is the generation)."""
         group = self.groups[group_id]
         error = E.NONE
-        if member_epoch < 0 and not member_id and group.is_empty():
-            pass  # an admin / assign() commit to an empty group
+        if member_epoch < 0 and group.is_empty():
+            pass  # an admin / assign() commit to an empty group, whatever member id it names
         else:
             member = group.members.get(member_id)
             if member is None:
@@ -695,6 +695,29 @@ class ConsumerGroupCoordinator:
             return dict.fromkeys(offsets, int(error))
         self._offsets_holder(group_id)
         result: dict[TopicPartition, int] = self.classic.commit_offsets(group_id, "", None, -1, offsets)
+        return result
+
+    def txn_commit_offsets(self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
+                           instance_id: str | None, member_epoch: int,
+                           offsets: dict[TopicPartition, OffsetAndMetadata]) -> dict[TopicPartition, int]:
+        """TxnOffsetCommit to a consumer group (OffsetMetadataManager.validateTransactionalOffsetCommit with
+        ConsumerGroup.validateOffsetCommit): no member fields, or an empty group, need no member; else the member
+        must exist (UNKNOWN_MEMBER_ID) at that epoch (ILLEGAL_GENERATION, for either protocol). The offsets are
+        staged in the group's offsets holder until the transaction's marker."""
+        group = self.groups[group_id]
+        error = E.NONE
+        anonymous = member_epoch == -1 and not member_id and instance_id is None
+        if not (member_epoch < 0 and group.is_empty()) and not anonymous:
+            member = group.members.get(member_id)
+            if member is None:
+                error = E.UNKNOWN_MEMBER_ID
+            elif member_epoch != member.member_epoch:
+                error = E.ILLEGAL_GENERATION
+        if error != E.NONE:
+            return dict.fromkeys(offsets, int(error))
+        self._offsets_holder(group_id)
+        result: dict[TopicPartition, int] = self.classic.txn_commit_offsets(
+            group_id, producer_id, producer_epoch, "", None, -1, offsets)
         return result
 
     def validate_offset_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> int:

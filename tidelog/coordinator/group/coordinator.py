@@ -504,6 +504,10 @@ class GroupCoordinator:
             return unknown_group_error
         if group.is_(GroupState.DEAD):
             return E.COORDINATOR_NOT_AVAILABLE
+        if generation_id < 0 and group.is_(GroupState.EMPTY):
+            # ClassicGroup.validateOffsetCommit: an admin client or a consumer outside group management (which
+            # may still send a member id of its own, as librdkafka's assign()-only consumers do)
+            return E.NONE
         if generation_id >= 0 or member_id or instance_id is not None:
             if group.is_fenced(member_id, instance_id):
                 return E.FENCED_INSTANCE_ID
