@@ -183,3 +183,16 @@ def test_group_configs_act_on_members_and_survive_a_restart(tmp_path: Path) -> N
     with run_broker(log_dir=tmp_path, clock=clock, overrides=overrides) as b, KafkaWire(b.bootstrap) as w:
         assert listed_groups(w) == ["tuned"]
         assert heartbeat(w, "tuned", epoch=0, topics=["cfg"], owned={}).heartbeat_interval_ms == 7000
+
+
+def test_a_hand_edited_group_configs_file_loses_only_its_broken_group(tmp_path: Path,
+                                                                     caplog: pytest.LogCaptureFixture) -> None:
+    import json
+
+    (tmp_path / "tidelog-group-configs.json").write_text(json.dumps({"version": 1, "groups": {
+        "kept": {"consumer.session.timeout.ms": "50000"},
+        "broken": {"consumer.session.timeout.ms": "often"}}}))
+    with run_broker(log_dir=tmp_path) as b, KafkaWire(b.bootstrap) as w:
+        assert listed_groups(w) == ["kept"]
+        assert describe(w, "broken", ["consumer.session.timeout.ms"]).configs[0].value == "45000"
+    assert any("ignoring the configs of group broken" in r.getMessage() for r in caplog.records)

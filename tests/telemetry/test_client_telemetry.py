@@ -119,7 +119,7 @@ def test_subscription_config_validation_and_describe() -> None:
         assert unknown.error_code == 0
         assert [(c.name, c.value, c.config_source, c.synonyms) for c in unknown.configs] == [
             ("interval.ms", "300000", 5, []), ("match", "", 5, [])]
-        assert unknown.configs[0].documentation == "Metrics push interval in milliseconds"
+        assert unknown.configs[0].documentation == "How often matching clients push, in ms."
         synonyms = call(wire, 32, 4, req[4](resources=[req.DescribeConfigsResource(
             resource_type=CLIENT_METRICS, resource_name="s1", configuration_keys=["interval.ms"])],
             include_synonyms=True, include_documentation=False)).results[0].configs[0].synonyms

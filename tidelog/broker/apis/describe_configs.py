@@ -58,11 +58,11 @@ def _logger_entries(names: list[str] | None) -> list[ConfigEntry]:
     return entries
 
 
-# ClientMetricsConfigs' ConfigDef: type, default as DescribeConfigs shows it, documentation.
+# ClientMetricsConfigs' configs: type, default as DescribeConfigs shows it, documentation.
 _CLIENT_METRICS_DEFS = {
-    METRICS_CONFIG: (ConfigType.LIST, "", "Telemetry metric name prefix list"),
-    INTERVAL_MS_CONFIG: (ConfigType.INT, str(DEFAULT_INTERVAL_MS), "Metrics push interval in milliseconds"),
-    MATCH_CONFIG: (ConfigType.LIST, "", "Client match criteria"),
+    METRICS_CONFIG: (ConfigType.LIST, "", "Prefixes of the metric names matching clients push ('*': every metric)."),
+    INTERVAL_MS_CONFIG: (ConfigType.INT, str(DEFAULT_INTERVAL_MS), "How often matching clients push, in ms."),
+    MATCH_CONFIG: (ConfigType.LIST, "", "Which clients the subscription selects: key=regex entries (none: all)."),
 }
 
 

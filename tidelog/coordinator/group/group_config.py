@@ -7,14 +7,16 @@ here (this broker serves no share or streams groups)."""
 
 from __future__ import annotations
 
+import logging
 import re
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tidelog.config.definitions import ConfigType
 from tidelog.protocol.errors import ErrorCode, KafkaError
+
+log = logging.getLogger(__name__)
 
 GROUP_CONFIGS_FILE = "tidelog-group-configs.json"
 
@@ -141,13 +143,12 @@ def parse_value(name: str, value: str) -> int | str:
 
 class GroupConfigManager:
     """Every group's own configs (Kafka's GroupConfigManager), with the broker's group.consumer.* settings as
-    the consumer defaults and bounds. Changed on the event loop; read by the group coordinator on the loop too."""
+    the consumer defaults and bounds. Used on the event loop only (the config APIs and the group coordinator)."""
 
     def __init__(self, log_dir: str | None, broker_config: Any) -> None:
         self.path = Path(log_dir) / GROUP_CONFIGS_FILE if log_dir else None
         self._broker = broker_config
         self._configs: dict[str, dict[str, str]] = {}
-        self._lock = threading.Lock()
         self._load()
 
     def _load(self) -> None:
@@ -158,7 +159,13 @@ class GroupConfigManager:
         saved = read_json_state(self.path, lambda document: {
             str(group): {str(k): str(v) for k, v in configs.items()}
             for group, configs in document.get("groups", {}).items()})
-        self._configs = saved or {}
+        for group_id, configs in (saved or {}).items():
+            try:  # only values set_overrides validated are written; a hand edit may still break one
+                self.validate(configs)
+            except KafkaError as exc:
+                log.warning("ignoring the configs of group %s in %s: %s", group_id, self.path, exc.message)
+                continue
+            self._configs[group_id] = {name: str(parse_value(name, value)) for name, value in configs.items()}
 
     def _save(self) -> None:
         if self.path is None:
@@ -208,12 +215,11 @@ class GroupConfigManager:
         self.validate(configs)
         if validate_only:
             return
-        with self._lock:
-            if configs:
-                self._configs[group_id] = {name: str(parse_value(name, value)) for name, value in configs.items()}
-            else:
-                self._configs.pop(group_id, None)
-            self._save()
+        if configs:
+            self._configs[group_id] = {name: str(parse_value(name, value)) for name, value in configs.items()}
+        else:
+            self._configs.pop(group_id, None)
+        self._save()
 
     def validate(self, configs: dict[str, str]) -> None:
         """GroupConfig.validate over the broker's consumer defaults plus `configs`: names, types, lower bounds,
