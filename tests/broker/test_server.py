@@ -387,6 +387,7 @@ STATE_FILES = {  # what a broker keeps in its first log dir beside the logs, and
     "tidelog-producer-ids.json": '{"block_end": -5}',
     "tidelog-scram-credentials.json": '{"users": {"alice": {"SCRAM-SHA-256": {"salt": "AA"}}}}',
     "tidelog-acls.json": '{"acls": [3]}',
+    "tidelog-group-configs.json": '{"groups": {"g": 3}}',
 }
 
 
@@ -395,21 +396,21 @@ def test_state_file_names_are_the_ones_start_up_looks_for() -> None:
     from tidelog.broker.features import FILE_NAME as FEATURES
     from tidelog.broker.producer_ids import STATE_FILE
     from tidelog.broker.quotas import FILE_NAME as QUOTAS
-    from tidelog.broker.state import CLIENT_METRICS_FILE
+    from tidelog.broker.state import CLIENT_METRICS_FILE, GROUP_CONFIGS_FILE
     from tidelog.security import manager
     from tidelog.security.acl_store import FILE_NAME as ACLS
     from tidelog.security.scram_store import FILE_NAME as SCRAM
 
     assert CLIENT_METRICS_FILE == SUBSCRIPTIONS_FILE  # start-up builds the manager when this file exists
     assert (manager.SCRAM_FILE, manager.ACL_FILE) == (SCRAM, ACLS)  # and the security stores when theirs do
-    assert set(STATE_FILES) == {SUBSCRIPTIONS_FILE, QUOTAS, FEATURES, STATE_FILE, SCRAM, ACLS}
+    assert set(STATE_FILES) == {SUBSCRIPTIONS_FILE, QUOTAS, FEATURES, STATE_FILE, SCRAM, ACLS, GROUP_CONFIGS_FILE}
 
 
 @pytest.mark.parametrize("broken", ["not json", "wrong shape"])
 @pytest.mark.parametrize("name", sorted(STATE_FILES))
 def test_serve_refuses_to_start_on_a_damaged_state_file_with_one_line_naming_it(tmp_path: Path, name: str,
                                                                                broken: str) -> None:
-    """Quotas, features, ACLs, SCRAM credentials, producer ids and telemetry subscriptions live in small JSON
+    """Quotas, features, ACLs, SCRAM credentials, producer ids, telemetry subscriptions and group configs live in small JSON
     files (Kafka keeps them in its metadata log). Serving without what a damaged one held would be wrong (a
     reused producer id, a dropped ACL), so the broker does not start: one line names the file and the fault,
     exit code 1, no traceback. Those built lazily are read at start-up when their file exists."""

@@ -46,6 +46,7 @@ log = logging.getLogger(__name__)
 # client_metrics' subscriptions, named here (client_metrics imports it) so that start-up can look for the file
 # without importing that module
 CLIENT_METRICS_FILE = "tidelog-client-metrics.json"
+GROUP_CONFIGS_FILE = "tidelog-group-configs.json"  # the GroupConfigManager's (coordinator/group/group_config.py)
 
 
 def new_cluster_id() -> str:
@@ -135,7 +136,8 @@ class BrokerState:
         if self._group_configs is None:
             from tidelog.coordinator.group.group_config import create_group_config_manager
 
-            self._group_configs = create_group_config_manager(self.config)
+            self._group_configs = create_group_config_manager(
+                self.config, Path(self.config.log_dirs[0]) / GROUP_CONFIGS_FILE)
         return self._group_configs
 
     @property
@@ -174,6 +176,7 @@ class BrokerState:
         # imported on this worker thread, built by start_services() on the loop
         import tidelog.broker.client_metrics  # noqa: F401
         import tidelog.broker.fetch_session  # noqa: F401
+        import tidelog.coordinator.group.group_config  # noqa: F401
         from tidelog.cleaner.broker import create_log_cleaner
         from tidelog.coordinator.group import create_group_coordinator
         from tidelog.coordinator.transaction import create_transaction_coordinator
@@ -194,7 +197,7 @@ class BrokerState:
         services.txn_coordinator.startup()
         services.cleaner.startup()
         self.log_manager.alter_log_dirs.startup()  # resume AlterReplicaLogDirs moves (needs the loop)
-        _ = self.fetch_sessions, self.client_metrics  # built now unless a request or start-up already did
+        _ = self.fetch_sessions, self.client_metrics, self.group_configs  # built now unless already
         self.services.set(services)
 
     def shutdown(self) -> None:
@@ -259,5 +262,7 @@ def build_broker_state(config: BrokerConfig, clock: Clock | None = None, *,
     state.features.ensure_saved()
     if (Path(config.log_dirs[0]) / CLIENT_METRICS_FILE).exists():
         _ = state.client_metrics  # saved subscriptions are read now: an unreadable file fails start-up, as it did
+    if (Path(config.log_dirs[0]) / GROUP_CONFIGS_FILE).exists():
+        _ = state.group_configs  # likewise for saved group configs
     metrics.set_log_sizes(state.log_sizes)
     return state

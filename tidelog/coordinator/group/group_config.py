@@ -18,8 +18,6 @@ from tidelog.protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
 
-GROUP_CONFIGS_FILE = "tidelog-group-configs.json"
-
 CONSUMER_SESSION_TIMEOUT_MS = "consumer.session.timeout.ms"
 CONSUMER_HEARTBEAT_INTERVAL_MS = "consumer.heartbeat.interval.ms"
 SHARE_SESSION_TIMEOUT_MS = "share.session.timeout.ms"
@@ -145,8 +143,8 @@ class GroupConfigManager:
     """Every group's own configs (Kafka's GroupConfigManager), with the broker's group.consumer.* settings as
     the consumer defaults and bounds. Used on the event loop only (the config APIs and the group coordinator)."""
 
-    def __init__(self, log_dir: str | None, broker_config: Any) -> None:
-        self.path = Path(log_dir) / GROUP_CONFIGS_FILE if log_dir else None
+    def __init__(self, path: Path | None, broker_config: Any) -> None:
+        self.path = path  # None: kept in memory only
         self._broker = broker_config
         self._configs: dict[str, dict[str, str]] = {}
         self._load()
@@ -262,5 +260,5 @@ class GroupConfigManager:
         return int(own[CONSUMER_HEARTBEAT_INTERVAL_MS]) if own and CONSUMER_HEARTBEAT_INTERVAL_MS in own else default
 
 
-def create_group_config_manager(broker_config: Any) -> GroupConfigManager:
-    return GroupConfigManager(broker_config.log_dirs[0], broker_config)
+def create_group_config_manager(broker_config: Any, path: Path) -> GroupConfigManager:
+    return GroupConfigManager(path, broker_config)
