@@ -18,12 +18,37 @@ PARTITIONS = 6
 OVERRIDES = {"group.consumer.heartbeat.interval.ms": "500", "group.initial.rebalance.delay.ms": "0"}
 
 
-def wait_until(predicate: Callable[[], bool], what: str, timeout: float = WAIT_S) -> None:
+def wait_until(predicate: Callable[[], bool], what: str, timeout: float = WAIT_S, members: list[Member] = (),
+               broker: object = None, group: str = "") -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
+            raise AssertionError(f"timed out waiting for {what}\n{situation(members, broker, group)}")
         time.sleep(0.2)
+
+
+def situation(members: list[Member], broker: object, group: str) -> str:
+    """What each member last said and how the broker sees the group: the story of a timeout."""
+    lines = []
+    for i, m in enumerate(members, 1):
+        lines.append(f"m{i}: exit={m.proc.poll()} assignment={m.assignment} records={len(m.records())} "
+                     f"last={[{k: v for k, v in e.items() if k != 't'} for e in m.events[-4:]]} "
+                     f"stderr={m.stderr()[-600:]!r}")
+    if broker is not None and group:
+        def view() -> str:
+            cg = broker.state.groups.consumer_groups  # type: ignore[attr-defined]
+            g = cg.groups.get(group)
+            if g is None:
+                return "no such consumer group"
+            members_view = {mid[:8]: (m.member_epoch, m.state.value, {str(t)[:8]: sorted(p) for t, p in
+                                                                      m.assigned.items()})
+                            for mid, m in g.members.items()}
+            return f"group epoch {g.group_epoch}, assignment epoch {g.assignment_epoch}, members {members_view}"
+        try:
+            lines.append(broker.call(view))  # type: ignore[attr-defined]
+        except Exception as exc:  # noqa: BLE001 - a diagnostic must not hide the timeout
+            lines.append(f"broker view failed: {exc!r}")
+    return "\n".join(lines)
 
 
 def values(members: list[Member]) -> list[str]:
@@ -69,18 +94,23 @@ def run_scenario(tmp_path: Path, start: Callable[[str, str, str], Member], start
         produce(b.bootstrap, topic, 0, 120, PARTITIONS)
         m1, m2 = start(b.bootstrap, topic, group), start(b.bootstrap, topic, group)
         started += [m1, m2]
-        wait_until(lambda: split([m1, m2]) and distinct([m1, m2]) >= 120, "two members splitting the topic")
+        live = [m1, m2]
+        wait_until(lambda: split([m1, m2]) and distinct([m1, m2]) >= 120, "two members splitting the topic",
+                   members=live, broker=b, group=group)
         cg = b.state.groups.consumer_groups
         assert b.call(lambda: cg.groups[group].state.value) in ("Stable", "Reconciling")
         m3 = start(b.bootstrap, topic, group)
         started.append(m3)
+        live.append(m3)
         produce(b.bootstrap, topic, 120, 120, PARTITIONS)
         # the uniform assignor gives each of three members two partitions
         wait_until(lambda: split([m1, m2, m3]) and all(len(m.assignment or []) == 2 for m in (m1, m2, m3))
-                   and distinct([m1, m2, m3]) >= 240, "a third member taking its share")
+                   and distinct([m1, m2, m3]) >= 240, "a third member taking its share", members=live, broker=b,
+                   group=group)
         m1.close()  # leaves (epoch -1); the others keep running and take over its partitions
         produce(b.bootstrap, topic, 240, 120, PARTITIONS)
-        wait_until(lambda: split([m2, m3]) and distinct([m1, m2, m3]) >= 360, "the survivors taking over")
+        wait_until(lambda: split([m2, m3]) and distinct([m1, m2, m3]) >= 360, "the survivors taking over",
+                   members=live, broker=b, group=group)
         m2.close()
         m3.close()
         seen = values([m1, m2, m3])
