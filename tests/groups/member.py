@@ -92,6 +92,25 @@ def run_confluent(bootstrap: str, topic: str, group: str, deadline: float, closi
     emit({"closed": True})
 
 
+def commit_until_current(consumer: Any) -> None:
+    """A synchronous commit, again while the broker says STALE_MEMBER_EPOCH: a heartbeat answered with a new
+    member epoch that librdkafka has not applied yet makes a commit stale, in Kafka as here
+    (ConsumerGroup.validateMemberEpoch). librdkafka hands that error to the application; the Java client
+    retries such a commit itself."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    for _ in range(100):
+        try:
+            consumer.commit(asynchronous=False)
+            return
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.STALE_MEMBER_EPOCH:
+                raise
+            emit({"stale_commit": True})
+            time.sleep(0.05)  # librdkafka's background thread applies the new epoch meanwhile
+    raise RuntimeError("the member epoch stayed stale for 100 commits")
+
+
 def run_confluent_consumer_protocol(bootstrap: str, topic: str, group: str, deadline: float,
                                    closing: threading.Event) -> None:
     """librdkafka with `group.protocol=consumer` (KIP-848): the broker assigns, partitions move incrementally."""
@@ -115,7 +134,7 @@ def run_confluent_consumer_protocol(bootstrap: str, topic: str, group: str, dead
         msgs = consumer.consume(num_messages=500, timeout=0.2)
         n = emit_records((m.partition(), m.offset(), m.value()) for m in msgs if not m.error())
         if n:
-            consumer.commit(asynchronous=False)
+            commit_until_current(consumer)
             emit({"commit": n})
     consumer.close()
     emit({"closed": True})
