@@ -24,15 +24,9 @@ DEFAULT_CONFIG, GROUP_CONFIG = 5, 8
 E = ErrorCode
 
 
-@pytest.fixture(scope="module")
-def broker() -> Iterator[BrokerHandle]:
-    with run_broker(overrides={"group.initial.rebalance.delay.ms": 0}) as handle:
-        yield handle
-
-
 @pytest.fixture
-def wire(broker: BrokerHandle) -> Iterator[KafkaWire]:
-    with KafkaWire(broker.bootstrap) as w:
+def wire(group_broker: BrokerHandle) -> Iterator[KafkaWire]:  # group_broker: tests/groups/conftest.py
+    with KafkaWire(group_broker.bootstrap) as w:
         yield w
 
 
@@ -67,10 +61,10 @@ def listed_groups(wire: KafkaWire) -> list[str]:
     return [c.resource_name for c in r.config_resources]
 
 
-def test_kafka_python_sets_describes_and_lists_group_configs(broker: BrokerHandle, wire: KafkaWire) -> None:
+def test_kafka_python_sets_describes_and_lists_group_configs(group_broker: BrokerHandle, wire: KafkaWire) -> None:
     from kafka.admin import AlterConfigOp, ConfigResource, ConfigResourceType, KafkaAdminClient
 
-    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=30000)
+    admin = KafkaAdminClient(bootstrap_servers=group_broker.bootstrap, request_timeout_ms=30000)
     try:
         group = ConfigResource(ConfigResourceType.GROUP, "kp-configured")
         everything = admin.describe_configs([group], config_filter="all")["group"]["kp-configured"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tidelog.broker.apis._shared import BROKER, BROKER_LOGGER, GROUP_CONFIGS, TOPIC
 from tidelog.broker.client_metrics import CLIENT_METRICS
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode
@@ -16,9 +17,8 @@ NOTES = """v0 was ListClientMetricsResources (KIP-714): CLIENT_METRICS subscript
 type list means every type; lists the groups with configs of their own (existing or not), the CLIENT_METRICS
 subscriptions, this broker (BROKER_LOGGER and BROKER, by node id) and every topic, internal ones included. Needs
 DESCRIBE_CONFIGS on the cluster"""
-_TOPIC, _BROKER, _BROKER_LOGGER, _GROUP = 2, 4, 8, 32
 # ListConfigResourcesRequest.supportedResourceTypes: a new type takes a new version.
-_SUPPORTED = {0: frozenset({CLIENT_METRICS}), 1: frozenset({_TOPIC, _BROKER, _BROKER_LOGGER, CLIENT_METRICS, _GROUP})}
+_SUPPORTED = {0: frozenset({CLIENT_METRICS}), 1: frozenset({TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP_CONFIGS})}
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -42,14 +42,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     node = str(broker.node_id)
     resources: list[tuple[str, int]] = []
-    if _GROUP in types:  # groups with configs of their own, existing or not (KIP-1142)
-        resources += [(name, _GROUP) for name in broker.group_configs.group_ids()]
+    if GROUP_CONFIGS in types:  # groups with configs of their own, existing or not (KIP-1142)
+        resources += [(name, GROUP_CONFIGS) for name in broker.group_configs.group_ids()]
     if CLIENT_METRICS in types:
         resources += [(name, CLIENT_METRICS) for name in broker.client_metrics.names()]
-    if _BROKER_LOGGER in types:
-        resources.append((node, _BROKER_LOGGER))
-    if _BROKER in types:
-        resources.append((node, _BROKER))
-    if _TOPIC in types:
-        resources += [(name, _TOPIC) for name in broker.topics.names()]
+    if BROKER_LOGGER in types:
+        resources.append((node, BROKER_LOGGER))
+    if BROKER in types:
+        resources.append((node, BROKER))
+    if TOPIC in types:
+        resources += [(name, TOPIC) for name in broker.topics.names()]
     return answer(ErrorCode.NONE, resources)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -109,13 +110,9 @@ def _valid_auto_offset_reset(value: str) -> bool:
     match = _DURATION.fullmatch(duration.strip())
     if match is None or match.group(3) == "T" or not any(match.group(i) for i in (2, 4, 5, 6)):
         return False  # Duration.parse needs at least one part, and a T with none after it is no part
-    sign = -1 if match.group(1) == "-" else 1
-    seconds = (int(match.group(2) or 0) * 86400 + int(match.group(4) or 0) * 3600 + int(match.group(5) or 0) * 60
-               + int(match.group(6) or 0))
-    fraction = int((match.group(7) or "").ljust(9, "0") or 0)
-    negative_fraction = (match.group(6) or "").startswith("-")
-    total_nanos = sign * (seconds * 10**9 + (-fraction if negative_fraction else fraction))
-    return total_nanos >= 0
+    seconds = Decimal(f"{match.group(6) or 0}.{match.group(7) or 0}")  # the fraction takes the seconds' sign
+    total = int(match.group(2) or 0) * 86400 + int(match.group(4) or 0) * 3600 + int(match.group(5) or 0) * 60 + seconds
+    return (-total if match.group(1) == "-" else total) >= 0
 
 
 def parse_value(name: str, value: str) -> int | str:
@@ -159,11 +156,9 @@ class GroupConfigManager:
             for group, configs in document.get("groups", {}).items()})
         for group_id, configs in (saved or {}).items():
             try:  # only values set_overrides validated are written; a hand edit may still break one
-                self.validate(configs)
+                self._configs[group_id] = self.validate(configs)
             except KafkaError as exc:
                 log.warning("ignoring the configs of group %s in %s: %s", group_id, self.path, exc.message)
-                continue
-            self._configs[group_id] = {name: str(parse_value(name, value)) for name, value in configs.items()}
 
     def _save(self) -> None:
         if self.path is None:
@@ -210,21 +205,20 @@ class GroupConfigManager:
         does; raises KafkaError with Kafka's code and changes nothing then."""
         if not group_id:
             raise KafkaError(ErrorCode.INVALID_REQUEST, "Default group resources are not allowed.")
-        self.validate(configs)
+        parsed = self.validate(configs)
         if validate_only:
             return
-        if configs:
-            self._configs[group_id] = {name: str(parse_value(name, value)) for name, value in configs.items()}
+        if parsed:
+            self._configs[group_id] = parsed
         else:
             self._configs.pop(group_id, None)
         self._save()
 
-    def validate(self, configs: dict[str, str]) -> None:
+    def validate(self, configs: dict[str, str]) -> dict[str, str]:
         """GroupConfig.validate over the broker's consumer defaults plus `configs`: names, types, lower bounds,
-        then each kind's bounds and session timeout above heartbeat interval."""
-        values = self.defaults()
-        for name, value in configs.items():
-            values[name] = parse_value(name, value)
+        then each kind's bounds and session timeout above heartbeat interval. `configs` as parsed (trimmed)."""
+        parsed = {name: parse_value(name, value) for name, value in configs.items()}
+        values = {**self.defaults(), **parsed}
         for name, (min_name, lowest, max_name, highest) in self._bounds().items():
             current = int(values[name])
             if current < lowest:
@@ -236,6 +230,7 @@ class GroupConfigManager:
         for session, heartbeat in _SESSION_OVER_HEARTBEAT:
             if int(values[session]) <= int(values[heartbeat]):
                 raise _invalid(f"{session} must be greater than {heartbeat}")
+        return {name: str(value) for name, value in parsed.items()}
 
     def _bounds(self) -> dict[str, tuple[str, int, str, int]]:
         """Each bounded config's (min name, min, max name, max): the consumer ones from the broker's config."""
