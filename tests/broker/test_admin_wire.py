@@ -256,7 +256,8 @@ def test_describe_broker_configs(broker: BrokerHandle, wire: KafkaWire) -> None:
     assert configs["log.cleaner.dedupe.buffer.size"].value == "134217728"
     assert configs["listeners"].value.startswith("PLAINTEXT://127.0.0.1:")
     cluster = describe(wire, 4, BROKER, "")
-    assert cluster.error_code == 0 and cluster.configs == []
+    assert cluster.error_code == 0  # only KIP-966's cluster-level min.insync.replicas, written at the first start
+    assert [(c.name, c.value, c.config_source) for c in cluster.configs] == [("min.insync.replicas", "1", 3)]
     loggers = describe(wire, 4, BROKER_LOGGER, str(broker.state.node_id))
     assert loggers.error_code == 0 and "root" in {c.name for c in loggers.configs}
 
@@ -315,7 +316,8 @@ def test_broker_dynamic_configs(broker: BrokerHandle, wire: KafkaWire) -> None:
     assert [(s.source, s.value) for s in entry.synonyms] == [(2, "5000"), (5, "15000")]
     assert incremental(wire, 1, BROKER, "", [("log.retention.ms", SET, "86400000")]).error_code == 0
     cluster = describe(wire, 4, BROKER, "")
-    assert [(c.name, c.value, c.config_source) for c in cluster.configs] == [("log.retention.ms", "86400000", 3)]
+    assert [(c.name, c.value, c.config_source) for c in cluster.configs] == [("log.retention.ms", "86400000", 3),
+                                                                             ("min.insync.replicas", "1", 3)]
     retention = {c.name: c for c in describe(wire, 4, TOPIC, "create-v7").configs}["retention.ms"]
     assert (retention.value, retention.config_source) == ("86400000", 3)
     assert incremental(wire, 1, BROKER, node, [("log.cleaner.backoff.ms", APPEND, "1")]).error_code == (

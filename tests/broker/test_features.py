@@ -45,13 +45,15 @@ def update(wire: KafkaWire, changes: list[tuple[str, int, int]], validate_only: 
 def test_api_versions_v4_reports_kafka_43_feature_levels(broker: BrokerHandle) -> None:
     with KafkaWire(broker.bootstrap) as wire:
         supported, finalized, epoch = features(api_versions(wire, 4))
-    assert supported == {"metadata.version": (7, 30), "kraft.version": (0, 1)}
-    assert finalized == {"metadata.version": (30, 30), "kraft.version": (1, 1)}
+    assert supported == {"metadata.version": (7, 30), "kraft.version": (0, 1), "group.version": (0, 1),
+                         "eligible.leader.replicas.version": (0, 1)}
+    assert finalized == {"metadata.version": (30, 30), "kraft.version": (1, 1), "group.version": (1, 1),
+                         "eligible.leader.replicas.version": (1, 1)}
     assert epoch >= 0
 
 
 def test_api_versions_v3_leaves_out_features_with_minimum_zero(broker: BrokerHandle) -> None:
-    """KAFKA-17011: a v3 reader cannot take a supported minimum of 0, so kraft.version is not listed."""
+    """KAFKA-17011: a v3 reader cannot take a supported minimum of 0, so only metadata.version is listed."""
     with KafkaWire(broker.bootstrap) as wire:
         supported, finalized, _ = features(api_versions(wire, 3))
     assert supported == {"metadata.version": (7, 30)}
@@ -70,8 +72,10 @@ def test_api_versions_v3_leaves_out_features_with_minimum_zero(broker: BrokerHan
                                          "downgrade is not supported in this version."),
     ([("kraft.version", 0, SAFE)], "Invalid update version 0 for feature kraft.version. Can't downgrade the "
                                    "version of this feature."),
-    ([("group.version", 1, 1)], "Invalid update version 1 for feature group.version. Local controller 1 does not "
-                                "support this feature."),
+    ([("transaction.version", 2, 1)], "Invalid update version 2 for feature transaction.version. Local controller 1 "
+                                      "does not support this feature."),
+    ([("group.version", 2, 1)], "Invalid update version 2 for feature group.version. Local controller 1 only "
+                                "supports versions SupportedVersionRange[min_version:0, max_version:1]"),
     ([("metadata.version", -1, 1)], "Invalid update version -1 for feature metadata.version. A feature version "
                                     "cannot be less than 0."),
     ([("metadata.version", 30, 7)], "Invalid update version 30 for feature metadata.version. The controller does "
@@ -98,15 +102,17 @@ def test_update_features_v0_v1_carry_per_feature_results(broker: BrokerHandle) -
 
 def test_update_features_upgrade_downgrade_and_restart(tmp_path: Path) -> None:
     """A node whose levels were finalized by 4.2 (metadata.version 29): upgrade to 4.3, safe downgrade across
-    levels without metadata changes, validate_only changes nothing, and the levels survive a restart."""
+    levels without metadata changes, validate_only changes nothing, and the levels survive a restart. The file
+    was written by a tidelog that did not know group.version yet but served KIP-848: it reads as level 1."""
     (tmp_path / FILE_NAME).write_text(json.dumps({"version": 1, "epoch": 5,
                                                   "finalized": {"metadata.version": 29, "kraft.version": 1}}))
+    levels = {"kraft.version": (1, 1), "group.version": (1, 1)}
     with run_broker(tmp_path) as handle, KafkaWire(handle.bootstrap) as wire:
-        assert features(api_versions(wire, 4))[1:] == ({"metadata.version": (29, 29), "kraft.version": (1, 1)}, 5)
+        assert features(api_versions(wire, 4))[1:] == ({"metadata.version": (29, 29), **levels}, 5)
         assert update(wire, [("metadata.version", 30, 1)], validate_only=True).error_code == 0
         assert features(api_versions(wire, 4))[1]["metadata.version"] == (29, 29)
         assert update(wire, [("metadata.version", 28, SAFE)]).error_code == 0  # 4.2-IV1 changed no metadata
-        assert features(api_versions(wire, 4))[1:] == ({"metadata.version": (28, 28), "kraft.version": (1, 1)}, 6)
+        assert features(api_versions(wire, 4))[1:] == ({"metadata.version": (28, 28), **levels}, 6)
         assert update(wire, [("metadata.version", 30, 1)]).error_code == 0
         _, finalized, epoch = features(api_versions(wire, 4))
         assert finalized["metadata.version"] == (30, 30) and epoch == 7
@@ -114,9 +120,10 @@ def test_update_features_upgrade_downgrade_and_restart(tmp_path: Path) -> None:
         response = update(wire, [("kraft.version", 1, SAFE), ("metadata.version", 31, SAFE)])
         assert response.error_code == INVALID_UPDATE_VERSION
     stored = json.loads((tmp_path / FILE_NAME).read_text())
-    assert stored["finalized"] == {"metadata.version": 30, "kraft.version": 1} and stored["epoch"] == 7
+    assert stored["finalized"] == {"metadata.version": 30, "kraft.version": 1, "group.version": 1}
+    assert stored["epoch"] == 7 and stored["version"] == 2
     with run_broker(tmp_path) as handle, KafkaWire(handle.bootstrap) as wire:
-        assert features(api_versions(wire, 4))[1:] == ({"metadata.version": (30, 30), "kraft.version": (1, 1)}, 7)
+        assert features(api_versions(wire, 4))[1:] == ({"metadata.version": (30, 30), **levels}, 7)
 
 
 def describe_quorum(wire: KafkaWire, version: int, topic: str = "__cluster_metadata", partition: int = 0) -> Any:

@@ -36,11 +36,15 @@ def test_admin_flow(broker, java_client: JavaClient) -> None:
     for name, default, broker_name in (
         ("delete.retention.ms", "86400000", "log.cleaner.delete.retention.ms"),
         ("min.cleanable.dirty.ratio", "0.5", "log.cleaner.min.cleanable.ratio"),
-        ("min.insync.replicas", "1", "min.insync.replicas"),
     ):
         entry = configs[name]
         assert (entry["value"], entry["source"], entry["default"]) == (default, "DEFAULT_CONFIG", True), name
         assert [broker_name, default, "DEFAULT_CONFIG"] in entry["synonyms"], entry
+    # KIP-966: a new 4.3 cluster has a cluster-level min.insync.replicas, so topics inherit it from that level
+    entry = configs["min.insync.replicas"]
+    assert (entry["value"], entry["source"], entry["default"]) == ("1", "DYNAMIC_DEFAULT_BROKER_CONFIG", False)
+    assert entry["synonyms"] == [["min.insync.replicas", "1", "DYNAMIC_DEFAULT_BROKER_CONFIG"],
+                                 ["min.insync.replicas", "1", "DEFAULT_CONFIG"]], entry
     assert not any(e["read_only"] or e["sensitive"] for e in configs.values())
 
     after = steps["describe_after_alter"]["configs"]

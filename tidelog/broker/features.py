@@ -3,9 +3,11 @@
 A Kafka 4 broker lists its supported feature ranges and the cluster's finalized levels in ApiVersions v3+, and
 the controller changes finalized levels through UpdateFeatures (Kafka's FeatureControlManager). tidelog is a
 single node acting as broker and controller, so this module is both: it supports `metadata.version` (levels
-7 = 3.3-IV3 up to 30 = 4.3-IV0, Kafka 4.3's latest production level) and `kraft.version` (0-1), finalized at
-30 and 1 as `kafka-storage format --standalone` leaves a new 4.3 node. Features whose behaviour tidelog does
-not implement (group.version, transaction.version, share.version, ...) are neither supported nor finalized.
+7 = 3.3-IV3 up to 30 = 4.3-IV0, Kafka 4.3's latest production level), `kraft.version` (0-1), `group.version`
+(0-1: level 1 serves the KIP-848 consumer protocol) and `eligible.leader.replicas.version` (0-1: KIP-966, whose
+single-node part is the cluster-level min.insync.replicas, tidelog.broker.elr), all finalized at their latest
+level as `kafka-storage format --standalone` leaves a new 4.3 node. Features whose behaviour tidelog does not
+implement (transaction.version, share.version, streams.version) are neither supported nor finalized.
 
 The finalized levels and their epoch (Kafka's offset of the last metadata record, here a counter bumped by
 every applied update) live in `<first log dir>/tidelog-features.json`, replaced atomically, because Kafka keeps
@@ -28,6 +30,8 @@ log = logging.getLogger(__name__)
 FILE_NAME = "tidelog-features.json"
 METADATA_VERSION = "metadata.version"
 KRAFT_VERSION = "kraft.version"
+GROUP_VERSION = "group.version"  # Kafka's GroupVersion: 1 enables the consumer rebalance protocol (KIP-848)
+ELR_VERSION = "eligible.leader.replicas.version"  # Kafka's EligibleLeaderReplicasVersion (KIP-966)
 
 # Kafka's MetadataVersion: feature level -> (release-IV, didMetadataChange), from MINIMUM_VERSION (3.3-IV3) to
 # Kafka 4.3's latest production level. A downgrade across a level that changed the metadata is refused.
@@ -42,8 +46,15 @@ METADATA_VERSIONS: dict[int, tuple[str, bool]] = {
 METADATA_VERSION_43 = 30
 
 # name -> (min, max) this node supports (Kafka's BrokerFeatures / QuorumFeatures for the features above).
-SUPPORTED: dict[str, tuple[int, int]] = {METADATA_VERSION: (7, METADATA_VERSION_43), KRAFT_VERSION: (0, 1)}
-BOOTSTRAP: dict[str, int] = {METADATA_VERSION: METADATA_VERSION_43, KRAFT_VERSION: 1}
+SUPPORTED: dict[str, tuple[int, int]] = {METADATA_VERSION: (7, METADATA_VERSION_43), KRAFT_VERSION: (0, 1),
+                                          GROUP_VERSION: (0, 1), ELR_VERSION: (0, 1)}
+BOOTSTRAP: dict[str, int] = {METADATA_VERSION: METADATA_VERSION_43, KRAFT_VERSION: 1, GROUP_VERSION: 1,
+                             ELR_VERSION: 1}
+# (feature, level) -> the levels of other features it needs (FeatureVersion.dependencies): ELR 1 needs 4.0-IV1.
+DEPENDENCIES: dict[tuple[str, int], dict[str, int]] = {(ELR_VERSION, 1): {METADATA_VERSION: 23}}
+# A file written before tidelog knew these features: the levels that describe how that tidelog behaved (it served
+# KIP-848 groups, so group.version 1; it had no ELR, so 0 until UpdateFeatures raises it, as after a Kafka upgrade).
+_BEFORE_FILE_VERSION_2 = {GROUP_VERSION: 1}
 
 # FeatureUpdate.UpgradeType (UpdateFeatures v1+); v0's allow_downgrade maps to SAFE_DOWNGRADE.
 UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3
@@ -51,7 +62,10 @@ UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3
 
 def _saved_levels(document: Any) -> tuple[dict[str, int], int]:
     """(finalized levels, epoch) of a saved `tidelog-features.json`."""
-    return {str(k): int(v) for k, v in document["finalized"].items()}, int(document["epoch"])
+    levels = {str(k): int(v) for k, v in document["finalized"].items()}
+    if int(document.get("version", 1)) < 2:
+        levels = {**_BEFORE_FILE_VERSION_2, **levels}
+    return levels, int(document["epoch"])
 
 
 @dataclass(frozen=True)
@@ -82,6 +96,11 @@ class FeatureControl:
     def supported(self) -> dict[str, tuple[int, int]]:
         return dict(SUPPORTED)
 
+    def level(self, feature: str) -> int:
+        """The finalized level of `feature` (0 when not finalized, as Kafka's getOrDefault(name, 0))."""
+        with self._lock:
+            return self.finalized.get(feature, 0)
+
     def finalized_levels(self) -> tuple[dict[str, int], int]:
         """(finalized levels, epoch). kraft.version is listed only when above 0 (Kafka's KRaftMetadataCache)."""
         with self._lock:
@@ -101,6 +120,12 @@ class FeatureControl:
                 if message is not None:
                     return ErrorCode.INVALID_UPDATE_VERSION, message
                 proposed[u.feature] = u.level
+            for u in updates:  # Feature.validateVersion: against the levels the whole request proposes
+                for needed, at_least in DEPENDENCIES.get((u.feature, u.level), {}).items():
+                    if proposed.get(needed, 0) < at_least:
+                        return ErrorCode.INVALID_UPDATE_VERSION, (
+                            f"Invalid update version {u.level} for feature {u.feature}. {u.feature} could not be "
+                            f"set to {u.level} because it depends on {needed} level {at_least}")
             if validate_only or proposed == self.finalized:
                 return ErrorCode.NONE, None
             self.finalized = {k: v for k, v in proposed.items() if v > 0 or k in BOOTSTRAP}
@@ -151,5 +176,5 @@ class FeatureControl:
         from tidelog.storage.checkpoints import write_atomic
 
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        data = json.dumps({"version": 1, "finalized": self.finalized, "epoch": self.epoch}, sort_keys=True)
+        data = json.dumps({"version": 2, "finalized": self.finalized, "epoch": self.epoch}, sort_keys=True)
         write_atomic(self.path, data.encode())

@@ -260,6 +260,9 @@ def build_broker_state(config: BrokerConfig, clock: Clock | None = None, *,
         security=security or BrokerSecurity(config, clock),
     )
     state.features.ensure_saved()
+    from tidelog.broker.elr import ensure_cluster_min_isr  # (it imports this module)
+
+    ensure_cluster_min_isr(state)
     if (Path(config.log_dirs[0]) / CLIENT_METRICS_FILE).exists():
         _ = state.client_metrics  # saved subscriptions are read now: an unreadable file fails start-up, as it did
     if (Path(config.log_dirs[0]) / GROUP_CONFIGS_FILE).exists():

@@ -293,6 +293,12 @@ class BrokerConfig:
             raise KeyError(name)
         return getattr(self, name.replace(".", "_"))
 
+    def static_value(self, name: str) -> Any:
+        """The value of `name` from the static layers alone (server.properties, environment, overrides), else its
+        definition default: what Kafka's controller reads from its own node config (staticConfig)."""
+        value = self._static.get(name)
+        return BROKER_CONFIG_DEFS[name].default if value is None else value
+
     def raw_value(self, name: str) -> Any:
         """The value set for `name` in the highest layer, else its definition default (None allowed)."""
         return self._effective(name, BROKER_CONFIG_DEFS[name].default)

@@ -8,6 +8,8 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.context import RequestContext
+from tidelog.broker.elr import check_min_isr_change
+from tidelog.broker.features import GROUP_VERSION
 from tidelog.broker.topics import INTERNAL_TOPICS, validate_topic_name
 from tidelog.config.broker_config import ReadOnlyConfigError, UnknownConfigError
 from tidelog.config.definitions import ConfigError
@@ -135,11 +137,20 @@ def apply_topic_overrides(ctx: RequestContext, name: str, overrides: Mapping[str
 
 
 
-def apply_broker_configs(ctx: RequestContext, per_broker: bool, values: Mapping[str, str], validate_only: bool) -> None:
+def consumer_protocol_enabled(ctx: RequestContext) -> bool:
+    """KIP-848's APIs are served while `group.version` is 1 or more (Kafka's GroupVersion); at 0 they answer
+    UNSUPPORTED_VERSION, as a Kafka 4 cluster whose group.version was downgraded."""
+    return ctx.broker.features.level(GROUP_VERSION) >= 1
+
+
+def apply_broker_configs(ctx: RequestContext, per_broker: bool, values: Mapping[str, str], validate_only: bool,
+                         named: Iterable[str]) -> None:
     """Kafka accepts only dynamically updatable broker configs; a static one is INVALID_REQUEST
-    (ConfigAdminManager turns the ConfigException into InvalidRequestException)."""
+    (ConfigAdminManager turns the ConfigException into InvalidRequestException). `values` is the resource's new
+    dynamic set, `named` the configs the request names (KIP-966's rules on min.insync.replicas: broker/elr.py)."""
     try:
         ctx.broker.config.validate_dynamic(values, per_broker)
+        check_min_isr_change(ctx.broker, per_broker, named, values)
         if not validate_only:
             ctx.broker.topics.set_broker_configs(per_broker, values)
     except UnknownConfigError as exc:

@@ -39,7 +39,7 @@ def _alter_one(ctx: RequestContext, resource: Any, validate_only: bool) -> None:
         apply_topic_overrides(ctx, resource.resource_name, values, validate_only)
     elif resource.resource_type == BROKER:
         per_broker = check_broker_name(ctx, resource.resource_name)
-        apply_broker_configs(ctx, per_broker, values, validate_only)
+        apply_broker_configs(ctx, per_broker, values, validate_only, values)
     elif resource.resource_type == CLIENT_METRICS:
         ctx.broker.client_metrics.set_configs(resource.resource_name or "", values, validate_only)
     elif resource.resource_type == GROUP_CONFIGS:

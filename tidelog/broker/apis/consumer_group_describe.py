@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tidelog.broker.apis._shared import GROUP_OPERATIONS, consumer_groups
+from tidelog.broker.apis._shared import GROUP_OPERATIONS, consumer_groups, consumer_protocol_enabled
 from tidelog.broker.context import RequestContext
 from tidelog.coordinator.group.assignors import Assignment
 from tidelog.protocol.errors import ErrorCode, KafkaError
@@ -16,7 +16,8 @@ from tidelog.security.authorizer import GROUP, Op, authorize, authorized_operati
 API_KEY = 69
 NOTES = """v1 MemberType (KIP-1099: 0 classic, 1 consumer); epochs, assignor, each member's current and target
 assignment; classic or unknown groups GROUP_ID_NOT_FOUND (the Java admin then falls back to DescribeGroups);
-authorized operations as DescribeGroups'. Own codec as for 68"""
+authorized operations as DescribeGroups'. Own codec as for 68; UNSUPPORTED_VERSION for every group while
+`group.version` is 0"""
 
 OPERATIONS_OMITTED = -(2**31)
 CLASSIC_MEMBER, CONSUMER_MEMBER = 0, 1  # KIP-1099 MemberType
@@ -38,11 +39,15 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     cls = response_class(API_KEY)[ctx.api_version]
     D = cls.DescribedGroup
     out = []
+    enabled = consumer_protocol_enabled(ctx)  # KafkaApis.isConsumerGroupProtocolEnabled, checked first
     for group_id in request.group_ids or []:
         def error(code: int, message: str | None, gid: str = group_id) -> Any:
             return D(error_code=code, error_message=message, group_id=gid, group_state="", group_epoch=0,
                      assignment_epoch=0, assignor_name="", members=[], authorized_operations=OPERATIONS_OMITTED)
 
+        if not enabled:  # ConsumerGroupDescribeRequest.getErrorResponse: the error for each group named
+            out.append(error(ErrorCode.UNSUPPORTED_VERSION, None))
+            continue
         if not group_id:
             out.append(error(ErrorCode.INVALID_GROUP_ID, None))
             continue

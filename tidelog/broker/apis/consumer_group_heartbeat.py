@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tidelog.broker.apis._shared import check_group, consumer_groups
+from tidelog.broker.apis._shared import check_group, consumer_groups, consumer_protocol_enabled
 from tidelog.broker.context import RequestContext
 from tidelog.coordinator.group.consumer_coordinator import HeartbeatError
 from tidelog.protocol.errors import ErrorCode, KafkaError
@@ -22,11 +22,14 @@ formats (key versions 3–8); empty classic/consumer groups convert; classic con
 the consumer embedded protocol is upgraded when a consumer-protocol member joins (convertToConsumerGroup;
 otherwise GROUP_ID_NOT_FOUND). A consumer group whose last consumer-protocol member leaves while classic
 members remain becomes a classic group again (convertToClassicGroup). Codec written from Kafka's JSON schemas
-(`protocol/schemas/`, kafka-python 3.0.12 lacks it)"""
+(`protocol/schemas/`, kafka-python 3.0.12 lacks it); UNSUPPORTED_VERSION while `group.version` is 0"""
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     cls = response_class(API_KEY)[ctx.api_version]
+    if not consumer_protocol_enabled(ctx):  # KafkaApis.isConsumerGroupProtocolEnabled, checked first
+        return cls(throttle_time_ms=0, error_code=ErrorCode.UNSUPPORTED_VERSION, error_message=None, member_id=None,
+                   member_epoch=0, heartbeat_interval_ms=0, assignment=None)
     try:
         check_group(ctx, Op.READ, request.group_id)  # KafkaApis.handleConsumerGroupHeartbeat
         result = consumer_groups(ctx).heartbeat(request, ctx.client_id or "", "/" + ctx.client_host)

@@ -109,7 +109,7 @@ def _alter_broker(ctx: RequestContext, resource: Any, validate_only: bool) -> No
 
     new = apply_ops(config.dynamic_configs(per_broker), resource.configs, type_of, base_value,
                     ErrorCode.INVALID_REQUEST)
-    apply_broker_configs(ctx, per_broker, new, validate_only)
+    apply_broker_configs(ctx, per_broker, new, validate_only, [c.name for c in resource.configs or []])
 
 
 def _alter_loggers(ctx: RequestContext, resource: Any, validate_only: bool) -> None:

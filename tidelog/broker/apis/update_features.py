@@ -7,14 +7,18 @@ from __future__ import annotations
 from typing import Any
 
 from tidelog.broker.context import RequestContext
+from tidelog.broker.elr import ensure_cluster_min_isr
 from tidelog.broker.features import SAFE_DOWNGRADE, UPGRADE, FeatureUpdate
 from tidelog.protocol.api_keys import ApiKey
+from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import response_class
 
 API_KEY = ApiKey.UPDATE_FEATURES
 NOTES = """FeatureControlManager's rules on one node: unknown features, levels outside 7–30 / 0–1, downgrades
 without a downgrade type, metadata downgrades across a level that changed metadata (30 = 4.3-IV0 did),
-kraft.version downgrades: INVALID_UPDATE_VERSION; validate_only; levels in `tidelog-features.json`"""
+kraft.version downgrades, unmet dependencies: INVALID_UPDATE_VERSION; validate_only; group.version 0 turns the
+KIP-848 APIs off, eligible.leader.replicas.version 1 writes the cluster-level min.insync.replicas; levels in
+`tidelog-features.json`"""
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -29,6 +33,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         updates.append(FeatureUpdate(u.feature or "", u.max_version_level, upgrade_type))
     validate_only = bool(request.validate_only) if v >= 1 else False
     error, message = ctx.broker.features.update(updates, validate_only)
+    if error == ErrorCode.NONE and not validate_only:
+        ensure_cluster_min_isr(ctx.broker)  # raised to ELR 1: maybeGenerateElrSafetyRecords
     fields: dict[str, Any] = {"throttle_time_ms": 0, "error_code": error, "error_message": message}
     if v <= 1:
         # UpdateFeaturesResponse.createWithErrors: every feature carries the top-level outcome.
