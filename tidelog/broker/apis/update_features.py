@@ -10,7 +10,7 @@ from tidelog.broker.context import RequestContext
 from tidelog.broker.elr import ensure_cluster_min_isr
 from tidelog.broker.features import SAFE_DOWNGRADE, UPGRADE, FeatureUpdate
 from tidelog.protocol.api_keys import ApiKey
-from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
 
 API_KEY = ApiKey.UPDATE_FEATURES
@@ -34,7 +34,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     validate_only = bool(request.validate_only) if v >= 1 else False
     error, message = ctx.broker.features.update(updates, validate_only)
     if error == ErrorCode.NONE and not validate_only:
-        ensure_cluster_min_isr(ctx.broker)  # raised to ELR 1: maybeGenerateElrSafetyRecords
+        try:
+            ensure_cluster_min_isr(ctx.broker)  # raised to ELR 1: maybeGenerateElrSafetyRecords
+        except KafkaError as e:  # the configs could not be stored (KAFKA_STORAGE_ERROR); the levels are applied
+            error, message = e.code, e.message
     fields: dict[str, Any] = {"throttle_time_ms": 0, "error_code": error, "error_message": message}
     if v <= 1:
         # UpdateFeaturesResponse.createWithErrors: every feature carries the top-level outcome.
