@@ -68,7 +68,7 @@ def test_kafka_python_sets_describes_and_lists_group_configs(group_broker: Broke
     try:
         group = ConfigResource(ConfigResourceType.GROUP, "kp-configured")
         everything = admin.describe_configs([group], config_filter="all")["group"]["kp-configured"]
-        assert len(everything) == 11  # every GroupConfig, for a group that neither exists nor has configs
+        assert len(everything) == 13  # every GroupConfig (4.3: with KIP-1240's two), for a group that neither exists nor has configs
         assert everything["consumer.session.timeout.ms"]["value"] == "45000"
         assert everything["consumer.session.timeout.ms"]["config_source"] == "DEFAULT_CONFIG"
         assert everything["share.auto.offset.reset"]["value"] == "latest"
@@ -101,6 +101,8 @@ def test_kafka_python_sets_describes_and_lists_group_configs(group_broker: Broke
     ([("share.record.lock.duration.ms", SET, "999")], E.INVALID_CONFIG, None),  # atLeast(1000)
     ([("share.auto.offset.reset", SET, "by_duration:-PT1H")], E.INVALID_CONFIG, None),
     ([("share.isolation.level", SET, "read_dirty")], E.INVALID_CONFIG, None),
+    ([("share.delivery.count.limit", SET, "11")], E.INVALID_CONFIG, None),  # group.share.max.delivery.count.limit
+    ([("share.partition.max.record.locks", SET, "99")], E.INVALID_CONFIG, None),  # atLeast(100)
     ([("streams.num.standby.replicas", SET, "3")], E.INVALID_CONFIG,
      "streams.num.standby.replicas must be less than or equal to group.streams.max.standby.replicas"),
     ([("consumer.session.timeout.ms", APPEND, "1")], E.INVALID_CONFIG, None),  # not a list config

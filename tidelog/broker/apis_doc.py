@@ -26,9 +26,8 @@ SERVED_TABLE = "@@SERVED_TABLE@@"
 NOT_SERVED_TABLE = "@@NOT_SERVED_TABLE@@"
 OTHER_KEYS_TABLE = "@@OTHER_KEYS_TABLE@@"
 
-_SHARE_GROUPS = "share groups (KIP-932) are not implemented"
-_SHARE_STATE = ("share-group state kept by the share coordinator (KIP-932), sent between brokers; share groups are "
-                "not implemented")
+_SHARE_STATE = ("share-group state kept by the share coordinator (KIP-932), sent between brokers; on one node the "
+                "share coordinator is part of the broker (`coordinator/share/`), nothing goes over the wire")
 _STREAMS_GROUPS = "streams groups (KIP-1071, Kafka Streams' rebalance protocol) are not implemented"
 _DELEGATION_TOKENS = "delegation tokens are not implemented (a SCRAM login with `tokenauth` is refused)"
 _ZOOKEEPER = "ZooKeeper-era inter-broker API, removed in Kafka 4.0; tidelog has no replication"
@@ -45,10 +44,6 @@ NOT_SERVED: dict[ApiKey, str] = {
     ApiKey.DESCRIBE_DELEGATION_TOKEN: _DELEGATION_TOKENS,
     ApiKey.UNREGISTER_BROKER: "removes another broker's registration from the KRaft controller; this node is the "
                               "only broker and is never unregistered",
-    ApiKey.SHARE_GROUP_HEARTBEAT: _SHARE_GROUPS,
-    ApiKey.SHARE_GROUP_DESCRIBE: _SHARE_GROUPS,
-    ApiKey.SHARE_FETCH: _SHARE_GROUPS,
-    ApiKey.SHARE_ACKNOWLEDGE: _SHARE_GROUPS,
     ApiKey.ADD_RAFT_VOTER: "dynamic KRaft quorum membership (KIP-853): there is no other controller to add; this "
                            "node stays the single voter",
     ApiKey.REMOVE_RAFT_VOTER: "dynamic KRaft quorum membership (KIP-853): the single voter cannot be removed",
@@ -59,9 +54,6 @@ NOT_SERVED: dict[ApiKey, str] = {
     ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: _SHARE_STATE,
     ApiKey.STREAMS_GROUP_HEARTBEAT: _STREAMS_GROUPS,
     ApiKey.STREAMS_GROUP_DESCRIBE: _STREAMS_GROUPS,
-    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: _SHARE_GROUPS,
-    ApiKey.ALTER_SHARE_GROUP_OFFSETS: _SHARE_GROUPS,
-    ApiKey.DELETE_SHARE_GROUP_OFFSETS: _SHARE_GROUPS,
     # not in Kafka 4.3's broker ApiVersions answer either
     ApiKey.LEADER_AND_ISR: _ZOOKEEPER,
     ApiKey.STOP_REPLICA: _ZOOKEEPER,

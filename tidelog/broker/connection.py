@@ -156,11 +156,20 @@ class Connection:
                 stream.write(pending)  # answers gathered before the request that ended the connection
             self._stop_idle_timer()
             metrics.connection_closed()
+            self._end_share_sessions()
             stream.close()
             try:
                 await stream.wait_closed()
             except (Exception, asyncio.CancelledError):  # noqa: BLE001 - peer gone, or broker stopping
                 pass
+
+    def _end_share_sessions(self) -> None:
+        """The share sessions this connection opened end with it (Kafka's ShareSessionCache connection listener)."""
+        state = self.server.state
+        if state is not None and state.share_sessions_started:
+            from tidelog.broker.share_acks import connection_closed
+
+            connection_closed(state, (self.listener, self.client_host, self.client_port))
 
     async def _drained(self, transport: asyncio.Transport, high_water: int) -> bool:
         """After a write: wait while the client is not taking our bytes as fast as we write them (and watch it

@@ -4,10 +4,11 @@ A Kafka 4 broker lists its supported feature ranges and the cluster's finalized 
 the controller changes finalized levels through UpdateFeatures (Kafka's FeatureControlManager). tidelog is a
 single node acting as broker and controller, so this module is both: it supports `metadata.version` (levels
 7 = 3.3-IV3 up to 30 = 4.3-IV0, Kafka 4.3's latest production level), `kraft.version` (0-1), `group.version`
-(0-1: level 1 serves the KIP-848 consumer protocol) and `eligible.leader.replicas.version` (0-1: KIP-966, whose
-single-node part is the cluster-level min.insync.replicas, tidelog.broker.elr), all finalized at their latest
-level as `kafka-storage format --standalone` leaves a new 4.3 node. Features whose behaviour tidelog does not
-implement (transaction.version, share.version, streams.version) are neither supported nor finalized.
+(0-1: level 1 serves the KIP-848 consumer protocol), `eligible.leader.replicas.version` (0-1: KIP-966, whose
+single-node part is the cluster-level min.insync.replicas, tidelog.broker.elr) and `share.version` (0-1: level 1
+serves share groups, KIP-932), all finalized at their latest level as `kafka-storage format --standalone` leaves
+a new 4.3 node. Features whose behaviour tidelog does not implement (transaction.version, streams.version) are
+neither supported nor finalized.
 
 The finalized levels and their epoch (Kafka's offset of the last metadata record, here a counter bumped by
 every applied update) live in `<first log dir>/tidelog-features.json`, replaced atomically, because Kafka keeps
@@ -32,6 +33,7 @@ METADATA_VERSION = "metadata.version"
 KRAFT_VERSION = "kraft.version"
 GROUP_VERSION = "group.version"  # Kafka's GroupVersion: 1 enables the consumer rebalance protocol (KIP-848)
 ELR_VERSION = "eligible.leader.replicas.version"  # Kafka's EligibleLeaderReplicasVersion (KIP-966)
+SHARE_VERSION = "share.version"  # Kafka's ShareVersion: 1 serves share groups (KIP-932)
 
 # Kafka's MetadataVersion: feature level -> (release-IV, didMetadataChange), from MINIMUM_VERSION (3.3-IV3) to
 # Kafka 4.3's latest production level. A downgrade across a level that changed the metadata is refused.
@@ -47,13 +49,14 @@ METADATA_VERSION_43 = 30
 
 # name -> (min, max) this node supports (Kafka's BrokerFeatures / QuorumFeatures for the features above).
 SUPPORTED: dict[str, tuple[int, int]] = {METADATA_VERSION: (7, METADATA_VERSION_43), KRAFT_VERSION: (0, 1),
-                                          GROUP_VERSION: (0, 1), ELR_VERSION: (0, 1)}
+                                          GROUP_VERSION: (0, 1), ELR_VERSION: (0, 1), SHARE_VERSION: (0, 1)}
 BOOTSTRAP: dict[str, int] = {METADATA_VERSION: METADATA_VERSION_43, KRAFT_VERSION: 1, GROUP_VERSION: 1,
-                             ELR_VERSION: 1}
+                             ELR_VERSION: 1, SHARE_VERSION: 1}
 # (feature, level) -> the levels of other features it needs (FeatureVersion.dependencies): ELR 1 needs 4.0-IV1.
 DEPENDENCIES: dict[tuple[str, int], dict[str, int]] = {(ELR_VERSION, 1): {METADATA_VERSION: 23}}
 # A file written before tidelog knew these features: the levels that describe how that tidelog behaved (it served
-# KIP-848 groups, so group.version 1; it had no ELR, so 0 until UpdateFeatures raises it, as after a Kafka upgrade).
+# KIP-848 groups, so group.version 1; it had no ELR and no share groups, so 0 until UpdateFeatures raises them,
+# as after a Kafka upgrade).
 _BEFORE_FILE_VERSION_2 = {GROUP_VERSION: 1}
 
 # FeatureUpdate.UpgradeType (UpdateFeatures v1+); v0's allow_downgrade maps to SAFE_DOWNGRADE.

@@ -36,6 +36,7 @@ from tidelog.storage.log_manager import LogManager
 if TYPE_CHECKING:  # imported by build_services(), after the broker is ready
     from tidelog.broker.client_metrics import ClientMetricsManager
     from tidelog.broker.fetch_session import FetchSessionCache
+    from tidelog.broker.share_sessions import ShareSessionCache
     from tidelog.cleaner.log_cleaner import LogCleaner
     from tidelog.coordinator.group import GroupCoordinator
     from tidelog.coordinator.group.group_config import GroupConfigManager
@@ -93,6 +94,7 @@ class BrokerState:
     _fetch_sessions: FetchSessionCache | None = field(default=None, init=False)
     _client_metrics: ClientMetricsManager | None = field(default=None, init=False)
     _group_configs: GroupConfigManager | None = field(default=None, init=False)
+    _share_sessions: ShareSessionCache | None = field(default=None, init=False)
 
     @property
     def node_id(self) -> int:
@@ -120,6 +122,19 @@ class BrokerState:
 
             self._fetch_sessions = create_fetch_session_cache(self.config, self.clock, self.metrics)
         return self._fetch_sessions
+
+    @property
+    def share_sessions_started(self) -> bool:
+        return self._share_sessions is not None
+
+    @property
+    def share_sessions(self) -> ShareSessionCache:
+        """KIP-932 share sessions (built by the first ShareFetch)."""
+        if self._share_sessions is None:
+            from tidelog.broker.share_sessions import ShareSessionCache
+
+            self._share_sessions = ShareSessionCache(int(self.config.get("group.share.max.share.sessions")))
+        return self._share_sessions
 
     @property
     def client_metrics(self) -> ClientMetricsManager:

@@ -75,6 +75,14 @@ API_TABLE: tuple[ApiEntry, ...] = (
     # KIP-848 consumer groups; ConsumerGroupHeartbeat v1 adds SubscribedTopicRegex (resolved on the broker)
     ApiEntry(ApiKey.CONSUMER_GROUP_HEARTBEAT, "consumer_group_heartbeat", 0, 1),
     ApiEntry(ApiKey.CONSUMER_GROUP_DESCRIBE, "consumer_group_describe", 0, 1),  # v1: MemberType (KIP-1099)
+    # KIP-932 share groups (tidelog.coordinator.share); v0 of 76-79 was 4.0's early access, removed in 4.1
+    ApiEntry(ApiKey.SHARE_GROUP_HEARTBEAT, "share_group_heartbeat", 1, 1),
+    ApiEntry(ApiKey.SHARE_FETCH, "share_fetch", 1, 2),
+    ApiEntry(ApiKey.SHARE_ACKNOWLEDGE, "share_acknowledge", 1, 2),
+    ApiEntry(ApiKey.SHARE_GROUP_DESCRIBE, "share_group_describe", 1, 1),
+    ApiEntry(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, "describe_share_group_offsets", 0, 1),  # v1: Lag
+    ApiEntry(ApiKey.ALTER_SHARE_GROUP_OFFSETS, "alter_share_group_offsets", 0, 0),
+    ApiEntry(ApiKey.DELETE_SHARE_GROUP_OFFSETS, "delete_share_group_offsets", 0, 0),
     # idempotent and transactional producers, transaction coordinator
     ApiEntry(ApiKey.INIT_PRODUCER_ID, "init_producer_id", 0, 5),
     ApiEntry(ApiKey.ADD_PARTITIONS_TO_TXN, "add_partitions_to_txn", 0, 3,

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.context import RequestContext
 from tidelog.broker.elr import check_min_isr_change
-from tidelog.broker.features import GROUP_VERSION
+from tidelog.broker.features import GROUP_VERSION, SHARE_VERSION
 from tidelog.broker.topics import INTERNAL_TOPICS, validate_topic_name
 from tidelog.config.broker_config import ReadOnlyConfigError, UnknownConfigError
 from tidelog.config.definitions import ConfigError
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from tidelog.broker.topics import TopicInfo
     from tidelog.coordinator.group import GroupCoordinator
     from tidelog.coordinator.group.consumer_coordinator import ConsumerGroupCoordinator
+    from tidelog.coordinator.share.coordinator import ShareGroupCoordinator
     from tidelog.coordinator.transaction import TransactionCoordinator
     from tidelog.storage.log import Log
 
@@ -50,6 +51,26 @@ def consumer_groups(ctx: RequestContext) -> ConsumerGroupCoordinator:
     if not groups.enabled:
         raise KafkaError(ErrorCode.UNSUPPORTED_VERSION, "The consumer group protocol is not enabled")
     return groups
+
+
+def share_groups(ctx: RequestContext) -> ShareGroupCoordinator:
+    """The KIP-932 coordinator; UNSUPPORTED_VERSION while `share.version` is 0 (KafkaApis
+    .isShareGroupProtocolEnabled: the APIs stay advertised and answer that)."""
+    if ctx.broker.features.level(SHARE_VERSION) < 1:
+        raise KafkaError(ErrorCode.UNSUPPORTED_VERSION, "The share group protocol is not enabled")
+    groups: ShareGroupCoordinator | None = coordinator(ctx).share_groups
+    if groups is None:
+        raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "share group coordinator not running")
+    return groups
+
+
+MAX_SHARE_MEMBER_ID_LENGTH = 36  # KafkaApis: a share member id is the UUID string its client chose
+
+
+def check_share_member_id(member_id: str | None) -> None:
+    """ShareFetch / ShareAcknowledge: INVALID_REQUEST for an empty or over-long member id."""
+    if not member_id or len(member_id) > MAX_SHARE_MEMBER_ID_LENGTH:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, "Invalid member id in the request.")
 
 
 # Group AclOperations without an authorizer: READ 3, DELETE 6, DESCRIBE 8.

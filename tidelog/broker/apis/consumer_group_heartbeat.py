@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tidelog.broker.apis._shared import check_group, consumer_groups, consumer_protocol_enabled
+from tidelog.broker.apis._shared import check_group, consumer_groups, consumer_protocol_enabled, coordinator
 from tidelog.broker.context import RequestContext
 from tidelog.coordinator.group.consumer_coordinator import HeartbeatError
 from tidelog.protocol.errors import ErrorCode, KafkaError
@@ -22,7 +22,8 @@ formats (key versions 3–8); empty classic/consumer groups convert; classic con
 the consumer embedded protocol is upgraded when a consumer-protocol member joins (convertToConsumerGroup;
 otherwise GROUP_ID_NOT_FOUND). A consumer group whose last consumer-protocol member leaves while classic
 members remain becomes a classic group again (convertToClassicGroup). Codec written from Kafka's JSON schemas
-(`protocol/schemas/`, kafka-python 3.0.12 lacks it); UNSUPPORTED_VERSION while `group.version` is 0"""
+(`protocol/schemas/`, kafka-python 3.0.12 lacks it); UNSUPPORTED_VERSION while `group.version` is 0; a share
+group's id: GROUP_ID_NOT_FOUND"""
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -32,7 +33,15 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                    member_epoch=0, heartbeat_interval_ms=0, assignment=None)
     try:
         check_group(ctx, Op.READ, request.group_id)  # KafkaApis.handleConsumerGroupHeartbeat
-        result = consumer_groups(ctx).heartbeat(request, ctx.client_id or "", "/" + ctx.client_host)
+        groups = consumer_groups(ctx)
+        share = coordinator(ctx).share_groups
+        if share is not None and share.is_share_group(request.group_id):
+            # the request is validated first (GroupCoordinatorService), then GroupMetadataManager.consumerGroup
+            # finds a share group
+            groups._validate(request)
+            raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND,
+                                 f"Group {request.group_id} is not a consumer group.")
+        result = groups.heartbeat(request, ctx.client_id or "", "/" + ctx.client_host)
     except HeartbeatError as e:
         return cls(throttle_time_ms=0, error_code=e.code, error_message=e.message, member_id=None,
                    member_epoch=-1, heartbeat_interval_ms=0, assignment=None)

@@ -11,7 +11,7 @@ from tidelog.protocol.messages import response_class
 from tidelog.security.authorizer import GROUP, Op, authorized_names
 
 API_KEY = 42
-NOTES = """only empty groups (classic or consumer)"""
+NOTES = """only empty groups (classic, consumer or share; a share group's state goes with it)"""
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -25,9 +25,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             groups = coordinator(ctx)
             consumer = groups.consumer_groups
             mine = [n for n in allowed if consumer is not None and consumer.is_consumer_group(n)]
-            result.update(groups.delete_groups([n for n in allowed if n not in mine]))
+            share = groups.share_groups
+            shared = [n for n in allowed if share is not None and share.is_share_group(n)]
+            result.update(groups.delete_groups([n for n in allowed if n not in mine and n not in shared]))
             if consumer is not None:
                 result.update({n: consumer.delete_group(n) for n in mine})
+            if share is not None:  # NON_EMPTY_GROUP while it has members
+                result.update({n: share.delete_group(n) for n in shared})
         except KafkaError as e:
             result.update(dict.fromkeys(allowed, e.code))
     return cls(throttle_time_ms=0, results=[cls.DeletableGroupResult(group_id=n, error_code=result[n])

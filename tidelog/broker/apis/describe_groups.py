@@ -13,9 +13,9 @@ from tidelog.security.authorizer import GROUP, Op, authorized_operations
 
 API_KEY = 15
 NOTES = """an unknown group is Dead; v6 adds GROUP_ID_NOT_FOUND and `error_message` for it (KIP-1043); a
-KIP-848 group is described the same way ("is not a classic group"); v3+ authorized operations: the principal's
-allowed ones with an authorizer (INT32_MIN on GROUP_AUTHORIZATION_FAILED, as Kafka), READ/DELETE/DESCRIBE
-without one"""
+KIP-848 or share group is described the same way ("is not a classic group"); v3+ authorized operations: the
+principal's allowed ones with an authorizer (INT32_MIN on GROUP_AUTHORIZATION_FAILED, as Kafka),
+READ/DELETE/DESCRIBE without one"""
 
 # kafka-python encodes the bitfield from a set of AclOperation codes; None is INT32_MIN ("not requested").
 AUTHORIZED_OPERATIONS_OMITTED = None
@@ -41,12 +41,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                                authorized_operations=AUTHORIZED_OPERATIONS_OMITTED if denied else ops))
             continue
         consumer = coordinator(ctx).consumer_groups
-        is_consumer = consumer is not None and consumer.is_consumer_group(group_id)
-        if group is None or is_consumer:
+        share = coordinator(ctx).share_groups
+        not_classic = (consumer is not None and consumer.is_consumer_group(group_id)) or \
+            (share is not None and share.is_share_group(group_id))
+        if group is None or not_classic:
             # Kafka's GroupMetadataManager.describeGroups: an unknown group, or one that is not classic, is Dead;
             # v0-5 with no error, v6+ with GROUP_ID_NOT_FOUND and the exception's message (KIP-1043).
             missing = version >= 6
-            message = f"Group {group_id} is not a classic group." if is_consumer else f"Group {group_id} not found."
+            message = f"Group {group_id} is not a classic group." if not_classic else f"Group {group_id} not found."
             described.append(D(error_code=ErrorCode.GROUP_ID_NOT_FOUND if missing else ErrorCode.NONE,
                                error_message=message if missing else None,
                                group_id=group_id, group_state=GroupState.DEAD.value,

@@ -11,10 +11,12 @@ from tidelog.protocol.messages import response_class
 from tidelog.security.authorizer import GROUP, Op, authorize_cluster, authorized_names
 
 API_KEY = 16
-NOTES = """v4 state filter, v5 type filter (`classic`, `consumer`)"""
+NOTES = """v4 state filter, v5 type filter (`classic`, `consumer`, `share`); share groups are listed with
+protocol type `share` and state `Empty` or `Stable`"""
 
 GROUP_TYPE_CLASSIC = "classic"
 GROUP_TYPE_CONSUMER = "consumer"
+GROUP_TYPE_SHARE = "share"
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -36,6 +38,16 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         visible_cg = authorized_names(ctx, Op.DESCRIBE, GROUP, [g.group_id for g in consumer_groups])
         consumer_groups = [g for g in consumer_groups if g.group_id in visible_cg]
     consumer_ids = {g.group_id for g in consumer_groups}
+    share = coordinator(ctx).share_groups
+    share_groups = share.list_groups() if share is not None else []
+    if share_groups and not authorize_cluster(ctx, Op.DESCRIBE):
+        visible_sg = authorized_names(ctx, Op.DESCRIBE, GROUP, [g.group_id for g in share_groups])
+        share_groups = [g for g in share_groups if g.group_id in visible_sg]
+    for sg in share_groups:  # GroupMetadataManager.listGroups: ShareGroup, protocol type "share"
+        if (states and sg.state.lower() not in states) or (types and GROUP_TYPE_SHARE not in types):
+            continue
+        listed.append(cls.ListedGroup(group_id=sg.group_id, protocol_type=GROUP_TYPE_SHARE, group_state=sg.state,
+                                      group_type=GROUP_TYPE_SHARE))
     for cg in consumer_groups:
         state = cg.state.value
         if (states and state.lower() not in states) or (types and GROUP_TYPE_CONSUMER not in types):

@@ -18,7 +18,8 @@ from tidelog.storage import TopicPartition
 API_KEY = 8
 NOTES = """classic groups; simple (generation −1) commits for `assign()` users; v10 names topics by id
 (unknown id: UNKNOWN_TOPIC_ID per partition); KIP-848 groups: member epoch as generation (STALE_MEMBER_EPOCH,
-UNKNOWN_MEMBER_ID; v9+ for consumer-protocol members, classic members of a consumer group: ILLEGAL_GENERATION)"""
+UNKNOWN_MEMBER_ID; v9+ for consumer-protocol members, classic members of a consumer group: ILLEGAL_GENERATION);
+a share group's id: GROUP_ID_NOT_FOUND"""
 
 
 def _partition_exists(ctx: RequestContext, tp: TopicPartition) -> bool:
@@ -83,9 +84,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                                             p.committed_metadata or "", now, expire)
     try:
         consumer = coordinator(ctx).consumer_groups if offsets else None
+        share = coordinator(ctx).share_groups if offsets else None
     except KafkaError as e:  # COORDINATOR_LOAD_IN_PROGRESS for every partition while the coordinator loads
         errors.update(dict.fromkeys(offsets, e.code))
-        offsets, consumer = {}, None
+        offsets, consumer, share = {}, None, None
+    if share is not None and share.is_share_group(request.group_id):
+        # ShareGroup.validateOffsetCommit: "Group X is not a consumer group.", at every version
+        errors.update(dict.fromkeys(offsets, ErrorCode.GROUP_ID_NOT_FOUND))
+        offsets = {}
     if consumer is not None and consumer.is_consumer_group(request.group_id):
         # KIP-848 group: the member epoch is validated as the generation (ConsumerGroup.validateOffsetCommit)
         errors.update(consumer.commit_offsets(request.group_id, request.member_id or "",

@@ -13,7 +13,7 @@ from tidelog.storage import TopicPartition
 
 API_KEY = 47
 NOTES = """drops committed offsets of topics the group no longer subscribes to; DELETE on the group, READ per
-topic (TOPIC_AUTHORIZATION_FAILED)"""
+topic (TOPIC_AUTHORIZATION_FAILED); a share group's id: GROUP_ID_NOT_FOUND"""
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -26,6 +26,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     denied = {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED for tp in partitions if tp.topic not in readable}
     try:
         check_group(ctx, Op.DELETE, request.group_id)
+        share = coordinator(ctx).share_groups
+        if share is not None and share.is_share_group(request.group_id):  # ShareGroup.validateOffsetDelete
+            raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {request.group_id} is not a consumer group.")
         error, errors = coordinator(ctx).delete_offsets(request.group_id,
                                                         [tp for tp in partitions if tp not in denied])
         errors = {**errors, **denied}

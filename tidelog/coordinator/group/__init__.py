@@ -8,6 +8,7 @@
 * `store.py`: the `__consumer_offsets` topic itself (created through TopicManager.ensure_internal_topic on the
   first FindCoordinator or write; writes go through `Log.append_as_leader(from_client=False)`).
 * `group_config.py`: each group's own configs (KIP-848 GroupConfig), set through the config APIs.
+* share groups (KIP-932) are `tidelog.coordinator.share`, reached as `GroupCoordinator.share_groups`.
 * `records.py`: Kafka's key/value schemas for that topic (written: OffsetCommit key v1 / value v3 or v1,
   GroupMetadata key v2 / value v3; read: every classic version).
 
@@ -58,4 +59,16 @@ def create_group_coordinator(broker_config: BrokerConfig, clock: Clock, topics: 
     coordinator.consumer_groups = ConsumerGroupCoordinator(coordinator, topics, clock,
                                                            ConsumerGroupConfig.from_broker_config(broker_config),
                                                            group_configs)
+    from tidelog.coordinator.share.coordinator import ShareGroupConfig, ShareGroupCoordinator
+    from tidelog.coordinator.share.state_store import ShareStateStore
+
+    def other_group_type(group_id: str) -> str | None:
+        """The type of a group of this id the other coordinators have (a share group id is refused then)."""
+        if coordinator.consumer_groups.groups.get(group_id) is not None:
+            return "consumer"
+        return "classic" if group_id in coordinator.groups else None
+
+    coordinator.share_groups = ShareGroupCoordinator(topics, clock, ShareGroupConfig.from_broker_config(broker_config),
+                                                     ShareStateStore(broker_config.log_dirs[0]), group_configs,
+                                                     other_group_type)
     return coordinator

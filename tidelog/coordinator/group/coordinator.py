@@ -46,12 +46,15 @@ class GroupCoordinator:
         self._next_retention_check = -1
         self._active = False
         self.consumer_groups: Any = None  # KIP-848 ConsumerGroupCoordinator, set by create_group_coordinator
+        self.share_groups: Any = None  # KIP-932 ShareGroupCoordinator, set by create_group_coordinator
 
     # ---------------------------------------------------------------------------------------- lifecycle
     def startup(self) -> None:
         self.manager.load()
         if self.consumer_groups is not None:
             self.consumer_groups.load()  # consumer-group records, after the offsets they share
+        if self.share_groups is not None:
+            self.share_groups.load()
         self._active = True
         self._next_retention_check = self.clock.monotonic_ms() + self.config.offsets_retention_check_interval_ms
         self._schedule()

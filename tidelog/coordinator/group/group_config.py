@@ -2,8 +2,8 @@
 (Incremental)AlterConfigs on a GROUP resource, shown by DescribeConfigs, listed by ListConfigResources and kept in
 `<first log dir>/tidelog-group-configs.json`. A group may have configs before it exists or after it is deleted
 (KIP-1142). consumer.session.timeout.ms and consumer.heartbeat.interval.ms apply to that consumer-protocol
-group's members; the share.* and streams.* ones are validated and kept as Kafka keeps them and act on nothing
-here (this broker serves no share or streams groups)."""
+group's members, the share.* ones to that share group (tidelog.coordinator.share); the streams.* ones are
+validated and kept as Kafka keeps them and act on nothing here (this broker serves no streams groups)."""
 
 from __future__ import annotations
 
@@ -26,6 +26,8 @@ SHARE_HEARTBEAT_INTERVAL_MS = "share.heartbeat.interval.ms"
 SHARE_RECORD_LOCK_DURATION_MS = "share.record.lock.duration.ms"
 SHARE_AUTO_OFFSET_RESET = "share.auto.offset.reset"
 SHARE_ISOLATION_LEVEL = "share.isolation.level"
+SHARE_DELIVERY_COUNT_LIMIT = "share.delivery.count.limit"  # KIP-1240 (Kafka 4.3)
+SHARE_PARTITION_MAX_RECORD_LOCKS = "share.partition.max.record.locks"  # KIP-1240 (Kafka 4.3)
 STREAMS_SESSION_TIMEOUT_MS = "streams.session.timeout.ms"
 STREAMS_HEARTBEAT_INTERVAL_MS = "streams.heartbeat.interval.ms"
 STREAMS_NUM_STANDBY_REPLICAS = "streams.num.standby.replicas"
@@ -55,6 +57,10 @@ GROUP_CONFIG_DEFS: dict[str, GroupConfigDef] = {d.name: d for d in (
                    "Where a share group starts reading a partition: earliest, latest or by_duration:<ISO-8601>."),
     GroupConfigDef(SHARE_ISOLATION_LEVEL, ConfigType.STRING, "read_uncommitted", None,
                    "Whether a share group reads aborted transactional records: read_committed or read_uncommitted."),
+    GroupConfigDef(SHARE_DELIVERY_COUNT_LIMIT, ConfigType.INT, 5, 2,
+                   "Deliveries of a record to this share group before it is archived."),
+    GroupConfigDef(SHARE_PARTITION_MAX_RECORD_LOCKS, ConfigType.INT, 2000, 100,
+                   "Most in-flight records of one share-partition of this group."),
     GroupConfigDef(STREAMS_SESSION_TIMEOUT_MS, ConfigType.INT, 45_000, 1, "Session timeout of streams-group members."),
     GroupConfigDef(STREAMS_HEARTBEAT_INTERVAL_MS, ConfigType.INT, 5_000, 1,
                    "Heartbeat interval of streams-group members."),
@@ -63,14 +69,12 @@ GROUP_CONFIG_DEFS: dict[str, GroupConfigDef] = {d.name: d for d in (
                    "How long a new streams group waits for more members before its first assignment."),
 )}
 
-# Bounds GroupConfig.validateValues checks: the consumer ones are broker configs here, the share and streams ones
-# Kafka's defaults (GroupCoordinatorConfig, ShareGroupConfig), as this broker has no such groups to configure.
+# Bounds GroupConfig.validateValues checks that are not broker configs here: Kafka's defaults (GroupCoordinatorConfig,
+# ShareGroupConfig). The consumer and share session, heartbeat and record-lock bounds are broker configs (_bounds).
 _FIXED_BOUNDS = {
-    SHARE_SESSION_TIMEOUT_MS: ("group.share.min.session.timeout.ms", 45_000, "group.share.max.session.timeout.ms", 60_000),
-    SHARE_HEARTBEAT_INTERVAL_MS: ("group.share.min.heartbeat.interval.ms", 5_000,
-                                  "group.share.max.heartbeat.interval.ms", 15_000),
-    SHARE_RECORD_LOCK_DURATION_MS: ("group.share.min.record.lock.duration.ms", 15_000,
-                                    "group.share.max.record.lock.duration.ms", 60_000),
+    SHARE_DELIVERY_COUNT_LIMIT: ("group.share.min.delivery.count.limit", 2, "group.share.max.delivery.count.limit", 10),
+    SHARE_PARTITION_MAX_RECORD_LOCKS: ("group.share.min.partition.max.record.locks", 100,
+                                       "group.share.max.partition.max.record.locks", 10_000),
     STREAMS_SESSION_TIMEOUT_MS: ("group.streams.min.session.timeout.ms", 45_000,
                                  "group.streams.max.session.timeout.ms", 60_000),
     STREAMS_HEARTBEAT_INTERVAL_MS: ("group.streams.min.heartbeat.interval.ms", 5_000,
@@ -113,6 +117,17 @@ def _valid_auto_offset_reset(value: str) -> bool:
     seconds = Decimal(f"{match.group(6) or 0}.{match.group(7) or 0}")  # the fraction takes the seconds' sign
     total = int(match.group(2) or 0) * 86400 + int(match.group(4) or 0) * 3600 + int(match.group(5) or 0) * 60 + seconds
     return (-total if match.group(1) == "-" else total) >= 0
+
+
+def duration_ms(text: str) -> int:
+    """A java.time.Duration text (PnDTnHnMn.nS) in milliseconds, as share.auto.offset.reset=by_duration: uses it
+    (the value was checked when it was set)."""
+    match = _DURATION.fullmatch(text.strip())
+    if match is None:
+        raise ValueError(f"not a duration: {text}")
+    seconds = Decimal(f"{match.group(6) or 0}.{match.group(7) or 0}")
+    total = int(match.group(2) or 0) * 86400 + int(match.group(4) or 0) * 3600 + int(match.group(5) or 0) * 60 + seconds
+    return int((-total if match.group(1) == "-" else total) * 1000)
 
 
 def parse_value(name: str, value: str) -> int | str:
@@ -183,6 +198,11 @@ class GroupConfigManager:
         values = {name: d.default for name, d in GROUP_CONFIG_DEFS.items()}
         values[CONSUMER_SESSION_TIMEOUT_MS] = self._broker_int("group.consumer.session.timeout.ms", 45_000)
         values[CONSUMER_HEARTBEAT_INTERVAL_MS] = self._broker_int("group.consumer.heartbeat.interval.ms", 5_000)
+        values[SHARE_SESSION_TIMEOUT_MS] = self._broker_int("group.share.session.timeout.ms", 45_000)
+        values[SHARE_HEARTBEAT_INTERVAL_MS] = self._broker_int("group.share.heartbeat.interval.ms", 5_000)
+        values[SHARE_RECORD_LOCK_DURATION_MS] = self._broker_int("group.share.record.lock.duration.ms", 30_000)
+        values[SHARE_DELIVERY_COUNT_LIMIT] = self._broker_int("group.share.delivery.count.limit", 5)
+        values[SHARE_PARTITION_MAX_RECORD_LOCKS] = self._broker_int("group.share.partition.max.record.locks", 2000)
         return values
 
     # --- what the APIs see ---
@@ -233,15 +253,22 @@ class GroupConfigManager:
         return {name: str(value) for name, value in parsed.items()}
 
     def _bounds(self) -> dict[str, tuple[str, int, str, int]]:
-        """Each bounded config's (min name, min, max name, max): the consumer ones from the broker's config."""
-        consumer = {
+        """Each bounded config's (min name, min, max name, max): the consumer and share ones from the broker's
+        config."""
+        configured = {
             CONSUMER_SESSION_TIMEOUT_MS: ("group.consumer.min.session.timeout.ms", 45_000,
                                           "group.consumer.max.session.timeout.ms", 60_000),
             CONSUMER_HEARTBEAT_INTERVAL_MS: ("group.consumer.min.heartbeat.interval.ms", 5_000,
                                              "group.consumer.max.heartbeat.interval.ms", 15_000),
+            SHARE_SESSION_TIMEOUT_MS: ("group.share.min.session.timeout.ms", 45_000,
+                                       "group.share.max.session.timeout.ms", 60_000),
+            SHARE_HEARTBEAT_INTERVAL_MS: ("group.share.min.heartbeat.interval.ms", 5_000,
+                                          "group.share.max.heartbeat.interval.ms", 15_000),
+            SHARE_RECORD_LOCK_DURATION_MS: ("group.share.min.record.lock.duration.ms", 15_000,
+                                            "group.share.max.record.lock.duration.ms", 60_000),
         }
         resolved = {name: (lo_name, self._broker_int(lo_name, lo), hi_name, self._broker_int(hi_name, hi))
-                    for name, (lo_name, lo, hi_name, hi) in consumer.items()}
+                    for name, (lo_name, lo, hi_name, hi) in configured.items()}
         return {**resolved, **_FIXED_BOUNDS}
 
     # --- what the consumer group coordinator asks ---

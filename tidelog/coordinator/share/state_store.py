@@ -1,0 +1,72 @@
+"""Durable share-partition state (what Kafka's share coordinator keeps in `__share_group_state`): per group and
+partition the start offset, the first offset never delivered, the state epoch, and each in-flight offset's
+delivery count. Locks do not survive a restart: an offset acquired when the broker stopped is available again
+with the deliveries it had, as after a Kafka share-coordinator failover.
+
+One JSON document, `<first log dir>/tidelog-share-state.json`, replaced atomically (fsync'd) after every change
+that acknowledgements, releases or lock expiry make, before the request that made it is answered (Kafka answers
+an acknowledgement once WriteShareGroupState is done). Partitions with nothing in flight are kept as three
+numbers, and a partition holds at most group.share.partition.max.record.locks in-flight offsets, so the document
+stays small.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from tidelog.coordinator.share.share_partition import AVAILABLE, InFlight, SharePartition
+from tidelog.storage.checkpoints import read_json_state, write_atomic
+
+FILE_NAME = "tidelog-share-state.json"
+_VERSION = 1
+
+
+def _key(topic_id: bytes, partition: int) -> str:
+    return f"{topic_id.hex()}:{partition}"
+
+
+def _parse(document: Any) -> dict[str, tuple[int, list[SharePartition]]]:
+    if int(document["version"]) != _VERSION:
+        raise ValueError(f"unknown version {document['version']}")
+    groups: dict[str, tuple[int, list[SharePartition]]] = {}
+    for group_id, group in document["groups"].items():
+        out: list[SharePartition] = []
+        groups[str(group_id)] = (int(group["group_epoch"]), out)
+        for key, state in group["partitions"].items():
+            topic_hex, _, partition = str(key).partition(":")
+            records = {int(offset): InFlight(AVAILABLE, int(count)) for offset, count in state.get("in_flight", [])}
+            start = int(state["start_offset"])
+            out.append(SharePartition(str(group_id), bytes.fromhex(topic_hex), int(partition), start,
+                                      int(state["end_offset"]), records, int(state.get("state_epoch", 0)),
+                                      persisted_start=start))
+    return groups
+
+
+class ShareStateStore:
+    def __init__(self, log_dir: str | Path) -> None:
+        self.path = Path(log_dir) / FILE_NAME
+
+    def load(self) -> dict[str, tuple[int, list[SharePartition]]]:
+        """group id -> (group epoch, its share-partitions) as last saved; raises StateFileError for a damaged
+        file."""
+        return read_json_state(self.path, _parse) or {}
+
+    def save(self, groups: dict[str, tuple[int, Iterable[SharePartition]]]) -> None:
+        """Every share group (its epoch and share-partitions), replacing the file atomically."""
+        document = {"version": _VERSION, "groups": {
+            group_id: {"group_epoch": epoch,
+                       "partitions": {_key(sp.topic_id, sp.partition): _state(sp) for sp in partitions}}
+            for group_id, (epoch, partitions) in groups.items()}}
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(self.path, json.dumps(document, separators=(",", ":")).encode())
+
+
+def _state(sp: SharePartition) -> dict[str, Any]:
+    state: dict[str, Any] = {"start_offset": sp.start_offset, "end_offset": sp.end_offset,
+                             "state_epoch": sp.state_epoch}
+    if sp.records:
+        state["in_flight"] = sorted([offset, rec.delivery_count] for offset, rec in sp.records.items())
+    return state
