@@ -337,3 +337,61 @@ def test_share_version_0_turns_share_groups_off(tmp_path: Path) -> None:
         assert share_ack(wire, "sh-off-g", member(), 1, {}).error_code == E.UNSUPPORTED_VERSION
         assert update(wire, [("share.version", 1, 1)]).error_code == 0
         assert heartbeat(wire, "sh-off-g", member(), topics=["sh-off"]).error_code == 0
+
+
+def test_a_failed_state_write_rolls_the_acknowledgement_back(tmp_path: Path) -> None:
+    with run_broker(tmp_path) as handle:
+        topic_id = create_topic(handle, "sh-write", 1)
+        earliest(handle, "sh-write-g")
+        produce(handle, "sh-write", 2)
+        with KafkaWire(handle.bootstrap) as wire:
+            m = joined(wire, "sh-write-g", "sh-write")
+            assert acquired(share_fetch(wire, "sh-write-g", m, 0, {topic_id: [0]})) == {0: [(0, 1, 1)]}
+            state = tmp_path / "tidelog-share-state.json"
+            state.unlink()
+            state.mkdir()  # the state file cannot be replaced now (a real OSError from the file system)
+            failed = share_ack(wire, "sh-write-g", m, 1, {(topic_id, 0): [(0, 1, [1])]})
+            assert [p.error_code for t in failed.responses for p in t.partitions] == [E.UNKNOWN_SERVER_ERROR]
+            state.rmdir()
+            ok = share_ack(wire, "sh-write-g", m, 2, {(topic_id, 0): [(0, 1, [1])]})  # still held: not applied
+            assert [p.error_code for t in ok.responses for p in t.partitions] == [0]
+
+
+def test_a_partition_in_error_does_not_end_the_long_poll(broker: BrokerHandle) -> None:
+    import threading
+
+    topic_id = create_topic(broker, "sh-poll", 1)
+    earliest(broker, "sh-poll-g")
+    with KafkaWire(broker.bootstrap) as wire:
+        m = joined(wire, "sh-poll-g", "sh-poll")
+        timer = threading.Timer(0.5, produce, (broker, "sh-poll", 1))
+        timer.start()
+        try:
+            # an unknown topic id in the session answers UNKNOWN_TOPIC_ID, and the wait goes on for the record
+            got = share_fetch(wire, "sh-poll-g", m, 0, {topic_id: [0], bytes(range(16)): [0]}, max_wait_ms=20_000)
+        finally:
+            timer.join()
+        errors = {p.partition_index: p.error_code for t in got.responses for p in t.partitions
+                  if bytes(t.topic_id.bytes) != topic_id}
+        assert errors == {0: E.UNKNOWN_TOPIC_ID}
+        assert acquired(got) == {0: [(0, 0, 1)]}
+
+
+def test_transactional_offsets_to_a_share_group_are_refused(broker: BrokerHandle) -> None:
+    from confluent_kafka import Consumer, KafkaException
+    from confluent_kafka import TopicPartition as TP
+
+    create_topic(broker, "sh-txoff", 1)
+    with KafkaWire(broker.bootstrap) as wire:
+        joined(wire, "sh-txoff-g", "sh-txoff")
+    p = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "sh-txoff-p", **QUIET})
+    p.init_transactions(30)
+    p.begin_transaction()
+    metadata = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "sh-txoff-g", **QUIET})
+    try:
+        with pytest.raises(KafkaException) as raised:
+            p.send_offsets_to_transaction([TP("sh-txoff", 0, 1)], metadata.consumer_group_metadata(), 30)
+        assert "GROUP_ID_NOT_FOUND" in str(raised.value) or "group" in str(raised.value).lower()
+    finally:
+        metadata.close()
+        p.abort_transaction(30)

@@ -181,3 +181,38 @@ def test_the_log_start_moving_past_the_start_offset_drops_those_records() -> Non
     assert sp.move_start(2)
     assert (sp.start_offset, sorted(sp.records)) == (2, [2, 3])
     assert not sp.move_start(1)
+
+
+def test_available_offsets_compaction_removed_are_done() -> None:
+    sp = fresh()
+    sp.acquire("m1", [batch(0, 4)], 4, 0, limits())
+    sp.acknowledge("m1", [ack(0, 3, RELEASE)], 5, 0, 30_000)
+    # the log was compacted meanwhile: offsets 1 and 2 have no batch any more
+    assert sp.acquire("m2", [batch(0, 1), batch(3, 1)], 4, 0, limits()) == [AcquiredRange(0, 0, 2), AcquiredRange(3, 3, 2)]
+    assert sorted(sp.records) == [0, 3]
+    assert sp.acknowledge("m2", [ack(0, 3, ACCEPT)], 5, 0, 30_000)[0] == ErrorCode.INVALID_RECORD_STATE  # 1-2 done
+    assert sp.acknowledge("m2", [ack(0, 0, ACCEPT), ack(3, 3, ACCEPT)], 5, 0, 30_000)[0] == ErrorCode.NONE
+    assert (sp.start_offset, sp.records) == (4, {})
+
+
+def test_available_records_at_a_lowered_delivery_limit_are_archived() -> None:
+    sp = fresh()
+    sp.acquire("m1", [batch(0, 1)], 1, 0, limits())
+    sp.acknowledge("m1", [ack(0, 0, RELEASE)], 5, 0, 30_000)
+    sp.acquire("m1", [batch(0, 1)], 1, 0, limits())
+    sp.acknowledge("m1", [ack(0, 0, RELEASE)], 5, 0, 30_000)  # two deliveries, available again
+    assert sp.acquire("m1", [batch(0, 1)], 1, 0, limits(delivery_limit=2)) == []
+    assert (sp.start_offset, sp.records) == (1, {})
+
+
+def test_an_acknowledgement_range_reaching_below_the_start_offset() -> None:
+    sp = fresh(1_000_000)
+    sp.acquire("m1", [batch(1_000_000, 2)], 1_000_002, 0, limits())
+    assert sp.acknowledge("m1", [ack(0, 1_000_001, ACCEPT)], 5, 0, 30_000) == (ErrorCode.NONE, None)
+    assert (sp.start_offset, sp.records) == (1_000_002, {})
+    other = fresh(10)
+    other.acquire("m1", [batch(10, 3)], 13, 0, limits())
+    # one type per offset of the whole range, the ones below the start included
+    assert other.acknowledge("m1", [ack(8, 12, ACCEPT, ACCEPT, ACCEPT, RELEASE, REJECT)], 5, 0, 30_000)[0] == \
+        ErrorCode.NONE
+    assert {o: r.state for o, r in other.records.items()} == {11: AVAILABLE}

@@ -169,7 +169,10 @@ class Connection:
         if state is not None and state.share_sessions_started:
             from tidelog.broker.share_acks import connection_closed
 
-            connection_closed(state, (self.listener, self.client_host, self.client_port))
+            try:
+                connection_closed(state, (self.listener, self.client_host, self.client_port))
+            except Exception:  # noqa: BLE001 - the connection still closes
+                log.exception("Ending the share sessions of %s failed", self.peer)
 
     async def _drained(self, transport: asyncio.Transport, high_water: int) -> bool:
         """After a write: wait while the client is not taking our bytes as fast as we write them (and watch it

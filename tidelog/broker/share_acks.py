@@ -58,21 +58,24 @@ def apply_acknowledgements(ctx: RequestContext, groups: ShareGroupCoordinator, g
     topics = ctx.broker.topics
     infos = {key: topics.by_id(key[0]) for key in acks}
     readable = authorized_names(ctx, Op.READ, TOPIC, {i.name for i in infos.values() if i is not None})
+    valid: dict[PartitionKey, list[AcknowledgementBatch]] = {}
     for key, batches in acks.items():
         answer = answers.setdefault(key, Answer())
         invalid = check_batches(batches, renew)
         info = infos[key]
         if invalid is not None:
-            code, message = ErrorCode.INVALID_REQUEST, invalid
+            answer.ack_error, answer.ack_message = ErrorCode.INVALID_REQUEST, invalid
         elif info is None:
-            code, message = ErrorCode.UNKNOWN_TOPIC_ID, None
+            answer.ack_error = ErrorCode.UNKNOWN_TOPIC_ID
         elif info.name not in readable:
-            code, message = ErrorCode.TOPIC_AUTHORIZATION_FAILED, None
+            answer.ack_error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         elif not 0 <= key[1] < info.partitions:
-            code, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
+            answer.ack_error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         else:
-            code, message = groups.acknowledge(group_id, member_id, key[0], key[1], batches)
-        answer.ack_error, answer.ack_message = code, message
+            valid[key] = batches
+    if valid:
+        for key, (code, message) in groups.acknowledge(group_id, member_id, valid).items():
+            answers[key].ack_error, answers[key].ack_message = code, message
 
 
 def close_session(ctx: RequestContext, groups: ShareGroupCoordinator, session: ShareSession) -> None:

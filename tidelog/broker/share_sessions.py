@@ -60,6 +60,10 @@ class ShareSessionCache:
             return ErrorCode.INVALID_SHARE_SESSION_EPOCH
         return session
 
+    def is_current(self, session: ShareSession) -> bool:
+        """Whether `session` is still the cached one of its key (not closed or replaced)."""
+        return self._sessions.get((session.group_id, session.member_id)) is session
+
     def close(self, session: ShareSession) -> None:
         if self._sessions.get((session.group_id, session.member_id)) is session:
             del self._sessions[(session.group_id, session.member_id)]

@@ -49,6 +49,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         groups = share_groups(ctx)
         check_group(ctx, Op.READ, request.group_id)
         check_share_member_id(request.member_id)
+        if not request.group_id:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, "GroupId can't be empty.")
     except KafkaError as e:
         return respond(e.code, e.message, {})
     epoch = request.share_session_epoch

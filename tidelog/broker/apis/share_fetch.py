@@ -30,7 +30,8 @@ sessions keyed by (group, member), closed by epoch -1 or the connection; piggyba
 (persisted before the answer); whole log batches, MaxRecords a soft limit shared by the partitions;
 `share.record.lock.duration.ms`, `group.share.delivery.count.limit`, `group.share.partition.max.record.locks`,
 `share.isolation.level` (read_committed: up to the LSO, aborted records archived); long poll on appends up to
-MaxWaitMs"""
+MaxWaitMs (records released or timed out meanwhile are found when the wait ends, Kafka wakes the fetch at once);
+partitions tried in an order rotating with the session epoch"""
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -45,6 +46,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         groups = share_groups(ctx)
         check_group(ctx, Op.READ, request.group_id)
         check_share_member_id(request.member_id)
+        if not request.group_id:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, "GroupId can't be empty.")
         if renew and (request.max_bytes or request.min_bytes or request.max_records or request.max_wait_ms):
             raise KafkaError(ErrorCode.INVALID_REQUEST, "A renew acknowledgement fetches nothing: MaxBytes, MinBytes, "
                                                         "MaxRecords and MaxWaitMs must be 0")
@@ -94,21 +97,27 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 
 async def _fetch(ctx: RequestContext, groups: Any, session: ShareSession, request: Any,
                  answers: dict[PartitionKey, Answer]) -> None:
-    """Acquire from every partition of the session (MaxRecords shared by them, MaxBytes split evenly), waiting
-    up to MaxWaitMs for appends while nothing could be acquired (DelayedShareFetch)."""
+    """Acquire from every partition of the session (MaxRecords shared by them, MaxBytes split evenly; the order
+    rotates with the session epoch so a backlog on one partition does not starve the others, as Kafka's
+    PartitionRotateStrategy), waiting up to MaxWaitMs for appends while nothing could be acquired
+    (DelayedShareFetch). A partition with an error is answered with it and does not end the wait for the others.
+    After a wait the session must still be the cached one (closed or replaced meanwhile: nothing more is
+    acquired for it) and topics are looked up again (one may have been deleted)."""
     keys = list(session.partitions)
-    max_records = request.max_records if ctx.api_version >= 1 else 500
+    max_records = request.max_records
     if not keys or max_records <= 0 or request.max_bytes <= 0:
         return
+    shift = session.epoch % len(keys)
+    keys = keys[shift:] + keys[:shift]
     topics = ctx.broker.topics
-    named = {key: topics.by_id(key[0]) for key in keys}
-    readable = authorized_names(ctx, Op.READ, TOPIC, {i.name for i in named.values() if i is not None})
     mode = request.share_acquire_mode if ctx.api_version >= 2 else BATCH_OPTIMIZED
     batch_size = max(0, request.batch_size or 0)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(0, request.max_wait_ms) / 1000
     per_partition = max(1, request.max_bytes // len(keys))
     while True:
+        named = {key: topics.by_id(key[0]) for key in keys}
+        readable = authorized_names(ctx, Op.READ, TOPIC, {i.name for i in named.values() if i is not None})
         logs = []
         got = 0
         left = max_records
@@ -125,7 +134,6 @@ async def _fetch(ctx: RequestContext, groups: Any, session: ShareSession, reques
             if log_obj is None:
                 answer.error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
-            logs.append(log_obj)
             if left <= 0:
                 continue
             try:
@@ -134,17 +142,21 @@ async def _fetch(ctx: RequestContext, groups: Any, session: ShareSession, reques
             except KafkaError as e:
                 answer.error, answer.message = e.code, e.message
                 continue
+            answer.error, answer.message = ErrorCode.NONE, None
+            logs.append(log_obj)
             if acquired.ranges:
                 answer.records, answer.acquired = acquired.records, acquired.ranges
                 count = sum(r.last_offset - r.first_offset + 1 for r in acquired.ranges)
                 left -= count
                 got += count
         remaining = int((deadline - loop.time()) * 1000)
-        if got or remaining <= 0 or any(a.error for a in answers.values()) or not logs:
+        if got or remaining <= 0 or not logs:
             return
         if not await ctx.broker.purgatory.wait_for_append(logs, remaining):
             # the wait ran out: one last attempt (DelayedShareFetch.onExpiration), then answer
             deadline = loop.time()
+        if not ctx.broker.share_sessions.is_current(session):
+            return
 
 
 def _connection(ctx: RequestContext) -> tuple[str, str, int | None]:

@@ -57,6 +57,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             raise KafkaError(ErrorCode.NONE, None)  # every topic unreadable: nothing reaches the coordinator
         error = txn_coordinator(ctx).check_txn_offset_commit(request.transactional_id, request.producer_id,
                                                              request.producer_epoch)
+        share = group_coordinator(ctx).share_groups if error == ErrorCode.NONE else None
+        if share is not None and share.is_share_group(request.group_id):
+            error = ErrorCode.GROUP_ID_NOT_FOUND  # ShareGroup.validateOffsetCommit: "is not a consumer group"
         if error == ErrorCode.NONE:
             groups = group_coordinator(ctx)
             consumer = groups.consumer_groups

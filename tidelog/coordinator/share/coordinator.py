@@ -116,11 +116,20 @@ class ShareGroupCoordinator:
             log.info("loaded %d share group(s)", len(self.groups))
 
     def _save(self) -> None:
+        """Write every group's state (KafkaError UNKNOWN_SERVER_ERROR if the file cannot be written). The state
+        of a deleted topic goes with it (Kafka's share coordinator deletes it when the topic goes)."""
+        for parts in self.partitions.values():
+            for key in [k for k in parts if self.topics.by_id(k[0]) is None]:
+                del parts[key]
+        try:
+            self.store.save({gid: (g.group_epoch, list(self.partitions.get(gid, {}).values()))
+                             for gid, g in self.groups.items()})
+        except OSError as exc:
+            log.error("Cannot write the share-group state %s: %s", self.store.path, exc)
+            raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"Cannot write the share-group state: {exc}") from exc
         for parts in self.partitions.values():
             for sp in parts.values():
                 sp.persisted_start = sp.start_offset
-        self.store.save({gid: (g.group_epoch, list(self.partitions.get(gid, {}).values()))
-                         for gid, g in self.groups.items()})
 
     # --- group configs ----------------------------------------------------------------------------------------
 
@@ -291,7 +300,8 @@ class ShareGroupCoordinator:
         if reset.startswith("by_duration:"):
             from tidelog.coordinator.group.group_config import duration_ms
 
-            found = log_obj.fetch_offset_for_timestamp(self.clock.milliseconds() - duration_ms(reset[12:]))
+            # a duration longer than the time since the epoch: from the first record
+            found = log_obj.fetch_offset_for_timestamp(max(0, self.clock.milliseconds() - duration_ms(reset[12:])))
             if found is None:
                 raise KafkaError(ErrorCode.OFFSET_NOT_AVAILABLE, "No record at or after the share group's duration")
             return int(found[1])
@@ -326,20 +336,34 @@ class ShareGroupCoordinator:
             return Acquired(b"", [])
         return Acquired(slice_batches(data, ranges[0].first_offset, ranges[-1].last_offset), ranges)
 
-    def acknowledge(self, group_id: str, member_id: str, topic_id: bytes, partition: int,
-                    batches: list[AcknowledgementBatch]) -> tuple[ErrorCode, str | None]:
-        """A member's acknowledgements for one partition, persisted before the caller answers."""
-        sp = self.partitions.get(group_id, {}).get((topic_id, partition))
-        if sp is None:
-            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The share-partition has no state on this broker"
+    def acknowledge(self, group_id: str, member_id: str, acks: dict[tuple[bytes, int], list[AcknowledgementBatch]]
+                    ) -> dict[tuple[bytes, int], tuple[ErrorCode, str | None]]:
+        """A member's acknowledgements, per partition all or none, written once before the caller answers; if the
+        write fails every change is rolled back (Kafka's SharePartition rolls back on a persister error)."""
         now = self.clock.milliseconds()
         config = self._config(group_id)
         limit = int(config["share.delivery.count.limit"])
-        sp.expire_locks(now, limit)
-        code, message = sp.acknowledge(member_id, batches, limit, now, int(config["share.record.lock.duration.ms"]))
-        if code == ErrorCode.NONE:
-            self._save()
-        return code, message
+        lock_ms = int(config["share.record.lock.duration.ms"])
+        results: dict[tuple[bytes, int], tuple[ErrorCode, str | None]] = {}
+        changed: list[tuple[tuple[bytes, int], SharePartition, Any]] = []
+        for key, batches in acks.items():
+            sp = self.partitions.get(group_id, {}).get(key)
+            if sp is None:
+                results[key] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The share-partition has no state on this broker")
+                continue
+            saved = sp.snapshot()
+            sp.expire_locks(now, limit)
+            results[key] = sp.acknowledge(member_id, batches, limit, now, lock_ms)
+            changed.append((key, sp, saved))
+        if any(results[key][0] == ErrorCode.NONE for key, _, _ in changed):
+            try:
+                self._save()
+            except KafkaError as e:
+                for key, sp, saved in changed:
+                    sp.restore(saved)
+                    if results[key][0] == ErrorCode.NONE:
+                        results[key] = (e.code, e.message)
+        return results
 
     def release_member(self, group_id: str, member_id: str) -> None:
         """The member's share session closed: every record it holds in the group is available again."""
@@ -347,7 +371,10 @@ class ShareGroupCoordinator:
         for sp in self.partitions.get(group_id, {}).values():
             changed = sp.release_member(member_id) or changed
         if changed:
-            self._save()
+            try:
+                self._save()
+            except KafkaError:
+                pass  # released in memory (logged); the next write carries it, as Kafka keeps a timed-out lock's
 
     # --- share group offsets (Describe/Alter/DeleteShareGroupOffsets) -----------------------------------------
 

@@ -15,7 +15,7 @@ The clock is the broker's injectable one: lock expiry is evaluated whenever the 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.record_batch import HEADER_SIZE, RecordBatchHeader, read_header
@@ -114,6 +114,11 @@ class SharePartition:
         once and left out of the answer. AcquiredRecords entries are cut at log batches once `batch_size` long."""
         acquired: list[tuple[int, int]] = []  # (offset, delivery count) in order
         cuts: set[int] = set()  # offsets that start a log batch
+        for offset in [o for o, r in self.records.items()
+                       if r.state == AVAILABLE and r.delivery_count >= limits.delivery_count_limit]:
+            del self.records[offset]  # at the group's (possibly lowered) delivery limit: archived
+        walked_from, walked_to = self.first_fetch_offset(), -1
+        covered: list[tuple[int, int]] = []
         for header in batches:
             if header.base_offset >= upper_bound or len(acquired) >= limits.max_records:
                 break
@@ -123,6 +128,8 @@ class SharePartition:
                 break  # no room for new records and nothing to deliver again in this batch
             drop = aborted is not None and aborted.covers(header)
             cuts.add(max(header.base_offset, self.start_offset))
+            covered.append((header.base_offset, header.last_offset))
+            walked_to = header.last_offset
             capped = False
             for offset in range(max(header.base_offset, self.start_offset), last + 1):
                 rec = self.records.get(offset)
@@ -152,6 +159,10 @@ class SharePartition:
                 break
             if last == header.last_offset:
                 self.end_offset = max(self.end_offset, last + 1)  # a batch's offsets without a record are done
+        # Available offsets the walk passed that no batch holds any more (compaction removed them): done
+        for offset in [o for o, r in self.records.items() if r.state == AVAILABLE and walked_from <= o <= walked_to
+                       and not any(first <= o <= last for first, last in covered)]:
+            del self.records[offset]
         self._advance()
         return list(_ranges(acquired, cuts, batch_size))
 
@@ -164,10 +175,9 @@ class SharePartition:
             if batch.last_offset >= self.end_offset:
                 return ErrorCode.INVALID_REQUEST, f"Batch {batch.first_offset}-{batch.last_offset} is past the " \
                                                   f"records acquired (end offset {self.end_offset})"
-            for i, offset in enumerate(range(batch.first_offset, batch.last_offset + 1)):
-                if offset < self.start_offset:
-                    continue
-                kind = batch.types[0] if len(batch.types) == 1 else batch.types[i]
+            # offsets below the SPSO are done already: skipped without walking them
+            for offset in range(max(batch.first_offset, self.start_offset), batch.last_offset + 1):
+                kind = batch.types[0] if len(batch.types) == 1 else batch.types[offset - batch.first_offset]
                 rec = self.records.get(offset)
                 if rec is None or rec.state != ACQUIRED:
                     return ErrorCode.INVALID_RECORD_STATE, f"The offset {offset} is not in the acquired state"
@@ -206,6 +216,13 @@ class SharePartition:
         self.end_offset = max(self.end_offset, log_start_offset)
         self._advance()
         return True
+
+    def snapshot(self) -> tuple[int, int, dict[int, InFlight]]:
+        """What `restore` puts back when the state write after a change fails (Kafka rolls the change back)."""
+        return self.start_offset, self.end_offset, {o: replace(r) for o, r in self.records.items()}
+
+    def restore(self, saved: tuple[int, int, dict[int, InFlight]]) -> None:
+        self.start_offset, self.end_offset, self.records = saved
 
     def reset(self, start_offset: int) -> None:
         """AlterShareGroupOffsets: everything before `start_offset` is done, nothing is in flight."""

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from tidelog.coordinator.share.share_partition import AVAILABLE, InFlight, SharePartition
+from tidelog.coordinator.share.share_partition import ACQUIRED, AVAILABLE, InFlight, SharePartition
 from tidelog.storage.checkpoints import read_json_state, write_atomic
 
 FILE_NAME = "tidelog-share-state.json"
@@ -68,5 +68,7 @@ def _state(sp: SharePartition) -> dict[str, Any]:
     state: dict[str, Any] = {"start_offset": sp.start_offset, "end_offset": sp.end_offset,
                              "state_epoch": sp.state_epoch}
     if sp.records:
-        state["in_flight"] = sorted([offset, rec.delivery_count] for offset, rec in sp.records.items())
+        # an acquisition is not written (as in Kafka): an acquired record comes back as it was before it
+        state["in_flight"] = sorted([offset, rec.delivery_count - 1 if rec.state == ACQUIRED else rec.delivery_count]
+                                    for offset, rec in sp.records.items())
     return state
