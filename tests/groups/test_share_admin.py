@@ -24,6 +24,7 @@ from confluent_kafka.admin import (
 )
 
 from tests.broker.test_features import SAFE, update
+from tests.groups.test_share_groups import heartbeat
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import request_class
 from tidelog.testing import BrokerHandle, KafkaWire, SecureBrokerHandle, run_broker, run_secure_broker
@@ -69,11 +70,6 @@ def produce(broker: BrokerHandle, topic: str, counts: dict[int, int]) -> None:
 
 
 # --- hand-built requests ---------------------------------------------------------------------------------------
-
-
-def heartbeat(wire: KafkaWire, group: str, member: str, epoch: int = 0, topics: list[str] | None = None) -> Any:
-    return wire.request(HEARTBEAT, 1, request_class(HEARTBEAT)[1](
-        group_id=group, member_id=member, member_epoch=epoch, rack_id=None, subscribed_topic_names=topics))
 
 
 def join(wire: KafkaWire, group: str, topics: list[str]) -> tuple[str, int]:

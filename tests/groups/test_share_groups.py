@@ -16,7 +16,9 @@ from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from tests.broker.test_features import SAFE, update
+from tests.broker.test_fetch_sendfile import wait_until
 from tidelog.clock import ManualClock
+from tidelog.coordinator.share.share_partition import AVAILABLE
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import request_class
 from tidelog.testing import BrokerHandle, KafkaWire, run_broker
@@ -278,7 +280,10 @@ def test_a_closed_connection_releases_its_records_without_counting_them(broker: 
     with KafkaWire(broker.bootstrap) as wire:
         first = joined(wire, "sh-conn-g", "sh-conn")
         assert acquired(share_fetch(wire, "sh-conn-g", first, 0, {topic_id: [0]})) == {0: [(0, 1, 1)]}
-    time.sleep(0.2)  # the broker notices the close
+    # the broker ends the session when it sees the close: the records are available again, undelivered
+    wait_until(lambda: broker.call(lambda: [
+        (r.state, r.delivery_count) for p in broker.state.groups.share_groups.partitions["sh-conn-g"].values()
+        for r in p.records.values()]) == [(AVAILABLE, 0), (AVAILABLE, 0)])
     with KafkaWire(broker.bootstrap) as wire:
         m = joined(wire, "sh-conn-g", "sh-conn")
         assert acquired(share_fetch(wire, "sh-conn-g", m, 0, {topic_id: [0]})) == {0: [(0, 1, 1)]}

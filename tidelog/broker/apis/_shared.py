@@ -67,10 +67,17 @@ def share_groups(ctx: RequestContext) -> ShareGroupCoordinator:
 MAX_SHARE_MEMBER_ID_LENGTH = 36  # KafkaApis: a share member id is the UUID string its client chose
 
 
-def check_share_member_id(member_id: str | None) -> None:
-    """ShareFetch / ShareAcknowledge: INVALID_REQUEST for an empty or over-long member id."""
+def share_member_request(ctx: RequestContext, request: Any) -> ShareGroupCoordinator:
+    """ShareFetch / ShareAcknowledge, in KafkaApis' order: share groups enabled, GROUP READ, a member id of at most
+    36 characters and a group id (INVALID_REQUEST); the coordinator, else KafkaError with the top-level code."""
+    groups = share_groups(ctx)
+    check_group(ctx, Op.READ, request.group_id)
+    member_id = request.member_id
     if not member_id or len(member_id) > MAX_SHARE_MEMBER_ID_LENGTH:
         raise KafkaError(ErrorCode.INVALID_REQUEST, "Invalid member id in the request.")
+    if not request.group_id:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, "GroupId can't be empty.")
+    return groups
 
 
 # Group AclOperations without an authorizer: READ 3, DELETE 6, DESCRIBE 8.

@@ -38,7 +38,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         if share is not None and share.is_share_group(request.group_id):
             # the request is validated first (GroupCoordinatorService), then GroupMetadataManager.consumerGroup
             # finds a share group
-            groups._validate(request)
+            groups.validate(request)
             raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND,
                                  f"Group {request.group_id} is not a consumer group.")
         result = groups.heartbeat(request, ctx.client_id or "", "/" + ctx.client_host)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from tidelog.broker.apis._shared import check_group, check_share_member_id, share_groups
+from tidelog.broker.apis._shared import share_member_request
 from tidelog.broker.context import RequestContext
 from tidelog.broker.share_acks import (
     Answer,
@@ -18,7 +18,6 @@ from tidelog.broker.share_acks import (
 from tidelog.broker.share_sessions import FINAL_EPOCH, INITIAL_EPOCH
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
-from tidelog.security.authorizer import Op
 
 API_KEY = 79
 NOTES = """v1-2 (v2: renew acknowledgements, KIP-1222): epoch 0 is INVALID_SHARE_SESSION_EPOCH (a session is
@@ -46,11 +45,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         return cls(**fields)
 
     try:
-        groups = share_groups(ctx)
-        check_group(ctx, Op.READ, request.group_id)
-        check_share_member_id(request.member_id)
-        if not request.group_id:
-            raise KafkaError(ErrorCode.INVALID_REQUEST, "GroupId can't be empty.")
+        groups = share_member_request(ctx, request)
     except KafkaError as e:
         return respond(e.code, e.message, {})
     epoch = request.share_session_epoch

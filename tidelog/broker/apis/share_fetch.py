@@ -7,7 +7,7 @@ import asyncio
 import uuid
 from typing import Any
 
-from tidelog.broker.apis._shared import check_group, check_share_member_id, share_groups
+from tidelog.broker.apis._shared import share_member_request
 from tidelog.broker.context import RequestContext
 from tidelog.broker.share_acks import (
     Answer,
@@ -43,11 +43,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 
     renew = ctx.api_version >= 2 and bool(request.is_renew_ack)
     try:
-        groups = share_groups(ctx)
-        check_group(ctx, Op.READ, request.group_id)
-        check_share_member_id(request.member_id)
-        if not request.group_id:
-            raise KafkaError(ErrorCode.INVALID_REQUEST, "GroupId can't be empty.")
+        groups = share_member_request(ctx, request)
         if renew and (request.max_bytes or request.min_bytes or request.max_records or request.max_wait_ms):
             raise KafkaError(ErrorCode.INVALID_REQUEST, "A renew acknowledgement fetches nothing: MaxBytes, MinBytes, "
                                                         "MaxRecords and MaxWaitMs must be 0")

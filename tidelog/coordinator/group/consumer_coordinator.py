@@ -314,7 +314,7 @@ class ConsumerGroupCoordinator:
         log.info("classic group %s upgraded to a consumer group with %d member(s)", gid, len(self.groups[gid].members))
 
     # --------------------------------------------------------------------------------------- heartbeat
-    def _validate(self, request: Any) -> None:
+    def validate(self, request: Any) -> None:
         if not request.group_id:
             raise HeartbeatError(E.INVALID_REQUEST, "GroupId can't be empty.")
         if request.instance_id is not None and request.instance_id == "":
@@ -353,7 +353,7 @@ class ConsumerGroupCoordinator:
 
     def heartbeat(self, request: Any, client_id: str, client_host: str) -> HeartbeatResult:
         """One ConsumerGroupHeartbeat; raises HeartbeatError with Kafka's code."""
-        self._validate(request)
+        self.validate(request)
         epoch = request.member_epoch
         try:
             if epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
