@@ -104,7 +104,7 @@ def test_active_segment_then_cleaned(broker: BrokerHandle) -> None:
     B A C, and what then waits is one record under min.cleanable.dirty.ratio."""
     create_topic(broker.bootstrap, "colors", {"cleanup.policy": "compact"})
     produce(broker.bootstrap, "colors", list("ABACBAC"))
-    held = assert_reported(broker, "colors", "active_segment", "offsets 0-6 are in the active segment",
+    held = assert_reported(broker, "colors", "active_segment", "offsets 0-6 wait in the active segment",
                            "segment.bytes=1073741824")
     assert (held["first_dirty_offset"], held["first_uncleanable_offset"], held["log_end_offset"]) == (0, 0, 7)
     assert held["clean_bytes"] == held["cleanable_bytes"] == 0 and held["dirty_bytes"] > 0
@@ -256,7 +256,7 @@ def test_prometheus_and_the_console_script(broker: BrokerHandle) -> None:
     done = subprocess.run([sys.executable, "-m", "tidelog", "cleaner", "explain", "scraped", "--url", url(broker)],
                           capture_output=True, text=True, timeout=60, cwd=root)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("scraped-0: offsets 0-6 are in the active segment")
+    assert done.stdout.startswith("scraped-0: offsets 0-6 wait in the active segment")
     missing = subprocess.run([sys.executable, "-m", "tidelog", "cleaner", "explain", "nope", "--url", url(broker)],
                              capture_output=True, text=True, timeout=60, cwd=root)
     assert missing.returncode == 1 and "no compacted topic 'nope'" in missing.stderr

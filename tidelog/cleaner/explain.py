@@ -235,11 +235,11 @@ def _held_back(f: _Facts) -> tuple[str, int | None, str]:
     name, reason = next((n, r) for n, r in _BOUND_REASONS if f.bounds.get(n) == lowest)
     held = f"offsets {max(lowest, f.cleanable.first_dirty_offset)}-{f.log_end_offset - 1}"
     if reason == "active_segment":
-        size_left = max(f.segment_bytes - f.active_size, 0)
-        when = (f" or with the first record timestamped after {_when(f.roll_after_ms)} "
-                f"(min(segment.ms, max.compaction.lag.ms)={f.roll_ms})" if f.roll_after_ms is not None else "")
-        return (reason, None, f"{held} are in the active segment (base {f.active_base}), which is never cleaned; "
-                f"it rolls once {size_left} more bytes reach segment.bytes={f.segment_bytes}{when}")
+        when = (f", or at the first append timestamped after {_when(f.roll_after_ms)} (segment.ms, capped by "
+                f"max.compaction.lag.ms: {f.roll_ms} ms)" if f.roll_after_ms is not None else "")
+        return (reason, None, f"{held} wait in the active segment (base {f.active_base}), which is never cleaned; "
+                f"it rolls when an append would take it past segment.bytes={f.segment_bytes} (it holds "
+                f"{f.active_size}){when}")
     if reason == "open_transaction":
         who = f"producer {f.txn[0]} epoch {f.txn[1]}" if f.txn is not None else "a producer"
         return (reason, None, f"an open transaction of {who} pins the last stable offset at {lowest}, so {held} "
