@@ -47,7 +47,8 @@ class BrokerMetrics:
         self.json_routes: dict[str, Callable[[], Any]] = {}
 
     def add_json_route(self, path: str, body: Callable[[], Any]) -> None:
-        """Serve `GET path` as application/json from `body()` on the metrics HTTP port."""
+        """Serve `GET path` as application/json from `body()` (JSON-able, or already encoded bytes) on the metrics
+        HTTP port."""
         self.json_routes[path] = body
 
     def set_log_sizes(self, log_sizes: Callable[[], Iterator[tuple[str, int, int]]]) -> None:
@@ -112,7 +113,9 @@ class BrokerMetrics:
             if route is None:
                 return list(metrics_app(environ, start_response))
             try:
-                body, status = json.dumps(route()).encode(), "200 OK"
+                result = route()
+                body = result if isinstance(result, bytes) else json.dumps(result).encode()
+                status = "200 OK"
             except Exception as e:  # noqa: BLE001 - one failed request, never the endpoint
                 log.exception("Serving %s failed", environ.get("PATH_INFO"))
                 body, status = json.dumps({"error": repr(e)}).encode(), "500 Internal Server Error"

@@ -37,8 +37,9 @@ def metric_name(mbean_type: str, name: str) -> str:
 class LogCleanerCollector:
     """Read at scrape time from the LogCleaner; never raises into the scrape."""
 
-    def __init__(self, cleaner: LogCleaner) -> None:
+    def __init__(self, cleaner: LogCleaner, snapshots: explain.StatusSnapshots | None = None) -> None:
         self.cleaner = cleaner
+        self.snapshots = snapshots or explain.StatusSnapshots(cleaner)
 
     def describe(self) -> list[Any]:
         return []
@@ -74,7 +75,7 @@ class LogCleanerCollector:
         from prometheus_client.core import GaugeMetricFamily
 
         try:
-            rows = explain.cleaner_status(self.cleaner)
+            rows = self.snapshots.rows()
         except Exception:  # noqa: BLE001 - a scrape must never take the broker down
             logger.exception("Explaining the cleaner's decisions failed")
             return
@@ -92,5 +93,6 @@ class LogCleanerCollector:
 
 def register(cleaner: LogCleaner, broker_metrics: BrokerMetrics) -> None:
     """Add the collector to the broker's registry (now, or when it is created)."""
-    broker_metrics.add_collector(LogCleanerCollector(cleaner))
-    broker_metrics.add_json_route("/api/cleaner", lambda: explain.status_json(cleaner))
+    snapshots = explain.StatusSnapshots(cleaner)  # shared: a scrape and a request in one interval compute once
+    broker_metrics.add_collector(LogCleanerCollector(cleaner, snapshots))
+    broker_metrics.add_json_route("/api/cleaner", snapshots.json_body)
