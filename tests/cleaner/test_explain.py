@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from kafka import KafkaAdminClient, KafkaProducer
-from kafka.admin import ConfigResource, ConfigResourceType
+from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
 from kafka_helpers import alter_topic_config, consume_all, create_topic
 
 from tidelog.cleaner import status_cli
@@ -72,8 +72,10 @@ def assert_reported(broker: BrokerHandle, topic: str, reason: str, *phrases: str
                              "FIRST_UNCLEANABLE", "BLOCKED_BY"]
     mine = [cells for cells in status[1:] if cells[:2] == [topic, "0"]]
     assert len(mine) == 1 and mine[0][7] == reason, status
-    sentence = cli("explain", topic, "--url", url(broker)).strip()
-    assert sentence.startswith(f"{topic}-0: ") and sentence.count("\n") == 0, sentence
+    sentences = [line for line in cli("explain", topic, "--url", url(broker)).splitlines()
+                 if line.startswith(f"{topic}-0: ")]
+    assert len(sentences) == 1
+    sentence = sentences[0]
     for phrase in phrases:
         assert phrase in sentence, sentence
     return current
@@ -260,8 +262,15 @@ def test_prometheus_and_the_console_script(broker: BrokerHandle) -> None:
     assert 'tidelog_cleaner_blocked_by{partition="0",reason="active_segment",topic="scraped"} 1.0' in text
     assert 'tidelog_cleaner_dirty_ratio{partition="0",topic="scraped"} 0.0' in text
     assert "kafka_log_logcleanermanager_max_dirty_percent" in text  # beside Kafka's aggregates
-    create_topic(broker.bootstrap, "empty", {"cleanup.policy": "compact"})
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=60_000)
+    try:
+        admin.create_topics([NewTopic("empty", 3, 1, topic_configs={"cleanup.policy": "compact"})], timeout_ms=60_000)
+    finally:
+        admin.close()
     assert_reported(broker, "empty", "none", "nothing to clean")
+    lines = cli("explain", "empty", "--url", url(broker)).splitlines()  # one sentence per partition
+    assert [line.split(":")[0] for line in lines] == ["empty-0", "empty-1", "empty-2"]
+    assert all(line.endswith(": nothing to clean: the log is empty.") for line in lines), lines
     root = Path(__file__).resolve().parents[2]
     done = subprocess.run([sys.executable, "-m", "tidelog", "cleaner", "explain", "scraped", "--url", url(broker)],
                           capture_output=True, text=True, timeout=60, cwd=root)

@@ -221,7 +221,8 @@ def _decide(view: _CleanerView, state: tuple[str, int] | None, uncleanable_why: 
                     f"{_when(view.backoff_until_ms)}")
         return "none", None, f"{why}; the next free cleaner thread takes it"
     if f.dirty_bytes == 0:
-        return "none", None, f"nothing to clean: offsets up to {c.first_dirty_offset} are compacted"
+        done = f"offsets below {c.first_dirty_offset} are compacted" if f.log_end_offset else "the log is empty"
+        return "none", None, f"nothing to clean: {done}"
     total = c.clean_bytes + f.dirty_bytes
     if f.dirty_bytes / total > f.min_ratio or c.needs_compaction_now:
         return _held_back(f)
