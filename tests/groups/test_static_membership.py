@@ -254,3 +254,72 @@ def test_rejoin_in_preparing_rebalance_waits_for_the_join(conns: tuple[Conn, Con
     assert done.error_code == resp.error_code == 0
     assert done.generation_id == resp.generation_id == p.generation + 1 and resp.member_id != p.b_id
     assert members_of(done) == {p.a_id: ("a", b"m/range"), resp.member_id: ("b", b"m/range")}
+
+
+# ---------------------------------------------------------------------------------------------- a real client
+class StaticConsumer:
+    """A confluent-kafka (librdkafka) consumer with group.instance.id, recording its rebalance callbacks."""
+
+    def __init__(self, bootstrap: str, topic: str, group: str, instance: str) -> None:
+        from confluent_kafka import Consumer
+
+        self.events: list[tuple[str, list[int]]] = []
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "group.instance.id": instance,
+                                  "session.timeout.ms": 60000, "heartbeat.interval.ms": 1000,
+                                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+        self.consumer.subscribe([topic], on_assign=self._on("assign"), on_revoke=self._on("revoke"))
+
+    def _on(self, what: str) -> Callable[[Any, Any], None]:
+        def record(_: Any, partitions: Any) -> None:
+            self.events.append((what, sorted(tp.partition for tp in partitions)))
+        return record
+
+    @property
+    def assignment(self) -> list[int] | None:
+        assigned = [parts for what, parts in self.events if what == "assign"]
+        return assigned[-1] if assigned else None
+
+
+def poll_until(consumers: list[StaticConsumer], done: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + 120
+    while not done():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}: {[c.events for c in consumers]}"
+        for c in consumers:
+            c.consumer.poll(0.1)
+
+
+@pytest.mark.parametrize("restarting", ["leader", "follower"])
+def test_confluent_static_member_restart_keeps_group_stable(restarting: str, group_broker: Any) -> None:
+    """librdkafka's 0102_static_group_rebalance in short: a static member that restarts (close without
+    LeaveGroup, then a new consumer with the same group.instance.id) rejoins a Stable group. librdkafka speaks
+    JoinGroup below v9, so a restarted leader is told the old leader id and syncs as a follower
+    (updateStaticMemberThenRebalanceOrCompleteJoin): no rebalance, no callback on the other member, the same
+    generation and the same assignment for the new incarnation."""
+    from tests.groups.conftest import create_topic
+
+    topic, group = f"static-confluent-{restarting}", f"static-confluent-{restarting}"
+    create_topic(group_broker.bootstrap, topic, 4)
+    members = {i: StaticConsumer(group_broker.bootstrap, topic, group, i) for i in ("s1", "s2")}
+    try:
+        poll_until(list(members.values()), lambda: all(m.assignment for m in members.values())
+                   and sorted(sum((m.assignment or [] for m in members.values()), [])) == [0, 1, 2, 3]
+                   and group_view(group_broker, group)[0] == "Stable", "a Stable group of two")
+        state, generation, leader, static, _ = group_view(group_broker, group)
+        leader_instance = next(i for i, mid in static.items() if mid == leader)
+        instance = leader_instance if restarting == "leader" else next(i for i in static if i != leader_instance)
+        other = next(i for i in members if i != instance)
+        before, other_events = members[instance].assignment, list(members[other].events)
+        members[instance].consumer.close()  # a static member sends no LeaveGroup
+        members[instance] = StaticConsumer(group_broker.bootstrap, topic, group, instance)
+        poll_until(list(members.values()), lambda: members[instance].assignment is not None, "the rejoin")
+        assert members[instance].assignment == before
+        state2, generation2, leader2, static2, _ = group_view(group_broker, group)
+        assert (state2, generation2) == ("Stable", generation), "the restart must not rebalance the group"
+        assert static2[instance] != static[instance] and static2[other] == static[other]
+        assert leader2 == static2[leader_instance]  # the leadership stays with the leader's instance
+        for _ in range(10):  # a rebalance would reach the other member's callbacks within these polls
+            members[other].consumer.poll(0.1)
+        assert members[other].events == other_events
+    finally:
+        for m in members.values():
+            m.consumer.close()
