@@ -8,6 +8,9 @@
 //                                                  commit (COMMIT=true) or abort
 //   fence BOOTSTRAP TOPIC TXN_ID                   a second producer with the same id fences the first
 //   admin BOOTSTRAP TOPIC TXN_ID                   list/describe transactions and producers around an open txn
+//   read  BOOTSTRAP TOPIC START [prop=value ...]   read_committed from offset START of partition 0 until the
+//                                                  position reaches the end offset (the LSO); one
+//                                                  {"o": offset, "v": value up to its first ':'} per record
 
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
@@ -45,8 +48,9 @@ public final class TxnClient {
             case "ctp" -> ctp(args);
             case "fence" -> fence(args);
             case "admin" -> admin(args);
+            case "read" -> read(args);
             default -> {
-                System.err.println("usage: TxnClient txn|ctp|fence|admin ...");
+                System.err.println("usage: TxnClient txn|ctp|fence|admin|read ...");
                 System.exit(2);
             }
         }
@@ -87,6 +91,38 @@ public final class TxnClient {
             out.add(new ProducerRecord<>(topic, i % 3, null, utf8(tag + "-" + t + "-" + i)));
         }
         return out;
+    }
+
+    static void read(String[] args) {
+        Properties props = new Properties();
+        props.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, args[1]);
+        props.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        props.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        props.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
+        props.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        props.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, "5000");
+        for (int i = 4; i < args.length; i++) {
+            String[] kv = args[i].split("=", 2);
+            props.put(kv[0], kv[1]);
+        }
+        TopicPartition tp = new TopicPartition(args[2], 0);
+        long deadline = System.nanoTime() + Duration.ofSeconds(120).toNanos();
+        int seen = 0;
+        try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(props)) {
+            consumer.assign(List.of(tp));
+            consumer.seek(tp, Long.parseLong(args[3]));
+            long end = consumer.endOffsets(List.of(tp)).get(tp);
+            while (consumer.position(tp) < end && System.nanoTime() < deadline) {
+                for (ConsumerRecord<byte[], byte[]> r : consumer.poll(Duration.ofMillis(500))) {
+                    String v = new String(r.value(), StandardCharsets.UTF_8);
+                    int colon = v.indexOf(':');
+                    System.out.println("{\"o\": " + r.offset() + ", \"v\": " + quote(colon < 0 ? v : v.substring(0, colon))
+                        + "}");
+                    seen++;
+                }
+            }
+            System.out.println("{\"done\": " + seen + ", \"position\": " + consumer.position(tp) + ", \"end\": " + end + "}");
+        }
     }
 
     static void txn(String[] args) throws Exception {
