@@ -188,6 +188,21 @@ def test_leader_rejoin_before_v9_is_told_the_old_leader(meta: bytes, conns: tupl
     assert b.heartbeat(p.group, p.generation, p.b_id, "b") == E.NONE
 
 
+def test_rejoin_whose_group_record_cannot_be_stored_is_reverted(conns: tuple[Conn, Conn, Conn],
+                                                                 group_broker: Any) -> None:
+    """The Stable branch's append fails (here the group record outgrows __consumer_offsets' max.message.bytes,
+    which GroupMetadataManager.appendGroupMetadataErrorToResponseError turns into UNKNOWN_SERVER_ERROR): the
+    static member goes back to its old member id and metadata, and the answer has no member id."""
+    a, b, b2 = conns
+    p = stable_pair(a, b, f"static-store-fails-{next(_groups)}", group_broker)
+    before = group_view(group_broker, p.group)
+    resp = b2.join(p.group, "b", meta=b"x" * 1_100_000)
+    assert (resp.error_code, resp.member_id) == (E.UNKNOWN_SERVER_ERROR, "")
+    assert group_view(group_broker, p.group) == before
+    assert b.heartbeat(p.group, p.generation, p.b_id, "b") == E.NONE
+    assert b.sync(p.group, p.generation, p.b_id, "b").assignment == b"B"
+
+
 @pytest.mark.parametrize("who", ["leader", "follower"])
 def test_rejoin_that_changes_the_selected_protocol_rebalances(who: str, conns: tuple[Conn, Conn, Conn],
                                                               group_broker: Any) -> None:

@@ -192,7 +192,7 @@ def java_reader(txn_java: TxnJava) -> Reader:
     return read
 
 
-CLIENTS = ["confluent-kafka", "kafka-python", "aiokafka", "java"]
+CLIENTS = ["confluent-kafka", "kafka-python", "aiokafka", pytest.param("java", marks=pytest.mark.java)]
 
 
 @pytest.fixture(params=CLIENTS)
