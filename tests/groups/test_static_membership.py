@@ -100,12 +100,12 @@ def preparing(g: Any) -> bool:
     return g.state.value == "PreparingRebalance"  # type: ignore[no-any-return]
 
 
-def stable_pair(a: Conn, b: Conn, group: str, broker: Any) -> Pair:
+def stable_pair(a: Conn, b: Conn, group: str, broker: Any, b_protocols: tuple[str, ...] = BOTH) -> Pair:
     """A Stable group: static members "a" (the leader, assigned b"A") and "b" (assigned b"B")."""
     first = a.join(group, "a")
     assert first.error_code == 0 and first.leader == first.member_id
     assert a.sync(group, first.generation_id, first.member_id, "a", {first.member_id: b"A0"}).error_code == 0
-    b.join_send(group, "b")                                    # parks: the group rebalances for it
+    b.join_send(group, "b", protocols=b_protocols)             # parks: the group rebalances for it
     wait_until(broker, group, preparing)
     again = a.join(group, "a", first.member_id)                # the leader rejoins and completes the generation
     joined = b.join_receive()
@@ -116,6 +116,10 @@ def stable_pair(a: Conn, b: Conn, group: str, broker: Any) -> Pair:
                   ).assignment == b"A"
     assert b.sync_receive().assignment == b"B"
     return Pair(group, a, b, first.member_id, joined.member_id, gen)
+
+
+def broker_group(broker: Any, group: str) -> Any:
+    return broker.state.groups.groups[group]
 
 
 def group_view(broker: Any, group: str) -> tuple[str, int, str | None, dict[str, str], dict[str, bytes]]:
@@ -186,6 +190,19 @@ def test_leader_rejoin_before_v9_is_told_the_old_leader(meta: bytes, conns: tupl
     assert group_view(group_broker, p.group)[:4] == ("Stable", p.generation, new_id, {"a": new_id, "b": p.b_id})
     assert a2.sync(p.group, p.generation, new_id, "a").assignment == b"A"
     assert b.heartbeat(p.group, p.generation, p.b_id, "b") == E.NONE
+
+
+@pytest.mark.parametrize("who", ["leader", "follower"])
+def test_rejoin_keeps_a_tied_protocol_vote(who: str, conns: tuple[Conn, Conn, Conn], group_broker: Any) -> None:
+    """"a" prefers range, "b" roundrobin: the vote is a tie, and the group runs range. A restart with the same
+    preferences leaves ClassicGroup.selectProtocol's answer as it was, so Kafka does not rebalance."""
+    a, b, new = conns
+    p = stable_pair(a, b, f"static-tie-{who}-{next(_groups)}", group_broker, b_protocols=BOTH[::-1])
+    assert group_broker.call(lambda: broker_group(group_broker, p.group).protocol_name) == "range"
+    instance, protocols = ("a", BOTH) if who == "leader" else ("b", BOTH[::-1])
+    resp = new.join(p.group, instance, protocols=protocols)
+    assert resp.error_code == 0 and (resp.generation_id, resp.protocol_name) == (p.generation, "range")
+    assert group_view(group_broker, p.group)[:2] == ("Stable", p.generation)
 
 
 def test_rejoin_whose_group_record_cannot_be_stored_is_reverted(conns: tuple[Conn, Conn, Conn],

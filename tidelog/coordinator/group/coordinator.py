@@ -275,11 +275,14 @@ class GroupCoordinator:
     def _rekey_static_member(group: GroupMetadata, old_id: str, new_id: str) -> MemberMetadata:
         """Kafka's ClassicGroup.replaceStaticMember: the member under `old_id` continues as `new_id` (leadership
         included); the calls the old incarnation has parked fail with FENCED_INSTANCE_ID."""
-        member = group.members.pop(old_id)
+        member = group.members[old_id]
         member.complete_join(JoinResult(E.FENCED_INSTANCE_ID, old_id))
         member.complete_sync(SyncResult(E.FENCED_INSTANCE_ID))
         member.member_id = new_id
-        group.members[new_id] = member
+        # in place and in order: the order breaks ties of select_protocol, which a restart must not change
+        members = list(group.members.items())
+        group.members.clear()
+        group.members.update((new_id if mid == old_id else mid, m) for mid, m in members)
         assert member.group_instance_id is not None
         group.static_members[member.group_instance_id] = new_id
         if group.is_leader(old_id):
