@@ -27,7 +27,7 @@ PACKAGE = ROOT / "tidelog"
 FILE_NAME = re.compile(r"tidelog-[a-z-]+\.json")
 # Calls that make a file durable or replace one: only the metadata store and storage (Kafka's own formats:
 # segments, indexes, checkpoints, snapshots) may make them.
-DURABLE_WRITES = {"os.replace", "os.rename", "os.fsync", "json.dump", "write_atomic", "write_durably"}
+DURABLE_WRITES = {"os.replace", "os.rename", "os.fsync", "write_atomic", "write_durably"}
 
 
 def _call_name(node: ast.Call) -> str:
