@@ -1,7 +1,7 @@
 """KIP-848 consumer groups: ConsumerGroupHeartbeat, ConsumerGroupDescribe and their records, as Kafka's
 GroupMetadataManager does them for `group.protocol=consumer`.
 
-Every change is expressed as `__consumer_offsets` records (consumer_records.py) that are appended to the
+Every change is expressed as `__consumer_offsets` records (consumer/records.py) that are appended to the
 group's partition and replayed into memory by the same `replay()` the loader uses, so what survives a
 restart is exactly what was served. Committed offsets of a consumer group live where the classic
 coordinator keeps them (an offsets-only GroupMetadata of the same id), so OffsetFetch, OffsetDelete and
@@ -30,16 +30,18 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tidelog.clock import Clock
-from tidelog.coordinator.group import consumer_records as cr
 from tidelog.coordinator.group import records as classic_records
-from tidelog.coordinator.group.assignors import (
+from tidelog.coordinator.group.classic.group import GroupMetadata, GroupState, OffsetAndMetadata
+from tidelog.coordinator.group.classic.member import JoinResult, SyncResult
+from tidelog.coordinator.group.consumer import records as cr
+from tidelog.coordinator.group.consumer.assignors import (
     Assignment,
     MemberSubscription,
     PartitionAssignor,
     build_assignors,
 )
-from tidelog.coordinator.group.classic_members import ClassicMembers, downgrade, upgrade_records
-from tidelog.coordinator.group.consumer_group import (
+from tidelog.coordinator.group.consumer.classic_members import ClassicMembers, downgrade, upgrade_records
+from tidelog.coordinator.group.consumer.group import (
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
     ClassicMemberMetadata,
@@ -51,8 +53,6 @@ from tidelog.coordinator.group.consumer_group import (
     is_subset,
     reconcile,
 )
-from tidelog.coordinator.group.group import GroupMetadata, GroupState, OffsetAndMetadata
-from tidelog.coordinator.group.member import JoinResult, SyncResult
 from tidelog.coordinator.timer import DeadlineTimer
 from tidelog.protocol.errors import ErrorCode
 from tidelog.storage import TopicPartition

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from tidelog.clock import Clock
+from tidelog.coordinator.group.classic.group import GroupMetadata, GroupState, OffsetAndMetadata
+from tidelog.coordinator.group.classic.member import JoinResult, MemberMetadata, SyncResult
 from tidelog.coordinator.group.config import GroupCoordinatorConfig
-from tidelog.coordinator.group.group import GroupMetadata, GroupState, OffsetAndMetadata
-from tidelog.coordinator.group.member import JoinResult, MemberMetadata, SyncResult
 from tidelog.coordinator.group.metadata_manager import GroupMetadataManager
 from tidelog.coordinator.group.store import OffsetsStore
 from tidelog.coordinator.timer import DeadlineTimer
