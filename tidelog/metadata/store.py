@@ -21,12 +21,10 @@ tidelog keeps each in one small JSON document. Every document is written and rea
 
 from __future__ import annotations
 
-import enum
 import json
 import logging
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -46,22 +44,31 @@ class StateFileError(RuntimeError):
         self.path = path
 
 
-class OnDamage(enum.Enum):
+class OnDamage:
+    """What a damaged file gets (plain constants, not an Enum: this module is imported before the first
+    ApiVersions answer, and every millisecond of start-up counts)."""
+
     REFUSE = "refuse to start"  # StateFileError
     SET_ASIDE = "move aside and start empty"  # only for what the log dirs can rebuild
 
 
-@dataclass(frozen=True)
 class MetadataFile:
     """One metadata file: its name, the format version written, the migrations from older versions, what a
     damaged one gets, and whether it is private (mode 0600: credentials)."""
 
-    name: str
-    version: int
-    migrations: Mapping[int, Migration] = field(default_factory=dict)  # from version N to N + 1
-    on_damage: OnDamage = OnDamage.REFUSE
-    private: bool = False
-    compact: bool = False  # no indentation (large, machine-only documents)
+    __slots__ = ("name", "version", "migrations", "on_damage", "private", "compact")
+
+    def __init__(self, name: str, version: int, migrations: Mapping[int, Migration] | None = None,
+                 on_damage: str = OnDamage.REFUSE, private: bool = False, compact: bool = False) -> None:
+        self.name = name
+        self.version = version
+        self.migrations: Mapping[int, Migration] = migrations or {}  # from version N to N + 1
+        self.on_damage = on_damage
+        self.private = private
+        self.compact = compact  # no indentation (large, machine-only documents)
+
+    def __repr__(self) -> str:
+        return f"MetadataFile({self.name!r}, version {self.version})"
 
     def path(self, directory: str | Path) -> Path:
         return Path(directory) / self.name
@@ -121,7 +128,7 @@ class MetadataFile:
         return str(first) if first == self.version else f"{first}-{self.version}"
 
     def _damaged(self, path: Path, reason: object) -> None:
-        if self.on_damage is OnDamage.REFUSE:
+        if self.on_damage == OnDamage.REFUSE:
             raise StateFileError(path, reason)
         aside = path.with_name(path.name + ".corrupt")
         try:
