@@ -184,6 +184,9 @@ def run_serve(args: argparse.Namespace) -> int:
     except StateFileError as exc:  # a damaged quotas, features, ACL, SCRAM, producer-id or subscriptions file
         print(f"tidelog: {exc}", file=sys.stderr)
         return 1
+    except ConfigError as exc:  # found while the listeners are built, e.g. a keystore OpenSSL cannot load
+        print(f"tidelog: configuration error: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -64,6 +64,11 @@ class BrokerFaultsMixin:
         """The next len(errors) requests of `api` are answered with these errors, in order, and not applied."""
         self.faults.inject_errors(api, errors, topic)
 
+    def inject_handler_exceptions(self, api: str | int, count: int = 1) -> None:
+        """The next `count` requests of `api` fail inside their handler (an unexpected exception): the broker
+        answers them with the API's error response, UNKNOWN_SERVER_ERROR (Kafka's KafkaApis.handleError)."""
+        self.faults.inject_handler_exceptions(api, count)
+
     def set_latency(self, ms: int, api: str | int | None = None) -> None:
         """Delay every response (or those of `api`) by `ms` milliseconds."""
         self.faults.set_latency(ms, api)
@@ -105,6 +110,9 @@ class ProcessFaultsMixin:
     def inject_errors(self, api: str | int, errors: list[str | int] | tuple[str | int, ...],
                       topic: str | None = None) -> None:
         self._control("inject_errors", api=api, errors=list(errors), topic=topic)
+
+    def inject_handler_exceptions(self, api: str | int, count: int = 1) -> None:
+        self._control("inject_handler_exceptions", api=api, count=count)
 
     def set_latency(self, ms: int, api: str | int | None = None) -> None:
         self._control("set_latency", ms=ms, api=api)

@@ -21,10 +21,12 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.context import CloseConnection, RequestContext
+from tidelog.broker.error_response import error_response
 from tidelog.broker.frame_stream import FrameSizeError, FrameStream
 from tidelog.broker.quotas import ANONYMOUS
 from tidelog.broker.request_quota import LoopTime, timed
 from tidelog.protocol.api_keys import ApiKey
+from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.frame import (
     ProtocolError,
     RequestHeader,
@@ -273,8 +275,8 @@ class Connection:
                 response = await call
         except (asyncio.CancelledError, CloseConnection):
             raise
-        except Exception as exc:  # noqa: BLE001 - a handler bug closes this connection only
-            raise ProtocolError(f"{name} v{api_version} handler failed: {exc!r}", traceback=True) from exc
+        except Exception as exc:  # noqa: BLE001 - a handler bug is answered, the connection stays open
+            response = self._error_response(header, request, name, exc)
         if not timing:
             self._throttle(header, len(frame), response, None, ctx.mutation_quota)
             return None if response is None else self._encode(api_key, header.correlation_id, api_version,
@@ -292,6 +294,23 @@ class Connection:
         self.server.broker.quotas.request.record_time_no_throttle(self._quota_user(), header.client_id or "",
                                                                   time.perf_counter_ns() - started)
         return out
+
+    def _error_response(self, header: RequestHeader, request: Any, name: str, exc: Exception) -> Any:
+        """Kafka's KafkaApis.handleError: an exception of a handler is logged once with the request header and
+        answered with the API's own error response (its code for a KafkaError, else UNKNOWN_SERVER_ERROR);
+        an acks=0 Produce, which has no response, closes the connection."""
+        code = exc.code if isinstance(exc, KafkaError) else ErrorCode.UNKNOWN_SERVER_ERROR
+        log.error("Error handling %s v%d request (correlation id %d, client id %r) from %s on %s: answered %s",
+                  name, header.api_version, header.correlation_id, header.client_id, self.peer, self.listener,
+                  _error_name(code), exc_info=exc)
+        try:
+            response = error_response(header.api_key, header.api_version, request, int(code))
+        except Exception as build_exc:  # noqa: BLE001 - no answer can be built: close (logged above)
+            raise ProtocolError(f"cannot build the {name} v{header.api_version} error response: {build_exc!r}",
+                                traceback=True) from build_exc
+        if response is None:
+            raise CloseConnection(f"{name} v{header.api_version} failed and has no response to carry the error")
+        return response
 
     async def _plain_produce(self, header: RequestHeader,
                              frame: memoryview) -> tuple[list[Piece], int, str, int | None] | None:
@@ -422,6 +441,13 @@ class Connection:
             raise ProtocolError(f"cannot encode {name} v{version} response: {exc!r}", traceback=True) from exc
         frame = response_frame(correlation_id, body, flexible)
         return [frame], len(frame), name, getattr(response, "error_code", None)
+
+
+def _error_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return str(code)
 
 
 _PRODUCE_API: list[ModuleType] = []

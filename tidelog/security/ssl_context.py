@@ -148,6 +148,11 @@ def _openssl_cipher(name: str) -> str | None:
     return kex + cipher
 
 
+def _ssl_reason(exc: ssl.SSLError) -> str:
+    """OpenSSL's reason ("CA_MD_TOO_WEAK", "KEY_VALUES_MISMATCH"), else the message: one line."""
+    return str(exc.reason or exc.strerror or exc).splitlines()[0]
+
+
 def create_server_context(config: BrokerConfig, listener: str) -> ssl.SSLContext:
     """The SSLContext of `listener`; ConfigError with a message naming the config on any problem."""
 
@@ -168,9 +173,12 @@ def create_server_context(config: BrokerConfig, listener: str) -> ssl.SSLContext
     try:
         _load_keystore(ctx, get)
     except ssl.SSLError as exc:
-        raise ConfigError(f"The keystore of listener {listener} cannot be used: {exc.reason}") from exc
+        raise ConfigError(f"The keystore of listener {listener} cannot be used: {_ssl_reason(exc)}") from exc
     client_auth = str(get("ssl.client.auth") or "none").lower()
     ctx.verify_mode = _CLIENT_AUTH[client_auth]
-    if client_auth != "none" and not _load_truststore(ctx, get):
-        ctx.load_default_certs(ssl.Purpose.CLIENT_AUTH)
+    try:
+        if client_auth != "none" and not _load_truststore(ctx, get):
+            ctx.load_default_certs(ssl.Purpose.CLIENT_AUTH)
+    except ssl.SSLError as exc:  # e.g. a certificate OpenSSL refuses (a SHA-1 signature at security level 2)
+        raise ConfigError(f"The truststore of listener {listener} cannot be used: {_ssl_reason(exc)}") from exc
     return ctx
