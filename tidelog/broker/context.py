@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from tidelog.broker.state import BrokerState
+    from tidelog.protocol.wire import Piece
 
 
 @dataclass(slots=True)
@@ -33,6 +34,7 @@ class CloseConnection(Exception):
     `reason` as one line (no traceback). Kafka's RequestChannel.closeConnection, e.g. for a failed acks=0
     Produce, whose client gets no response and notices the error only by the closed connection."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, answer: list[Piece] | None = None) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.answer = answer  # written before the connection closes (a failed SASL authentication's answer)
