@@ -19,7 +19,7 @@ from tidelog.security.acl import (
     PatternType,
     ResourceType,
 )
-from tidelog.security.manager import ACL_FILE as FILE_NAME  # named where start-up looks for it
+from tidelog.security.files import ACL_FILE as FILE_NAME  # named where start-up looks for it
 from tidelog.storage.checkpoints import read_json_state
 
 

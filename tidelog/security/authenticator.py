@@ -16,8 +16,7 @@ import logging
 import struct
 from typing import TYPE_CHECKING, Any
 
-from tidelog.broker.context import CloseConnection
-from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.errors import CloseConnection, ErrorCode
 from tidelog.protocol.wire import Piece
 from tidelog.security.principal import ANONYMOUS, USER_TYPE, KafkaPrincipal, distinguished_name
 from tidelog.security.sasl import SaslAuthenticationError, SaslServer

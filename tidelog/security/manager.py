@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from tidelog.clock import Clock
 from tidelog.config.definitions import ConfigError
+from tidelog.security.files import ACL_FILE, SCRAM_FILE
 from tidelog.security.listener_config import SUPPORTED_MECHANISMS, ListenerSecurity, listener_security
 
 if TYPE_CHECKING:
@@ -28,10 +29,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# The stores' files, named here (the stores import them) so that start-up can look for them without importing
-# the stores.
-SCRAM_FILE = "tidelog-scram-credentials.json"
-ACL_FILE = "tidelog-acls.json"
 
 
 class BrokerSecurity:
@@ -122,6 +119,6 @@ class BrokerSecurity:
         sec = self.listeners.get(listener)
         if sec is None or sec.protocol == "PLAINTEXT":
             return None
-        from tidelog.security.authenticator import Session
+        from tidelog.security.authenticator import Session  # lazy for start-up time: PLAINTEXT never needs it
 
         return Session(self, sec)

@@ -15,7 +15,7 @@ from typing import Any
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.security._durable import write_json
-from tidelog.security.manager import SCRAM_FILE as FILE_NAME  # named where start-up looks for it
+from tidelog.security.files import SCRAM_FILE as FILE_NAME  # named where start-up looks for it
 from tidelog.storage.checkpoints import read_json_state
 
 # Kafka's ScramMechanism: type id on the wire, hash.
