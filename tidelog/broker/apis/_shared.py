@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -35,6 +36,24 @@ if TYPE_CHECKING:
     from tidelog.coordinator.transaction import TransactionCoordinator
     from tidelog.storage.log import Log
 
+
+
+def response_cls(ctx: RequestContext) -> Any:
+    """The kafka-python response class of the request's API and version (every handler's first lookup)."""
+    return response_class(ctx.api_key)[ctx.api_version]
+
+
+def topic_id_bytes(topic_id: Any, unset: bytes = b"") -> bytes:
+    """A request's topic id as 16 bytes (kafka-python gives a UUID, the hand decoders bytes); `unset` for none."""
+    if isinstance(topic_id, uuid.UUID):
+        return topic_id.bytes
+    return bytes(topic_id or unset)
+
+
+def topic_by_id(ctx: RequestContext, topic_id: Any) -> TopicInfo | None:
+    """The topic a request names by id (KIP-516); None for an unknown or all-zero id."""
+    raw = topic_id_bytes(topic_id)
+    return ctx.broker.topics.by_id(raw) if any(raw) else None
 
 
 def coordinator(ctx: RequestContext) -> GroupCoordinator:
