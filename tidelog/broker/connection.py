@@ -16,17 +16,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING
 
 from tidelog.broker.context import CloseConnection
-from tidelog.broker.dispatch import Dispatcher
+from tidelog.broker.dispatch import Dispatcher, Server
 from tidelog.broker.frame_stream import FrameSizeError, FrameStream
 from tidelog.protocol.api_keys import ApiKey
 from tidelog.protocol.frame import ProtocolError
 from tidelog.protocol.wire import Piece
-
-if TYPE_CHECKING:
-    from tidelog.broker.server import Server
 
 log = logging.getLogger(__name__)
 

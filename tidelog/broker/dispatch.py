@@ -24,7 +24,7 @@ import struct
 import time
 from collections.abc import Awaitable, Callable
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tidelog.broker.apis import api_versions
 from tidelog.broker.context import CloseConnection, RequestContext
@@ -47,9 +47,14 @@ from tidelog.protocol.produce_codec import decode_produce_request
 from tidelog.protocol.wire import EncodedResponse, Piece
 
 if TYPE_CHECKING:
+    from tidelog.broker.faults import FaultInjector
+    from tidelog.broker.features import FeatureControl
+    from tidelog.broker.metrics import BrokerMetrics
     from tidelog.broker.mutation_quota import ControllerMutationQuota
-    from tidelog.broker.registry import Handler
-    from tidelog.broker.server import Server
+    from tidelog.broker.registry import ApiRegistry, Handler
+    from tidelog.broker.state import BrokerState
+    from tidelog.config.broker_config import BrokerConfig
+    from tidelog.security.manager import BrokerSecurity
 
 log = logging.getLogger("tidelog.broker.connection")  # the name operators filter on, as before the split
 
@@ -60,6 +65,23 @@ _SIZE_AND_ID = struct.Struct(">ii")  # a response frame's size prefix and correl
 _JOIN_BELOW = 4096  # a one-piece hand-encoded body up to this size is joined to its header (one piece to write)
 PLAIN_PRODUCE_VERSIONS = (3, 12)  # what apis/produce.handle_plain answers (v13 names topics by id)
 _SASL_APIS = (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE)
+
+
+class Server(Protocol):
+    """What a connection and its dispatch use of the server (broker/server.Server is one; named here so that
+    the request path does not import the listener that runs it)."""
+
+    config: BrokerConfig
+    registry: ApiRegistry
+    ready: asyncio.Event
+    faults: FaultInjector | None
+    features: FeatureControl
+    metrics: BrokerMetrics
+    security: BrokerSecurity
+    state: BrokerState | None
+
+    @property
+    def broker(self) -> BrokerState: ...
 
 
 class Dispatcher:
