@@ -24,6 +24,10 @@ import time
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, NamedTuple, TypeVar
 
+from tidelog.protocol.record_batch import iter_batches
+from tidelog.protocol.records import iter_records
+from tidelog.storage import TopicPartition
+
 T = TypeVar("T")
 WAIT_TIMEOUT_S = 30.0
 
@@ -159,10 +163,6 @@ class RecordsMixin:
     def records(self, topic: str, partition: int | None = None) -> list[TopicRecord]:
         """Every record of `topic` (or one partition) up to the high watermark, ordered by partition then
         offset; control records (transaction markers) are left out."""
-        from tidelog.protocol.record_batch import iter_batches
-        from tidelog.protocol.records import iter_records
-        from tidelog.storage import TopicPartition
-
         info = self.state.topics.get(topic)
         if info is None:
             return []

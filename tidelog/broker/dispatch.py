@@ -41,9 +41,10 @@ from tidelog.protocol.frame import (
     skip_tagged_fields,
 )
 from tidelog.protocol.hot_codecs import HAND_DECODERS
-from tidelog.protocol.messages import encode_response
+from tidelog.protocol.messages import encode_response, request_class
 from tidelog.protocol.produce_codec import FLEXIBLE_MIN_VERSION as PRODUCE_FLEXIBLE_MIN_VERSION
 from tidelog.protocol.produce_codec import decode_produce_request
+from tidelog.protocol.request_checks import check_nulls
 from tidelog.protocol.wire import EncodedResponse, Piece
 
 if TYPE_CHECKING:
@@ -279,8 +280,6 @@ def decode_request(header: RequestHeader, frame: memoryview, name: str) -> Any:
             raise
         except Exception as exc:  # noqa: BLE001 - WireError, or a bug of the decoder: close the connection
             raise ProtocolError(f"cannot decode {name} v{version} request: {exc!r}") from exc
-    from tidelog.protocol.messages import request_class  # kafka-python's classes: off the start-up path
-    from tidelog.protocol.request_checks import check_nulls
 
     try:
         cls = request_class(header.api_key)[version]

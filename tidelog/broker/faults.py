@@ -32,6 +32,7 @@ from typing import Any
 from tidelog.broker.context import CloseConnection, RequestContext
 from tidelog.broker.error_response import error_entries, error_response
 from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.messages import _MESSAGES, _install_lazy_kafka_package, response_class
 from tidelog.storage.fault_hooks import FaultHooks, FaultPoint
 
 Handler = Callable[[RequestContext, Any], Awaitable[Any]]
@@ -69,8 +70,6 @@ _API_VERSIONS = 18
 
 def api_keys_by_name() -> dict[str, int]:
     """Kafka's API names ("Produce", "JoinGroup", ...) -> key, for every API tidelog has classes for."""
-    from tidelog.protocol.messages import _MESSAGES
-
     return {request.removesuffix("Request"): key for key, (_module, request, _response) in _MESSAGES.items()}
 
 
@@ -88,8 +87,6 @@ def resolve_api(api: str | int) -> int:
 def _kafka_error_names() -> dict[str, int]:
     """Every error name Kafka's Errors enum has, from kafka-python's table (ours lists only those the broker
     itself answers with): NETWORK_EXCEPTION, NOT_ENOUGH_REPLICAS_AFTER_APPEND, THROTTLING_QUOTA_EXCEEDED..."""
-    from tidelog.protocol.messages import _install_lazy_kafka_package
-
     _install_lazy_kafka_package()
     import kafka.errors
 
@@ -275,8 +272,6 @@ class FaultInjector:
 
     async def _partitions(self, ctx: RequestContext, request: Any, handle: Handler, layout: _Layout,
                           targeted: list[Any], code: int) -> Any:
-        from tidelog.protocol.messages import response_class
-
         entries = list(getattr(request, layout.request_topics, None) or [])
         rest = [t for t in entries if not any(t is x for x in targeted)]
         cls = response_class(ctx.api_key)[ctx.api_version]

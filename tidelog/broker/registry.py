@@ -12,6 +12,7 @@ from types import ModuleType
 from typing import Any, Protocol, cast
 
 from tidelog.broker.apis import API_TABLE, ApiEntry
+from tidelog.protocol.messages import request_class, response_class
 
 # A handler takes the RequestContext (broker/context.py) and the request; typed loosely here so that the registry,
 # which the broker state holds, does not import the context (which names the state).
@@ -65,7 +66,6 @@ class ApiRegistry:
         import lz4.frame  # noqa: F401
         import zstandard  # noqa: F401
 
-        from tidelog.protocol.messages import request_class, response_class
 
         for key in self.entries:
             try:

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tidelog.config.definitions import ConfigError
+from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.security.acl import (
     CLUSTER_NAME,
     WILDCARD_HOST,
@@ -239,7 +240,6 @@ def check_config_resource(ctx: RequestContext, config_resource_type: int, name: 
     (BROKER_LOGGER: DESCRIBE / ALTER_CONFIGS on the cluster). Raises KafkaError with Kafka's code."""
     if ctx.authorizer is None:
         return
-    from tidelog.protocol.errors import ErrorCode, KafkaError
 
     op = Op.ALTER_CONFIGS if alter else Op.DESCRIBE_CONFIGS
     if config_resource_type == _CONFIG_TOPIC:

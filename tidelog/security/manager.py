@@ -15,9 +15,15 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from tidelog.clock import Clock
+from tidelog.config.broker_config import parse_listeners
 from tidelog.config.definitions import ConfigError
 from tidelog.security.files import ACL_FILE, SCRAM_FILE
-from tidelog.security.listener_config import SUPPORTED_MECHANISMS, ListenerSecurity, listener_security
+from tidelog.security.listener_config import (
+    SUPPORTED_MECHANISMS,
+    ListenerSecurity,
+    listener_security,
+    listener_value,
+)
 
 if TYPE_CHECKING:
     from tidelog.config.broker_config import BrokerConfig
@@ -33,8 +39,6 @@ log = logging.getLogger(__name__)
 
 class BrokerSecurity:
     def __init__(self, config: BrokerConfig, clock: Clock | None = None) -> None:
-        from tidelog.config.broker_config import parse_listeners
-
         self.config = config
         self.clock = clock or Clock()
         self.log_dir = config.log_dirs[0]
@@ -54,7 +58,6 @@ class BrokerSecurity:
                 raise ConfigError(f"SASL/PLAIN on listener {name} needs listener.name.{name.lower()}.plain."
                                   "sasl.jaas.config (PlainLoginModule required user_<name>=\"<password>\";)")
             if sec.uses_tls:
-                from tidelog.security.listener_config import listener_value
                 from tidelog.security.principal import SslPrincipalMapper
                 from tidelog.security.ssl_context import create_server_context
 

@@ -16,6 +16,10 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.serialization import pkcs12
+from cryptography.x509 import load_pem_x509_certificates
+
 from tidelog.config.definitions import ConfigError
 from tidelog.security.listener_config import listener_value
 
@@ -39,8 +43,6 @@ def _read(path: str, what: str) -> bytes:
 
 
 def _pkcs12(data: bytes, password: bytes | None, what: str) -> Any:
-    from cryptography.hazmat.primitives.serialization import pkcs12
-
     try:
         return pkcs12.load_pkcs12(data, password)
     except ValueError as exc:
@@ -50,9 +52,6 @@ def _pkcs12(data: bytes, password: bytes | None, what: str) -> Any:
 def _load_pem_key_and_chain(ctx: ssl.SSLContext, pem: bytes, key_password: bytes | None) -> None:
     """load_cert_chain only reads files: write key and chain to a private temporary file, with the key
     re-encrypted under a one-time password so no plaintext key touches the disk, and remove it at once."""
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.x509 import load_pem_x509_certificates
-
     try:
         key = serialization.load_pem_private_key(pem, key_password)
     except (ValueError, TypeError) as exc:
@@ -65,8 +64,6 @@ def _load_pem_key_and_chain(ctx: ssl.SSLContext, pem: bytes, key_password: bytes
 
 
 def _load_key_objects(ctx: ssl.SSLContext, key: Any, chain: list[Any]) -> None:
-    from cryptography.hazmat.primitives import serialization
-
     if key is None or not chain:
         raise ConfigError("The keystore must hold a private key and its certificate chain")
     one_time = secrets.token_urlsafe(24).encode()
@@ -110,8 +107,6 @@ def _load_keystore(ctx: ssl.SSLContext, get: Any) -> None:
 
 def _load_truststore(ctx: ssl.SSLContext, get: Any) -> bool:
     """Trusted CAs for client certificates; False when none is configured."""
-    from cryptography.hazmat.primitives import serialization
-
     kind = str(get("ssl.truststore.type") or "JKS").upper()
     location = get("ssl.truststore.location")
     inline = get("ssl.truststore.certificates")
