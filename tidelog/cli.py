@@ -190,6 +190,9 @@ def run_serve(args: argparse.Namespace) -> int:
     except StateFileError as exc:  # a damaged or too new metadata file (tidelog.metadata.store)
         print(f"tidelog: {exc}", file=sys.stderr)
         return 1
+    except ConfigError as exc:  # found while the listeners are built, e.g. a keystore OpenSSL cannot load
+        print(f"tidelog: configuration error: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 
