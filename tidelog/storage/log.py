@@ -788,10 +788,10 @@ class Log:
         if upper_bound_offset <= start_offset:
             return []
         with self.lock:
-            segments = self.segments.values(start_offset)
+            indexes = self.segments.txn_indexes_from(start_offset)
         found: list[AbortedTxn] = []
-        for segment in segments:
-            result = segment.txn_index.collect_aborted_txns(start_offset, upper_bound_offset)
+        for index in indexes:
+            result = index.collect_aborted_txns(start_offset, upper_bound_offset)
             found.extend(result.aborted_transactions)
             if result.is_complete:
                 break
