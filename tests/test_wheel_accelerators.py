@@ -106,6 +106,10 @@ def test_installed_wheel_loads_every_accelerator(venv: Path, tmp_path: Path) -> 
                            cwd=tmp_path, env=clean_env(), check=True, capture_output=True, text=True)
     for path in json.loads(where.stdout):
         assert Path(path).is_relative_to(venv), path  # the wheel's modules, not the checkout's
+    # and the check fails, naming them, when they do not run (what a wheel built without a compiler gives)
+    pure = subprocess.run([python, "-m", "tidelog.accelerators", "--check", str(SETUP_PY)], cwd=tmp_path,
+                          env=dict(clean_env(), TIDELOG_PURE_PYTHON="1"), capture_output=True, text=True, timeout=120)
+    assert pure.returncode == 1 and all(name in pure.stderr for name in declared()), pure.stderr
 
 
 def serve_log_lines(venv: Path, tmp_path: Path, env: dict[str, str]) -> list[dict[str, object]]:
