@@ -151,6 +151,10 @@ def run_serve(args: argparse.Namespace) -> int:
             await server.start(sock=sock, load_services_after_ready=True)
             await server.wait_services_loaded()  # the ready line and the fault channel mean fully started
             release_held_logs()
+            from tidelog.accelerators import log_status
+            from tidelog.logging import get_logger
+
+            log_status(get_logger("tidelog.accelerators"))  # which C accelerators run, or that none does
             from tidelog.broker.malloc_tuning import tune_malloc
 
             tune_malloc()  # large request and fetch buffers reused from the heap, not mapped afresh each time
