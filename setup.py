@@ -6,4 +6,5 @@ from setuptools import Extension, setup
 setup(ext_modules=[
     Extension("tidelog.protocol._record_walk", ["tidelog/protocol/_record_walk.c"], optional=True),
     Extension("tidelog.protocol._produce_codec", ["tidelog/protocol/_produce_codec.c"], optional=True),
+    Extension("tidelog.protocol._cleaner_core", ["tidelog/protocol/_cleaner_core.c"], optional=True),
 ])

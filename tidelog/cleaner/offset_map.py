@@ -139,6 +139,18 @@ class SkimpyOffsetMap:
     def size(self) -> int:
         return self._entries
 
+    @property
+    def buffer(self) -> mmap.mmap:
+        """The slots, for the C cleaner core (which reads and writes them in this same layout)."""
+        return self._bytes
+
+    def absorb(self, entries: int, latest_offset: int, lookups: int, probes: int) -> None:
+        """Take over the counters after the C core worked on `buffer`."""
+        self._entries = entries
+        self.latest_offset = latest_offset
+        self.lookups += lookups
+        self.probes += probes
+
     def __len__(self) -> int:
         return self._entries
 
