@@ -21,6 +21,7 @@
  *     -> None (Python must decide) or (kept, all_kept, need_horizon, invalid, lookups, probes, records, base_ts,
  *        new_max_ts)  where records is the re-encoded records section (None when nothing needs rebuilding)
  *   md5(data) -> 16 bytes;  crc32c(data) -> int        (for the tests)
+ *   gil_free_seconds() -> CPU seconds spent in this module with the GIL released (for bench/cleaner.py)
  *
  * The offset map is Kafka's SkimpyOffsetMap layout (offset_map.py): slots of 16 bytes of MD5(key) + a big-endian
  * int64 offset, the same probe sequence, so the C and Python code share one map.
@@ -30,6 +31,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 #define HEADER_SIZE 61
 #define LOG_OVERHEAD 12
@@ -224,6 +226,19 @@ static inline size_t varint_size(int64_t n) {
     }
     return k;
 }
+
+/* CPU time this module's threads spent with the GIL released (bench/cleaner.py: how much of a pass can run in
+ * parallel with other threads, whatever the machine's load). */
+static int64_t gil_free_ns = 0;
+
+static inline int64_t thread_cpu_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+#define RELEASE_GIL Py_BEGIN_ALLOW_THREADS int64_t cpu0_ = thread_cpu_ns();
+#define ACQUIRE_GIL __atomic_fetch_add(&gil_free_ns, thread_cpu_ns() - cpu0_, __ATOMIC_RELAXED); Py_END_ALLOW_THREADS
 
 /* ------------------------------------------------------------------------------------------------ offset map */
 
@@ -450,7 +465,7 @@ static PyObject *py_map_chunk(PyObject *self, PyObject *args) {
     int status = DONE;
     const uint8_t *d = chunk.buf;
     size_t p = (size_t)pos, stop = whole_end(d, (size_t)pos, (size_t)end);
-    Py_BEGIN_ALLOW_THREADS
+    RELEASE_GIL
     while (p < stop) {
         Header h;
         read_header(d + p, &h);
@@ -476,7 +491,7 @@ static PyObject *py_map_chunk(PyObject *self, PyObject *args) {
         }
         p += size;
     }
-    Py_END_ALLOW_THREADS
+    ACQUIRE_GIL
     PyBuffer_Release(&mapview);
     PyBuffer_Release(&chunk);
     return Py_BuildValue("niLLLLL", (Py_ssize_t)p, status, (long long)m.entries, (long long)run.latest,
@@ -499,10 +514,10 @@ static PyObject *py_map_payload(PyObject *self, PyObject *args) {
     }
     MapRun run = {0, latest, max_entries};
     int status;
-    Py_BEGIN_ALLOW_THREADS
+    RELEASE_GIL
     status = count < 0 ? NEED_PYTHON
                        : map_records(&m, &run, payload.buf, (size_t)payload.len, base_offset, count, start_offset);
-    Py_END_ALLOW_THREADS
+    ACQUIRE_GIL
     PyBuffer_Release(&mapview);
     PyBuffer_Release(&payload);
     if (status == NEED_PYTHON)
@@ -835,7 +850,7 @@ static PyObject *py_filter_chunk(PyObject *self, PyObject *args) {
     size_t p = (size_t)pos, stop = whole_end(d, (size_t)pos, (size_t)end);
     const int64_t *act = active.buf;
     size_t nact = (size_t)active.len / 16;
-    Py_BEGIN_ALLOW_THREADS
+    RELEASE_GIL
     while (p < stop) {
         Header h;
         read_header(d + p, &h);
@@ -910,7 +925,7 @@ static PyObject *py_filter_chunk(PyObject *self, PyObject *args) {
         }
         p += size;
     }
-    Py_END_ALLOW_THREADS
+    ACQUIRE_GIL
     PyMem_RawFree(keep);
     PyBuffer_Release(&outview);
     PyBuffer_Release(&mapview);
@@ -956,10 +971,10 @@ static PyObject *py_filter_payload(PyObject *self, PyObject *args) {
     Decision dec;
     int rebuild = 0, rc;
     int64_t new_base_ts = -1, horizon = -1;
-    Py_BEGIN_ALLOW_THREADS
+    RELEASE_GIL
     rc = filter_records(&m, payload.buf, (size_t)payload.len, count, &a, &dec, &rebuild, &new_base_ts, &horizon, out,
                         cap, keep);
-    Py_END_ALLOW_THREADS
+    ACQUIRE_GIL
     PyMem_RawFree(keep);
     PyBuffer_Release(&mapview);
     PyBuffer_Release(&payload);
@@ -990,6 +1005,10 @@ static PyObject *py_whole_batches_end(PyObject *self, PyObject *args) {
     return PyLong_FromSize_t(e);
 }
 
+static PyObject *py_gil_free_seconds(PyObject *self, PyObject *args) {
+    return PyFloat_FromDouble((double)__atomic_load_n(&gil_free_ns, __ATOMIC_RELAXED) / 1e9);
+}
+
 static PyObject *py_md5(PyObject *self, PyObject *args) {
     Py_buffer data;
     if (!PyArg_ParseTuple(args, "y*", &data))
@@ -1015,6 +1034,7 @@ static PyMethodDef methods[] = {
     {"map_payload", py_map_payload, METH_VARARGS, "Offset-map build over one records section."},
     {"filter_chunk", py_filter_chunk, METH_VARARGS, "Clean the plain batches of a chunk into out."},
     {"filter_payload", py_filter_payload, METH_VARARGS, "The record decisions of one records section."},
+    {"gil_free_seconds", py_gil_free_seconds, METH_NOARGS, "CPU seconds spent with the GIL released so far."},
     {"md5", py_md5, METH_VARARGS, "MD5 digest (for the tests)."},
     {"crc32c", py_crc32c, METH_VARARGS, "CRC-32C (for the tests)."},
     {NULL, NULL, 0, NULL},
