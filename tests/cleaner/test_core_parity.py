@@ -138,7 +138,7 @@ def test_c_and_python_cleaners_write_identical_segments(
     assert original > 0
 
 
-def test_c_offset_map_matches_python_slot_for_slot(c_core: object) -> None:
+def test_c_offset_map_matches_python_slot_for_slot(c_core: object, monkeypatch: pytest.MonkeyPatch) -> None:
     """A map small enough that probe sequences run past the 13 hash windows: the C puts leave the same bytes."""
     keys = [f"k{i}".encode() for i in range(190)]
     python_map = SkimpyOffsetMap(24 * 211, load_factor=0.95)
@@ -149,14 +149,20 @@ def test_c_offset_map_matches_python_slot_for_slot(c_core: object) -> None:
     for offset, key in enumerate(keys + keys[:50]):
         payload += records_module.encode_record(offset, 0, key, b"v")
     status, entries, latest, read, lookups, probes = c_core.map_payload(  # type: ignore[attr-defined]
-        c_map.buffer, c_map.slots, 0, c_map.max_entries, -1, bytes(payload), 0, len(keys) + 50, 0)
+        c_map.buffer, c_map.dirty, c_map.slots, 0, c_map.max_entries, -1, bytes(payload), 0, len(keys) + 50, 0)
     c_map.absorb(entries, latest, lookups, probes)
     assert status == core.DONE and read == 240 and entries == python_map.size == 190
     assert bytes(c_map.buffer) == bytes(python_map.buffer)
+    assert c_map.dirty == python_map.dirty  # the blocks clear() zeroes
     assert (c_map.lookups, c_map.probes) == (python_map.lookups, python_map.probes)
     assert python_map.probes > python_map.lookups + 13  # some probe went past the hash windows
     for key in keys:
         assert c_map.get(key) == python_map.get(key)
+    c_map.clear()  # zeroes the dirty blocks in C
+    monkeypatch.setattr(core, "accelerator", None)
+    python_map.clear()  # and in Python
+    for m in (c_map, python_map):
+        assert not any(m.dirty) and not any(bytes(m.buffer)) and m.get(keys[0]) == -1
 
 
 def test_c_md5_and_crc32c(c_core: object) -> None:
@@ -167,6 +173,9 @@ def test_c_md5_and_crc32c(c_core: object) -> None:
         data = rng.randbytes(n)
         assert c_core.md5(data) == hashlib.md5(data).digest()  # type: ignore[attr-defined]
         assert c_core.crc32c(data) == crc32c.crc32c(data)  # type: ignore[attr-defined]
+    for n in (1, 3, 4, 5, 31, 64):  # the four-lane hashing, with keys of every length around one block
+        keys = [rng.randbytes(rng.choice([0, 1, 54, 55, 56, 63, 64, 65, rng.randrange(100)])) for _ in range(n)]
+        assert c_core.md5_many(keys) == [hashlib.md5(k).digest() for k in keys]  # type: ignore[attr-defined]
 
 
 def test_c_core_hands_malformed_batches_to_python(c_core: object) -> None:
@@ -177,7 +186,7 @@ def test_c_core_hands_malformed_batches_to_python(c_core: object) -> None:
     chunk = bytes(good + bad)
     m = SkimpyOffsetMap(24 * 100)
     pos, status, entries, latest, read, _, _ = c_core.map_chunk(  # type: ignore[attr-defined]
-        m.buffer, m.slots, 0, m.max_entries, -1, chunk, 0, len(chunk), 0)
+        m.buffer, m.dirty, m.slots, 0, m.max_entries, -1, chunk, 0, len(chunk), 0)
     assert (pos, status, entries, latest, read) == (len(good), core.NEED_PYTHON, 2, 1, 2)
     out = bytearray(4 * len(chunk))
     result = c_core.filter_chunk(  # type: ignore[attr-defined]

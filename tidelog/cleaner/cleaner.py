@@ -213,7 +213,7 @@ class Cleaner:
             rel = 0
             while rel < consumed:
                 rel, status, entries, latest, read, lookups, probes = c_core.map_chunk(
-                    offset_map.buffer, offset_map.slots, offset_map.size, offset_map.max_entries,
+                    offset_map.buffer, offset_map.dirty, offset_map.slots, offset_map.size, offset_map.max_entries,
                     offset_map.latest_offset, chunk, rel, consumed, start_offset)
                 offset_map.absorb(entries, latest, lookups, probes)
                 stats.index_messages_read(read)
@@ -248,7 +248,7 @@ class Cleaner:
             if c_core is not None and header.records_count >= 0:
                 payload = records_payload(chunk, rel, header)
                 done = c_core.map_payload(
-                    offset_map.buffer, offset_map.slots, offset_map.size, offset_map.max_entries,
+                    offset_map.buffer, offset_map.dirty, offset_map.slots, offset_map.size, offset_map.max_entries,
                     offset_map.latest_offset, payload, header.base_offset, header.records_count, start_offset)
                 if done is not None:
                     status, entries, latest, read, lookups, probes = done

@@ -8,9 +8,9 @@
  * with status NEED_PYTHON and the caller runs the Python code for it, so odd input always takes the Python path.
  *
  *   whole_batches_end(chunk) -> end of the complete batches at the start of chunk (protocol.record_batch.iter_batches)
- *   map_chunk(map, slots, entries, max_entries, latest, chunk, pos, end, start_offset)
+ *   map_chunk(map, dirty, slots, entries, max_entries, latest, chunk, pos, end, start_offset)
  *     -> (pos, status, entries, latest, records_read, lookups, probes)
- *   map_payload(map, slots, entries, max_entries, latest, payload, base_offset, count, start_offset)
+ *   map_payload(map, dirty, slots, entries, max_entries, latest, payload, base_offset, count, start_offset)
  *     -> (status, entries, latest, records_read, lookups, probes)
  *   filter_chunk(map, slots, latest, chunk, pos, end, out, out_pos, active, upper_bound, now, retention_ms,
  *                max_message_bytes, max_ts, offset_of_max_ts)
@@ -20,6 +20,7 @@
  *                  marker_for_empty_txn)
  *     -> None (Python must decide) or (kept, all_kept, need_horizon, invalid, lookups, probes, records, base_ts,
  *        new_max_ts)  where records is the re-encoded records section (None when nothing needs rebuilding)
+ *   zero_dirty_blocks(map, dirty) -> blocks zeroed   (SkimpyOffsetMap.clear)
  *   md5(data) -> 16 bytes;  crc32c(data) -> int        (for the tests)
  *   gil_free_seconds() -> CPU seconds spent in this module with the GIL released (for bench/cleaner.py)
  *
@@ -108,6 +109,111 @@ static void md5(const uint8_t *p, size_t n, uint8_t out[16]) {
         out[4 * i + 2] = (uint8_t)(h[i] >> 16);
         out[4 * i + 3] = (uint8_t)(h[i] >> 24);
     }
+}
+
+/* MD5 is one long dependency chain (each step needs the previous): a single hash leaves most of the CPU idle.
+ * Keys of at most 55 bytes (one block) are hashed four at a time in the 32-bit lanes of SSE2 registers, which
+ * every x86-64 CPU has; other keys, and other CPUs, use md5() above. */
+#if defined(__x86_64__) && defined(__SSE2__)
+#include <emmintrin.h>
+#define HAVE_MD5_X4 1
+
+#define VROTL(x, s) _mm_or_si128(_mm_slli_epi32((x), (s)), _mm_srli_epi32((x), 32 - (s)))
+#define VF(x, y, z) _mm_xor_si128((z), _mm_and_si128((x), _mm_xor_si128((y), (z))))
+#define VG(x, y, z) _mm_xor_si128((y), _mm_and_si128((z), _mm_xor_si128((x), (y))))
+#define VH(x, y, z) _mm_xor_si128(_mm_xor_si128((x), (y)), (z))
+#define VI(x, y, z) _mm_xor_si128((y), _mm_or_si128((x), _mm_xor_si128((z), ones)))
+#define VSTEP(f, a, b, c, d, g, i, s)                                                                    \
+    a = _mm_add_epi32(_mm_add_epi32(a, f(b, c, d)), _mm_add_epi32(w[g], _mm_set1_epi32((int)md5_k[i]))); \
+    a = _mm_add_epi32(VROTL(a, s), b);
+
+/* four single-block messages (already padded) -> four digests */
+static void md5_block_x4(const uint8_t *blocks[4], uint8_t out[4][16]) {
+    const __m128i ones = _mm_set1_epi32(-1);
+    __m128i w[16];
+    for (int j = 0; j < 16; j++) {
+        uint32_t v[4];
+        for (int l = 0; l < 4; l++)
+            memcpy(&v[l], blocks[l] + 4 * j, 4); /* MD5 words are little-endian, as x86 */
+        w[j] = _mm_set_epi32((int)v[3], (int)v[2], (int)v[1], (int)v[0]);
+    }
+    __m128i a = _mm_set1_epi32(0x67452301), b = _mm_set1_epi32((int)0xefcdab89u),
+            c = _mm_set1_epi32((int)0x98badcfeu), d = _mm_set1_epi32(0x10325476);
+    const __m128i a0 = a, b0 = b, c0 = c, d0 = d;
+    VSTEP(VF, a, b, c, d, 0, 0, 7) VSTEP(VF, d, a, b, c, 1, 1, 12) VSTEP(VF, c, d, a, b, 2, 2, 17)
+    VSTEP(VF, b, c, d, a, 3, 3, 22) VSTEP(VF, a, b, c, d, 4, 4, 7) VSTEP(VF, d, a, b, c, 5, 5, 12)
+    VSTEP(VF, c, d, a, b, 6, 6, 17) VSTEP(VF, b, c, d, a, 7, 7, 22) VSTEP(VF, a, b, c, d, 8, 8, 7)
+    VSTEP(VF, d, a, b, c, 9, 9, 12) VSTEP(VF, c, d, a, b, 10, 10, 17) VSTEP(VF, b, c, d, a, 11, 11, 22)
+    VSTEP(VF, a, b, c, d, 12, 12, 7) VSTEP(VF, d, a, b, c, 13, 13, 12) VSTEP(VF, c, d, a, b, 14, 14, 17)
+    VSTEP(VF, b, c, d, a, 15, 15, 22)
+    VSTEP(VG, a, b, c, d, 1, 16, 5) VSTEP(VG, d, a, b, c, 6, 17, 9) VSTEP(VG, c, d, a, b, 11, 18, 14)
+    VSTEP(VG, b, c, d, a, 0, 19, 20) VSTEP(VG, a, b, c, d, 5, 20, 5) VSTEP(VG, d, a, b, c, 10, 21, 9)
+    VSTEP(VG, c, d, a, b, 15, 22, 14) VSTEP(VG, b, c, d, a, 4, 23, 20) VSTEP(VG, a, b, c, d, 9, 24, 5)
+    VSTEP(VG, d, a, b, c, 14, 25, 9) VSTEP(VG, c, d, a, b, 3, 26, 14) VSTEP(VG, b, c, d, a, 8, 27, 20)
+    VSTEP(VG, a, b, c, d, 13, 28, 5) VSTEP(VG, d, a, b, c, 2, 29, 9) VSTEP(VG, c, d, a, b, 7, 30, 14)
+    VSTEP(VG, b, c, d, a, 12, 31, 20)
+    VSTEP(VH, a, b, c, d, 5, 32, 4) VSTEP(VH, d, a, b, c, 8, 33, 11) VSTEP(VH, c, d, a, b, 11, 34, 16)
+    VSTEP(VH, b, c, d, a, 14, 35, 23) VSTEP(VH, a, b, c, d, 1, 36, 4) VSTEP(VH, d, a, b, c, 4, 37, 11)
+    VSTEP(VH, c, d, a, b, 7, 38, 16) VSTEP(VH, b, c, d, a, 10, 39, 23) VSTEP(VH, a, b, c, d, 13, 40, 4)
+    VSTEP(VH, d, a, b, c, 0, 41, 11) VSTEP(VH, c, d, a, b, 3, 42, 16) VSTEP(VH, b, c, d, a, 6, 43, 23)
+    VSTEP(VH, a, b, c, d, 9, 44, 4) VSTEP(VH, d, a, b, c, 12, 45, 11) VSTEP(VH, c, d, a, b, 15, 46, 16)
+    VSTEP(VH, b, c, d, a, 2, 47, 23)
+    VSTEP(VI, a, b, c, d, 0, 48, 6) VSTEP(VI, d, a, b, c, 7, 49, 10) VSTEP(VI, c, d, a, b, 14, 50, 15)
+    VSTEP(VI, b, c, d, a, 5, 51, 21) VSTEP(VI, a, b, c, d, 12, 52, 6) VSTEP(VI, d, a, b, c, 3, 53, 10)
+    VSTEP(VI, c, d, a, b, 10, 54, 15) VSTEP(VI, b, c, d, a, 1, 55, 21) VSTEP(VI, a, b, c, d, 8, 56, 6)
+    VSTEP(VI, d, a, b, c, 15, 57, 10) VSTEP(VI, c, d, a, b, 6, 58, 15) VSTEP(VI, b, c, d, a, 13, 59, 21)
+    VSTEP(VI, a, b, c, d, 4, 60, 6) VSTEP(VI, d, a, b, c, 11, 61, 10) VSTEP(VI, c, d, a, b, 2, 62, 15)
+    VSTEP(VI, b, c, d, a, 9, 63, 21)
+    a = _mm_add_epi32(a, a0); b = _mm_add_epi32(b, b0); c = _mm_add_epi32(c, c0); d = _mm_add_epi32(d, d0);
+    uint32_t h[4][4];
+    _mm_storeu_si128((__m128i *)h[0], a);
+    _mm_storeu_si128((__m128i *)h[1], b);
+    _mm_storeu_si128((__m128i *)h[2], c);
+    _mm_storeu_si128((__m128i *)h[3], d);
+    for (int l = 0; l < 4; l++)
+        for (int k = 0; k < 4; k++)
+            memcpy(out[l] + 4 * k, &h[k][l], 4);
+}
+
+static void pad_block(uint8_t block[64], const uint8_t *key, size_t len) {
+    memcpy(block, key, len);
+    block[len] = 0x80;
+    memset(block + len + 1, 0, 55 - len);
+    uint64_t bits = (uint64_t)len * 8;
+    for (int i = 0; i < 8; i++)
+        block[56 + i] = (uint8_t)(bits >> (8 * i));
+}
+#endif
+
+/* digests of n keys (n <= GROUP_MAX) */
+#define GROUP_MAX 64
+static void md5_many(const uint8_t *const *keys, const size_t *lens, int n, uint8_t (*out)[16]) {
+#ifdef HAVE_MD5_X4
+    uint8_t blocks[4][64];
+    const uint8_t *lanes[4] = {blocks[0], blocks[1], blocks[2], blocks[3]};
+    int which[4];
+    int filled = 0;
+    for (int i = 0; i < n; i++) {
+        if (lens[i] > 55) {
+            md5(keys[i], lens[i], out[i]);
+            continue;
+        }
+        pad_block(blocks[filled], keys[i], lens[i]);
+        which[filled++] = i;
+        if (filled == 4) {
+            uint8_t digests[4][16];
+            md5_block_x4(lanes, digests);
+            for (int l = 0; l < 4; l++)
+                memcpy(out[which[l]], digests[l], 16);
+            filled = 0;
+        }
+    }
+    for (int l = 0; l < filled; l++)
+        md5(keys[which[l]], lens[which[l]], out[which[l]]);
+#else
+    for (int i = 0; i < n; i++)
+        md5(keys[i], lens[i], out[i]);
+#endif
 }
 
 /* ------------------------------------------------------------------------------------------------ CRC-32C */
@@ -242,8 +348,11 @@ static inline int64_t thread_cpu_ns(void) {
 
 /* ------------------------------------------------------------------------------------------------ offset map */
 
+#define DIRTY_BLOCK 4096 /* offset_map.DIRTY_BLOCK: the map marks the 4 KiB blocks it wrote, clear() zeroes those */
+
 typedef struct {
     uint8_t *buf;
+    uint8_t *dirty;  /* one byte per DIRTY_BLOCK of buf (NULL: the caller only reads) */
     int64_t slots;
     int64_t entries;
     int64_t lookups;
@@ -288,10 +397,17 @@ static int64_t map_find(Map *m, const uint8_t *digest, int *found) {
     return -1;
 }
 
-/* put; -1 when the map is full (Python raises OverflowError there: the caller hands the batch to Python). */
-static int map_put(Map *m, const uint8_t *key, size_t key_len, int64_t offset) {
-    uint8_t digest[16];
-    md5(key, key_len, digest);
+/* Keys are hashed a group at a time and their first slots prefetched before the first is probed: the slots are
+ * random lines of a map of up to log.cleaner.dedupe.buffer.size, so each probe would otherwise wait for memory. */
+#define GROUP 32 /* <= GROUP_MAX */
+
+static inline void prefetch_slot(const Map *m, const uint8_t *digest) {
+    __builtin_prefetch(m->buf + probe_position(m, digest, 0), 1, 0);
+}
+
+/* put of a hashed key; -1 when the map is full (Python raises OverflowError there: the caller hands the batch to
+ * Python). */
+static int map_put_digest(Map *m, const uint8_t *digest, int64_t offset) {
     if (m->entries >= m->slots)
         return -1;
     int found;
@@ -301,14 +417,14 @@ static int map_put(Map *m, const uint8_t *key, size_t key_len, int64_t offset) {
     if (!found) {
         memcpy(m->buf + pos, digest, HASH_SIZE);
         m->entries++;
+        m->dirty[pos / DIRTY_BLOCK] = 1;
+        m->dirty[(pos + SLOT_SIZE - 1) / DIRTY_BLOCK] = 1;
     }
     put64(m->buf + pos + HASH_SIZE, offset);
     return 0;
 }
 
-static int64_t map_get(Map *m, const uint8_t *key, size_t key_len) {
-    uint8_t digest[16];
-    md5(key, key_len, digest);
+static int64_t map_get_digest(Map *m, const uint8_t *digest) {
     int found;
     int64_t pos = map_find(m, digest, &found);
     if (pos < 0 || !found)
@@ -404,28 +520,52 @@ static int map_records(Map *m, MapRun *run, const uint8_t *d, size_t end, int64_
     if (!scan_ok(d, end, count))
         return NEED_PYTHON;
     size_t p = 0;
-    for (int32_t i = 0; i < count; i++) {
-        int64_t length = 0, v = 0, delta = 0, key_len = 0;
-        read_varint(d, &p, end, &length);
-        size_t start = p;
-        p++;
-        read_varint(d, &p, end, &v);
-        read_varint(d, &p, end, &delta);
-        read_varint(d, &p, end, &key_len);
-        int64_t offset = base_offset + delta;
-        if (key_len >= 0 && offset >= start_offset) {
-            if (m->entries >= run->max_entries)
-                return MAP_FULL;
-            if (map_put(m, d + p, (size_t)key_len, offset) < 0)
-                return NEED_PYTHON; /* cannot happen below max_entries; Python raises */
-            run->latest = offset;
+    int32_t i = 0;
+    uint8_t digests[GROUP][16];
+    const uint8_t *keys[GROUP];
+    size_t lens[GROUP];
+    int64_t offsets[GROUP];
+    int32_t read_before[GROUP]; /* records of the group before this one (the count when the map fills there) */
+    while (i < count) {
+        int n = 0;
+        int32_t group_read = 0;
+        for (; i < count && n < GROUP; i++) {
+            int64_t length = 0, v = 0, delta = 0, key_len = 0;
+            read_varint(d, &p, end, &length);
+            size_t start = p;
+            p++;
+            read_varint(d, &p, end, &v);
+            read_varint(d, &p, end, &delta);
+            read_varint(d, &p, end, &key_len);
+            int64_t offset = base_offset + delta;
+            if (key_len >= 0 && offset >= start_offset) {
+                keys[n] = d + p;
+                lens[n] = (size_t)key_len;
+                offsets[n] = offset;
+                read_before[n] = group_read;
+                n++;
+            }
+            group_read++;
+            p = start + (size_t)length;
         }
-        run->records_read++;
-        p = start + (size_t)length;
+        md5_many(keys, lens, n, digests);
+        for (int k = 0; k < n; k++)
+            prefetch_slot(m, digests[k]);
+        for (int k = 0; k < n; k++) {
+            if (m->entries >= run->max_entries) {
+                run->records_read += read_before[k];
+                return MAP_FULL;
+            }
+            if (map_put_digest(m, digests[k], offsets[k]) < 0)
+                return NEED_PYTHON; /* cannot happen below max_entries; Python raises */
+            run->latest = offsets[k];
+        }
+        run->records_read += group_read;
     }
     return DONE;
 }
 
+/* The map's slots (writable) and, for the map builders, its dirty-block bytes. */
 static int get_map(PyObject *obj, Py_buffer *view, Map *m, long long slots, long long entries) {
     if (PyObject_GetBuffer(obj, view, PyBUF_WRITABLE) < 0)
         return -1;
@@ -435,6 +575,7 @@ static int get_map(PyObject *obj, Py_buffer *view, Map *m, long long slots, long
         return -1;
     }
     m->buf = view->buf;
+    m->dirty = NULL;
     m->slots = slots;
     m->entries = entries;
     m->lookups = 0;
@@ -442,15 +583,27 @@ static int get_map(PyObject *obj, Py_buffer *view, Map *m, long long slots, long
     return 0;
 }
 
+static int get_dirty(PyObject *obj, Py_buffer *view, Map *m) {
+    if (PyObject_GetBuffer(obj, view, PyBUF_WRITABLE) < 0)
+        return -1;
+    if (view->len * DIRTY_BLOCK < m->slots * SLOT_SIZE) {
+        PyBuffer_Release(view);
+        PyErr_SetString(PyExc_ValueError, "dirty-block buffer is too small for the map");
+        return -1;
+    }
+    m->dirty = view->buf;
+    return 0;
+}
+
 static PyObject *py_map_chunk(PyObject *self, PyObject *args) {
-    PyObject *map_obj;
+    PyObject *map_obj, *dirty_obj;
     Py_buffer chunk;
     long long slots, entries, max_entries, latest, start_offset;
     Py_ssize_t pos, end;
-    if (!PyArg_ParseTuple(args, "OLLLLy*nnL", &map_obj, &slots, &entries, &max_entries, &latest, &chunk, &pos, &end,
-                          &start_offset))
+    if (!PyArg_ParseTuple(args, "OOLLLLy*nnL", &map_obj, &dirty_obj, &slots, &entries, &max_entries, &latest, &chunk,
+                          &pos, &end, &start_offset))
         return NULL;
-    Py_buffer mapview;
+    Py_buffer mapview, dirtyview;
     Map m;
     if (pos < 0 || end > chunk.len || pos > end) {
         PyBuffer_Release(&chunk);
@@ -458,6 +611,11 @@ static PyObject *py_map_chunk(PyObject *self, PyObject *args) {
         return NULL;
     }
     if (get_map(map_obj, &mapview, &m, slots, entries) < 0) {
+        PyBuffer_Release(&chunk);
+        return NULL;
+    }
+    if (get_dirty(dirty_obj, &dirtyview, &m) < 0) {
+        PyBuffer_Release(&mapview);
         PyBuffer_Release(&chunk);
         return NULL;
     }
@@ -492,6 +650,7 @@ static PyObject *py_map_chunk(PyObject *self, PyObject *args) {
         p += size;
     }
     ACQUIRE_GIL
+    PyBuffer_Release(&dirtyview);
     PyBuffer_Release(&mapview);
     PyBuffer_Release(&chunk);
     return Py_BuildValue("niLLLLL", (Py_ssize_t)p, status, (long long)m.entries, (long long)run.latest,
@@ -499,16 +658,21 @@ static PyObject *py_map_chunk(PyObject *self, PyObject *args) {
 }
 
 static PyObject *py_map_payload(PyObject *self, PyObject *args) {
-    PyObject *map_obj;
+    PyObject *map_obj, *dirty_obj;
     Py_buffer payload;
     long long slots, entries, max_entries, latest, base_offset, start_offset;
     int count;
-    if (!PyArg_ParseTuple(args, "OLLLLy*LiL", &map_obj, &slots, &entries, &max_entries, &latest, &payload,
-                          &base_offset, &count, &start_offset))
+    if (!PyArg_ParseTuple(args, "OOLLLLy*LiL", &map_obj, &dirty_obj, &slots, &entries, &max_entries, &latest,
+                          &payload, &base_offset, &count, &start_offset))
         return NULL;
-    Py_buffer mapview;
+    Py_buffer mapview, dirtyview;
     Map m;
     if (get_map(map_obj, &mapview, &m, slots, entries) < 0) {
+        PyBuffer_Release(&payload);
+        return NULL;
+    }
+    if (get_dirty(dirty_obj, &dirtyview, &m) < 0) {
+        PyBuffer_Release(&mapview);
         PyBuffer_Release(&payload);
         return NULL;
     }
@@ -518,6 +682,7 @@ static PyObject *py_map_payload(PyObject *self, PyObject *args) {
     status = count < 0 ? NEED_PYTHON
                        : map_records(&m, &run, payload.buf, (size_t)payload.len, base_offset, count, start_offset);
     ACQUIRE_GIL
+    PyBuffer_Release(&dirtyview);
     PyBuffer_Release(&mapview);
     PyBuffer_Release(&payload);
     if (status == NEED_PYTHON)
@@ -700,37 +865,60 @@ static int filter_records(Map *m, const uint8_t *d, size_t end, int32_t count, c
     dec->max_ts_kept = -1;
     Rec r;
     int64_t prev_delta = INT64_MIN;
-    for (int32_t i = 0; i < count; i++) {
-        if (parse_record(d, &p, end, a->base_ts, a->log_append, a->max_ts, &r) < 0)
-            return -1;
-        if (r.delta <= prev_delta)
-            return -1; /* Python keeps records by offset: duplicates would keep each other */
-        prev_delta = r.delta;
-        int64_t offset = a->base_offset + r.delta;
-        int retain;
-        if (a->is_control || offset > a->latest) {
-            retain = 1;
-        } else if (r.key_null) {
-            dec->invalid++;
-            retain = 0;
-        } else if (offset < map_get(m, d + r.key, r.key_len)) {
-            retain = 0;
-        } else {
-            retain = !(r.tombstone && a->horizon_passed);
-        }
-        keep[i] = (uint8_t)retain;
-        if (retain) {
-            dec->kept++;
-            if (r.tombstone)
-                dec->tombstones = 1;
-            if (!dec->first_set) {
-                dec->first_set = 1;
-                dec->first_ts_kept = r.ts;
+    Rec recs[GROUP];
+    uint8_t digests[GROUP][16], hashed[GROUP][16];
+    const uint8_t *keys[GROUP];
+    size_t lens[GROUP];
+    int slot_of[GROUP];
+    int32_t i = 0;
+    while (i < count) {
+        int n = 0, nk = 0;
+        for (; i < count && n < GROUP; i++, n++) {
+            Rec *q = &recs[n];
+            if (parse_record(d, &p, end, a->base_ts, a->log_append, a->max_ts, q) < 0)
+                return -1;
+            if (q->delta <= prev_delta)
+                return -1; /* Python keeps records by offset: duplicates would keep each other */
+            prev_delta = q->delta;
+            if (!a->is_control && a->base_offset + q->delta <= a->latest && !q->key_null) {
+                keys[nk] = d + q->key;
+                lens[nk] = q->key_len;
+                slot_of[nk++] = n;
             }
-            if (r.ts > dec->max_ts_kept)
-                dec->max_ts_kept = r.ts;
-        } else {
-            dec->all_kept = 0;
+        }
+        md5_many(keys, lens, nk, hashed);
+        for (int k = 0; k < nk; k++) {
+            memcpy(digests[slot_of[k]], hashed[k], 16);
+            prefetch_slot(m, hashed[k]);
+        }
+        for (int k = 0; k < n; k++) {
+            const Rec *q = &recs[k];
+            int64_t offset = a->base_offset + q->delta;
+            int retain;
+            if (a->is_control || offset > a->latest) {
+                retain = 1;
+            } else if (q->key_null) {
+                dec->invalid++;
+                retain = 0;
+            } else if (offset < map_get_digest(m, digests[k])) {
+                retain = 0;
+            } else {
+                retain = !(q->tombstone && a->horizon_passed);
+            }
+            keep[i - n + k] = (uint8_t)retain;
+            if (retain) {
+                dec->kept++;
+                if (q->tombstone)
+                    dec->tombstones = 1;
+                if (!dec->first_set) {
+                    dec->first_set = 1;
+                    dec->first_ts_kept = q->ts;
+                }
+                if (q->ts > dec->max_ts_kept)
+                    dec->max_ts_kept = q->ts;
+            } else {
+                dec->all_kept = 0;
+            }
         }
     }
     if (p != end)
@@ -996,6 +1184,32 @@ static PyObject *py_filter_payload(PyObject *self, PyObject *args) {
 
 /* ------------------------------------------------------------------------------------------------ small entries */
 
+/* SkimpyOffsetMap.clear: zero the map's dirty 4 KiB blocks and unmark them (GIL released). */
+static PyObject *py_zero_dirty_blocks(PyObject *self, PyObject *args) {
+    Py_buffer map, dirty;
+    if (!PyArg_ParseTuple(args, "w*w*", &map, &dirty))
+        return NULL;
+    Py_ssize_t zeroed = 0;
+    uint8_t *buf = map.buf, *marks = dirty.buf;
+    Py_ssize_t blocks = dirty.len;
+    RELEASE_GIL
+    for (Py_ssize_t i = 0; i < blocks; i++) {
+        if (!marks[i])
+            continue;
+        Py_ssize_t start = i * DIRTY_BLOCK;
+        if (start < map.len) {
+            Py_ssize_t n = map.len - start < DIRTY_BLOCK ? map.len - start : DIRTY_BLOCK;
+            memset(buf + start, 0, (size_t)n);
+            zeroed++;
+        }
+        marks[i] = 0;
+    }
+    ACQUIRE_GIL
+    PyBuffer_Release(&dirty);
+    PyBuffer_Release(&map);
+    return PyLong_FromSsize_t(zeroed);
+}
+
 static PyObject *py_whole_batches_end(PyObject *self, PyObject *args) {
     Py_buffer chunk;
     if (!PyArg_ParseTuple(args, "y*", &chunk))
@@ -1019,6 +1233,40 @@ static PyObject *py_md5(PyObject *self, PyObject *args) {
     return PyBytes_FromStringAndSize((const char *)out, 16);
 }
 
+/* md5_many over a list of keys (for the tests: the four-lane path against hashlib) */
+static PyObject *py_md5_many(PyObject *self, PyObject *list) {
+    if (!PyList_Check(list) || PyList_GET_SIZE(list) > GROUP_MAX) {
+        PyErr_SetString(PyExc_ValueError, "a list of at most 64 bytes objects");
+        return NULL;
+    }
+    int n = (int)PyList_GET_SIZE(list);
+    const uint8_t *keys[GROUP_MAX] = {NULL};
+    size_t lens[GROUP_MAX] = {0};
+    uint8_t out[GROUP_MAX][16];
+    for (int i = 0; i < n; i++) {
+        PyObject *item = PyList_GET_ITEM(list, i);
+        if (!PyBytes_Check(item)) {
+            PyErr_SetString(PyExc_TypeError, "keys must be bytes");
+            return NULL;
+        }
+        keys[i] = (const uint8_t *)PyBytes_AS_STRING(item);
+        lens[i] = (size_t)PyBytes_GET_SIZE(item);
+    }
+    md5_many(keys, lens, n, out);
+    PyObject *result = PyList_New(n);
+    if (result == NULL)
+        return NULL;
+    for (int i = 0; i < n; i++) {
+        PyObject *digest = PyBytes_FromStringAndSize((const char *)out[i], 16);
+        if (digest == NULL) {
+            Py_DECREF(result);
+            return NULL;
+        }
+        PyList_SET_ITEM(result, i, digest);
+    }
+    return result;
+}
+
 static PyObject *py_crc32c(PyObject *self, PyObject *args) {
     Py_buffer data;
     if (!PyArg_ParseTuple(args, "y*", &data))
@@ -1034,8 +1282,10 @@ static PyMethodDef methods[] = {
     {"map_payload", py_map_payload, METH_VARARGS, "Offset-map build over one records section."},
     {"filter_chunk", py_filter_chunk, METH_VARARGS, "Clean the plain batches of a chunk into out."},
     {"filter_payload", py_filter_payload, METH_VARARGS, "The record decisions of one records section."},
+    {"zero_dirty_blocks", py_zero_dirty_blocks, METH_VARARGS, "Zero and unmark the map's dirty blocks."},
     {"gil_free_seconds", py_gil_free_seconds, METH_NOARGS, "CPU seconds spent with the GIL released so far."},
     {"md5", py_md5, METH_VARARGS, "MD5 digest (for the tests)."},
+    {"md5_many", py_md5_many, METH_O, "MD5 digests of up to 64 keys, four at a time (for the tests)."},
     {"crc32c", py_crc32c, METH_VARARGS, "CRC-32C (for the tests)."},
     {NULL, NULL, 0, NULL},
 };
