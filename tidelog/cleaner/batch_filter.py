@@ -114,11 +114,13 @@ class BatchFilter:
         pairs = sorted((pid, last.last_data_offset) for pid, last in last_records_of_active_producers.items()
                        if last.last_data_offset is not None)
         self._active_packed = struct.pack(f"={2 * len(pairs)}q", *(v for pair in pairs for v in pair))
+        self._out = bytearray()
         self._c_usable = -_SAFE_TIME < now + delete_retention_ms < _SAFE_TIME and -_SAFE_TIME < now < _SAFE_TIME
 
     def filter_chunk(self, chunk: bytes, end: int) -> tuple[bytearray, int, int, int, int]:
         """Filter the whole batches chunk[0:end]: (output buffer, bytes used, last offset, max timestamp, offset of
-        the max timestamp). The C core does the plain batches with the GIL released; the rest go through `filter`."""
+        the max timestamp). The C core does the plain batches with the GIL released; the rest go through `filter`.
+        The buffer is reused by the next call: write its first `bytes used` bytes out before that."""
         c_core = core.accelerator if self._c_usable else None
         out = bytearray()
         size = 0
@@ -136,7 +138,11 @@ class BatchFilter:
                     max_ts = result.max_timestamp
                     offset_of_max_ts = result.last_offset
             return out, len(out), last_offset, max_ts, offset_of_max_ts
-        out = bytearray(2 * end + 4096)
+        # One output buffer for the pass: the caller writes each chunk's output before the next chunk is filtered.
+        # (Allocating it per chunk cost a zero-fill and its page faults with the GIL held.)
+        out = self._out
+        if len(out) < 2 * end + 4096:
+            out = self._out = bytearray(2 * end + 4096)
         offset_map = self.map
         stats = self.stats
         rel = 0
