@@ -1,5 +1,5 @@
-"""Only the optional C accelerators live here (metadata is in pyproject.toml): the record walk and the Produce
-codec. `optional=True`: without a compiler the build goes on and tidelog uses the pure-Python code."""
+"""Only the optional C accelerators live here (metadata is in pyproject.toml): the record walk, the Produce
+codec and the cleaner core. `optional=True`: without a compiler the build goes on and tidelog uses the pure-Python code."""
 
 from setuptools import Extension, setup
 
