@@ -27,7 +27,9 @@ import sys
 import tempfile
 import threading
 import time
+import types
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
@@ -73,10 +75,19 @@ def make_template(record_size: int, megabytes: float, partitions: int) -> tuple[
     return tmp, count, size
 
 
-def gil_free_seconds() -> float:
-    from tidelog.cleaner import core
+def cleaner_core() -> Any:
+    """tidelog.cleaner.core, or a stand-in without an accelerator (a checkout from before the C core: the bench then
+    measures its Python cleaner, for a before/after run)."""
+    try:
+        from tidelog.cleaner import core
+    except ImportError:
+        return types.SimpleNamespace(accelerator=None)
+    return core
 
-    return float(core.accelerator.gil_free_seconds()) if core.accelerator is not None else 0.0
+
+def gil_free_seconds() -> float:
+    accelerator = cleaner_core().accelerator
+    return float(accelerator.gil_free_seconds()) if accelerator is not None else 0.0
 
 
 _MAPS: list[SkimpyOffsetMap] = []  # one per worker, kept across runs as a cleaner thread keeps its map
@@ -126,8 +137,7 @@ def timed_clean(template: Path, partitions: int, threads: int) -> tuple[float, f
 
 
 def throughput(record_size: int, megabytes: float, rounds: int) -> None:
-    from tidelog.cleaner import core
-
+    core = cleaner_core()
     accelerator = core.accelerator
     impls = [("python", None)] + ([("C", accelerator)] if accelerator is not None else [])
     template, count, size = make_template(record_size, megabytes, 2)
@@ -219,9 +229,10 @@ def latency_while_cleaning(megabytes: float, seconds: float, logs_per_phase: int
     from kafka import KafkaAdminClient
     from kafka.admin import NewTopic
 
-    from tidelog.cleaner import core, pacing
+    from tidelog.cleaner import pacing
     from tidelog.testing import run_broker
 
+    core = cleaner_core()
     accelerator = core.accelerator
     phases = [("python core, pacing on", None, True), ("python core, pacing off", None, False)]
     if accelerator is not None:

@@ -19,6 +19,7 @@ from cleaner_env import Env
 
 from tidelog.cleaner import core
 from tidelog.cleaner.offset_map import SkimpyOffsetMap
+from tidelog.cleaner.stats import Throttler
 from tidelog.clock import ManualClock
 from tidelog.config.log_config import LogConfig
 from tidelog.protocol import records as records_module
@@ -194,3 +195,41 @@ def test_c_core_hands_malformed_batches_to_python(c_core: object) -> None:
     assert result[:3] == (len(good), core.NEED_PYTHON, len(good))
     assert bytes(out[: len(good)]) == bytes(good)  # both records are the latest of their key: kept as is
     assert struct.unpack_from(">q", out, 0)[0] == 0
+
+
+class CountingThrottler(Throttler):
+    """Unlimited, but counts what the cleaner reports (log.cleaner.io.max.bytes.per.second bounds this sum)."""
+
+    def __init__(self) -> None:
+        super().__init__(1.7976931348623157e308, ManualClock())
+        self.observed = 0.0
+
+    def maybe_throttle(self, observed: float) -> None:
+        self.observed += observed
+        super().maybe_throttle(observed)
+
+
+def _throttled_bytes(tmp: Path) -> tuple[float, int, int]:
+    env = Env(tmp, ManualClock())
+    try:
+        fill(env, 11, [NONE])
+        counting = CountingThrottler()
+        env.cleaner.throttler = counting
+        log = env.log(config=SMALL_SEGMENTS)
+        before = log.size_in_bytes()
+        assert env.cleaner.clean_once()
+        return counting.observed, before, log.size_in_bytes()
+    finally:
+        env.close()
+
+
+def test_both_cores_report_every_byte_read_and_written_to_the_throttle(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, c_core: object
+) -> None:
+    with_c = _throttled_bytes(tmp_path / "c")
+    monkeypatch.setattr(core, "accelerator", None)
+    with_python = _throttled_bytes(tmp_path / "py")
+    assert with_c == with_python
+    observed, before, after = with_c
+    assert after < before
+    assert observed >= before + after  # every source byte read at least once, every cleaned byte written
