@@ -42,11 +42,12 @@ from tidelog.storage import TopicPartition  # noqa: E402
 from tidelog.storage.log_manager import LogManager  # noqa: E402
 
 RECORDS_PER_BATCH = 50
+CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 COMPACT = LogConfig(cleanup_policy=("compact",), min_cleanable_dirty_ratio=0.01, segment_bytes=8 * 1024 * 1024)
 
 
 def fill(log, total_bytes: int, value_size: int, key_space_fraction: float = 0.25,  # noqa: ANN001
-         append=None) -> int:  # noqa: ANN001
+         append=None, codec: int = 0) -> int:  # noqa: ANN001
     count = max(RECORDS_PER_BATCH, total_bytes // (value_size + 20))
     keys = max(1, int(count * key_space_fraction))
     value = b"x" * value_size
@@ -54,13 +55,13 @@ def fill(log, total_bytes: int, value_size: int, key_space_fraction: float = 0.2
     written = 0
     for start in range(0, count, RECORDS_PER_BATCH):
         recs = [Record(i, now, f"key-{(start + i) * 7919 % keys}".encode(), value) for i in range(RECORDS_PER_BATCH)]
-        batch = build_batch(recs, 0)
+        batch = build_batch(recs, 0, compression=codec)
         (append or log.append_as_leader)(batch)
         written += RECORDS_PER_BATCH
     return written
 
 
-def make_template(record_size: int, megabytes: float, partitions: int) -> tuple[Path, int, int]:
+def make_template(record_size: int, megabytes: float, partitions: int, codec: int = 0) -> tuple[Path, int, int]:
     """A log dir with `partitions` filled compacted logs: (dir, records per log, bytes per log)."""
     tmp = Path(tempfile.mkdtemp(prefix="tidelog-bench-cleaner-"))
     manager = LogManager([str(tmp)], LogConfig(), Clock())
@@ -68,7 +69,7 @@ def make_template(record_size: int, megabytes: float, partitions: int) -> tuple[
     count = size = 0
     for partition in range(partitions):
         log = manager.get_or_create_log(TopicPartition("bench", partition), COMPACT, bytes(range(1, 17)))
-        count = fill(log, int(megabytes * 1024 * 1024), record_size)
+        count = fill(log, int(megabytes * 1024 * 1024), record_size, codec=codec)
         log.roll()
         size = log.size_in_bytes()
     manager.shutdown()
@@ -136,13 +137,13 @@ def timed_clean(template: Path, partitions: int, threads: int) -> tuple[float, f
         shutil.rmtree(work, ignore_errors=True)
 
 
-def throughput(record_size: int, megabytes: float, rounds: int) -> None:
+def throughput(record_size: int, megabytes: float, rounds: int, codec: str = "none") -> None:
     core = cleaner_core()
     accelerator = core.accelerator
     impls = [("python", None)] + ([("C", accelerator)] if accelerator is not None else [])
-    template, count, size = make_template(record_size, megabytes, 2)
+    template, count, size = make_template(record_size, megabytes, 2, CODECS[codec])
     try:
-        print(f"{record_size:>5} B records: {count:,} records, {size / 1e6:.1f} MB per log")
+        print(f"{record_size:>5} B records, {codec}: {count:,} records, {size / 1e6:.1f} MB per log")
         results: dict[tuple[str, str], list[tuple[float, float, float, float]]] = {}
         for _ in range(rounds):  # interleaved: python, C, python, C, ...
             for name, impl in impls:
@@ -277,12 +278,15 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2, help="interleaved rounds of the throughput runs (best kept)")
     parser.add_argument("--max-seconds", type=float, default=8.0, help="idle latency sampling time")
     parser.add_argument("--latency-logs", type=int, default=3, help="logs cleaned in each latency phase")
+    parser.add_argument("--codecs", default="none", help="comma-separated batch codecs of the throughput logs "
+                        "(none, gzip, snappy, lz4, zstd; the log sizes are before compression)")
     parser.add_argument("--skip-latency", action="store_true")
     args = parser.parse_args()
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} (figures are shared-machine figures)")
     print("cleaner throughput (map build + cleaning pass; best of the interleaved rounds):")
-    throughput(1024, args.mb, args.rounds)
-    throughput(100, args.mb / 2, args.rounds)
+    for codec in args.codecs.split(","):
+        throughput(1024, args.mb, args.rounds, codec)
+        throughput(100, args.mb / 2, args.rounds, codec)
     if not args.skip_latency:
         print("produce latency (kafka-python, acks=all, 100 B values):")
         latency_while_cleaning(args.mb, args.max_seconds, args.latency_logs)
