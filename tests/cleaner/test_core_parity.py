@@ -196,6 +196,19 @@ def test_c_core_hands_malformed_batches_to_python(c_core: object) -> None:
     assert bytes(out[: len(good)]) == bytes(good)  # both records are the latest of their key: kept as is
     assert struct.unpack_from(">q", out, 0)[0] == 0
 
+    # A compressed batch whose payload does not inflate: the codec error is left to the Python code too.
+    garbage = bytearray(build_batch([Record(2, 3, b"c", b"3" * 100)], 2, compression=GZIP))
+    garbage[70:80] = bytes(10)
+    chunk = bytes(good + garbage)
+    m = SkimpyOffsetMap(24 * 100)
+    pos, status, *_ = c_core.map_chunk(  # type: ignore[attr-defined]
+        m.buffer, m.dirty, m.slots, 0, m.max_entries, -1, chunk, 0, len(chunk), 0, records_module.decompress)
+    assert (pos, status) == (len(good), core.NEED_PYTHON)
+    result = c_core.filter_chunk(  # type: ignore[attr-defined]
+        m.buffer, m.slots, 2, chunk, 0, len(chunk), out, 0, b"", 100, 0, 1000, 1 << 20, -1, -1,
+        records_module.decompress, records_module.compress)
+    assert result[:3] == (len(good), core.NEED_PYTHON, len(good))
+
 
 class CountingThrottler(Throttler):
     """Unlimited, but counts what the cleaner reports (log.cleaner.io.max.bytes.per.second bounds this sum)."""

@@ -36,6 +36,7 @@ from tidelog.protocol.records import (
     Record,
     build_batch,
     compress,
+    decompress,
     iter_records,
     records_payload,
 )
@@ -119,7 +120,8 @@ class BatchFilter:
 
     def filter_chunk(self, chunk: bytes, end: int) -> tuple[bytearray, int, int, int, int]:
         """Filter the whole batches chunk[0:end]: (output buffer, bytes used, last offset, max timestamp, offset of
-        the max timestamp). The C core does the plain batches with the GIL released; the rest go through `filter`.
+        the max timestamp). The C core does the data batches with the GIL released (compressed ones inflated and
+        deflated through the codec functions, which release it too); the rest go through `filter`.
         The buffer is reused by the next call: write its first `bytes used` bytes out before that."""
         c_core = core.accelerator if self._c_usable else None
         out = bytearray()
@@ -151,7 +153,7 @@ class BatchFilter:
              bytes_written, invalid, lookups, probes) = c_core.filter_chunk(
                 offset_map.buffer, offset_map.slots, offset_map.latest_offset, chunk, rel, end, out, size,
                 self._active_packed, self.upper_bound_offset, self.now, self.delete_retention_ms,
-                self.max_message_bytes, max_ts, offset_of_max_ts)
+                self.max_message_bytes, max_ts, offset_of_max_ts, decompress, compress)
             if last >= 0:
                 last_offset = last
             stats.read_messages(messages_read, bytes_read)

@@ -27,7 +27,7 @@ from tidelog.protocol.record_batch import (
     iter_batches,
     read_header,
 )
-from tidelog.protocol.records import records_payload
+from tidelog.protocol.records import decompress, records_payload
 from tidelog.storage import TopicPartition
 from tidelog.storage.fault_hooks import NO_FAULTS, FaultHooks, FaultPoint
 from tidelog.storage.log_file_utils import (
@@ -208,13 +208,14 @@ class Cleaner:
                     if self._map_batch(chunk, rel, header, offset_map, start_offset, txn, stats):
                         return True
                 continue
-            # The C core maps every plain batch of the chunk with the GIL released; it stops at a batch that
-            # needs the Python code (control, transactional, compressed or malformed) and resumes after it.
+            # The C core maps every data batch of the chunk with the GIL released (a compressed one inflated
+            # through `decompress`); it stops at a batch that needs the Python code (control, transactional or
+            # malformed) and resumes after it.
             rel = 0
             while rel < consumed:
                 rel, status, entries, latest, read, lookups, probes = c_core.map_chunk(
                     offset_map.buffer, offset_map.dirty, offset_map.slots, offset_map.size, offset_map.max_entries,
-                    offset_map.latest_offset, chunk, rel, consumed, start_offset)
+                    offset_map.latest_offset, chunk, rel, consumed, start_offset, decompress)
                 offset_map.absorb(entries, latest, lookups, probes)
                 stats.index_messages_read(read)
                 if status == core.MAP_FULL:

@@ -3,17 +3,17 @@
  *
  * The pure-Python cleaner (cleaner.py, batch_filter.py, record_scan.py, offset_map.py) is the reference: every
  * function here gives byte-identical results. Anything this code is not sure to handle exactly as Python does (a
- * control or transactional batch, a compressed one, a malformed record, a non-ASCII header key, a varint beyond
+ * control or transactional batch, a malformed record, a non-ASCII header key, a varint beyond
  * 64 bits, a rebuilt batch above max.message.bytes) is not handled here: the chunk functions stop at that batch
  * with status NEED_PYTHON and the caller runs the Python code for it, so odd input always takes the Python path.
  *
  *   whole_batches_end(chunk) -> end of the complete batches at the start of chunk (protocol.record_batch.iter_batches)
- *   map_chunk(map, dirty, slots, entries, max_entries, latest, chunk, pos, end, start_offset)
+ *   map_chunk(map, dirty, slots, entries, max_entries, latest, chunk, pos, end, start_offset[, inflate])
  *     -> (pos, status, entries, latest, records_read, lookups, probes)
  *   map_payload(map, dirty, slots, entries, max_entries, latest, payload, base_offset, count, start_offset)
  *     -> (status, entries, latest, records_read, lookups, probes)
  *   filter_chunk(map, slots, latest, chunk, pos, end, out, out_pos, active, upper_bound, now, retention_ms,
- *                max_message_bytes, max_ts, offset_of_max_ts)
+ *                max_message_bytes, max_ts, offset_of_max_ts[, inflate, deflate])
  *     -> (pos, status, out_pos, last_offset, max_ts, offset_of_max_ts, messages_read, bytes_read,
  *         messages_written, bytes_written, invalid, lookups, probes)
  *   filter_payload(map, slots, latest, payload, base_offset, count, base_ts, max_ts, attributes, horizon_if_new,
@@ -346,6 +346,33 @@ static inline int64_t thread_cpu_ns(void) {
 #define RELEASE_GIL Py_BEGIN_ALLOW_THREADS int64_t cpu0_ = thread_cpu_ns();
 #define ACQUIRE_GIL __atomic_fetch_add(&gil_free_ns, thread_cpu_ns() - cpu0_, __ATOMIC_RELAXED); Py_END_ALLOW_THREADS
 
+/* fn(codec, memoryview of data) -> bytes, called from inside a RELEASE_GIL block with the GIL taken back for the call
+ * (the codec libraries release it again while they work); the bytes are copied into *out (PyMem_RawMalloc: the
+ * caller frees). -1 on any error, cleared: the caller hands the batch to the Python code, which raises it again. */
+static int call_codec(PyThreadState **save, int64_t *cpu0, PyObject *fn, int codec, const uint8_t *data, size_t len,
+                      uint8_t **out, size_t *out_len) {
+    __atomic_fetch_add(&gil_free_ns, thread_cpu_ns() - *cpu0, __ATOMIC_RELAXED);
+    PyEval_RestoreThread(*save);
+    int rc = -1;
+    PyObject *view = PyMemoryView_FromMemory((char *)data, (Py_ssize_t)len, PyBUF_READ);
+    PyObject *result = view != NULL ? PyObject_CallFunction(fn, "iO", codec, view) : NULL;
+    Py_XDECREF(view);
+    if (result != NULL && PyBytes_Check(result)) {
+        size_t n = (size_t)PyBytes_GET_SIZE(result);
+        *out = PyMem_RawMalloc(n ? n : 1);
+        if (*out != NULL) {
+            memcpy(*out, PyBytes_AS_STRING(result), n);
+            *out_len = n;
+            rc = 0;
+        }
+    }
+    Py_XDECREF(result);
+    PyErr_Clear();
+    *save = PyEval_SaveThread();
+    *cpu0 = thread_cpu_ns();
+    return rc;
+}
+
 /* ------------------------------------------------------------------------------------------------ offset map */
 
 #define DIRTY_BLOCK 4096 /* offset_map.DIRTY_BLOCK: the map marks the 4 KiB blocks it wrote, clear() zeroes those */
@@ -596,12 +623,12 @@ static int get_dirty(PyObject *obj, Py_buffer *view, Map *m) {
 }
 
 static PyObject *py_map_chunk(PyObject *self, PyObject *args) {
-    PyObject *map_obj, *dirty_obj;
+    PyObject *map_obj, *dirty_obj, *inflate = Py_None;
     Py_buffer chunk;
     long long slots, entries, max_entries, latest, start_offset;
     Py_ssize_t pos, end;
-    if (!PyArg_ParseTuple(args, "OOLLLLy*nnL", &map_obj, &dirty_obj, &slots, &entries, &max_entries, &latest, &chunk,
-                          &pos, &end, &start_offset))
+    if (!PyArg_ParseTuple(args, "OOLLLLy*nnL|O", &map_obj, &dirty_obj, &slots, &entries, &max_entries, &latest,
+                          &chunk, &pos, &end, &start_offset, &inflate))
         return NULL;
     Py_buffer mapview, dirtyview;
     Map m;
@@ -628,15 +655,25 @@ static PyObject *py_map_chunk(PyObject *self, PyObject *args) {
         Header h;
         read_header(d + p, &h);
         size_t size = (size_t)h.length + LOG_OVERHEAD;
-        if (h.attributes & (ATTR_CODEC | ATTR_TXN | ATTR_CONTROL) || h.magic != 2 || h.count < 0) {
+        int codec = h.attributes & ATTR_CODEC;
+        if (h.attributes & (ATTR_TXN | ATTR_CONTROL) || h.magic != 2 || h.count < 0 || (codec && inflate == Py_None)) {
             status = NEED_PYTHON;
             break;
         }
         int64_t last_offset = h.base_offset + h.last_offset_delta;
         if (last_offset >= start_offset) {
             MapRun saved = run;
-            status = map_records(&m, &run, d + p + HEADER_SIZE, size - HEADER_SIZE, h.base_offset, h.count,
-                                 start_offset);
+            const uint8_t *records = d + p + HEADER_SIZE;
+            size_t records_len = size - HEADER_SIZE;
+            uint8_t *inflated = NULL;
+            if (codec && call_codec(&_save, &cpu0_, inflate, codec, records, records_len, &inflated, &records_len) < 0) {
+                status = NEED_PYTHON;
+                break;
+            }
+            if (inflated != NULL)
+                records = inflated;
+            status = map_records(&m, &run, records, records_len, h.base_offset, h.count, start_offset);
+            PyMem_RawFree(inflated);
             if (status == NEED_PYTHON) {
                 run = saved;
                 break;
@@ -994,13 +1031,13 @@ static void note_written(FilterTotals *t, int64_t last_offset, int64_t max_ts) {
 }
 
 static PyObject *py_filter_chunk(PyObject *self, PyObject *args) {
-    PyObject *map_obj, *out_obj;
+    PyObject *map_obj, *out_obj, *inflate = Py_None, *deflate = Py_None;
     Py_buffer chunk, active;
     long long slots, latest, upper_bound, now, retention, max_message_bytes, max_ts, offset_of_max_ts;
     Py_ssize_t pos, end, out_pos;
-    if (!PyArg_ParseTuple(args, "OLLy*nnOny*LLLLLL", &map_obj, &slots, &latest, &chunk, &pos, &end, &out_obj,
+    if (!PyArg_ParseTuple(args, "OLLy*nnOny*LLLLLL|OO", &map_obj, &slots, &latest, &chunk, &pos, &end, &out_obj,
                           &out_pos, &active, &upper_bound, &now, &retention, &max_message_bytes, &max_ts,
-                          &offset_of_max_ts))
+                          &offset_of_max_ts, &inflate, &deflate))
         return NULL;
     Py_buffer mapview, outview;
     Map m;
@@ -1043,8 +1080,9 @@ static PyObject *py_filter_chunk(PyObject *self, PyObject *args) {
         Header h;
         read_header(d + p, &h);
         size_t size = (size_t)h.length + LOG_OVERHEAD;
-        if (h.attributes & (ATTR_CODEC | ATTR_TXN | ATTR_CONTROL) || h.magic != 2 || h.count < 0 ||
-            (size_t)h.count > size) {
+        int codec = h.attributes & ATTR_CODEC;
+        if (h.attributes & (ATTR_TXN | ATTR_CONTROL) || h.magic != 2 || h.count < 0 ||
+            (codec && (inflate == Py_None || deflate == Py_None)) || (!codec && (size_t)h.count > size)) {
             status = NEED_PYTHON;
             break;
         }
@@ -1061,24 +1099,52 @@ static PyObject *py_filter_chunk(PyObject *self, PyObject *args) {
         Decision dec;
         int rebuild;
         int64_t new_base_ts = -1, horizon = -1, lookups = m.lookups, probes = m.probes;
-        int rc = filter_records(&m, d + p + HEADER_SIZE, size - HEADER_SIZE, h.count, &a, &dec, &rebuild,
-                                &new_base_ts, &horizon, out + o + HEADER_SIZE, cap - o - HEADER_SIZE, keep);
+        /* a compressed batch: inflated through the codec library, its records decided here, a rebuilt records
+         * section deflated again with the batch's codec (MemoryRecords.filterTo keeps the codec) */
+        const uint8_t *records = d + p + HEADER_SIZE;
+        size_t records_len = size - HEADER_SIZE;
+        uint8_t *inflated = NULL, *rebuilt = NULL, *deflated = NULL, *batch_keep = keep;
+        uint8_t *target = out + o + HEADER_SIZE;
+        size_t target_cap = cap - o - HEADER_SIZE;
+        int rc;
+        if (codec) {
+            rc = call_codec(&_save, &cpu0_, inflate, codec, records, records_len, &inflated, &records_len);
+            if (rc == 0 && (size_t)h.count > records_len)
+                rc = -1;
+            if (rc == 0) {
+                records = inflated;
+                target_cap = records_len * 2 + (size_t)h.count * 24 + 64;
+                rebuilt = target = PyMem_RawMalloc(target_cap);
+                batch_keep = PyMem_RawMalloc((size_t)h.count + 1);
+                if (rebuilt == NULL || batch_keep == NULL)
+                    rc = -1;
+            }
+        }
+        rc = codec && (inflated == NULL || rebuilt == NULL || batch_keep == NULL)
+                 ? -1
+                 : filter_records(&m, records, records_len, h.count, &a, &dec, &rebuild, &new_base_ts, &horizon,
+                                  target, target_cap, batch_keep);
+        const uint8_t *body = target;
+        size_t body_len = rc == 0 && rebuild ? dec.out_size : 0;
+        if (rc == 0 && rebuild && codec &&
+            call_codec(&_save, &cpu0_, deflate, codec, rebuilt, dec.out_size, &deflated, &body_len) < 0)
+            rc = -1;
+        if (deflated != NULL)
+            body = deflated;
+        size_t bsize = HEADER_SIZE + body_len;
+        if (rc == 0 && rebuild && bsize > (size_t)max_message_bytes)
+            rc = -1; /* Python rebuilds it and logs the warning */
+        if (rc == 0 && rebuild && o + bsize > cap)
+            rc = -2;
         if (rc < 0) {
             m.lookups = lookups; /* Python (or the next call) looks this batch's keys up again */
             m.probes = probes;
             status = rc == -2 ? OUT_FULL : NEED_PYTHON;
-            break;
-        }
-        if (rebuild) {
-            size_t bsize = HEADER_SIZE + dec.out_size;
-            if (bsize > (size_t)max_message_bytes) {
-                m.lookups = lookups;
-                m.probes = probes;
-                status = NEED_PYTHON; /* Python rebuilds it and logs the warning */
-                break;
-            }
+        } else if (rebuild) {
+            if (codec)
+                memcpy(out + o + HEADER_SIZE, body, body_len);
             int64_t bmax = h.attributes & ATTR_LOG_APPEND ? h.max_ts : dec.max_ts_kept;
-            int16_t attrs = (int16_t)(h.attributes & (ATTR_LOG_APPEND | ATTR_TXN | ATTR_CONTROL));
+            int16_t attrs = (int16_t)(h.attributes & (ATTR_CODEC | ATTR_LOG_APPEND | ATTR_TXN | ATTR_CONTROL));
             if (horizon >= 0)
                 attrs |= ATTR_HORIZON;
             write_batch_header(out + o, &h, (int32_t)(bsize - LOG_OVERHEAD), attrs, new_base_ts, bmax,
@@ -1111,6 +1177,13 @@ static PyObject *py_filter_chunk(PyObject *self, PyObject *args) {
                 note_written(&t, last_offset, h.max_ts);
             }
         }
+        PyMem_RawFree(inflated);
+        PyMem_RawFree(rebuilt);
+        PyMem_RawFree(deflated);
+        if (batch_keep != keep)
+            PyMem_RawFree(batch_keep);
+        if (rc < 0)
+            break;
         p += size;
     }
     ACQUIRE_GIL
