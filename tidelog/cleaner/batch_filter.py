@@ -32,7 +32,6 @@ from tidelog.protocol.record_batch import (
 from tidelog.protocol.records import (
     CREATE_TIME,
     LOG_APPEND_TIME,
-    NONE,
     Record,
     build_batch,
     compress,
@@ -210,7 +209,8 @@ class BatchFilter:
         marker_for_empty_txn = can_discard and header.is_control
 
         self.stats.read_messages(header.records_count, header.size)
-        if not discard_records and header.compression != NONE and self._c_usable and core.accelerator is not None:
+        if not discard_records and self._c_usable and core.accelerator is not None:
+            # the batches the C chunk loop leaves here (transactional, control, ...): records decided in C
             done = self._filter_payload(batch, header, marker_for_empty_txn, retain_empty)
             if not isinstance(done, bool):
                 return done
@@ -263,8 +263,8 @@ class BatchFilter:
     def _filter_payload(
         self, batch: memoryview, header: RecordBatchHeader, marker_for_empty_txn: bool, retain_empty: bool
     ) -> FilteredBatch | None | bool:
-        """The record loop of `filter` for a compressed batch in the C core (the codec libraries inflate and
-        deflate with the GIL released); False when the core leaves the batch to the Python loop."""
+        """The record loop of `filter` in the C core (a compressed batch inflated and deflated by the codec libraries,
+        which release the GIL); False when the core leaves the batch to the Python loop."""
         payload = records_payload(batch, 0, header)
         done = core.accelerator.filter_payload(
             self.map.buffer, self.map.slots, self.map.latest_offset, payload, header.base_offset,
