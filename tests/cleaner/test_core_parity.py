@@ -2,13 +2,12 @@
 must give byte-identical segment files (.log, .index, .timeindex, .txnindex) after every pass, for every codec, with
 tombstones, keyless records, headers, idempotent and transactional producers, control batches and horizons.
 
-Without the core these tests skip on a developer machine and FAIL when CI is set (CI builds the accelerators)."""
+Without the core these tests skip on a developer machine and fail when CI=true (tests/accelerators.py)."""
 
 from __future__ import annotations
 
 import gzip
 import hashlib
-import os
 import random
 import struct
 import types
@@ -17,6 +16,7 @@ from pathlib import Path
 import pytest
 from cleaner_env import Env
 
+from tests.accelerators import require_built
 from tidelog.cleaner import core
 from tidelog.cleaner.offset_map import SkimpyOffsetMap
 from tidelog.cleaner.stats import Throttler
@@ -35,10 +35,7 @@ CODECS = {"none": NONE, "gzip": GZIP, "snappy": SNAPPY, "lz4": LZ4, "zstd": ZSTD
 
 @pytest.fixture
 def c_core() -> object:
-    if core.accelerator is None:
-        if os.environ.get("CI"):
-            pytest.fail("the C cleaner core is not built (CI has a compiler: it must be)")
-        pytest.skip("the C cleaner core is not built")
+    require_built(core.accelerator is not None, "the C cleaner core")
     return core.accelerator
 
 
