@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 
 from cleaner_env import COMPACT, Env, produce, read_all
+from cleaner_impls import cleaner_impl  # noqa: F401 - every test on the C core and on pure Python
 from regression_helpers import TxnProducer, read_committed, write_segments
 
 from tidelog.cleaner.cleaner import group_segments_by_size

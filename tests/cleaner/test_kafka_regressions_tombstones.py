@@ -6,6 +6,7 @@ and segment modification times play no part, and rewriting the batch never moves
 from __future__ import annotations
 
 from cleaner_env import COMPACT, Env, batch_headers, produce, read_all
+from cleaner_impls import cleaner_impl  # noqa: F401 - every test on the C core and on pure Python
 from regression_helpers import TxnProducer, all_batches
 
 from tidelog.protocol.records import Record, build_batch

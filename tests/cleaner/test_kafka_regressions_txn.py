@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from cleaner_env import COMPACT, Env, produce
+from cleaner_impls import cleaner_impl  # noqa: F401 - every test on the C core and on pure Python
 from regression_helpers import (
     ABORT_KEY,
     COMMIT_KEY,
