@@ -65,6 +65,11 @@ def build_parser() -> argparse.ArgumentParser:
     dump = sub.add_parser("dump-log", help="print the batches/records of log segments (kafka-dump-log style)",
                           add_help=False, formatter_class=_help_formatter)
     dump.add_argument("args", nargs=argparse.REMAINDER)
+    from tidelog.commands import COMMANDS  # client commands (tidelog topic ...): parsed in tidelog/commands/
+
+    for name, (_module, summary) in COMMANDS.items():
+        sub.add_parser(name, help=summary, add_help=False, formatter_class=_help_formatter).add_argument(
+            "args", nargs=argparse.REMAINDER)
     return parser
 
 
@@ -203,6 +208,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "dump-log":
         return run_dump_log(argv[1:])
+    from tidelog.commands import COMMANDS, run_command
+
+    if argv and argv[0] in COMMANDS:
+        return run_command(argv)
     args = build_parser().parse_args(argv)
     if args.command == "serve":
         return run_serve(args)
