@@ -12,6 +12,7 @@ import argparse
 import contextlib
 import importlib
 import json
+import logging
 import os
 import re
 import socket
@@ -105,6 +106,7 @@ def describe_kafka_error(exc: BaseException) -> str | None:
         return None
     if isinstance(exc, errors.BrokerResponseError) and exc.message:
         detail = " ".join(str(a) for a in exc.args if a) or exc.description or ""
+        detail = re.sub(r"^\w+Error: ", "", detail)  # kafka-python repeats the class name in some messages
         return f"{exc.message} (error code {exc.errno}){': ' + detail if detail else ''}"
     if isinstance(exc, errors.KafkaTimeoutError):
         return f"timed out: {exc.args[0] if exc.args else 'no answer from the cluster'}"
@@ -235,6 +237,28 @@ def check_reachable(bootstrap: str, timeout: float) -> None:
     raise CommandError(f"cannot connect to a broker at {bootstrap} ({'; '.join(reasons)})")
 
 
+class _LoginRefused(Exception):
+    pass
+
+
+class _LoginRefusals(logging.Handler):
+    """kafka-python logs a refused SASL login (wrong password, mechanism not enabled) and retries it until its
+    bootstrap timeout; a command gives up at the first. Raised from the log call, which kafka-python makes on
+    the thread that is bootstrapping, the exception ends the bootstrap and reaches the client's constructor."""
+
+    REFUSALS = ("SaslAuthenticationFailedError", "UnsupportedSaslMechanismError", "IllegalSaslStateError")
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.name != "kafka.net.manager":  # its bootstrap loop: what is raised here ends the bootstrap
+            return
+        for arg in record.args if isinstance(record.args, tuple) else ():
+            if type(arg).__name__ in self.REFUSALS:
+                raise _LoginRefused(describe_kafka_error(arg) or str(arg))
+
+
 class Client:
     """The command's kafka-python clients, made on first use with the bootstrap and `-X` options."""
 
@@ -263,13 +287,20 @@ class Client:
         import kafka.errors as errors
 
         config = self._config(cls, **extra)
+        watch = _LoginRefusals()
+        kafka_log = logging.getLogger("kafka")
+        kafka_log.addHandler(watch)
         with progress(f"connecting to {self.bootstrap}"):
             try:
                 client = cls(**config)
+            except _LoginRefused as exc:
+                raise CommandError(f"{self.bootstrap} refused the login: {exc}") from None
             except (errors.KafkaConnectionError, errors.KafkaTimeoutError):
                 raise CommandError(f"no Kafka answer from {self.bootstrap} within {self.timeout:g} s: the port "
                                    "accepts connections but the handshake failed (does -X security.protocol "
                                    "match the listener?)") from None
+            finally:
+                kafka_log.removeHandler(watch)
         self._closables.append(client)
         return client
 
