@@ -255,7 +255,7 @@ class _LoginRefusals(logging.Handler):
         if record.name != "kafka.net.manager":  # its bootstrap loop: what is raised here ends the bootstrap
             return
         for arg in record.args if isinstance(record.args, tuple) else ():
-            if type(arg).__name__ in self.REFUSALS:
+            if isinstance(arg, Exception) and type(arg).__name__ in self.REFUSALS:
                 raise _LoginRefused(describe_kafka_error(arg) or str(arg))
 
 
