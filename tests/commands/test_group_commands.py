@@ -70,7 +70,7 @@ def test_describe_shows_lag_falling_to_zero_and_reset_needs_an_empty_group(broke
         listed = {g["group"]: g for g in tidelog_json("group", "list", bootstrap=bootstrap)}
         assert listed[group]["state"] == "Stable" and listed[group]["type"] == "classic"
 
-        described = tidelog_json("group", "describe", group, bootstrap=bootstrap)
+        [described] = tidelog_json("group", "describe", group, bootstrap=bootstrap)
         assert (described["state"], described["type"], described["protocol"]) == ("Stable", "classic", "range")
         [member] = described["members"]
         assert member["client_id"] == "lag-client"
@@ -90,7 +90,7 @@ def test_describe_shows_lag_falling_to_zero_and_reset_needs_an_empty_group(broke
 
         assert _poll(consumer, 7) == 7
         consumer.commit()
-        caught_up = tidelog_json("group", "describe", group, bootstrap=bootstrap)
+        [caught_up] = tidelog_json("group", "describe", group, bootstrap=bootstrap)
         assert caught_up["total_lag"] == 0
         assert [o["lag"] for o in caught_up["offsets"]] == [0, 0]
     finally:
@@ -151,7 +151,7 @@ def test_describe_a_kip848_consumer_group(broker: BrokerHandle) -> None:
             seen += msg is not None and msg.error() is None
         assert seen == 4
         consumer.commit(asynchronous=False)
-        described = tidelog_json("group", "describe", group, bootstrap=bootstrap)
+        [described] = tidelog_json("group", "describe", group, bootstrap=bootstrap)
     finally:
         consumer.close()
     assert (described["type"], described["state"]) == ("consumer", "Stable")

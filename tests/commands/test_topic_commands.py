@@ -33,7 +33,7 @@ def test_create_orders_compacted_then_describe_shows_the_config(tidelog_broker: 
     assert text.returncode == 0, text.stderr
     assert ["cleanup.policy", "compact", "DYNAMIC_TOPIC_CONFIG"] in [line.split() for line in text.stdout.splitlines()]
 
-    described = tidelog_json("topic", "describe", "orders", bootstrap=tidelog_broker.bootstrap)
+    [described] = tidelog_json("topic", "describe", "orders", bootstrap=tidelog_broker.bootstrap)
     assert described["name"] == "orders"
     assert [p["partition"] for p in described["partitions"]] == [0, 1, 2]
     assert all(p["log_start_offset"] == 0 and p["high_watermark"] == 0 for p in described["partitions"])

@@ -323,7 +323,7 @@ class Client:
 
     def close(self) -> None:
         for client in reversed(self._closables):
-            with contextlib.suppress(Exception):
+            with contextlib.suppress(Exception, KeyboardInterrupt):
                 client.close()
         self._closables.clear()
 

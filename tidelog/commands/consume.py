@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import json
 import re
 import sys
@@ -142,15 +143,20 @@ def consume(args: argparse.Namespace, client: Client) -> int:
         auto_offset_reset="earliest" if args.from_beginning else "latest",
         isolation_level="read_committed" if args.read_committed else "read_uncommitted")
     if args.group:
+        for topic in args.topics:  # known before the group is joined: one rebalance, not two
+            _partitions_for(consumer, topic)
         consumer.subscribe(args.topics)
     else:
         _assign(args, consumer)
     out = sys.stdout.buffer
     seen = 0
     ends: dict[Any, int] = {}
-    with progress("waiting for records") as spinner:
+    with progress("waiting for records") as spinner, contextlib.suppress(KeyboardInterrupt):  # Ctrl-C: stop
         while args.num is None or seen < args.num:
-            batches = consumer.poll(timeout_ms=POLL_MS, max_records=None if args.num is None else args.num - seen)
+            # Until the group has assigned partitions, one long poll: kafka-python 3.0.12 drops a SyncGroup
+            # answer that arrives after its poll timed out mid-join, and then never fetches.
+            wait_ms = POLL_MS if consumer.assignment() else int(client.timeout * 1000)
+            batches = consumer.poll(timeout_ms=wait_ms, max_records=None if args.num is None else args.num - seen)
             for records in batches.values():
                 for record in records:
                     spinner.stop()

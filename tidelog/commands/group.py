@@ -73,7 +73,7 @@ def describe_groups(args: argparse.Namespace, client: Client) -> int:
     admin = client.admin()
     with progress("describing groups"):
         described = [describe_group(admin, group_id) for group_id in args.groups]
-    emit(args, described if len(described) > 1 else described[0],
+    emit(args, described,
          lambda: "\n\n".join(_describe_text(d) for d in described))
     return 0
 

@@ -36,6 +36,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
     describe = sub.add_parser("describe", parents=[common], help="partitions, offsets and configs of topics")
     describe.add_argument("topics", nargs="+", metavar="TOPIC")
+    describe.add_argument("-a", "--all-configs", action="store_true",
+                          help="text output: list every config, not only those set away from Kafka's defaults "
+                               "(JSON always has them all, with their source)")
     describe.set_defaults(func=describe_topics)
 
     alter = sub.add_parser("alter-config", parents=[common], help="set or delete topic configs (incrementally)")
@@ -105,11 +108,11 @@ def describe_topics(args: argparse.Namespace, client: Client) -> int:
                    for key, c in sorted(described.get(name, {}).items())]
         topics.append({"name": name, "topic_id": meta.get("topic_id"), "internal": bool(meta["is_internal"]),
                        "partitions": parts, "configs": configs})
-    emit(args, topics if len(topics) > 1 else topics[0], lambda: "\n\n".join(_describe_text(t) for t in topics))
+    emit(args, topics, lambda: "\n\n".join(_describe_text(t, args.all_configs) for t in topics))
     return 0
 
 
-def _describe_text(topic: dict[str, Any]) -> str:
+def _describe_text(topic: dict[str, Any], all_configs: bool) -> str:
     summary = table(["name", "partitions", "replicas", "internal", "topic id"],
                     [(topic["name"], len(topic["partitions"]),
                       max((len(p["replicas"]) for p in topic["partitions"]), default=0), topic["internal"],
@@ -119,7 +122,7 @@ def _describe_text(topic: dict[str, Any]) -> str:
                          p["log_start_offset"], p["high_watermark"]) for p in topic["partitions"]])
     configs = table(["config", "value", "source"],
                     [(c["name"], "(sensitive)" if c["sensitive"] else c["value"], c["source"])
-                     for c in topic["configs"]])
+                     for c in topic["configs"] if all_configs or c["source"] != "DEFAULT_CONFIG"])
     return f"{summary}\n\n{partitions}\n\n{configs}"
 
 
