@@ -14,7 +14,8 @@ from tests.commands.conftest import tidelog, tidelog_json, unique
 from tidelog.testing import BrokerHandle, run_broker
 
 # no initial rebalance delay (Kafka's default 3 s) and KIP-848 heartbeats every 0.5 s: the groups form at once
-OVERRIDES = {"group.initial.rebalance.delay.ms": 0, "group.consumer.heartbeat.interval.ms": 500}
+OVERRIDES = {"group.initial.rebalance.delay.ms": 0, "group.consumer.heartbeat.interval.ms": 500,
+             "group.consumer.min.heartbeat.interval.ms": 500}
 
 
 @pytest.fixture(scope="module")
@@ -159,3 +160,40 @@ def test_describe_a_kip848_consumer_group(broker: BrokerHandle) -> None:
     assert member["client_id"] == "rdkafka-848"
     assert sorted(p for a in member["assignments"] for p in a["partitions"]) == [0, 1]
     assert [(o["partition"], o["current_offset"], o["lag"]) for o in described["offsets"]] == [(0, 2, 0), (1, 2, 0)]
+
+
+def test_describe_a_share_group(broker: BrokerHandle) -> None:
+    """librdkafka's ShareConsumer (KIP-932): described through ShareGroupDescribe, its share-partition's start
+    offset (DescribeShareGroupOffsets) moving past the records it acknowledged; reset-offsets refuses it."""
+    from confluent_kafka import ShareConsumer
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    bootstrap = broker.bootstrap
+    topic, group = unique("cli-share"), unique("cli-share-group")
+    broker.create_topic(topic, {"partitions": 1, "configs": {}})
+    _produce(bootstrap, topic, 4, 1)
+    entry = ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)
+    config_admin = AdminClient({"bootstrap.servers": bootstrap})  # a handle outlives its futures
+    for future in config_admin.incremental_alter_configs(
+            [ConfigResource(ResourceType.GROUP, group, incremental_configs=[entry])]).values():
+        future.result(30)
+    consumer = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group, "client.id": "rdkafka-share"})
+    consumer.subscribe([topic])
+    try:
+        seen = 0
+        deadline = time.monotonic() + 60
+        while seen < 4 and time.monotonic() < deadline:
+            seen += sum(m.error() is None for m in consumer.poll(timeout=0.3))
+        assert seen == 4
+        consumer.commit_sync()  # accepts the four records: the share-partition starts after them
+        [described] = tidelog_json("group", "describe", group, bootstrap=bootstrap)
+        refused = tidelog("group", "reset-offsets", group, "--all-topics", "--to-earliest", bootstrap=bootstrap)
+    finally:
+        consumer.close()
+    assert (described["type"], described["state"]) == ("share", "Stable")
+    [member] = described["members"]
+    assert member["client_id"] == "rdkafka-share"
+    assert [a["partitions"] for a in member["assignments"]] == [[0]]
+    assert [(o["partition"], o["current_offset"], o["log_end_offset"], o["lag"]) for o in described["offsets"]] == \
+        [(0, 4, 4, 0)]
+    assert refused.returncode == 1 and "share group" in refused.stderr

@@ -79,37 +79,40 @@ def describe_groups(args: argparse.Namespace, client: Client) -> int:
 
 
 def describe_group(admin: Any, group_id: str) -> dict[str, Any]:
-    """The group's state and members (DescribeGroups, or ConsumerGroupDescribe for a KIP-848 group), its committed
-    offsets (OffsetFetch) and the lag of each partition against the log end offset (ListOffsets latest)."""
+    """The group's state and members, its committed offsets and each partition's lag against the log end offset
+    (ListOffsets latest). Classic groups: DescribeGroups and OffsetFetch. A group DescribeGroups does not know
+    (GROUP_ID_NOT_FOUND: unknown, or not classic) is asked for with ConsumerGroupDescribe (KIP-848), then
+    ShareGroupDescribe and DescribeShareGroupOffsets (KIP-932, whose start offset stands for the committed one)."""
     from kafka.admin import OffsetSpec
 
     info = admin.describe_groups([group_id])[group_id]
     error, message = parse_error_text(info["error"]) if info.get("error") else (None, None)
-    members: list[dict[str, Any]]
-    kind = "classic"
-    if error == "GROUP_ID_NOT_FOUND" and message and "not a classic group" in message:
-        info, members = _describe_consumer_group(admin, group_id)
-        kind = "consumer"
-    elif error is not None and error != "GROUP_ID_NOT_FOUND":
+    if error is not None and error != "GROUP_ID_NOT_FOUND":
         raise CommandError(f"group {group_id!r}: {error}{': ' + message if message else ''}")
-    else:
-        members = [_classic_member(m) for m in info.get("members", [])]
-    committed = admin.list_group_offsets({group_id: None}).get(group_id, {})
-    if error == "GROUP_ID_NOT_FOUND" and kind == "classic" and not committed:
+    kind, members = "classic", [_classic_member(m) for m in info.get("members", [])]
+    modern = _describe_modern(admin, group_id) if error == "GROUP_ID_NOT_FOUND" else None
+    share_offsets: dict[Any, tuple[int | None, int | None]] = {}
+    if modern is not None:
+        kind, info, members = modern
+        if kind == "share":
+            share_offsets = _share_offsets(admin, group_id)
+    committed = {} if kind == "share" else admin.list_group_offsets({group_id: None}).get(group_id, {})
+    if error == "GROUP_ID_NOT_FOUND" and modern is None and not committed:
         raise CommandError(f"group {group_id!r} not found (GROUP_ID_NOT_FOUND)")
     owner = {(a["topic"], p): m for m in members for a in m["assignments"] for p in a["partitions"]}
-    partitions = sorted(set(committed) | {_tp(t, p) for t, p in owner})
+    partitions = sorted(set(committed) | set(share_offsets) | {_tp(t, p) for t, p in owner})
     ends = admin.list_partition_offsets({tp: OffsetSpec.LATEST for tp in partitions}) if partitions else {}
     offsets = []
     for tp in partitions:
         meta = committed.get(tp)
-        current = meta.offset if meta is not None and meta.offset >= 0 else None
+        current, lag = share_offsets.get(tp, (meta.offset if meta is not None and meta.offset >= 0 else None, None))
         end = ends[tp].offset
+        if lag is None and current is not None:
+            lag = max(end - current, 0)
         member = owner.get((tp.topic, tp.partition), {})
         offsets.append({"topic": tp.topic, "partition": tp.partition, "current_offset": current,
-                        "log_end_offset": end, "lag": None if current is None else max(end - current, 0),
-                        "member_id": member.get("member_id"), "client_id": member.get("client_id"),
-                        "host": member.get("host")})
+                        "log_end_offset": end, "lag": lag, "member_id": member.get("member_id"),
+                        "client_id": member.get("client_id"), "host": member.get("host")})
     state = info.get("group_state") or ("Dead" if error else None)
     return {"group": group_id, "state": state, "type": kind, "protocol_type": info.get("protocol_type"),
             "protocol": info.get("protocol_data") or info.get("assignor_name") or None, "members": members,
@@ -130,26 +133,61 @@ def _classic_member(member: dict[str, Any]) -> dict[str, Any]:
             "assignments": [{"topic": a["topic"], "partitions": sorted(a["partitions"])} for a in assigned]}
 
 
-def _describe_consumer_group(admin: Any, group_id: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """ConsumerGroupDescribe (KIP-848), which kafka-python 3.0.12 lacks: tidelog's codec for it
-    (tidelog.protocol.kip848) sent over the admin client's connection, as the Java admin falls back between the
-    two APIs (DescribeConsumerGroupsHandler)."""
-    from tidelog.protocol.kip848 import ConsumerGroupDescribeRequest
+def _send_to_coordinator(admin: Any, group_id: str, request: Any) -> Any | None:
+    """A request kafka-python 3.0.12 has no API for (tidelog's codecs for it, protocol/kip848.py and share.py) sent
+    over the admin client's connection to the group's coordinator; None when the broker lacks the API."""
+    import kafka.errors as errors
 
     manager = admin._manager  # noqa: SLF001 - kafka-python's connection manager sends any ApiMessage
     coordinator = manager.run(admin._find_coordinator_id, group_id)  # noqa: SLF001
-    request = ConsumerGroupDescribeRequest(group_ids=[group_id], include_authorized_operations=False)
-    response = manager.run(manager.send, request, coordinator)
-    group = response.groups[0]
-    if group.error_code:
-        raise CommandError(f"group {group_id!r}: {error_name(group.error_code)}"
-                           f"{': ' + group.error_message if group.error_message else ''}")
-    members = [{"member_id": m.member_id, "group_instance_id": m.instance_id, "client_id": m.client_id,
-                "host": m.client_host, "member_epoch": m.member_epoch,
-                "assignments": [{"topic": t.topic_name, "partitions": sorted(t.partitions)}
-                                for t in m.assignment.topic_partitions]} for m in group.members]
-    return {"group_state": group.group_state, "protocol_type": "consumer", "assignor_name": group.assignor_name}, \
-        members
+    try:
+        return manager.run(manager.send, request, coordinator)
+    except (errors.IncompatibleBrokerVersion, errors.UnsupportedVersionError):
+        return None
+
+
+def _describe_modern(admin: Any, group_id: str) -> tuple[str, dict[str, Any], list[dict[str, Any]]] | None:
+    """(type, info, members) from ConsumerGroupDescribe, else ShareGroupDescribe (the Java admin's
+    DescribeConsumerGroupsHandler falls back between DescribeGroups and ConsumerGroupDescribe the same way);
+    None if neither knows the group."""
+    from tidelog.protocol.kip848 import ConsumerGroupDescribeRequest
+    from tidelog.protocol.share import ShareGroupDescribeRequest
+
+    for kind, request in (("consumer", ConsumerGroupDescribeRequest), ("share", ShareGroupDescribeRequest)):
+        response = _send_to_coordinator(admin, group_id,
+                                        request(group_ids=[group_id], include_authorized_operations=False))
+        if response is None:
+            continue
+        group = response.groups[0]
+        if error_name(group.error_code) == "GROUP_ID_NOT_FOUND":
+            continue
+        if group.error_code:
+            raise CommandError(f"group {group_id!r}: {error_name(group.error_code)}"
+                               f"{': ' + group.error_message if group.error_message else ''}")
+        members = [{"member_id": m.member_id, "group_instance_id": getattr(m, "instance_id", None),
+                    "client_id": m.client_id, "host": m.client_host, "member_epoch": m.member_epoch,
+                    "assignments": [{"topic": t.topic_name, "partitions": sorted(t.partitions)}
+                                    for t in m.assignment.topic_partitions]} for m in group.members]
+        return kind, {"group_state": group.group_state, "protocol_type": kind,
+                      "assignor_name": group.assignor_name}, members
+    return None
+
+
+def _share_offsets(admin: Any, group_id: str) -> dict[Any, tuple[int | None, int | None]]:
+    """Each share-partition's start offset and (DescribeShareGroupOffsets v1) lag."""
+    from tidelog.protocol.share import DescribeShareGroupOffsetsRequest
+
+    G = DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup
+    response = _send_to_coordinator(admin, group_id, DescribeShareGroupOffsetsRequest(
+        groups=[G(group_id=group_id, topics=None)]))
+    found: dict[Any, tuple[int | None, int | None]] = {}
+    for group in response.groups if response is not None else []:
+        for topic in group.topics:
+            for p in topic.partitions:
+                if p.error_code == 0 and p.start_offset >= 0:
+                    lag = getattr(p, "lag", -1)
+                    found[_tp(topic.topic_name, p.partition_index)] = (p.start_offset, lag if lag >= 0 else None)
+    return found
 
 
 def _describe_text(group: dict[str, Any]) -> str:
@@ -172,10 +210,15 @@ def reset_offsets(args: argparse.Namespace, client: Client) -> int:
     info = admin.describe_groups([args.group])[args.group]
     state = info.get("group_state") or "Dead"
     error, message = parse_error_text(info["error"]) if info.get("error") else (None, None)
-    if error == "GROUP_ID_NOT_FOUND" and message and "not a classic group" in message:
-        state = _describe_consumer_group(admin, args.group)[0]["group_state"]
-    elif error is not None and error != "GROUP_ID_NOT_FOUND":
+    if error is not None and error != "GROUP_ID_NOT_FOUND":
         raise CommandError(f"group {args.group!r}: {error}{': ' + message if message else ''}")
+    modern = _describe_modern(admin, args.group) if error == "GROUP_ID_NOT_FOUND" else None
+    if modern is not None:
+        kind, modern_info, _members = modern
+        if kind == "share":
+            raise CommandError(f"group {args.group!r} is a share group: its start offsets move with "
+                               "AlterShareGroupOffsets (kafka-share-groups), which this command does not send")
+        state = modern_info["group_state"]
     if state not in RESETTABLE_STATES:
         raise CommandError(f"group {args.group!r} is {state}: offsets can be reset only while the group is "
                            f"inactive (Empty); stop its consumers first")
