@@ -166,7 +166,13 @@ def test_describe_a_share_group(broker: BrokerHandle) -> None:
     """librdkafka's ShareConsumer (KIP-932): described through ShareGroupDescribe, its share-partition's start
     offset (DescribeShareGroupOffsets) moving past the records it acknowledged; reset-offsets refuses it."""
     from confluent_kafka import ShareConsumer
-    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ResourceType,
+    )
 
     bootstrap = broker.bootstrap
     topic, group = unique("cli-share"), unique("cli-share-group")
