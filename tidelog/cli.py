@@ -12,6 +12,8 @@ metrics.port is set (--metrics-port 9308 is a good choice; 0 picks a free port).
     tidelog cleaner explain TOPIC [--url URL]  # one sentence per partition: what holds compaction back
 
 `tidelog dump-log` is provided by the log-cleaner package (storage/dump_log.py) when present.
+
+    tidelog topic|produce|consume|group|cluster|acl|user ...  # Kafka-protocol client commands (tidelog/commands/)
 """
 
 from __future__ import annotations

@@ -14,14 +14,20 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def tidelog(*args: str, bootstrap: str | None = None, stdin: str | None = None,
-            env: dict[str, str] | None = None, timeout: float = 90) -> subprocess.CompletedProcess[str]:
-    """`tidelog ARGS [-b BOOTSTRAP]` in a subprocess; TIDELOG_BOOTSTRAP is unset unless `env` sets it."""
+def command(*args: str, bootstrap: str | None = None,
+            env: dict[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
+    """The argv and environment of `tidelog ARGS [-b BOOTSTRAP]` (TIDELOG_BOOTSTRAP unset unless `env` sets it)."""
     environment = {k: v for k, v in os.environ.items() if k != "TIDELOG_BOOTSTRAP"}
     environment["PYTHONPATH"] = str(ROOT) + (os.pathsep + environment["PYTHONPATH"]
                                              if environment.get("PYTHONPATH") else "")
     environment.update(env or {})
-    cmd = [sys.executable, "-m", "tidelog", *args, *(["-b", bootstrap] if bootstrap else [])]
+    return [sys.executable, "-m", "tidelog", *args, *(["-b", bootstrap] if bootstrap else [])], environment
+
+
+def tidelog(*args: str, bootstrap: str | None = None, stdin: str | None = None,
+            env: dict[str, str] | None = None, timeout: float = 90) -> subprocess.CompletedProcess[str]:
+    """`tidelog ARGS [-b BOOTSTRAP]` in a subprocess, its output captured."""
+    cmd, environment = command(*args, bootstrap=bootstrap, env=env)
     return subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=timeout, env=environment)
 
 

@@ -4,9 +4,14 @@ positions, -n, -e)."""
 
 from __future__ import annotations
 
+import os
+import pty
+import select
+import subprocess
+import time
 from typing import Any
 
-from tests.commands.conftest import json_lines, tidelog, unique
+from tests.commands.conftest import command, json_lines, tidelog, unique
 from tidelog.testing import BrokerHandle
 
 
@@ -87,3 +92,50 @@ def test_consume_formats_and_start_positions(tidelog_session_broker: BrokerHandl
     assert values("--timestamp", "2500", "-e") == ["v2", "v3"]   # first record at or after 2500 ms
     assert values("-o", "-1", "-e") == ["v3"]                     # one before the end
     assert values("-o", "1", "-n", "2") == ["v1", "v2"]           # from offset 1, two records
+
+
+def _read_terminal(fd: int, until: bytes, seconds: float) -> bytes:
+    """What the child wrote to its terminal (`fd`: the pty's master side), up to `until` or its exit."""
+    data = b""
+    deadline = time.monotonic() + seconds
+    while until not in data and time.monotonic() < deadline:
+        if select.select([fd], [], [], 0.2)[0]:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:  # EIO: the child has exited and closed the terminal
+                break
+            if not chunk:
+                break
+            data += chunk
+    return data
+
+
+def test_a_wait_shows_a_spinner_when_stderr_is_a_terminal(tidelog_session_broker: BrokerHandle) -> None:
+    """Only a terminal gets the progress spinner (the other tests' stderr is a pipe: it stays empty); it is
+    cleared from its line once the first record arrives."""
+    from kafka import KafkaProducer
+
+    bootstrap = tidelog_session_broker.bootstrap
+    topic = unique("cli-spinner")
+    tidelog_session_broker.create_topic(topic, {"partitions": 1, "configs": {}})
+    master, slave = pty.openpty()
+    cmd, env = command("consume", topic, "-n", "1", bootstrap=bootstrap)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=slave, env=env)
+    os.close(slave)
+    try:
+        shown = _read_terminal(master, b"waiting for records", 60)
+        producer = KafkaProducer(bootstrap_servers=bootstrap)
+        producer.send(topic, value=b"arrived")
+        producer.close()
+        stdout, _ = proc.communicate(timeout=60)
+        shown += _read_terminal(master, b"\x00", 5)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(master)
+    assert (proc.returncode, stdout) == (0, b"arrived\n")
+    assert b"waiting for records" in shown
+    assert shown.endswith(b"\r\x1b[K")  # the spinner's line is cleared
+
+    quiet = tidelog("consume", topic, "--from-beginning", "-e", bootstrap=bootstrap)
+    assert (quiet.returncode, quiet.stdout, quiet.stderr) == (0, "arrived\n", "")

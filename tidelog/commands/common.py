@@ -48,7 +48,7 @@ def add_client_options(parser: argparse.ArgumentParser) -> None:
                        default=os.environ.get(BOOTSTRAP_ENV) or DEFAULT_BOOTSTRAP,
                        help=f"brokers to bootstrap from (default ${BOOTSTRAP_ENV} or {DEFAULT_BOOTSTRAP})")
     group.add_argument("-X", dest="client_config", metavar="NAME=VALUE", action="append", default=[],
-                       type=_name_value, help="a Kafka client config, e.g. security.protocol=SASL_SSL, "
+                       type=name_value, help="a Kafka client config, e.g. security.protocol=SASL_SSL, "
                        "sasl.mechanism=SCRAM-SHA-512, sasl.username=, sasl.password=, ssl.ca.location=; repeatable")
     group.add_argument("--format", choices=("text", "json"), default="text",
                        help="text tables for people (default) or JSON for scripts")
@@ -56,16 +56,12 @@ def add_client_options(parser: argparse.ArgumentParser) -> None:
                        help="how long to wait for the cluster to answer (default 30)")
 
 
-def _name_value(text: str) -> tuple[str, str]:
+def name_value(text: str) -> tuple[str, str]:
+    """argparse type for `name=value` arguments (configs, headers, -X)."""
     name, sep, value = text.partition("=")
     if not sep or not name.strip():
         raise argparse.ArgumentTypeError(f"expected name=value, got {text!r}")
     return name.strip(), value
-
-
-def name_value(text: str) -> tuple[str, str]:
-    """argparse type for `name=value` arguments (configs, headers)."""
-    return _name_value(text)
 
 
 def run_command(name: str, argv: list[str]) -> int:
