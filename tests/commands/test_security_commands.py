@@ -106,3 +106,15 @@ def test_scram_user_created_logs_in_and_deleted_cannot(secure: SecureBrokerHandl
     assert deleted == {"user": user, "mechanisms": ["SCRAM-SHA-512"], "error": None}
     with pytest.raises(kafka.errors.KafkaError):
         kafka_python_admin(secure, user, "carol's secret", bootstrap_timeout_ms=3000).close()
+
+
+def test_tls_listener_with_a_ca_file(secure: SecureBrokerHandle) -> None:
+    """-X security.protocol=SSL and ssl.ca.location (librdkafka's name) reach kafka-python's TLS settings; the
+    SSL listener requests but does not require a client certificate."""
+    info = tidelog_json("cluster", "info", "-X", "security.protocol=SSL", "-X", f"ssl.ca.location={secure.ca.ca_pem}",
+                        bootstrap=secure.listeners["SSL"])
+    assert info["cluster_id"] == secure.state.cluster_id
+    missing = tidelog("cluster", "info", "-X", "security.protocol=SSL", "-X", "ssl.ca.location=/no/such/ca.pem",
+                      bootstrap=secure.listeners["SSL"])
+    assert (missing.returncode, missing.stderr.strip()) == (
+        1, "tidelog cluster info: -X ssl.ca.location=/no/such/ca.pem: no such file")

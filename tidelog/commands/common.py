@@ -148,6 +148,7 @@ _CONFIG_NAMES = {
     "sasl.kerberos.service.name": "sasl_kerberos_service_name",
 }
 _PEM_ONLY = ("ssl.truststore.type", "ssl.keystore.type")
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 _JAAS_FIELD = re.compile(r'(username|password)\s*=\s*"((?:[^"\\]|\\.)*)"')
 
 
@@ -170,10 +171,14 @@ def kafka_python_config(pairs: Sequence[tuple[str, str]], known: Mapping[str, An
         key = _CONFIG_NAMES.get(name) or name.replace(".", "_")
         if key not in known and key not in _CONFIG_NAMES.values():
             raise CommandError(f"-X {name}: not a client config kafka-python knows")
-        default = known.get(key)
-        config[key] = _typed(name, value, default)
+        if key in ("ssl_cafile", "ssl_certfile", "ssl_keyfile") and not os.path.isfile(value):
+            raise CommandError(f"-X {name}={value}: no such file")
+        config[key] = _typed(name, value, known.get(key))
     if config.get("security_protocol"):
         config["security_protocol"] = str(config["security_protocol"]).upper()
+        if config["security_protocol"] not in SECURITY_PROTOCOLS:
+            raise CommandError(f"-X security.protocol={config['security_protocol']}: one of "
+                               f"{', '.join(SECURITY_PROTOCOLS)}")
     if config.get("sasl_mechanism"):
         config["sasl_mechanism"] = str(config["sasl_mechanism"]).upper()
     return config
