@@ -63,7 +63,7 @@ def list_topics(args: argparse.Namespace, client: Client) -> int:
     rows = [{"name": t["name"], "partitions": len(t["partitions"]),
              "replicas": max((len(p["replica_nodes"]) for p in t["partitions"]), default=0),
              "internal": bool(t["is_internal"])}
-            for t in topics if args.internal or not (t["is_internal"] or t["name"].startswith("__"))]
+            for t in topics if args.internal or not t["is_internal"]]
     emit(args, rows, lambda: table(["name", "partitions", "replicas"],
                                    [(r["name"], r["partitions"], r["replicas"]) for r in rows]))
     return 0
