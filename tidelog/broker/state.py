@@ -1,5 +1,5 @@
 """BrokerState: the composition root. Everything a request handler reaches through `ctx.broker`, built
-by `build_broker_state()` with concrete types (see docs/ARCHITECTURE.md).
+by `build_broker_state()` with concrete types (see docs/INTERNALS.md, "The composition root").
 
 Building it imports storage, the bulk of start-up's imports: `Server.start` does that on a worker thread while
 its listener already answers ApiVersions (Kafka answers ApiVersions before the broker is fully started; clients
