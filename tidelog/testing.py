@@ -36,6 +36,8 @@ from tidelog.broker.server import Server
 from tidelog.clock import Clock
 from tidelog.config.broker_config import BrokerConfig
 from tidelog.protocol.messages import request_class, response_class
+from tidelog.security.scram_store import MECHANISMS, ScramCredential, ScramCredentialStore
+from tidelog.security.throwaway_ca import ThrowawayCA
 from tidelog.testing_support import (
     BrokerFaultsMixin,
     ProcessFaultsMixin,
@@ -507,9 +509,6 @@ def run_secure_broker(log_dir: str | os.PathLike[str] | None = None, users: Mapp
     """`run_broker` with TLS and SASL: a throwaway CA and broker certificate are generated, every user in
     `users` (name -> password) can log in with PLAIN and SCRAM-SHA-256/512. `authorizer=True` turns on
     StandardAuthorizer with `super_users` (e.g. ["User:admin"])."""
-    from tidelog.security.scram_store import MECHANISMS, ScramCredential, ScramCredentialStore
-    from tidelog.security.throwaway_ca import ThrowawayCA
-
     users = dict(users or {"alice": "alice-secret", "admin": "admin-secret"})
     tmp = None
     if log_dir is None:

@@ -4,11 +4,15 @@ or one sentence per partition (tidelog/cleaner/explain.py computes both on the b
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
+import urllib.request
+from datetime import UTC, datetime
 from typing import Any, TextIO
 
-# json, urllib and datetime are imported when a cleaner command runs: `tidelog serve` builds this parser too
+from tidelog.config.broker_config import BrokerConfig
+from tidelog.config.definitions import ConfigError
 
 DEFAULT_METRICS_PORT = 9308  # the README's suggested metrics.port
 
@@ -54,8 +58,6 @@ def main(argv: list[str], out: TextIO = sys.stdout) -> int:
 
 
 def run(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
-    from tidelog.config.definitions import ConfigError
-
     try:
         url = args.url or default_url(args.config)
     except ConfigError as exc:
@@ -72,8 +74,6 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
             print(f"tidelog cleaner: no compacted topic {args.topic!r} on this broker", file=sys.stderr)
             return 1
     if args.json:
-        import json
-
         json.dump(rows, out, indent=2)
         out.write("\n")
     elif args.cleaner_command == "explain":
@@ -85,8 +85,6 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
 
 
 def default_url(config_file: str | None) -> str:
-    from tidelog.config.broker_config import BrokerConfig
-
     config = BrokerConfig.load(config_file, os.environ, {})
     port = config.metrics_port if config.metrics_port > 0 else DEFAULT_METRICS_PORT
     host = config.metrics_host if config.metrics_host not in ("", "0.0.0.0", "::") else "127.0.0.1"
@@ -94,9 +92,6 @@ def default_url(config_file: str | None) -> str:
 
 
 def fetch(url: str) -> list[dict[str, Any]]:
-    import json
-    import urllib.request
-
     with urllib.request.urlopen(f"{url.rstrip('/')}/api/cleaner", timeout=30) as response:
         rows = json.loads(response.read())
     if not isinstance(rows, list):
@@ -115,7 +110,6 @@ def table(rows: list[dict[str, Any]]) -> str:
 def _time(ms: int | None) -> str:
     if ms is None:
         return "-"
-    from datetime import UTC, datetime
 
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 

@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 def run_command(argv: Sequence[str]) -> int:
     """Run `tidelog <command> ...` (argv[0] is the command)."""
+    # lazy for start-up time: kafka-python only when a command runs (see the docstring)
     from tidelog.commands import common
 
     return common.run_command(argv[0], list(argv[1:]))

@@ -7,6 +7,17 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
+from kafka.admin import (
+    ACL,
+    ACLFilter,
+    ACLOperation,
+    ACLPermissionType,
+    ACLResourcePatternType,
+    ResourcePattern,
+    ResourcePatternFilter,
+    ResourceType,
+)
+
 from tidelog.commands.common import Client, CommandError, client_options, emit, error_name, table
 
 CLUSTER_NAME = "kafka-cluster"  # the one CLUSTER resource's name, as Kafka's ResourcePattern.CLUSTER
@@ -52,8 +63,6 @@ def _selection(filtering: bool) -> argparse.ArgumentParser:
 
 
 def _pattern(args: argparse.Namespace, filtering: bool) -> Any:
-    from kafka.admin import ACLResourcePatternType, ResourcePattern, ResourcePatternFilter, ResourceType
-
     if args.topic is not None:
         kind, name = ResourceType.TOPIC, args.topic
     elif args.group is not None:
@@ -69,14 +78,10 @@ def _pattern(args: argparse.Namespace, filtering: bool) -> Any:
 
 
 def _operation(name: str | None) -> Any:
-    from kafka.admin import ACLOperation
-
     return ACLOperation.ANY if name is None else ACLOperation[name.upper().replace("-", "_")]
 
 
 def _filters(args: argparse.Namespace) -> list[Any]:
-    from kafka.admin import ACLFilter, ACLPermissionType
-
     pattern = _pattern(args, filtering=True)
     permission = ACLPermissionType[args.permission.upper()]
     return [ACLFilter(principal=principal, host=args.host, operation=_operation(operation),
@@ -114,8 +119,6 @@ def list_acls(args: argparse.Namespace, client: Client) -> int:
 
 
 def create_acls(args: argparse.Namespace, client: Client) -> int:
-    from kafka.admin import ACL, ACLPermissionType
-
     pattern = _pattern(args, filtering=False)
     permission = ACLPermissionType.DENY if args.deny else ACLPermissionType.ALLOW
     for principal in args.principal:

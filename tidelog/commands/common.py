@@ -19,7 +19,11 @@ import socket
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
+
+import kafka.errors as errors
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 
 from tidelog.commands import COMMANDS
 
@@ -111,8 +115,6 @@ def describe_kafka_error(exc: BaseException) -> str | None:
 
 def error_name(code: int) -> str:
     """Kafka's name of an error code ("NONE" for 0), e.g. TOPIC_ALREADY_EXISTS."""
-    import kafka.errors as errors
-
     if code == 0:
         return "NONE"
     return str(errors.for_code(code).message or f"UNKNOWN_ERROR_{code}")
@@ -285,8 +287,6 @@ class Client:
         return {k: v for k, v in config.items() if k in cls.DEFAULT_CONFIG}
 
     def _open(self, cls: Any, **extra: Any) -> Any:
-        import kafka.errors as errors
-
         config = self._config(cls, **extra)
         watch = _LoginRefusals()
         kafka_log = logging.getLogger("kafka")
@@ -307,19 +307,13 @@ class Client:
 
     def admin(self) -> Any:
         if self._admin is None:
-            from kafka import KafkaAdminClient
-
             self._admin = self._open(KafkaAdminClient)
         return self._admin
 
     def producer(self, **extra: Any) -> Any:
-        from kafka import KafkaProducer
-
         return self._open(KafkaProducer, **extra)
 
     def consumer(self, **extra: Any) -> Any:
-        from kafka import KafkaConsumer
-
         return self._open(KafkaConsumer, **extra)
 
     def close(self) -> None:
@@ -424,7 +418,6 @@ def parse_time_ms(text: str) -> int:
     text = text.strip()
     if re.fullmatch(r"-?\d+", text):
         return int(text)
-    from datetime import datetime
 
     try:
         moment = datetime.fromisoformat(text)
@@ -439,6 +432,5 @@ def parse_time_ms(text: str) -> int:
 def format_time_ms(ms: int | None) -> str | None:
     if ms is None or ms < 0:
         return None
-    from datetime import UTC, datetime
 
     return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

@@ -13,7 +13,16 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from tidelog.commands.common import Client, CommandError, add_client_options, parse_time_ms, progress
+from kafka.structs import TopicPartition
+
+from tidelog.commands.common import (
+    Client,
+    CommandError,
+    add_client_options,
+    format_time_ms,
+    parse_time_ms,
+    progress,
+)
 
 POLL_MS = 200
 
@@ -95,8 +104,6 @@ _FIELDS: dict[str, Callable[[Any], bytes]] = {
 
 
 def _iso(ms: int) -> str | None:
-    from tidelog.commands.common import format_time_ms
-
     return format_time_ms(ms)
 
 
@@ -171,8 +178,6 @@ def consume(args: argparse.Namespace, client: Client) -> int:
 
 
 def _assign(args: argparse.Namespace, consumer: Any) -> None:
-    from kafka.structs import TopicPartition
-
     wanted = {int(p) for p in args.partitions.split(",")} if args.partitions else None
     partitions = []
     for topic in args.topics:

@@ -6,6 +6,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+import kafka.errors as errors
+from kafka.admin import OffsetSpec, OffsetTimestamp
+from kafka.structs import OffsetAndMetadata, TopicPartition
+
 from tidelog.commands.common import (
     Client,
     CommandError,
@@ -18,6 +22,8 @@ from tidelog.commands.common import (
     progress,
     table,
 )
+from tidelog.protocol.kip848 import ConsumerGroupDescribeRequest
+from tidelog.protocol.share import DescribeShareGroupOffsetsRequest, ShareGroupDescribeRequest
 
 # States in which kafka-consumer-groups --reset-offsets moves a group's offsets (ResetOffsetsCommand: the group
 # must be inactive). A group nobody has joined is Dead (unknown) or Empty.
@@ -83,8 +89,6 @@ def describe_group(admin: Any, group_id: str) -> dict[str, Any]:
     (ListOffsets latest). Classic groups: DescribeGroups and OffsetFetch. A group DescribeGroups does not know
     (GROUP_ID_NOT_FOUND: unknown, or not classic) is asked for with ConsumerGroupDescribe (KIP-848), then
     ShareGroupDescribe and DescribeShareGroupOffsets (KIP-932, whose start offset stands for the committed one)."""
-    from kafka.admin import OffsetSpec
-
     info = admin.describe_groups([group_id])[group_id]
     error, message = parse_error_text(info["error"]) if info.get("error") else (None, None)
     if error is not None and error != "GROUP_ID_NOT_FOUND":
@@ -120,8 +124,6 @@ def describe_group(admin: Any, group_id: str) -> dict[str, Any]:
 
 
 def _tp(topic: str, partition: int) -> Any:
-    from kafka.structs import TopicPartition
-
     return TopicPartition(topic, partition)
 
 
@@ -136,8 +138,6 @@ def _classic_member(member: dict[str, Any]) -> dict[str, Any]:
 def _send_to_coordinator(admin: Any, group_id: str, request: Any) -> Any | None:
     """A request kafka-python 3.0.12 has no API for (tidelog's codecs for it, protocol/kip848.py and share.py) sent
     over the admin client's connection to the group's coordinator; None when the broker lacks the API."""
-    import kafka.errors as errors
-
     manager = admin._manager  # noqa: SLF001 - kafka-python's connection manager sends any ApiMessage
     coordinator = manager.run(admin._find_coordinator_id, group_id)  # noqa: SLF001
     try:
@@ -150,9 +150,6 @@ def _describe_modern(admin: Any, group_id: str) -> tuple[str, dict[str, Any], li
     """(type, info, members) from ConsumerGroupDescribe, else ShareGroupDescribe (the Java admin's
     DescribeConsumerGroupsHandler falls back between DescribeGroups and ConsumerGroupDescribe the same way);
     None if neither knows the group."""
-    from tidelog.protocol.kip848 import ConsumerGroupDescribeRequest
-    from tidelog.protocol.share import ShareGroupDescribeRequest
-
     for kind, request in (("consumer", ConsumerGroupDescribeRequest), ("share", ShareGroupDescribeRequest)):
         response = _send_to_coordinator(admin, group_id,
                                         request(group_ids=[group_id], include_authorized_operations=False))
@@ -175,8 +172,6 @@ def _describe_modern(admin: Any, group_id: str) -> tuple[str, dict[str, Any], li
 
 def _share_offsets(admin: Any, group_id: str) -> dict[Any, tuple[int | None, int | None]]:
     """Each share-partition's start offset and (DescribeShareGroupOffsets v1) lag."""
-    from tidelog.protocol.share import DescribeShareGroupOffsetsRequest
-
     G = DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup
     response = _send_to_coordinator(admin, group_id, DescribeShareGroupOffsetsRequest(
         groups=[G(group_id=group_id, topics=None)]))
@@ -203,9 +198,6 @@ def _describe_text(group: dict[str, Any]) -> str:
 # ---------------------------------------------------------------------------------------------------- reset
 
 def reset_offsets(args: argparse.Namespace, client: Client) -> int:
-    from kafka.admin import OffsetSpec, OffsetTimestamp
-    from kafka.structs import OffsetAndMetadata
-
     admin = client.admin()
     info = admin.describe_groups([args.group])[args.group]
     state = info.get("group_state") or "Dead"
@@ -301,7 +293,5 @@ def delete_groups(args: argparse.Namespace, client: Client) -> int:
 
 def _error_class_name(name: str | None) -> str:
     """kafka-python's DeleteGroups outcome is an error class name (GroupNotEmptyError): Kafka's name for it."""
-    import kafka.errors as errors
-
     cls = getattr(errors, name or "", None)
     return str(getattr(cls, "message", None) or name or "no answer")

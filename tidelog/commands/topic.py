@@ -6,6 +6,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from kafka.admin import AlterConfigOp, ConfigResource, OffsetSpec
+from kafka.structs import TopicPartition
+
 from tidelog.commands.common import (
     Client,
     CommandError,
@@ -80,9 +83,6 @@ def create_topics(args: argparse.Namespace, client: Client) -> int:
 
 
 def describe_topics(args: argparse.Namespace, client: Client) -> int:
-    from kafka.admin import ConfigResource, OffsetSpec
-    from kafka.structs import TopicPartition
-
     admin = client.admin()
     metadata = {t["name"]: t for t in admin.describe_topics(args.topics)}
     for name in args.topics:
@@ -131,8 +131,6 @@ def _ids(ids: list[int]) -> str:
 
 
 def alter_config(args: argparse.Namespace, client: Client) -> int:
-    from kafka.admin import AlterConfigOp, ConfigResource
-
     changes: dict[str, tuple[Any, str | None]] = {}
     for name, value in args.set:
         changes[name] = (AlterConfigOp.SET, value)

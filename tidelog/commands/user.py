@@ -7,6 +7,8 @@ import argparse
 import getpass
 import sys
 
+from kafka.admin import UserScramCredentialDeletion, UserScramCredentialUpsertion
+
 from tidelog.commands.common import Client, CommandError, client_options, emit, table
 
 MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -67,8 +69,6 @@ def _password(args: argparse.Namespace) -> str:
 
 
 def create_user(args: argparse.Namespace, client: Client) -> int:
-    from kafka.admin import UserScramCredentialUpsertion
-
     password = _password(args)
     if not password:
         raise CommandError("the password is empty")
@@ -79,8 +79,6 @@ def create_user(args: argparse.Namespace, client: Client) -> int:
 
 
 def delete_user(args: argparse.Namespace, client: Client) -> int:
-    from kafka.admin import UserScramCredentialDeletion
-
     admin = client.admin()
     mechanisms = args.mechanism
     if not mechanisms:

@@ -19,6 +19,7 @@ FORMAT = "tidelog"
 
 def register(spark: Any) -> None:
     """Make format("tidelog") available in this SparkSession."""
+    # optional: the source needs pyspark (the [spark] extra)
     from tidelog.pipeline.source import TidelogDataSource
 
     spark.dataSource.register(TidelogDataSource)

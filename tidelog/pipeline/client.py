@@ -11,6 +11,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from kafka import KafkaConsumer, KafkaProducer
+
 log = logging.getLogger(__name__)
 
 # Java names whose kafka-python spelling is not just dots-to-underscores.
@@ -64,8 +66,6 @@ def translate(params: Mapping[str, str], defaults: Mapping[str, Any]) -> dict[st
 
 
 def consumer_config(params: Mapping[str, str]) -> dict[str, Any]:
-    from kafka import KafkaConsumer
-
     config = translate(params, KafkaConsumer.DEFAULT_CONFIG)
     # The source tracks offsets itself (Spark checkpoints), so no group and no commits; an offset that is out
     # of range must surface (auto_offset_reset "none") so failOnDataLoss can decide.
@@ -77,18 +77,12 @@ def consumer_config(params: Mapping[str, str]) -> dict[str, Any]:
 
 
 def producer_config(params: Mapping[str, str]) -> dict[str, Any]:
-    from kafka import KafkaProducer
-
     return translate(params, KafkaProducer.DEFAULT_CONFIG)
 
 
 def new_consumer(params: Mapping[str, str]) -> Any:
-    from kafka import KafkaConsumer
-
     return KafkaConsumer(**consumer_config(params))
 
 
 def new_producer(params: Mapping[str, str]) -> Any:
-    from kafka import KafkaProducer
-
     return KafkaProducer(**producer_config(params))

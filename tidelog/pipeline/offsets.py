@@ -11,6 +11,8 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
+from kafka.structs import TopicPartition as KafkaTP
+
 from tidelog.pipeline.client import new_consumer
 from tidelog.pipeline.options import EARLIEST, LATEST, OffsetSpec, SourceOptions, Subscription, TopicPartition
 
@@ -96,8 +98,6 @@ class OffsetReader:
         return self._list_offsets(tps, "end_offsets")
 
     def _list_offsets(self, tps: Iterable[TopicPartition], method: str) -> dict[TopicPartition, int]:
-        from kafka.structs import TopicPartition as KafkaTP
-
         wanted = [KafkaTP(*tp) for tp in tps]
         if not wanted:
             return {}
@@ -110,8 +110,6 @@ class OffsetReader:
 
     def for_timestamps(self, timestamps: Mapping[TopicPartition, int], strategy: str) -> dict[TopicPartition, int]:
         """First offset whose timestamp is >= the given one; with none, fail ("error") or use latest."""
-        from kafka.structs import TopicPartition as KafkaTP
-
         if not timestamps:
             return {}
 

@@ -14,6 +14,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from kafka.errors import OffsetOutOfRangeError
+from kafka.structs import TopicPartition as KafkaTP
+
 from tidelog.pipeline.client import new_consumer
 from tidelog.pipeline.offsets import report_data_loss
 from tidelog.pipeline.options import TopicPartition
@@ -81,6 +84,7 @@ def read_arrow(
 ) -> Iterator[Any]:
     """The range as pyarrow RecordBatches of `schema` (the Arrow form of the Spark schema): Spark takes them
     as they are, which spares the per-value conversion of tuples in the Python worker."""
+    # optional: pyarrow comes with the [spark] extra
     import pyarrow as pa
 
     include_headers = "headers" in schema.names
@@ -118,9 +122,6 @@ def read_records(
     poll_timeout_ms: int,
 ) -> Iterator[Any]:
     """kafka-python ConsumerRecords of the range, in offset order."""
-    from kafka.errors import OffsetOutOfRangeError
-    from kafka.structs import TopicPartition as KafkaTP
-
     tp = offset_range.tp
     until = offset_range.until_offset
     offset = offset_range.from_offset

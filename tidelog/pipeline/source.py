@@ -121,6 +121,7 @@ def _read(options: SourceOptions, schema: StructType, partition: InputPartition)
     if not isinstance(partition, KafkaInputPartition):
         return  # Spark runs a single placeholder partition when partitions() planned none: nothing to read
     try:
+        # optional: PySpark's Arrow support (pandas, pyarrow); tuples without it
         from pyspark.sql.pandas.types import to_arrow_schema
 
         arrow_schema = to_arrow_schema(schema, timezone="UTC")

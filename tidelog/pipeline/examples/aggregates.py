@@ -18,6 +18,7 @@ from tidelog.pipeline.examples.updates import VALUE_SCHEMA
 
 
 def aggregates(stream: Any) -> Any:
+    # optional: pyspark (the [spark] extra); updates.py runs without it
     from pyspark.sql import functions as F
 
     parsed = stream.select(

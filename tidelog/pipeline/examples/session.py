@@ -7,12 +7,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tidelog.pipeline import register
+
 ROOT = Path(__file__).resolve().parents[2]
 FORMATS = ("tidelog", "kafka")
 
 
 def kafka_connector_package() -> str:
     """The Maven coordinates of Spark's official connector matching the installed PySpark."""
+    # optional: pyspark (the [spark] extra)
     import pyspark
 
     scala = "2.13"  # Spark 4 is built for Scala 2.13 only
@@ -22,6 +25,7 @@ def kafka_connector_package() -> str:
 def build_session(app: str, fmt: str, master: str = "local[2]") -> Any:
     """format "tidelog" registers the Python data source; format "kafka" fetches spark-sql-kafka from Maven
     (the only difference a pipeline sees: same options, same schema)."""
+    # optional: pyspark (the [spark] extra)
     from pyspark.sql import SparkSession
 
     if fmt not in FORMATS:
@@ -40,7 +44,5 @@ def build_session(app: str, fmt: str, master: str = "local[2]") -> Any:
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     if fmt == "tidelog":
-        from tidelog.pipeline import register
-
         register(spark)
     return spark

@@ -17,6 +17,7 @@ from tidelog.pipeline.examples.updates import VALUE_SCHEMA
 
 
 def latest_values(spark: Any, fmt: str, bootstrap: str, topic: str) -> Any:
+    # optional: pyspark (the [spark] extra); updates.py runs without it
     from pyspark.sql import functions as F
 
     records = (

@@ -14,6 +14,10 @@ import json
 import random
 from collections.abc import Mapping
 
+from kafka import KafkaProducer
+from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.errors import TopicAlreadyExistsError
+
 VALUE_SCHEMA = "customer string, balance long, seq long"
 
 
@@ -21,9 +25,6 @@ def create_compacted_topic(
     bootstrap: str, topic: str, partitions: int = 3, config: Mapping[str, str] | None = None
 ) -> None:
     """CreateTopics with cleanup.policy=compact (plus `config`); an existing topic is left as it is."""
-    from kafka.admin import KafkaAdminClient, NewTopic
-    from kafka.errors import TopicAlreadyExistsError
-
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=60_000)
     try:
         configs = {"cleanup.policy": "compact", **(config or {})}
@@ -57,8 +58,6 @@ def latest_per_key(records: list[tuple[str, bytes | None]]) -> dict[str, bytes]:
 
 
 def produce(bootstrap: str, topic: str, records: list[tuple[str, bytes | None]]) -> None:
-    from kafka import KafkaProducer
-
     # Keyed records go through the default (murmur2) partitioner, so every update of a key lands in the same
     # partition, in order: compaction and the snapshot job both rely on that.
     producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=20)
