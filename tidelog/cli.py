@@ -19,11 +19,16 @@ metrics.port is set (--metrics-port 9308 is a good choice; 0 picks a free port).
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import socket
 import sys
 from collections.abc import Sequence
 from typing import Any
+
+from tidelog.commands import COMMANDS, run_command
+from tidelog.config.broker_config import BrokerConfig, parse_listeners
+from tidelog.config.definitions import ConfigError
 
 
 def _parse_override(text: str) -> tuple[str, str]:
@@ -73,7 +78,6 @@ def build_parser(client_commands: bool = True) -> argparse.ArgumentParser:
     dump = sub.add_parser("dump-log", help="print the batches/records of log segments (kafka-dump-log style)",
                           add_help=False, formatter_class=_help_formatter)
     dump.add_argument("args", nargs=argparse.REMAINDER)
-    from tidelog.commands import COMMANDS  # client commands (tidelog topic ...): parsed in tidelog/commands/
 
     # listed in `tidelog --help`; `tidelog serve` skips them (~0.1 ms a subparser of its start-up)
     for name, (_module, summary) in COMMANDS.items() if client_commands else ():
@@ -99,8 +103,6 @@ def serve_overrides(args: argparse.Namespace) -> dict[str, str]:
 def bind_listener(listeners: str) -> socket.socket:
     """Bind and listen on the first listener right away: the port accepts connections (queued in the
     backlog) while the logs load; requests are read once the broker has started."""
-    from tidelog.config.broker_config import parse_listeners
-
     _name, host, port = parse_listeners(listeners)[0]
     if not host and socket.has_dualstack_ipv6():
         return socket.create_server(("", port), family=socket.AF_INET6, dualstack_ipv6=True, backlog=512)
@@ -108,14 +110,10 @@ def bind_listener(listeners: str) -> socket.socket:
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    import gc
-
     # No cyclic collection while starting: start-up allocates mostly long-lived objects (modules, classes, config,
     # loaded logs) and makes little cyclic garbage, yet the collector would walk them again and again (~5 ms of
     # the first Metadata answer). Re-enabled below, once the broker is started, after gc.freeze().
     gc.disable()
-    from tidelog.config.broker_config import BrokerConfig
-    from tidelog.config.definitions import ConfigError
 
     try:
         config = BrokerConfig.load(args.config, os.environ, serve_overrides(args))
@@ -127,7 +125,7 @@ def run_serve(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"tidelog: cannot listen on {config.listeners}: {exc}", file=sys.stderr)
         return 1
-    # Everything below is imported after the socket is listening; Server.start answers ApiVersions before
+    # Everything below is imported after the socket is listening (lazy for start-up time); Server.start answers ApiVersions before
     # it loads storage, groups and cleaner (on a worker thread); structlog loads with the first log line.
     from tidelog.logging import configure_logging, release_held_logs
 
@@ -148,7 +146,7 @@ def run_serve(args: argparse.Namespace) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         faults = control = None
-        if args.fault_control_port is not None or args.crash_at:
+        if args.fault_control_port is not None or args.crash_at:  # tests only: lazy for start-up time
             from tidelog.broker.faults import FaultInjector
             from tidelog.storage.fault_hooks import ExitAt
 
@@ -159,6 +157,7 @@ def run_serve(args: argparse.Namespace) -> int:
             await server.start(sock=sock, load_services_after_ready=True)
             await server.wait_services_loaded()  # the ready line and the fault channel mean fully started
             release_held_logs()
+            # lazy for start-up time: imported once the broker is ready
             from tidelog.accelerators import log_status
             from tidelog.logging import get_logger
 
@@ -172,7 +171,7 @@ def run_serve(args: argparse.Namespace) -> int:
             # stall the loop ~10 ms).
             gc.freeze()
             gc.enable()
-            if faults is not None and args.fault_control_port is not None:
+            if faults is not None and args.fault_control_port is not None:  # tests only: lazy, as above
                 from tidelog.broker.fault_control import FaultControlChannel
 
                 control = FaultControlChannel(server, faults)
@@ -194,7 +193,7 @@ def run_serve(args: argparse.Namespace) -> int:
         log.info("Shut down cleanly")
 
     try:
-        import uvloop
+        import uvloop  # lazy for start-up time: after the socket is listening
 
         uvloop.run(main())
     except KeyboardInterrupt:
@@ -209,7 +208,7 @@ def run_serve(args: argparse.Namespace) -> int:
 
 
 def run_dump_log(rest: Sequence[str]) -> int:
-    try:
+    try:  # lazy for start-up time: only `tidelog dump-log` needs it
         from tidelog.storage import dump_log
     except ModuleNotFoundError as exc:
         if exc.name != "tidelog.storage.dump_log":
@@ -224,11 +223,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "dump-log":
         return run_dump_log(argv[1:])
-    if argv and argv[0] == "cleaner":
+    if argv and argv[0] == "cleaner":  # lazy for start-up time: only `tidelog cleaner` needs it
         from tidelog.cleaner import status_cli
 
         return status_cli.main(argv[1:])
-    from tidelog.commands import COMMANDS, run_command
 
     if argv and argv[0] in COMMANDS:
         return run_command(argv)

@@ -25,6 +25,7 @@ _structlog_formatter: logging.Formatter | None = None
 
 def get_logger(name: str) -> Any:
     """A structlog logger bound to `name` (cheap after the first call)."""
+    # lazy for start-up time: structlog loads with the first log line
     import structlog
 
     if _configured:
@@ -38,6 +39,7 @@ def _structlog_formatter_for(fmt: str) -> logging.Formatter:
     with _structlog_lock:
         if _structlog_formatter is not None:
             return _structlog_formatter
+        # lazy for start-up time, as in get_logger()
         import structlog
 
         shared: list[Any] = [

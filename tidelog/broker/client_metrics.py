@@ -16,9 +16,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
 from tidelog.clock import Clock
 from tidelog.metadata.files import CLIENT_METRICS as SUBSCRIPTIONS
+from tidelog.protocol import crc as crc32c
 from tidelog.protocol.errors import ErrorCode, KafkaError
+from tidelog.protocol.inflaters import inflater
+from tidelog.protocol.otlp import CUMULATIVE, number_points
+from tidelog.protocol.records import CorruptRecordError
+from tidelog.storage.checkpoints import uuid_to_base64
 
 if TYPE_CHECKING:  # imported by the first telemetry request, not at start-up
     from tidelog.broker.metrics import BrokerMetrics
@@ -255,8 +262,6 @@ class ClientMetricsManager:
         interval = min((s.interval_ms for s in matching), default=DEFAULT_INTERVAL_MS)
         # ClientMetricsManager.computeSubscriptionId: a CRC32C of the metrics and interval plus the instance
         # hash, so it changes with the matching subscriptions and differs between clients
-        from tidelog.protocol import crc as crc32c  # the extension only (the package __init__ costs ~15 ms)
-
         digest = crc32c.crc32c((str(metrics) + str(interval)).encode())
         sub_id = _int32(digest + _java_uuid_hash(instance_id))
         instance = ClientInstance(instance_id, self._version, sub_id, metrics, interval, client.client_id,
@@ -333,8 +338,6 @@ class ClientMetricsManager:
         return ErrorCode.NONE
 
     def _record(self, instance: ClientInstance, points: list[NumberPoint]) -> None:
-        from tidelog.protocol.otlp import CUMULATIVE
-
         prefixes = instance.metrics
         with self._lock:
             store = self._series.setdefault(instance.instance_id, _ClientSeries(instance.client_id))
@@ -354,18 +357,12 @@ class ClientMetricsManager:
 
     def snapshot(self) -> list[tuple[str, str, str, tuple[tuple[str, str], ...], str, bool, float]]:
         """(instance id as Kafka prints it, client id, metric, attributes, kind, monotonic, value) per series."""
-        from tidelog.storage.checkpoints import uuid_to_base64
-
         with self._lock:
             return [(uuid_to_base64(iid.bytes), cs.client_id, metric, attrs, s.kind, s.monotonic, s.value)
                     for iid, cs in self._series.items() for (metric, attrs), s in cs.series.items()]
 
 
 def _decode(compression: int, payload: bytes, limit: int) -> list[NumberPoint]:
-    from tidelog.protocol.inflaters import inflater
-    from tidelog.protocol.otlp import number_points
-    from tidelog.protocol.records import CorruptRecordError
-
     data = payload
     if compression:
         # bounded: a push expands to at most 64x telemetry.max.bytes
@@ -397,8 +394,6 @@ class ClientMetricsCollector:
         return []
 
     def collect(self) -> Iterator[Any]:
-        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-
         families: dict[str, tuple[bool, list[tuple[dict[str, str], float]]]] = {}
         for iid, client_id, metric, attrs, kind, monotonic, value in self.manager.snapshot():
             counter = kind == "sum" and monotonic

@@ -144,6 +144,7 @@ class Connection:
         """The share sessions this connection opened end with it (Kafka's ShareSessionCache connection listener)."""
         state = self.server.state
         if state is not None and state.share_sessions_started:
+            # lazy for start-up time: share_acks imports the share coordinator
             from tidelog.broker.share_acks import connection_closed
 
             try:

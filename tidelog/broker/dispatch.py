@@ -334,6 +334,7 @@ _PRODUCE_API: list[ModuleType] = []
 def _produce_api() -> ModuleType:
     """apis/produce, imported at the first Produce request (not on the start-up path)."""
     if not _PRODUCE_API:
+        # lazy for start-up time (see the docstring)
         from tidelog.broker.apis import produce
 
         _PRODUCE_API.append(produce)

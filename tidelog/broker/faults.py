@@ -88,6 +88,7 @@ def _kafka_error_names() -> dict[str, int]:
     """Every error name Kafka's Errors enum has, from kafka-python's table (ours lists only those the broker
     itself answers with): NETWORK_EXCEPTION, NOT_ENOUGH_REPLICAS_AFTER_APPEND, THROTTLING_QUOTA_EXCEEDED..."""
     _install_lazy_kafka_package()
+    # lazy for start-up time: kafka-python is off the serve path (test_startup_imports)
     import kafka.errors
 
     return {str(cls.message): int(code) for code, cls in kafka.errors.kafka_errors.items() if code is not None}

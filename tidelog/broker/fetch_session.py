@@ -22,6 +22,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
 from tidelog.clock import Clock
 from tidelog.protocol.errors import ErrorCode
 
@@ -252,8 +254,6 @@ class FetchSessionCacheCollector:
         return []
 
     def collect(self) -> Iterable[Any]:
-        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-
         yield GaugeMetricFamily("tidelog_NumIncrementalFetchSessions",
                                 "Incremental fetch sessions in the cache (Kafka's FetchSessionCache "
                                 "NumIncrementalFetchSessions)", value=len(self.cache.sessions))

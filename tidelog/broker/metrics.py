@@ -79,6 +79,7 @@ class BrokerMetrics:
     def start(self, port: int = -1, host: str = "127.0.0.1") -> None:
         """Create the registry and metrics; serve them over HTTP when `port >= 0` (0 = ephemeral)."""
         if self.registry is None:
+            # lazy for start-up time: prometheus_client loads at warm-up, off the first answers' path
             from prometheus_client import CollectorRegistry
 
             reg = CollectorRegistry(auto_describe=True)
@@ -104,6 +105,7 @@ class BrokerMetrics:
 
     def _wsgi_app(self) -> Callable[..., Any]:
         """/metrics (and anything else) as prometheus_client serves it; the JSON routes by exact path."""
+        # lazy for start-up time, as in start()
         from prometheus_client import make_wsgi_app
 
         metrics_app = make_wsgi_app(self.registry)
@@ -156,6 +158,7 @@ class BrokerMetrics:
 
 def _serve_http(host: str, port: int, app: Callable[..., Any]) -> Any:
     """A thread-per-request WSGI server on a daemon thread (as prometheus_client's start_http_server)."""
+    # lazy for start-up time: only with metrics.port set, at warm-up
     from wsgiref.simple_server import WSGIRequestHandler, make_server
 
     from prometheus_client.exposition import ThreadingWSGIServer
@@ -182,6 +185,7 @@ class _RequestCollector:
         return []
 
     def collect(self) -> Iterator[Any]:
+        # lazy for start-up time, as in BrokerMetrics.start()
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
         m = self.metrics
@@ -217,6 +221,7 @@ class _LogCollector:
         return []
 
     def collect(self) -> Iterator[Any]:
+        # lazy for start-up time, as in BrokerMetrics.start()
         from prometheus_client.core import GaugeMetricFamily
 
         count = GaugeMetricFamily("tidelog_partition_count", "Partitions hosted by this broker")

@@ -123,6 +123,7 @@ class QuotaCollector:
         return []
 
     def collect(self) -> Any:
+        # lazy for start-up time: prometheus_client is off the first answers' path
         from prometheus_client.core import GaugeMetricFamily
 
         labels = ["user", "client_id"]

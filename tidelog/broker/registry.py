@@ -12,6 +12,7 @@ from types import ModuleType
 from typing import Any, Protocol, cast
 
 from tidelog.broker.apis import API_TABLE, ApiEntry
+from tidelog.protocol import codec_libs
 from tidelog.protocol.messages import request_class, response_class
 
 # A handler takes the RequestContext (broker/context.py) and the request; typed loosely here so that the registry,
@@ -62,11 +63,7 @@ class ApiRegistry:
     def warm_up(self) -> None:
         """Import the kafka-python message classes of every API and the codec libraries (which records.py and
         inflaters.py import when first used), off the loop, after start-up."""
-        import cramjam  # noqa: F401
-        import lz4.frame  # noqa: F401
-        import zstandard  # noqa: F401
-
-
+        codec_libs.load_all()
         for key in self.entries:
             try:
                 request_class(key)

@@ -181,6 +181,7 @@ class Server:
         try:
             self.registry.load()
             self.registry.warm_up()
+            # lazy for start-up time: imported here, at warm-up
             from tidelog.storage import file_space
 
             file_space.warm_up()  # the first busy segment's block reservation would load ctypes on the loop

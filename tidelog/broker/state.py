@@ -25,6 +25,7 @@ from tidelog.broker.producer_ids import ProducerIdManager
 from tidelog.broker.purgatory import FetchPurgatory
 from tidelog.broker.quota_managers import QuotaManagers, create_quota_managers
 from tidelog.broker.registry import ApiRegistry
+from tidelog.broker.share_sessions import ShareSessionCache
 from tidelog.broker.topics import TopicManager
 from tidelog.clock import Clock
 from tidelog.config.broker_config import BrokerConfig
@@ -37,7 +38,6 @@ from tidelog.storage.log_manager import LogManager
 if TYPE_CHECKING:  # imported by build_services(), after the broker is ready
     from tidelog.broker.client_metrics import ClientMetricsManager
     from tidelog.broker.fetch_session import FetchSessionCache
-    from tidelog.broker.share_sessions import ShareSessionCache
     from tidelog.cleaner.log_cleaner import LogCleaner
     from tidelog.coordinator.group import GroupCoordinator
     from tidelog.coordinator.group.group_config import GroupConfigManager
@@ -115,6 +115,7 @@ class BrokerState:
     @property
     def fetch_sessions(self) -> FetchSessionCache:
         if self._fetch_sessions is None:
+            # lazy for start-up time (test_startup_imports)
             from tidelog.broker.fetch_session import create_fetch_session_cache
 
             self._fetch_sessions = create_fetch_session_cache(self.config, self.clock, self.metrics)
@@ -128,8 +129,6 @@ class BrokerState:
     def share_sessions(self) -> ShareSessionCache:
         """KIP-932 share sessions (built by the first ShareFetch)."""
         if self._share_sessions is None:
-            from tidelog.broker.share_sessions import ShareSessionCache
-
             self._share_sessions = ShareSessionCache(int(self.config.get("group.share.max.share.sessions")))
         return self._share_sessions
 
@@ -146,6 +145,7 @@ class BrokerState:
     def group_configs(self) -> GroupConfigManager:
         """Each group's own configs (KIP-848 GroupConfig), kept whether or not the group exists."""
         if self._group_configs is None:
+            # lazy for start-up time: the coordinators load after ready
             from tidelog.coordinator.group.group_config import create_group_config_manager
 
             self._group_configs = create_group_config_manager(self.config, Path(self.config.log_dirs[0]))
@@ -184,7 +184,7 @@ class BrokerState:
     def build_services(self) -> BrokerServices:
         """Import and construct the coordinators and the cleaner (touches no event loop and no log)."""
         self.fault_hooks.at(FaultPoint.COORDINATORS_LOAD)
-        # imported on this worker thread, built by start_services() on the loop
+        # lazy for start-up time: imported on this worker thread after ready, built by start_services() on the loop
         import tidelog.broker.client_metrics  # noqa: F401
         import tidelog.broker.fetch_session  # noqa: F401
         import tidelog.coordinator.group.group_config  # noqa: F401
@@ -271,7 +271,8 @@ def build_broker_state(config: BrokerConfig, clock: Clock | None = None, *,
         security=security or BrokerSecurity(config, clock),
     )
     state.features.ensure_saved()
-    from tidelog.broker.elr import ensure_cluster_min_isr  # (it imports this module)
+    # lazy: elr imports this module (BrokerState), a cycle at import time
+    from tidelog.broker.elr import ensure_cluster_min_isr
 
     ensure_cluster_min_isr(state)
     if metadata_files.CLIENT_METRICS.exists(config.log_dirs[0]):

@@ -13,6 +13,8 @@ import hashlib
 import mmap
 import struct
 
+from tidelog.cleaner import core
+
 HASH_SIZE = 16  # MD5
 SLOT_SIZE = HASH_SIZE + 8
 _OFFSET = struct.Struct(">q")
@@ -143,8 +145,6 @@ class SkimpyOffsetMap:
         self.probes = 0
 
     def _zero_dirty_blocks(self) -> None:
-        from tidelog.cleaner import core
-
         if core.accelerator is not None:
             core.accelerator.zero_dirty_blocks(self._bytes, self._dirty)
             return

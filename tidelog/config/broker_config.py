@@ -23,6 +23,7 @@ from tidelog.config.broker_defs import (
     per_broker_only,
 )
 from tidelog.config.definitions import ConfigError, ConfigSource, ConfigType, to_string
+from tidelog.config.topic_config import log_config
 
 if TYPE_CHECKING:
     from tidelog.config.config_entries import ConfigEntry, ConfigSynonym
@@ -328,6 +329,7 @@ class BrokerConfig:
     def synonyms(self, name: str, names: Iterable[str] | None = None) -> list[ConfigSynonym]:
         """Kafka's configSynonyms(name, synonyms): every layer's value of each synonym, then drop the entries
         before the first one named `name` (so a hours-only default does not show under the ms name)."""
+        # lazy for start-up time: imported when DescribeConfigs is first served
         from tidelog.config.config_entries import ConfigSynonym
 
         names = list(names) if names is not None else broker_synonyms(name)
@@ -345,8 +347,6 @@ class BrokerConfig:
 
     def default_log_config(self) -> LogConfig:
         """The LogConfig a topic without overrides gets (broker log.* settings resolved)."""
-        from tidelog.config.topic_config import log_config
-
         return log_config({}, self)
 
     # --- dynamic configs (AlterConfigs / IncrementalAlterConfigs on BROKER resources) ---
@@ -430,6 +430,7 @@ class BrokerConfig:
     ) -> list[ConfigEntry]:
         """Entries for DescribeConfigs: all configs for the broker's own id; for the cluster-default resource
         ("") only the dynamic default configs, as Kafka's ConfigHelper does."""
+        # lazy for start-up time: imported when DescribeConfigs is first served
         from tidelog.config.config_entries import ConfigEntry
 
         prefixed = {n for layer in (self._dynamic_broker, self._dynamic_default) for n in layer

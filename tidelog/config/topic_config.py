@@ -234,6 +234,7 @@ def describe(
     include_documentation: bool = False,
 ) -> list[ConfigEntry]:
     """DescribeConfigs TOPIC entries, following Kafka's ConfigHelper.createTopicConfigEntry."""
+    # lazy for start-up time: imported when DescribeConfigs is first served
     from tidelog.config.config_entries import ConfigEntry, ConfigSynonym
 
     values = effective_values(overrides, broker_config)

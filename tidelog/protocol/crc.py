@@ -32,6 +32,7 @@ def _load() -> Callable[[Any], int]:
                         return fn
     except (ImportError, OSError, AttributeError):
         pass
+    # fallback only: the crc32c package's __init__ is what the loader above avoids
     from crc32c import crc32c as public
 
     return public

@@ -77,6 +77,7 @@ class FileRecords:
         order, reading only the headers (one pread each): a trailing cut-off batch is included when its header
         is. For the checks that need batch metadata of a fetch response (the aborted-transaction bound, the
         zstd check of old Fetch versions) without copying the records."""
+        # lazy for start-up time: record_batch imports protocol.crc (test_startup_imports)
         from tidelog.protocol.record_batch import HEADER_SIZE, read_header
 
         pos = 0

@@ -68,7 +68,7 @@ def _load_accelerator() -> Any:
     """tidelog.protocol._produce_codec (optional, see produce_codec.py), bound to RequestHeader/ProtocolError."""
     if os.environ.get("TIDELOG_PURE_PYTHON"):
         return None
-    try:
+    try:  # optional: the C accelerator is built only where a compiler is
         from tidelog.protocol import _produce_codec  # type: ignore[attr-defined]
     except ImportError:
         return None

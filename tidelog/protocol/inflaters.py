@@ -15,6 +15,7 @@ import struct
 import zlib
 from typing import TYPE_CHECKING, Any
 
+from tidelog.protocol import codec_libs
 from tidelog.protocol.records import GZIP, LZ4, SNAPPY, ZSTD, CorruptRecordError
 
 if TYPE_CHECKING:  # the codec libraries are imported when first used (5-10 ms of start-up otherwise)
@@ -102,9 +103,7 @@ class _Lz4Inflater(Inflater):
         try:
             self._d = _IDLE_LZ4.pop()
         except IndexError:
-            import lz4.frame
-
-            self._d = lz4.frame.LZ4FrameDecompressor()
+            self._d = codec_libs.lz4_frame().LZ4FrameDecompressor()
         self._pending: bytes = bytes(data)
         self._returned = False
 
@@ -141,10 +140,9 @@ class _SnappyInflater(Inflater):
         self._xerial = xerial
 
     def _block(self, block: bytes) -> bytes:
-        import cramjam
-
+        snappy = codec_libs.snappy()
         try:
-            size = cramjam.snappy.decompress_raw_len(block)
+            size = snappy.decompress_raw_len(block)
         except Exception as exc:  # noqa: BLE001 - cramjam raises its own DecompressionError
             raise CorruptPayloadError(f"snappy: {exc}") from None
         if size > _SNAPPY_MAX_RATIO * len(block) + 64 or self.produced + size > self.limit:
@@ -152,7 +150,7 @@ class _SnappyInflater(Inflater):
                 raise DecompressedSizeError(f"decompressed records exceed {self.limit} bytes")
             raise CorruptPayloadError(f"snappy block of {len(block)} bytes claims {size} bytes")
         try:
-            return self._count(bytes(cramjam.snappy.decompress_raw(block)))
+            return self._count(bytes(snappy.decompress_raw(block)))
         except CorruptRecordError:
             raise
         except Exception as exc:  # noqa: BLE001
@@ -225,22 +223,18 @@ class _ZstdInflater(Inflater):
             try:
                 self._decompressor = _IDLE_ZSTD.pop()
             except IndexError:
-                import zstandard
-
-                self._decompressor = zstandard.ZstdDecompressor()
+                self._decompressor = codec_libs.zstandard().ZstdDecompressor()
         self._d = self._decompressor.decompressobj()
         self._frame_left = True
         self._feed(header)
 
     def _feed(self, size: int) -> bytes:
-        import zstandard
-
         assert self._d is not None
         chunk = self._data[self._pos:self._pos + size]
         self._pos += size
         try:
             return self._d.decompress(chunk)
-        except zstandard.ZstdError as exc:
+        except codec_libs.zstandard().ZstdError as exc:
             raise CorruptPayloadError(f"zstd: {exc}") from None
 
     def read(self, n: int) -> bytes:
@@ -315,9 +309,7 @@ _LZ4F: Any = None  # lz4.frame, imported by the first LZ4 batch (off the start-u
 
 def _import_lz4f() -> Any:
     global _LZ4F
-    import lz4.frame
-
-    _LZ4F = lz4.frame
+    _LZ4F = codec_libs.lz4_frame()
     return _LZ4F
 
 

@@ -132,6 +132,7 @@ class _FilesResources:
                     return f.read()
             except OSError:
                 pass
+        # lazy for start-up time: only for schemas not on disk (see the docstring)
         from importlib import resources
 
         return resources.files(package).joinpath(resource).read_text(encoding="utf-8")

@@ -204,7 +204,7 @@ def _load_accelerator() -> Any:
     it. TIDELOG_PURE_PYTHON=1 keeps the Python codec (the tests compare the two)."""
     if os.environ.get("TIDELOG_PURE_PYTHON"):
         return None
-    try:
+    try:  # optional: the C accelerator is built only where a compiler is
         from tidelog.protocol import _produce_codec  # type: ignore[attr-defined]
     except ImportError:
         return None

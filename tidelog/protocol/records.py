@@ -26,6 +26,7 @@ import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
+from tidelog.protocol import codec_libs
 from tidelog.protocol.record_batch import (
     COMPRESSION_MASK,
     CONTROL_FLAG,
@@ -112,31 +113,27 @@ def compress(codec: int, data: bytes | bytearray | memoryview, level: int | None
     if codec == GZIP:
         # Kafka's GzipCompression default level is Deflater.DEFAULT_COMPRESSION (zlib level 6).
         return gzip.compress(bytes(data), compresslevel=6 if level is None or level < 0 else level)
-    # The codec libraries are imported when first used: together 5-10 ms of a restart otherwise.
+    # The codec libraries are imported when first used (codec_libs): together 5-10 ms of a restart otherwise.
     if codec == SNAPPY:
-        import cramjam
-
         # xerial snappy-java stream framing: header, then blocks each with an int32 compressed length.
         out = bytearray(_XERIAL_HEADER)
         view = memoryview(data)
         for start in range(0, len(view), _XERIAL_BLOCK):
-            block = bytes(cramjam.snappy.compress_raw(view[start:start + _XERIAL_BLOCK]))
+            block = bytes(codec_libs.snappy().compress_raw(view[start:start + _XERIAL_BLOCK]))
             out += _INT32.pack(len(block))
             out += block
         return bytes(out)
     if codec == LZ4:
-        import lz4.frame
-
+        lz4_frame = codec_libs.lz4_frame()
         # KafkaLZ4BlockOutputStream: LZ4 frame, 64 KiB independent blocks, no content size/checksum.
-        return bytes(lz4.frame.compress(
+        return bytes(lz4_frame.compress(
             bytes(data), compression_level=9 if level is None else level,
-            block_size=lz4.frame.BLOCKSIZE_MAX64KB, block_linked=False,
+            block_size=lz4_frame.BLOCKSIZE_MAX64KB, block_linked=False,
             content_checksum=False, store_size=False,
         ))
     if codec == ZSTD:
-        import zstandard
-
-        return zstandard.ZstdCompressor(level=3 if level is None else level).compress(bytes(data))
+        compressor = codec_libs.zstandard().ZstdCompressor(level=3 if level is None else level)
+        return bytes(compressor.compress(bytes(data)))
     raise CorruptRecordError(f"unknown compression codec {codec}")
 
 
@@ -147,11 +144,10 @@ def decompress(codec: int, data: bytes | bytearray | memoryview) -> bytes:
         if codec == GZIP:
             return zlib.decompress(bytes(data), wbits=47)  # 32+15: gzip or zlib header
         if codec == SNAPPY:
-            import cramjam
-
+            snappy = codec_libs.snappy()
             raw = bytes(data)
             if raw[:8] != _XERIAL_MAGIC:
-                return bytes(cramjam.snappy.decompress_raw(raw))
+                return bytes(snappy.decompress_raw(raw))
             out = bytearray()
             pos = 16
             while pos + 4 <= len(raw):
@@ -159,18 +155,14 @@ def decompress(codec: int, data: bytes | bytearray | memoryview) -> bytes:
                 pos += 4
                 if n < 0 or pos + n > len(raw):
                     raise CorruptRecordError("truncated xerial snappy block")
-                out += cramjam.snappy.decompress_raw(raw[pos:pos + n])
+                out += snappy.decompress_raw(raw[pos:pos + n])
                 pos += n
             return bytes(out)
         if codec == LZ4:
-            import lz4.frame
-
-            return bytes(lz4.frame.decompress(bytes(data)))
+            return bytes(codec_libs.lz4_frame().decompress(bytes(data)))
         if codec == ZSTD:
-            import zstandard
-
             # streaming frames (librdkafka, zstd-jni) may omit the content size: use a decompressobj
-            return zstandard.ZstdDecompressor().decompressobj().decompress(bytes(data))
+            return bytes(codec_libs.zstandard().ZstdDecompressor().decompressobj().decompress(bytes(data)))
     except CorruptRecordError:
         raise
     except Exception as exc:  # every codec library raises its own error types

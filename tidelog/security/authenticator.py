@@ -20,6 +20,9 @@ from tidelog.protocol.errors import CloseConnection, ErrorCode
 from tidelog.protocol.wire import Piece
 from tidelog.security.principal import ANONYMOUS, USER_TYPE, KafkaPrincipal, distinguished_name
 from tidelog.security.sasl import SaslAuthenticationError, SaslServer
+from tidelog.security.sasl.oauthbearer import OAuthBearerSaslServer
+from tidelog.security.sasl.plain import PlainSaslServer
+from tidelog.security.sasl.scram import ScramSaslServer
 
 # What the dispatch answers a request with: (frame pieces, frame size, api name, error code).
 Answer = tuple[list[Piece], int, str, int | None]
@@ -127,14 +130,9 @@ class Session:
         jaas = self.listener.jaas.get(mechanism)
         options = jaas.options if jaas is not None else {}
         if mechanism == "PLAIN":
-            from tidelog.security.sasl.plain import PlainSaslServer
-
             return PlainSaslServer.from_jaas_options(options)
         if mechanism.startswith("SCRAM-"):
-            from tidelog.security.sasl.scram import ScramSaslServer
-
             return ScramSaslServer(mechanism, self.security.scram_store.get)
-        from tidelog.security.sasl.oauthbearer import OAuthBearerSaslServer
 
         return OAuthBearerSaslServer(options, self.security.clock.milliseconds)
 

@@ -78,6 +78,7 @@ def listener_security(config: BrokerConfig, listener: str) -> ListenerSecurity:
     mechanisms: tuple[str, ...] = ()
     jaas: dict[str, JaasEntry] = {}
     if protocol.startswith("SASL_"):
+        # lazy for start-up time: only SASL listeners need it
         from tidelog.security.jaas import parse_jaas
 
         mechanisms = tuple(m.strip().upper() for m in listener_value(config, listener, "sasl.enabled.mechanisms")

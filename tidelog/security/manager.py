@@ -17,6 +17,7 @@ from tidelog.clock import Clock
 from tidelog.config.broker_config import parse_listeners
 from tidelog.config.definitions import ConfigError
 from tidelog.metadata import files as metadata_files
+from tidelog.security.authorizer import StandardAuthorizer
 from tidelog.security.listener_config import (
     SUPPORTED_MECHANISMS,
     ListenerSecurity,
@@ -28,7 +29,6 @@ if TYPE_CHECKING:
     from tidelog.config.broker_config import BrokerConfig
     from tidelog.security.acl_store import AclStore
     from tidelog.security.authenticator import Session
-    from tidelog.security.authorizer import StandardAuthorizer
     from tidelog.security.principal import SslPrincipalMapper
     from tidelog.security.scram_store import ScramCredentialStore
 
@@ -59,6 +59,7 @@ class BrokerSecurity:
                 raise ConfigError(f"SASL/PLAIN on listener {name} needs listener.name.{name.lower()}.plain."
                                   "sasl.jaas.config (PlainLoginModule required user_<name>=\"<password>\";)")
             if sec.uses_tls:
+                # lazy for start-up time: TLS listeners only
                 from tidelog.security.principal import SslPrincipalMapper
                 from tidelog.security.ssl_context import create_server_context
 
@@ -74,18 +75,18 @@ class BrokerSecurity:
             self.acl_store  # noqa: B018
         self.authorizer: StandardAuthorizer | None = None
         if config.get("authorizer.class.name"):
-            from tidelog.security.authorizer import StandardAuthorizer
-
             self.authorizer = StandardAuthorizer.from_config(config, self.acl_store)
 
     @cached_property
     def scram_store(self) -> ScramCredentialStore:
+        # lazy for start-up time: at the first SCRAM use, or when the file exists
         from tidelog.security.scram_store import ScramCredentialStore
 
         return ScramCredentialStore(self.log_dir)
 
     @cached_property
     def acl_store(self) -> AclStore:
+        # lazy for start-up time: at the first ACL use, or when the file exists
         from tidelog.security.acl_store import AclStore
 
         return AclStore(self.log_dir)
@@ -100,6 +101,7 @@ class BrokerSecurity:
         """`asyncio.start_server`, or for a TLS listener the same with its SSLContext (tidelog.security.tls)."""
         if listener not in self._ssl:
             return asyncio.start_server
+        # lazy for start-up time: TLS listeners only
         from tidelog.security.tls import start_tls_server
 
         return functools.partial(start_tls_server, self._ssl[listener], listener)
@@ -110,6 +112,7 @@ class BrokerSecurity:
         BufferedProtocols (tidelog.broker.frame_stream)."""
         if listener not in self._ssl:
             return asyncio.get_running_loop().create_server
+        # lazy for start-up time: TLS listeners only
         from tidelog.security.tls import create_tls_server
 
         return functools.partial(create_tls_server, self._ssl[listener], listener)

@@ -59,6 +59,7 @@ def _der_length(n: int) -> bytes:
 def distinguished_name(cert_der: bytes) -> str:
     """The subject of a DER certificate as Java's X500Principal.getName() prints it (RFC 2253: most specific
     RDN first, keywords for the standard attributes, `OID=#hex` of the DER value for the rest)."""
+    # lazy for start-up time: cryptography only for TLS client certificates
     from cryptography import x509
 
     cert = x509.load_der_x509_certificate(cert_der)

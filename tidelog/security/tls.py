@@ -8,8 +8,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
+from asyncio.sslproto import SSLProtocol
 from collections.abc import Awaitable, Callable
 from typing import Any
+
+import uvloop
+import uvloop.loop
 
 log = logging.getLogger("tidelog.security.tls")
 
@@ -18,16 +22,8 @@ ConnectedCallback = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Await
 
 
 def _ssl_protocol_base(loop: asyncio.AbstractEventLoop) -> type:
-    try:
-        import uvloop
-        import uvloop.loop
-
-        if isinstance(loop, uvloop.Loop):
-            return uvloop.loop.SSLProtocol  # type: ignore[attr-defined,no-any-return]
-    except ImportError:  # pragma: no cover - uvloop is a dependency
-        pass
-    from asyncio.sslproto import SSLProtocol
-
+    if isinstance(loop, uvloop.Loop):
+        return uvloop.loop.SSLProtocol  # type: ignore[attr-defined,no-any-return]
     return SSLProtocol
 
 

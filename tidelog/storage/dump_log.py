@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO
 
+from tidelog.coordinator.transaction.records import decode_key, decode_value
 from tidelog.protocol.record_batch import compute_crc, iter_batches
 from tidelog.protocol.records import CorruptRecordError, iter_records
 from tidelog.storage.log_file_utils import offset_from_file_name
@@ -32,8 +33,6 @@ RecordDecoder = Callable[[bytes | None, bytes | None], str]
 def transaction_log_decoder(key: bytes | None, value: bytes | None) -> str:
     """`__transaction_state` records as Kafka's DumpLogSegments TransactionLogMessageParser prints them
     (TransactionLogKey v0 / TransactionLogValue v0-1 as JSON)."""
-    from tidelog.coordinator.transaction.records import decode_key, decode_value
-
     if key is None:
         return "key: null payload: null"
     try:

@@ -32,6 +32,7 @@ def _load() -> Callable[[int, int, int, int], int] | None:
     global _fallocate, _available, _ctypes
     if _fallocate is None and _available:
         try:
+            # lazy for start-up time: ctypes loads at warm-up (Server._warm_up)
             import ctypes
 
             _ctypes = ctypes

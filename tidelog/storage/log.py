@@ -23,7 +23,7 @@ from tidelog.config.log_config import LogConfig
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.file_records import FileRecords
 from tidelog.protocol.record_batch import HEADER_SIZE, iter_batches, read_header
-from tidelog.protocol.records import Record, build_batch
+from tidelog.protocol.records import Record, build_batch, iter_records
 from tidelog.storage import TopicPartition
 from tidelog.storage.batch_effects import apply_written_batch
 from tidelog.storage.fault_hooks import NO_FAULTS, FaultHooks, FaultPoint
@@ -856,8 +856,6 @@ def _unlinker(path: Path) -> Callable[[], None]:
 
 def _record_timestamps(batch: bytes) -> Iterable[tuple[int, int]]:
     """(offset, timestamp) of each record of one batch, decompressing if needed."""
-    from tidelog.protocol.records import iter_records
-
     for record in iter_records(batch):
         yield record.offset, record.timestamp
 

@@ -73,6 +73,7 @@ def fsync_dir(directory: Path) -> None:
 def remove_tree(path: Path) -> None:
     """shutil.rmtree, errors ignored. shutil is imported at the first delete: it pulls in bz2 and lzma, ~2 ms
     of start-up."""
+    # lazy for start-up time (see the docstring)
     import shutil
 
     shutil.rmtree(path, ignore_errors=True)

@@ -58,6 +58,7 @@ log = logging.getLogger(__name__)
 
 
 def _log_class() -> type[Log]:
+    # lazy for start-up time: storage.log loads with the first log (test_startup_imports)
     from tidelog.storage.log import Log
 
     return Log

@@ -244,6 +244,7 @@ class ReplicaAlterLogDirsManager:
             hooks.at(FaultPoint.ALTER_DIR_FUTURE_RENAMED, tp)
             try:
                 # Loaded as after an unclean shutdown from the active segment on: its indexes are rebuilt.
+                # lazy for start-up time: log_manager imports this module, storage.log loads with the first log
                 from tidelog.storage.log import Log
 
                 new_log = Log.load(final_path, tp, source.config, self.manager.clock, source.topic_id,

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tidelog.clock import Clock
+from tidelog.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
     from tidelog.storage import TopicPartition
@@ -98,8 +99,6 @@ def delete_old_segments(log: Log, now: int) -> int:
 def delete_records(log: Log, offset: int) -> int:
     """DeleteRecords on one log: raise the log start offset (≤ HW), then drop the segments wholly below it.
     Returns the new log start offset. Raises KafkaError(POLICY_VIOLATION / OFFSET_OUT_OF_RANGE)."""
-    from tidelog.protocol.errors import ErrorCode, KafkaError
-
     if not log.config.delete:
         raise KafkaError(ErrorCode.POLICY_VIOLATION,
                          f"Records of partition {log.topic_partition} can not be deleted due to the configured "

@@ -13,7 +13,7 @@ from tidelog.broker.apis._shared import (
     response_cls,
 )
 from tidelog.broker.context import RequestContext
-from tidelog.coordinator.group.consumer.coordinator import HeartbeatError
+from tidelog.coordinator.group.consumer.errors import HeartbeatError
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.security.authorizer import Op
 

@@ -28,6 +28,7 @@ from tidelog.broker.context import RequestContext
 from tidelog.config import topic_config
 from tidelog.config.config_entries import ConfigEntry, ConfigSynonym
 from tidelog.config.definitions import ConfigSource, ConfigType
+from tidelog.coordinator.group.group_config import GROUP_CONFIG_DEFS
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
 from tidelog.security.authorizer import check_config_resource
@@ -93,8 +94,6 @@ def _group_entries(ctx: RequestContext, name: str, keys: list[str] | None, inclu
     """ConfigHelper.createGroupConfigEntry: every group config, whether or not the group exists; the group's own
     with source GROUP_CONFIG, the rest DEFAULT_CONFIG (the consumer ones following the broker's); each entry is
     its own one synonym."""
-    from tidelog.coordinator.group.group_config import GROUP_CONFIG_DEFS
-
     if not name:
         raise KafkaError(ErrorCode.INVALID_REQUEST, "Group name must not be empty")
     manager = ctx.broker.group_configs

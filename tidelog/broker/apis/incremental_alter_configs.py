@@ -25,6 +25,7 @@ from tidelog.broker.context import RequestContext
 from tidelog.config.broker_defs import BROKER_CONFIG_DEFS
 from tidelog.config.definitions import ConfigType, to_string
 from tidelog.config.topic_config import TOPIC_CONFIG_DEFS, effective_values
+from tidelog.coordinator.group.group_config import GROUP_CONFIG_DEFS
 from tidelog.protocol.errors import ErrorCode, KafkaError
 
 API_KEY = 44
@@ -160,8 +161,6 @@ def _alter_client_metrics(ctx: RequestContext, resource: Any, validate_only: boo
 
 def _alter_group(ctx: RequestContext, resource: Any, validate_only: bool) -> None:
     # GroupConfig has no list configs: APPEND/SUBTRACT are INVALID_CONFIG, as the controller answers for topics
-    from tidelog.coordinator.group.group_config import GROUP_CONFIG_DEFS
-
     def type_of(config_name: str) -> ConfigType | None:
         definition = GROUP_CONFIG_DEFS.get(config_name)
         return definition.type if definition else None

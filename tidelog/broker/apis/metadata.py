@@ -15,6 +15,7 @@ from typing import Any
 
 from tidelog.broker.apis._shared import CLUSTER_OPERATIONS, TOPIC_OPERATIONS
 from tidelog.broker.context import RequestContext
+from tidelog.broker.topics import GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME, validate_topic_name
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.metadata_codec import (
     MetadataResponseBroker,
@@ -77,7 +78,6 @@ def _auto_create(ctx: RequestContext, name: str) -> Any:
     broker = ctx.broker
     topics = broker.topics
     config = broker.config
-    from tidelog.broker.topics import GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME
 
     # Internal topics get their coordinator's settings, not num.partitions (Kafka: AutoTopicCreationManager).
     if name == GROUP_METADATA_TOPIC_NAME:
@@ -130,8 +130,6 @@ async def handle(ctx: RequestContext, request: Any) -> MetadataResponseData:
 
 
 def _named_topic(ctx: RequestContext, name: str, allow_create: bool, include_ops: bool) -> MetadataResponseTopic:
-    from tidelog.broker.topics import validate_topic_name
-
     topics = ctx.broker.topics
     # KafkaApis.getTopicMetadata: DESCRIBE to see a topic, CREATE (cluster or topic) to auto-create it
     if not authorize(ctx, Op.DESCRIBE, TOPIC, name):

@@ -26,7 +26,10 @@ from typing import TYPE_CHECKING
 from tidelog.coordinator.group.classic.coordinator import GroupCoordinator, LeaveMember
 from tidelog.coordinator.group.classic.group import GroupMetadata, GroupState, OffsetAndMetadata
 from tidelog.coordinator.group.config import GroupCoordinatorConfig
+from tidelog.coordinator.group.consumer.coordinator import ConsumerGroupConfig, ConsumerGroupCoordinator
 from tidelog.coordinator.group.store import GROUP_METADATA_TOPIC_NAME, TopicOffsetsStore
+from tidelog.coordinator.share.coordinator import ShareGroupConfig, ShareGroupCoordinator
+from tidelog.coordinator.share.state_store import ShareStateStore
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -54,16 +57,12 @@ def create_group_coordinator(broker_config: BrokerConfig, clock: Clock, topics: 
     """Build the coordinator persisting through `topics` (with its KIP-848 part, `consumer_groups`, which takes
     each group's own session timeout and heartbeat interval from `group_configs()`); call `startup()` once the
     logs are loaded."""
-    from tidelog.coordinator.group.consumer.coordinator import ConsumerGroupConfig, ConsumerGroupCoordinator
-
     config = GroupCoordinatorConfig.from_broker_config(broker_config)
     store = TopicOffsetsStore(topics, config, clock)
     coordinator = GroupCoordinator(clock, config, store)
     coordinator.consumer_groups = ConsumerGroupCoordinator(coordinator, topics, clock,
                                                            ConsumerGroupConfig.from_broker_config(broker_config),
                                                            group_configs)
-    from tidelog.coordinator.share.coordinator import ShareGroupConfig, ShareGroupCoordinator
-    from tidelog.coordinator.share.state_store import ShareStateStore
 
     def other_group_type(group_id: str) -> str | None:
         """The type of a group of this id the other coordinators have (a share group id is refused then)."""

@@ -8,13 +8,13 @@ validated and kept as Kafka keeps them and act on nothing here (this broker serv
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 from tidelog.config.definitions import ConfigType
+from tidelog.coordinator.java_duration import DURATION
 from tidelog.metadata.files import GROUP_CONFIGS
 from tidelog.protocol.errors import ErrorCode, KafkaError
 
@@ -85,9 +85,6 @@ _MAX_STANDBY_REPLICAS = ("group.streams.max.standby.replicas", 2)
 _SESSION_OVER_HEARTBEAT = ((CONSUMER_SESSION_TIMEOUT_MS, CONSUMER_HEARTBEAT_INTERVAL_MS),
                            (SHARE_SESSION_TIMEOUT_MS, SHARE_HEARTBEAT_INTERVAL_MS),
                            (STREAMS_SESSION_TIMEOUT_MS, STREAMS_HEARTBEAT_INTERVAL_MS))
-# java.time.Duration.parse's grammar (PnDTnHnMn.nS), for share.auto.offset.reset=by_duration:<duration>
-_DURATION = re.compile(r"([-+]?)P(?:([-+]?[0-9]+)D)?(T(?:([-+]?[0-9]+)H)?(?:([-+]?[0-9]+)M)?"
-                       r"(?:([-+]?[0-9]+)(?:[.,]([0-9]{0,9}))?S)?)?", re.IGNORECASE)
 _INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
 
 
@@ -112,23 +109,12 @@ def _valid_auto_offset_reset(value: str) -> bool:
         return not duration
     if kind != "by_duration" or not duration:
         return False
-    match = _DURATION.fullmatch(duration.strip())
+    match = DURATION.fullmatch(duration.strip())
     if match is None or match.group(3) == "T" or not any(match.group(i) for i in (2, 4, 5, 6)):
         return False  # Duration.parse needs at least one part, and a T with none after it is no part
     seconds = Decimal(f"{match.group(6) or 0}.{match.group(7) or 0}")  # the fraction takes the seconds' sign
     total = int(match.group(2) or 0) * 86400 + int(match.group(4) or 0) * 3600 + int(match.group(5) or 0) * 60 + seconds
     return (-total if match.group(1) == "-" else total) >= 0
-
-
-def duration_ms(text: str) -> int:
-    """A java.time.Duration text (PnDTnHnMn.nS) in milliseconds, as share.auto.offset.reset=by_duration: uses it
-    (the value was checked when it was set)."""
-    match = _DURATION.fullmatch(text.strip())
-    if match is None:
-        raise ValueError(f"not a duration: {text}")
-    seconds = Decimal(f"{match.group(6) or 0}.{match.group(7) or 0}")
-    total = int(match.group(2) or 0) * 86400 + int(match.group(4) or 0) * 3600 + int(match.group(5) or 0) * 60 + seconds
-    return int((-total if match.group(1) == "-" else total) * 1000)
 
 
 def parse_value(name: str, value: str) -> int | str:

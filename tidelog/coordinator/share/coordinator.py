@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tidelog.coordinator.java_duration import duration_ms
 from tidelog.coordinator.share.share_group import ShareGroup, ShareMember, simple_assign
 from tidelog.coordinator.share.share_partition import (
     AbortedRanges,
@@ -298,8 +299,6 @@ class ShareGroupCoordinator:
         if reset == "earliest":
             return int(log_obj.log_start_offset)
         if reset.startswith("by_duration:"):
-            from tidelog.coordinator.group.group_config import duration_ms
-
             # a duration longer than the time since the epoch: from the first record
             found = log_obj.fetch_offset_for_timestamp(max(0, self.clock.milliseconds() - duration_ms(reset[12:])))
             if found is None:

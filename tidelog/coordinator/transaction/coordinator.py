@@ -25,6 +25,7 @@ from tidelog.coordinator.transaction.config import TransactionConfig
 from tidelog.coordinator.transaction.fault_hooks import TxnFaultPoint
 from tidelog.coordinator.transaction.marker_channel import TransactionMarkerChannelManager
 from tidelog.coordinator.transaction.metadata import TransactionMetadata, TransactionState
+from tidelog.coordinator.transaction.metrics import register_metrics
 from tidelog.coordinator.transaction.state_manager import TransactionStateManager
 from tidelog.protocol.errors import ErrorCode
 from tidelog.storage import TopicPartition
@@ -356,7 +357,6 @@ def create_transaction_coordinator(broker: Any, groups: Callable[[], Any] | None
     markers = TransactionMarkerChannelManager(broker.topics, groups or (lambda: broker.groups), broker.clock)
     coordinator = TransactionCoordinator(state, markers, broker.producer_ids.generate_producer_id, config,
                                          broker.clock, getattr(broker, "fault_hooks", None))
-    from tidelog.coordinator.transaction.metrics import register_metrics
 
     register_metrics(broker.metrics, coordinator)
     return coordinator

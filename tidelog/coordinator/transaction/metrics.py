@@ -13,6 +13,8 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
 from tidelog.coordinator.transaction.metadata import TransactionState
 
 if TYPE_CHECKING:
@@ -30,8 +32,6 @@ class TransactionCoordinatorCollector:
         return []
 
     def collect(self) -> Iterator[Any]:
-        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-
         c = self._coordinator
         states = GaugeMetricFamily("tidelog_transaction_coordinator_transactional_ids",
                                    "Transactional ids known to the coordinator, by transaction state", labels=["state"])

@@ -41,6 +41,7 @@ from tidelog.coordinator.group.consumer.assignors import (
     build_assignors,
 )
 from tidelog.coordinator.group.consumer.classic_members import ClassicMembers, downgrade, upgrade_records
+from tidelog.coordinator.group.consumer.errors import HeartbeatError
 from tidelog.coordinator.group.consumer.group import (
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
@@ -67,13 +68,6 @@ INVALID_REGULAR_EXPRESSION = 128
 Record = tuple[bytes, bytes | None]
 # A fence that could not be written is tried again this much later (the previous rescan's timer floor).
 _FENCE_RETRY_MS = 10
-
-
-class HeartbeatError(Exception):
-    def __init__(self, code: int, message: str | None = None) -> None:
-        super().__init__(message or str(code))
-        self.code = code
-        self.message = message
 
 
 @dataclass(slots=True)
