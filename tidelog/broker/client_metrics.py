@@ -16,8 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-
 from tidelog.clock import Clock
 from tidelog.metadata.files import CLIENT_METRICS as SUBSCRIPTIONS
 from tidelog.protocol import crc as crc32c
@@ -394,6 +392,9 @@ class ClientMetricsCollector:
         return []
 
     def collect(self) -> Iterator[Any]:
+        # lazy for start-up time: prometheus_client loads only when metrics are served (test_server.py)
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
         families: dict[str, tuple[bool, list[tuple[dict[str, str], float]]]] = {}
         for iid, client_id, metric, attrs, kind, monotonic, value in self.manager.snapshot():
             counter = kind == "sum" and monotonic

@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
+from typing import Protocol
 
-from tidelog.broker.features import ELR_VERSION
-from tidelog.broker.state import BrokerState
+from tidelog.broker.features import ELR_VERSION, FeatureControl
+from tidelog.broker.topics import TopicManager
+from tidelog.config.broker_config import BrokerConfig
 from tidelog.protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
@@ -26,11 +28,19 @@ log = logging.getLogger(__name__)
 MIN_ISR = "min.insync.replicas"
 
 
-def elr_enabled(broker: BrokerState) -> bool:
+class ElrBroker(Protocol):
+    """What ELR needs of the broker (BrokerState has it): state.py imports this module, not the reverse."""
+
+    features: FeatureControl
+    config: BrokerConfig
+    topics: TopicManager
+
+
+def elr_enabled(broker: ElrBroker) -> bool:
     return broker.features.level(ELR_VERSION) >= 1
 
 
-def ensure_cluster_min_isr(broker: BrokerState) -> None:
+def ensure_cluster_min_isr(broker: ElrBroker) -> None:
     """With ELR enabled: the cluster-level min.insync.replicas exists (the static value) and no broker-level one
     does. Kafka writes these records once; here the check runs at every start and after UpdateFeatures, and
     changes nothing when they are already so (ELR forbids every other way of undoing them)."""
@@ -49,7 +59,7 @@ def ensure_cluster_min_isr(broker: BrokerState) -> None:
                  config.node_id)
 
 
-def check_min_isr_change(broker: BrokerState, per_broker: bool, named: Iterable[str],
+def check_min_isr_change(broker: ElrBroker, per_broker: bool, named: Iterable[str],
                          new: Mapping[str, str]) -> None:
     """Raise Kafka's INVALID_CONFIG when an AlterConfigs on a BROKER resource would, with ELR enabled, touch a
     broker-level min.insync.replicas (any operation naming it, even one changing nothing: Kafka writes a record

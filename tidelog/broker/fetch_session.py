@@ -22,8 +22,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-
 from tidelog.clock import Clock
 from tidelog.protocol.errors import ErrorCode
 
@@ -254,6 +252,9 @@ class FetchSessionCacheCollector:
         return []
 
     def collect(self) -> Iterable[Any]:
+        # lazy for start-up time: prometheus_client loads only when metrics are served (test_server.py)
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
         yield GaugeMetricFamily("tidelog_NumIncrementalFetchSessions",
                                 "Incremental fetch sessions in the cache (Kafka's FetchSessionCache "
                                 "NumIncrementalFetchSessions)", value=len(self.cache.sessions))

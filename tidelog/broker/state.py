@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tidelog.broker.elr import ensure_cluster_min_isr
 from tidelog.broker.endpoints import ListenerEndpoints
 from tidelog.broker.features import FeatureControl
 from tidelog.broker.loading import Loading
@@ -271,9 +272,6 @@ def build_broker_state(config: BrokerConfig, clock: Clock | None = None, *,
         security=security or BrokerSecurity(config, clock),
     )
     state.features.ensure_saved()
-    # lazy: elr imports this module (BrokerState), a cycle at import time
-    from tidelog.broker.elr import ensure_cluster_min_isr
-
     ensure_cluster_min_isr(state)
     if metadata_files.CLIENT_METRICS.exists(config.log_dirs[0]):
         _ = state.client_metrics  # saved subscriptions are read now: an unreadable file fails start-up, as it did

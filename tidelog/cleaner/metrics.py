@@ -11,8 +11,6 @@ import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client.core import GaugeMetricFamily
-
 from tidelog.cleaner import explain
 
 if TYPE_CHECKING:
@@ -47,6 +45,9 @@ class LogCleanerCollector:
         return []
 
     def collect(self) -> Iterator[Any]:
+        # lazy for start-up time: prometheus_client loads only when metrics are served (test_server.py)
+        from prometheus_client.core import GaugeMetricFamily
+
         try:
             values = self.cleaner.metrics()
             uncleanable = self.cleaner.uncleanable_metrics()
@@ -72,6 +73,9 @@ class LogCleanerCollector:
     def _per_partition(self) -> Iterator[Any]:
         """Beside Kafka's aggregates: each compacted partition's dirty ratio and what blocks it (one series per
         partition, value 1, the reason as a label), from the same explanation as GET /api/cleaner."""
+        # lazy for start-up time: prometheus_client loads only when metrics are served (test_server.py)
+        from prometheus_client.core import GaugeMetricFamily
+
         try:
             rows = self.snapshots.rows()
         except Exception:  # noqa: BLE001 - a scrape must never take the broker down

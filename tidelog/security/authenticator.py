@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tidelog.protocol.errors import CloseConnection, ErrorCode
 from tidelog.protocol.wire import Piece
@@ -28,8 +28,10 @@ from tidelog.security.sasl.scram import ScramSaslServer
 Answer = tuple[list[Piece], int, str, int | None]
 
 if TYPE_CHECKING:
+    from tidelog.clock import Clock
     from tidelog.security.listener_config import ListenerSecurity
-    from tidelog.security.manager import BrokerSecurity
+    from tidelog.security.principal import SslPrincipalMapper
+    from tidelog.security.scram_store import ScramCredentialStore
 
 log = logging.getLogger("tidelog.security.authenticator")
 
@@ -39,10 +41,21 @@ SASL_AUTHENTICATE = 36
 _INT32 = struct.Struct(">i")
 
 
+class SessionServices(Protocol):
+    """What a Session needs of BrokerSecurity (tidelog.security.manager), which imports this module."""
+
+    clock: Clock
+
+    def principal_mapper(self, listener: str) -> SslPrincipalMapper: ...
+
+    @property
+    def scram_store(self) -> ScramCredentialStore: ...
+
+
 class Session:
     """What a connection knows about its client's identity (`ctx.session` in handlers)."""
 
-    def __init__(self, security: BrokerSecurity, listener: ListenerSecurity) -> None:
+    def __init__(self, security: SessionServices, listener: ListenerSecurity) -> None:
         self.security = security
         self.listener = listener
         self.principal: KafkaPrincipal = ANONYMOUS

@@ -13,8 +13,6 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-
 from tidelog.coordinator.transaction.metadata import TransactionState
 
 if TYPE_CHECKING:
@@ -32,6 +30,9 @@ class TransactionCoordinatorCollector:
         return []
 
     def collect(self) -> Iterator[Any]:
+        # lazy for start-up time: prometheus_client loads only when metrics are served (test_server.py)
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
         c = self._coordinator
         states = GaugeMetricFamily("tidelog_transaction_coordinator_transactional_ids",
                                    "Transactional ids known to the coordinator, by transaction state", labels=["state"])
