@@ -23,7 +23,6 @@ from tidelog.config.broker_defs import (
     per_broker_only,
 )
 from tidelog.config.definitions import ConfigError, ConfigSource, ConfigType, to_string
-from tidelog.config.topic_config import log_config
 
 if TYPE_CHECKING:
     from tidelog.config.config_entries import ConfigEntry, ConfigSynonym
@@ -347,6 +346,9 @@ class BrokerConfig:
 
     def default_log_config(self) -> LogConfig:
         """The LogConfig a topic without overrides gets (broker log.* settings resolved)."""
+        # lazy for start-up time: `tidelog serve` imports this module before its socket is bound
+        from tidelog.config.topic_config import log_config
+
         return log_config({}, self)
 
     # --- dynamic configs (AlterConfigs / IncrementalAlterConfigs on BROKER resources) ---

@@ -17,7 +17,6 @@ from tidelog.clock import Clock
 from tidelog.config.broker_config import parse_listeners
 from tidelog.config.definitions import ConfigError
 from tidelog.metadata import files as metadata_files
-from tidelog.security.authorizer import StandardAuthorizer
 from tidelog.security.listener_config import (
     SUPPORTED_MECHANISMS,
     ListenerSecurity,
@@ -29,6 +28,7 @@ if TYPE_CHECKING:
     from tidelog.config.broker_config import BrokerConfig
     from tidelog.security.acl_store import AclStore
     from tidelog.security.authenticator import Session
+    from tidelog.security.authorizer import StandardAuthorizer
     from tidelog.security.principal import SslPrincipalMapper
     from tidelog.security.scram_store import ScramCredentialStore
 
@@ -75,6 +75,9 @@ class BrokerSecurity:
             self.acl_store  # noqa: B018
         self.authorizer: StandardAuthorizer | None = None
         if config.get("authorizer.class.name"):
+            # lazy for start-up time: loaded with the Metadata handler, after the first ApiVersions answer
+            from tidelog.security.authorizer import StandardAuthorizer
+
             self.authorizer = StandardAuthorizer.from_config(config, self.acl_store)
 
     @cached_property
