@@ -29,7 +29,7 @@ NOT_ON_THE_PATH = (
     "tidelog.protocol.otlp", "tidelog.protocol.crc", "tidelog.cleaner", "tidelog.coordinator", "tidelog.storage.log",
     "tidelog.broker.fetch_session", "tidelog.broker.client_metrics", "shutil",
     "datetime", "cryptography", "structlog", "prometheus_client", "kafka", "lz4", "zstandard", "cramjam",
-    "snappy", "crc32c", "zipfile",
+    "snappy", "crc32c", "zipfile", "tidelog.console", "aiohttp", "jinja2",
 )
 # A broker restarted on existing logs loads them before it answers, so these are on its path there.
 LOADED_BY_LOGS = ("tidelog.storage.log", "tidelog.protocol.crc")
