@@ -45,7 +45,9 @@ const tidelog = (() => {
   const palette = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"];
   function chart(el, title, names) {
     const series = [{}].concat(names.map((n, i) => ({label: n, stroke: palette[i % palette.length]})));
-    return new uPlot({title, width: Math.max(300, el.clientWidth || 480), height: 220, series},
+    // a fixed window of the last POINTS seconds, so the first points do not stretch the axis over years
+    const scales = {x: {time: true, range: (u, min, max) => [max - POINTS, max]}};
+    return new uPlot({title, width: Math.max(300, el.clientWidth || 480), height: 220, series, scales},
                      [[]].concat(names.map(() => [])), el);
   }
   // The overview: rates from /api/traffic's cumulative counters, one point a second.
@@ -92,7 +94,7 @@ const tidelog = (() => {
     async function tick() {
       const rows = await (await fetch("/api/cleaner")).json();
       data.t.push(Date.now() / 1000);
-      for (const r of rows) {
+      for (const r of rows.filter((r) => !r.topic.startsWith("__"))) {  // internal topics: the table only
         const n = r.topic + "-" + r.partition;
         if (!data.tp[n]) data.tp[n] = data.t.slice(0, -1).map(() => null);
         data.tp[n].push(r.dirty_ratio);
