@@ -15,6 +15,7 @@ import json
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tidelog.console.records import contains as bytes_contain
@@ -29,6 +30,7 @@ SCAN_RECORDS = 20_000
 SCAN_SECONDS = 5.0
 FETCH_MAX_BYTES = 1 << 20
 TOPIC_COLUMNS = ("cleanup.policy", "retention.ms", "retention.bytes")
+TOPIC_AUTHORIZATION_FAILED = 29
 
 
 class ConsoleError(Exception):
@@ -40,10 +42,22 @@ class ConsoleError(Exception):
         self.message = message
 
 
+@dataclass(frozen=True)
+class Credentials:
+    """A console user's SASL login, used for every request the console makes for them (their ACLs apply)."""
+
+    listener: str
+    mechanism: str
+    username: str
+    password: str = field(repr=False)
+
+
 class Backend:
-    def __init__(self, server: Server) -> None:
+    def __init__(self, server: Server, credentials: Credentials | None = None,
+                 started_s: float | None = None) -> None:
         self.server = server
-        self.started_s = time.time()
+        self.credentials = credentials
+        self.started_s = time.time() if started_s is None else started_s
         self._admin: Any = None
         self._producer: Any = None
         self._lock = threading.Lock()  # one admin request at a time (kafka-python's admin is not thread-safe)
@@ -51,14 +65,35 @@ class Backend:
     # --- clients -------------------------------------------------------------------------------------
 
     def client_config(self) -> dict[str, Any]:
-        """kafka-python settings for the loopback connection: the first PLAINTEXT listener."""
+        """kafka-python settings for the loopback connection: the user's SASL_PLAINTEXT listener and login, or
+        without credentials the first PLAINTEXT listener."""
+        creds = self.credentials
+        wanted = creds.listener if creds is not None else None
         for name, host, _port in self.server.endpoints.listeners:
-            if self.server.security.listeners[name].protocol == "PLAINTEXT":
-                bound = self.server.ports[name]
+            if name == wanted or (wanted is None and self.server.security.listeners[name].protocol == "PLAINTEXT"):
                 loopback = "::1" if ":" in host else "127.0.0.1"
-                return {"bootstrap_servers": f"{loopback}:{bound}", "client_id": "tidelog-console",
-                        "request_timeout_ms": 30_000}
-        raise ConsoleError(503, "the console needs a PLAINTEXT listener on this broker")
+                conf: dict[str, Any] = {"bootstrap_servers": f"{loopback}:{self.server.ports[name]}",
+                                        "client_id": "tidelog-console", "request_timeout_ms": 30_000}
+                if creds is not None:
+                    conf.update({"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": creds.mechanism,
+                                 "sasl_plain_username": creds.username, "sasl_plain_password": creds.password})
+                return conf
+        raise ConsoleError(503, "the console needs a PLAINTEXT (or, with SASL, SASL_PLAINTEXT) listener")
+
+    def check_login(self, timeout_ms: int) -> None:
+        """Connect as the user now: a wrong user or password fails here (kafka-python retries a failed SASL
+        login until its bootstrap timeout, so that bounds the wait)."""
+        from kafka.admin import KafkaAdminClient
+
+        try:
+            self._admin = KafkaAdminClient(**self.client_config(), bootstrap_timeout_ms=timeout_ms)
+        except Exception as exc:
+            raise ConsoleError(401, "login refused: wrong user name or password") from exc
+
+    def visible_topics(self) -> set[str]:
+        """The topics this user may describe (Metadata filters the others out, as for any client)."""
+        topics: set[str] = self.call_admin(lambda admin: set(admin.list_topics()))
+        return topics
 
     def admin(self) -> Any:
         if self._admin is None:
@@ -123,9 +158,9 @@ class Backend:
             start = admin.list_partition_offsets(dict.fromkeys(tps, OffsetSpec.EARLIEST)) if tps else {}
             end = admin.list_partition_offsets(dict.fromkeys(tps, OffsetSpec.LATEST)) if tps else {}
             names = [t["name"] for t in described]
-            configs = _topic_configs(admin.describe_configs(
-                [ConfigResource(ConfigResourceType.TOPIC, n, configs=dict.fromkeys(TOPIC_COLUMNS))
-                 for n in names], config_filter="all")) if names else {}
+            configs = _described_configs(admin, [ConfigResource(ConfigResourceType.TOPIC, n,
+                                                                configs=dict.fromkeys(TOPIC_COLUMNS))
+                                                 for n in names]) if names else {}
             sizes = self._sizes()
             out = []
             for t in sorted(described, key=lambda t: t["name"]):
@@ -135,6 +170,7 @@ class Backend:
                     "name": name, "internal": t["is_internal"], "partitions": len(parts),
                     "records": sum(max(0, end[tp].offset - start[tp].offset) for tp in parts if tp in end),
                     "size_bytes": sum(sizes.get((name, tp.partition), 0) for tp in parts),
+                    **dict.fromkeys(TOPIC_COLUMNS),  # shown empty without DESCRIBE_CONFIGS on the topic
                     **{k: v.get("value") for k, v in configs.get(name, {}).items()},
                 })
             return out
@@ -152,6 +188,8 @@ class Backend:
             from kafka.admin import ConfigResource, ConfigResourceType, OffsetSpec
 
             described = admin.describe_topics([name])
+            if described and described[0]["error_code"] == TOPIC_AUTHORIZATION_FAILED:
+                raise ConsoleError(403, f"not authorized to describe topic {name!r}")
             if not described or described[0]["error_code"] != 0:
                 raise ConsoleError(404, f"no topic {name!r}")
             t = described[0]
@@ -160,8 +198,7 @@ class Backend:
             hw = admin.list_partition_offsets(dict.fromkeys(tps, OffsetSpec.LATEST))
             lso = admin.list_partition_offsets(dict.fromkeys(tps, OffsetSpec.LATEST),
                                                isolation_level=IsolationLevel.READ_COMMITTED)
-            configs = _topic_configs(admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, name)],
-                                                            config_filter="all")).get(name, {})
+            configs = _described_configs(admin, [ConfigResource(ConfigResourceType.TOPIC, name)]).get(name, {})
             partitions = [{"partition": tp.partition, "log_start_offset": start[tp].offset,
                            "high_watermark": hw[tp].offset, "last_stable_offset": lso[tp].offset,
                            "segments": self._segments(name, tp.partition)} for tp in tps]
@@ -375,7 +412,31 @@ class Backend:
         if route is None:
             return []
         body = route()
-        return json.loads(body) if isinstance(body, bytes) else body
+        rows = json.loads(body) if isinstance(body, bytes) else body
+        if self.credentials is None:
+            return rows
+        visible = self.visible_topics()
+        return [r for r in rows if r.get("topic") in visible]
+
+
+def _described_configs(admin: Any, resources: list[Any]) -> dict[str, dict[str, dict[str, Any]]]:
+    """DescribeConfigs of `resources` in one request; if the user lacks DESCRIBE_CONFIGS on one of them, again
+    one by one, so that such a topic shows no configs instead of failing the page."""
+    try:
+        return _topic_configs(admin.describe_configs(resources, config_filter="all"))
+    except Exception as exc:  # noqa: BLE001 - kafka-python raises the first resource's error code
+        if "Authorization" not in type(exc).__name__ or len(resources) == 1:
+            if "Authorization" in type(exc).__name__:
+                return {}
+            raise
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for resource in resources:
+        try:
+            out.update(_topic_configs(admin.describe_configs([resource], config_filter="all")))
+        except Exception as exc:  # noqa: BLE001 - kafka-python raises the resource's error code
+            if "Authorization" not in type(exc).__name__:
+                raise
+    return out
 
 
 def _topic_configs(described: dict[Any, Any]) -> dict[str, dict[str, dict[str, Any]]]:

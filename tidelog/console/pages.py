@@ -37,8 +37,16 @@ class Pages:
         self.env.filters["age"] = _age
 
     def render(self, request: web.Request, name: str, context: dict[str, Any], status: int = 200) -> web.Response:
+        user = None
+        if self.console.needs_login:
+            try:
+                credentials = self.console.backend_for(request).credentials
+                user = credentials.username if credentials is not None else None
+            except Exception:  # noqa: BLE001 - not logged in: the page shows no user
+                user = None
         html = self.env.get_template(name).render(
-            writes=not self.console.read_only, csrf_token=self.console.csrf_token, path=request.path, **context)
+            writes=not self.console.read_only, csrf_token=self.console.csrf_token, path=request.path, user=user,
+            **context)
         return web.Response(text=html, status=status, content_type="text/html")
 
 
@@ -49,34 +57,36 @@ def add_page_routes(app: web.Application, console: Console) -> None:
     from tidelog.console.http import record_query
 
     pages = app[PAGES] = Pages(console)
-    backend = console.backend
     r = app.router
 
+    def backend(request: web.Request) -> Any:
+        return console.backend_for(request)
+
     async def overview(request: web.Request) -> web.Response:
-        return pages.render(request, "overview.html", {"o": await console.run(backend.overview)})
+        return pages.render(request, "overview.html", {"o": await console.run(backend(request).overview)})
 
     async def topics(request: web.Request) -> web.Response:
-        return pages.render(request, "topics.html", {"topics": await console.run(backend.topics)})
+        return pages.render(request, "topics.html", {"topics": await console.run(backend(request).topics)})
 
     async def topic(request: web.Request) -> web.Response:
-        t = await console.run(backend.topic, request.match_info["topic"])
+        t = await console.run(backend(request).topic, request.match_info["topic"])
         return pages.render(request, "topic.html", {"t": t})
 
     async def messages(request: web.Request) -> web.Response:
         query = record_query(request)
-        result = await console.run(backend.records, request.match_info["topic"], **query)
+        result = await console.run(backend(request).records, request.match_info["topic"], **query)
         return pages.render(request, "messages.html", {"topic": request.match_info["topic"], "q": query,
                                                        "result": result})
 
     async def groups(request: web.Request) -> web.Response:
-        return pages.render(request, "groups.html", {"groups": await console.run(backend.groups)})
+        return pages.render(request, "groups.html", {"groups": await console.run(backend(request).groups)})
 
     async def group(request: web.Request) -> web.Response:
-        g = await console.run(backend.group, request.match_info["group"])
+        g = await console.run(backend(request).group, request.match_info["group"])
         return pages.render(request, "group.html", {"g": g})
 
     async def compaction(request: web.Request) -> web.Response:
-        return pages.render(request, "compaction.html", {"rows": await console.run(backend.cleaner)})
+        return pages.render(request, "compaction.html", {"rows": await console.run(backend(request).cleaner)})
 
     r.add_get("/", overview)
     r.add_get("/topics", topics)
