@@ -132,7 +132,7 @@ def run_serve(args: argparse.Namespace) -> int:
     import signal
 
     from tidelog.broker.server import Server
-    from tidelog.storage.checkpoints import StateFileError
+    from tidelog.metadata import StateFileError
 
     async def main() -> None:
         stop = asyncio.Event()
@@ -187,7 +187,7 @@ def run_serve(args: argparse.Namespace) -> int:
         uvloop.run(main())
     except KeyboardInterrupt:
         pass
-    except StateFileError as exc:  # a damaged quotas, features, ACL, SCRAM, producer-id or subscriptions file
+    except StateFileError as exc:  # a damaged or too new metadata file (tidelog.metadata.store)
         print(f"tidelog: {exc}", file=sys.stderr)
         return 1
     return 0

@@ -13,8 +13,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tidelog.broker.metrics import BrokerMetrics
 from tidelog.protocol.messages import request_class
 from tidelog.protocol.records import Record, build_batch
@@ -380,46 +378,3 @@ def test_serve_help_is_as_wide_as_the_terminal() -> None:
     assert widest("50") <= 50 < widest("200")
 
 
-STATE_FILES = {  # what a broker keeps in its first log dir beside the logs, and a document of the wrong shape
-    "tidelog-client-metrics.json": '{"subscriptions": {"s": 3}}',
-    "tidelog-quotas.json": '{"entities": [{"entity": 3}]}',
-    "tidelog-features.json": '{"finalized": {"metadata.version": "x"}, "epoch": 1}',
-    "tidelog-producer-ids.json": '{"block_end": -5}',
-    "tidelog-scram-credentials.json": '{"users": {"alice": {"SCRAM-SHA-256": {"salt": "AA"}}}}',
-    "tidelog-acls.json": '{"acls": [3]}',
-    "tidelog-group-configs.json": '{"groups": {"g": 3}}',
-}
-
-
-def test_state_file_names_are_the_ones_start_up_looks_for() -> None:
-    from tidelog.broker.client_metrics import SUBSCRIPTIONS_FILE
-    from tidelog.broker.features import FILE_NAME as FEATURES
-    from tidelog.broker.producer_ids import STATE_FILE
-    from tidelog.broker.quotas import FILE_NAME as QUOTAS
-    from tidelog.broker.state import CLIENT_METRICS_FILE, GROUP_CONFIGS_FILE
-    from tidelog.security import manager
-    from tidelog.security.acl_store import FILE_NAME as ACLS
-    from tidelog.security.scram_store import FILE_NAME as SCRAM
-
-    assert CLIENT_METRICS_FILE == SUBSCRIPTIONS_FILE  # start-up builds the manager when this file exists
-    assert (manager.SCRAM_FILE, manager.ACL_FILE) == (SCRAM, ACLS)  # and the security stores when theirs do
-    assert set(STATE_FILES) == {SUBSCRIPTIONS_FILE, QUOTAS, FEATURES, STATE_FILE, SCRAM, ACLS, GROUP_CONFIGS_FILE}
-
-
-@pytest.mark.parametrize("broken", ["not json", "wrong shape"])
-@pytest.mark.parametrize("name", sorted(STATE_FILES))
-def test_serve_refuses_to_start_on_a_damaged_state_file_with_one_line_naming_it(tmp_path: Path, name: str,
-                                                                               broken: str) -> None:
-    """Quotas, features, ACLs, SCRAM credentials, producer ids, telemetry subscriptions and group configs live in small JSON
-    files (Kafka keeps them in its metadata log). Serving without what a damaged one held would be wrong (a
-    reused producer id, a dropped ACL), so the broker does not start: one line names the file and the fault,
-    exit code 1, no traceback. Those built lazily are read at start-up when their file exists."""
-    path = tmp_path / name
-    path.write_text("{not json" if broken == "not json" else STATE_FILES[name], encoding="utf-8")
-    out = subprocess.run([sys.executable, "-m", "tidelog", "serve", "--override", "listeners=PLAINTEXT://127.0.0.1:0",
-                          "--override", f"log.dirs={tmp_path}"], capture_output=True, text=True, timeout=60, cwd=ROOT,
-                         env=dict(os.environ, PYTHONPATH=str(ROOT)))
-    assert out.returncode == 1, (out.stdout[-500:], out.stderr[-2000:])
-    assert "tidelog ready" not in out.stdout
-    assert "Traceback" not in out.stderr
-    assert out.stderr.strip().splitlines()[-1].startswith(f"tidelog: cannot read {path}: ")

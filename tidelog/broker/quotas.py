@@ -21,7 +21,6 @@ share it share one rate. `connection_creation_rate` is stored and described but 
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import threading
@@ -31,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tidelog.clock import Clock
+from tidelog.metadata.files import QUOTAS
 from tidelog.protocol.api_keys import ApiKey
 
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ from tidelog.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
-FILE_NAME = "tidelog-quotas.json"
+FILE_NAME = QUOTAS.name
 USER, CLIENT_ID, IP = "user", "client-id", "ip"
 PRODUCER_BYTE_RATE = "producer_byte_rate"
 CONSUMER_BYTE_RATE = "consumer_byte_rate"
@@ -111,13 +111,12 @@ class ClientQuotaStore:
     """Configured quotas by entity, durable in `<log dir>/tidelog-quotas.json`."""
 
     def __init__(self, log_dir: str | Path) -> None:
-        self.path = Path(log_dir) / FILE_NAME
+        self.log_dir = Path(log_dir)
+        self.path = QUOTAS.path(log_dir)
         self._lock = threading.Lock()
         self.quotas: dict[Entity, dict[str, float]] = {}
         self.version = 0  # bumped on every change, so enforcement re-resolves entities
-        from tidelog.storage.checkpoints import read_json_state
-
-        self.quotas.update(read_json_state(self.path, _saved_quotas) or {})
+        self.quotas.update(QUOTAS.read(log_dir, _saved_quotas) or {})
 
     def snapshot(self) -> dict[Entity, dict[str, float]]:
         with self._lock:
@@ -191,12 +190,9 @@ class ClientQuotaStore:
         return found
 
     def _save(self) -> None:
-        from tidelog.storage.checkpoints import write_atomic
-
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         rows = [{"entity": [list(p) for p in e], "quotas": v} for e, v in sorted(
             self.quotas.items(), key=lambda item: [(t, n or "") for t, n in item[0]])]
-        write_atomic(self.path, json.dumps({"version": 1, "entities": rows}, sort_keys=True).encode())
+        QUOTAS.write(self.log_dir, {"entities": rows})
 
 
 # --- enforcement -----------------------------------------------------------------------------------------

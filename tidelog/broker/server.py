@@ -26,6 +26,7 @@ from tidelog.broker.metrics import BrokerMetrics
 from tidelog.broker.registry import ApiRegistry
 from tidelog.clock import Clock
 from tidelog.config.broker_config import BrokerConfig
+from tidelog.metadata import StateFileError
 from tidelog.protocol.api_keys import ApiKey
 from tidelog.security.manager import BrokerSecurity
 
@@ -157,8 +158,8 @@ class Server:
     async def _load_services_in_background(self, state: BrokerState) -> None:
         try:
             await self._load_services(state)
-        except asyncio.CancelledError:
-            raise
+        except (asyncio.CancelledError, StateFileError):
+            raise  # a damaged metadata file (the share-group state) stops start-up, as every other one does
         except Exception:  # noqa: BLE001 - the broker keeps serving; coordinator APIs stay "loading"
             log.exception("Loading the group and transaction coordinators failed")
 

@@ -28,6 +28,7 @@ from tidelog.broker.registry import ApiRegistry
 from tidelog.broker.topics import TopicManager
 from tidelog.clock import Clock
 from tidelog.config.broker_config import BrokerConfig
+from tidelog.metadata import files as metadata_files
 from tidelog.security.manager import BrokerSecurity
 from tidelog.storage.checkpoints import random_kafka_uuid, uuid_to_base64
 from tidelog.storage.fault_hooks import NO_FAULTS, FaultHooks, FaultPoint
@@ -44,10 +45,6 @@ if TYPE_CHECKING:  # imported by build_services(), after the broker is ready
 
 log = logging.getLogger(__name__)
 
-# client_metrics' subscriptions, named here (client_metrics imports it) so that start-up can look for the file
-# without importing that module
-CLIENT_METRICS_FILE = "tidelog-client-metrics.json"
-GROUP_CONFIGS_FILE = "tidelog-group-configs.json"  # the GroupConfigManager's (coordinator/group/group_config.py)
 
 
 def new_cluster_id() -> str:
@@ -151,8 +148,7 @@ class BrokerState:
         if self._group_configs is None:
             from tidelog.coordinator.group.group_config import create_group_config_manager
 
-            self._group_configs = create_group_config_manager(
-                self.config, Path(self.config.log_dirs[0]) / GROUP_CONFIGS_FILE)
+            self._group_configs = create_group_config_manager(self.config, Path(self.config.log_dirs[0]))
         return self._group_configs
 
     @property
@@ -278,9 +274,9 @@ def build_broker_state(config: BrokerConfig, clock: Clock | None = None, *,
     from tidelog.broker.elr import ensure_cluster_min_isr  # (it imports this module)
 
     ensure_cluster_min_isr(state)
-    if (Path(config.log_dirs[0]) / CLIENT_METRICS_FILE).exists():
+    if metadata_files.CLIENT_METRICS.exists(config.log_dirs[0]):
         _ = state.client_metrics  # saved subscriptions are read now: an unreadable file fails start-up, as it did
-    if (Path(config.log_dirs[0]) / GROUP_CONFIGS_FILE).exists():
+    if metadata_files.GROUP_CONFIGS.exists(config.log_dirs[0]):
         _ = state.group_configs  # likewise for saved group configs
     metrics.set_log_sizes(state.log_sizes)
     return state

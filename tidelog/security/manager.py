@@ -9,13 +9,13 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import os
 import ssl
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from tidelog.clock import Clock
 from tidelog.config.definitions import ConfigError
+from tidelog.metadata import files as metadata_files
 from tidelog.security.listener_config import SUPPORTED_MECHANISMS, ListenerSecurity, listener_security
 
 if TYPE_CHECKING:
@@ -28,10 +28,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# The stores' files, named here (the stores import them) so that start-up can look for them without importing
-# the stores.
-SCRAM_FILE = "tidelog-scram-credentials.json"
-ACL_FILE = "tidelog-acls.json"
+SCRAM_FILE = metadata_files.SCRAM_CREDENTIALS.name  # start-up looks for them without importing the stores
+ACL_FILE = metadata_files.ACLS.name
 
 
 class BrokerSecurity:
@@ -67,9 +65,9 @@ class BrokerSecurity:
                         listener_value(config, name, "ssl.principal.mapping.rules"))
                 except ValueError as exc:
                     raise ConfigError(f"ssl.principal.mapping.rules: {exc}") from exc
-        if os.path.exists(os.path.join(self.log_dir, SCRAM_FILE)):
+        if metadata_files.SCRAM_CREDENTIALS.exists(self.log_dir):
             self.scram_store  # noqa: B018 - read now: a damaged file stops start-up
-        if os.path.exists(os.path.join(self.log_dir, ACL_FILE)):
+        if metadata_files.ACLS.exists(self.log_dir):
             self.acl_store  # noqa: B018
         self.authorizer: StandardAuthorizer | None = None
         if config.get("authorizer.class.name"):

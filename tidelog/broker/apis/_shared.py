@@ -30,7 +30,7 @@ from tidelog.storage import TopicPartition
 if TYPE_CHECKING:
     from tidelog.broker.topics import TopicInfo
     from tidelog.coordinator.group import GroupCoordinator
-    from tidelog.coordinator.group.consumer_coordinator import ConsumerGroupCoordinator
+    from tidelog.coordinator.group.consumer.coordinator import ConsumerGroupCoordinator
     from tidelog.coordinator.share.coordinator import ShareGroupCoordinator
     from tidelog.coordinator.transaction import TransactionCoordinator
     from tidelog.storage.log import Log

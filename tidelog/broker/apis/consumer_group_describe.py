@@ -8,7 +8,7 @@ from typing import Any
 
 from tidelog.broker.apis._shared import GROUP_OPERATIONS, consumer_groups, consumer_protocol_enabled
 from tidelog.broker.context import RequestContext
-from tidelog.coordinator.group.assignors import Assignment
+from tidelog.coordinator.group.consumer.assignors import Assignment
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
 from tidelog.security.authorizer import GROUP, Op, authorize, authorized_operations, to_32_bit_field

@@ -1,5 +1,5 @@
 """ConsumerGroupHeartbeat (key 68, KIP-848): join, heartbeat, reconcile and leave of `group.protocol=consumer`
-members; the logic is tidelog.coordinator.group.consumer_coordinator (Kafka's GroupMetadataManager)."""
+members; the logic is tidelog.coordinator.group.consumer.coordinator (Kafka's GroupMetadataManager)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 from tidelog.broker.apis._shared import check_group, consumer_groups, consumer_protocol_enabled, coordinator
 from tidelog.broker.context import RequestContext
-from tidelog.coordinator.group.consumer_coordinator import HeartbeatError
+from tidelog.coordinator.group.consumer.coordinator import HeartbeatError
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
 from tidelog.security.authorizer import Op
