@@ -89,6 +89,7 @@ def main() -> None:
             queries = ["offset=beginning&limit=500", "offset=end&limit=500", "key=key-99999&limit=10",
                        "value=nothing-like-this&limit=10", "header=n%3D123456&limit=10", "offset=5&limit=1&full=1"]
             t0 = time.monotonic()
+            after: list[float] = []
             for i in range(args.requests):
                 query = queries[i % len(queries)] if i < len(queries) else random.choice([
                     f"offset={random.randrange(count)}&limit=500",
@@ -96,10 +97,12 @@ def main() -> None:
                     *queries])
                 body = json.loads(urllib.request.urlopen(f"{base}/api/topics/big/records?{query}", timeout=120).read())
                 assert body["records"] or "limit=10" in query, query
+                after.append(rss_mib(pid))
             seconds = time.monotonic() - t0
             done.set()
             sampler.join()
-            print(f"browsing: {args.requests} requests in {seconds:.1f} s")
+            print(f"browsing: {args.requests} requests in {seconds:.1f} s; RSS after requests 1, 6, 30, last: "
+                  f"{after[0]:.0f}, {after[5]:.0f}, {after[29]:.0f}, {after[-1]:.0f} MiB")
             print(f"broker RSS: idle {idle:.0f} MiB, browsing max {max(samples):.0f} MiB "
                   f"(+{max(samples) - idle:.0f} MiB; issue 31 allows +50 MiB)")
         except BaseException:

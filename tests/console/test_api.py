@@ -182,3 +182,31 @@ def test_metrics_and_cleaner_routes_still_served(api: Api) -> None:
     assert "tidelog_requests_total" in api.text("/metrics")
     assert isinstance(api.get("/api/cleaner"), list)
     assert api.call("GET", "/api/nothing-here", token=False)[0] == 404
+
+
+def test_kip848_group_lag_and_state(api: Api) -> None:
+    """A KIP-848 (group.protocol=consumer) group from confluent-kafka: its state comes from ListGroups, its lag
+    from its committed offsets; a reset is refused while it is Stable."""
+    from confluent_kafka import Consumer
+
+    api.broker.create_topic("kip848-api", {"partitions": 1})
+    produce(api.broker.bootstrap, "kip848-api", [(None, b"v%d" % i, []) for i in range(5)])
+    consumer = Consumer({"bootstrap.servers": api.broker.bootstrap, "group.id": "api-848",
+                         "group.protocol": "consumer", "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False})
+    try:
+        consumer.subscribe(["kip848-api"])
+        seen: list[object] = []
+        wait_until(lambda: seen.append(consumer.poll(0.5)) or sum(
+            1 for m in seen if m is not None and not m.error()) >= 2, what="two records")
+        last = [m for m in seen if m is not None and not m.error()][1]
+        consumer.commit(message=last, asynchronous=False)
+        group = api.get("/api/groups/api-848")
+        assert (group["type"], group["state"]) == ("consumer", "Stable")
+        assert group["offsets"] == [{"topic": "kip848-api", "partition": 0, "committed_offset": 2,
+                                     "log_end_offset": 5, "lag": 3}]
+        status, body = api.call("POST", "/api/groups/api-848/reset-offsets", {"topic": "kip848-api",
+                                                                              "to": "earliest"})
+        assert status == 409 and "Stable" in body["error"]
+    finally:
+        consumer.close()

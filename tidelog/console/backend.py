@@ -361,12 +361,19 @@ class Backend:
             per_topic: dict[str, int] = {}
             for p in partitions:
                 per_topic[p["topic"]] = per_topic.get(p["topic"], 0) + (p["lag"] or 0)
-            state = described.get("group_state") or described.get("state") or "Dead"
-            if not described and not committed:
+            listed = _listed_group(admin, group_id)
+            if listed is None and not committed:
                 raise ConsoleError(404, f"no group {group_id!r}")
-            return {"group_id": group_id, "state": state,
-                    "protocol_type": described.get("protocol_type", ""),
-                    "members": [_member(m) for m in described.get("members", [])],
+            group_type = str((listed or {}).get("group_type") or "classic")
+            # DescribeGroups knows classic groups only; a KIP-848 or share group's state comes from ListGroups
+            # (its members would need ConsumerGroupDescribe/ShareGroupDescribe, which kafka-python lacks)
+            state = (described.get("group_state") if group_type == "classic" else None) \
+                or (listed or {}).get("group_state") or "Dead"
+            return {"group_id": group_id, "state": state, "type": group_type,
+                    "protocol_type": described.get("protocol_type") or (listed or {}).get("protocol_type", ""),
+                    "members": [_member(m) for m in described.get("members", [])] if group_type == "classic"
+                    else [],
+                    "members_shown": group_type == "classic",
                     "offsets": partitions, "lag_per_topic": per_topic, "lag": sum(per_topic.values())}
 
         result: dict[str, Any] = self.call_admin(read)
@@ -380,9 +387,10 @@ class Backend:
             from kafka.admin import OffsetSpec, OffsetTimestamp
 
             described = admin.describe_groups([group_id]).get(group_id) or {}
-            state = described.get("group_state") or described.get("state") or "Dead"
-            if described.get("members"):
-                raise ConsoleError(409, f"group {group_id!r} is {state} with members: stop them first")
+            listed = _listed_group(admin, group_id) or {}
+            state = str(listed.get("group_state") or described.get("group_state") or "Dead")
+            if described.get("members") or state not in ("Empty", "Dead"):
+                raise ConsoleError(409, f"group {group_id!r} is {state}, not empty: stop its members first")
             partitions = admin.describe_topics([topic])
             if not partitions or partitions[0]["error_code"] != 0:
                 raise ConsoleError(404, f"no topic {topic!r}")
@@ -448,6 +456,10 @@ def _topic_configs(described: dict[Any, Any]) -> dict[str, dict[str, dict[str, A
                              "source": v.get("config_source"), "sensitive": bool(v.get("is_sensitive")),
                              "read_only": bool(v.get("read_only"))} for k, v in configs.items()}
     return out
+
+
+def _listed_group(admin: Any, group_id: str) -> dict[str, Any] | None:
+    return next((dict(g) for g in admin.list_groups() if g["group_id"] == group_id), None)
 
 
 def _member(m: dict[str, Any]) -> dict[str, Any]:
