@@ -50,9 +50,20 @@ def test_topic_created_in_the_console_receives_confluent_records(api: Api, page:
     assert '"order": 2' in rows.nth(2).locator("td.value").inner_text()
     assert " ".join(rows.nth(0).locator("td.headers").inner_text().split()) == "source: confluent"
     screenshot(page, "messages")
+
+    page.fill("#produce input[name=key]", "from-form")
+    page.fill("#produce textarea[name=headers]", "origin=browser")
+    page.fill("#produce textarea[name=value]", "typed in the console")
+    page.click("#produce button[type=submit]")
+    page.wait_for_selector("#result.ok")
+    assert '"offset":3' in page.locator("#result").inner_text()
+    page.goto(api.base + "/topics/from-console/messages?partition=1&offset=3&header=origin%3Dbrowser")
+    row = page.locator('#records tr[data-offset="3"]')
+    assert row.locator("td.key").inner_text().strip() == "from-form"
+    assert row.locator("td.value").inner_text().strip() == "typed in the console"
     page.goto(api.base + "/topics")
     row = page.locator('#topics tr[data-topic="from-console"] td')
-    assert [row.nth(i).inner_text() for i in (1, 2)] == ["2", "3"]
+    assert [row.nth(i).inner_text() for i in (1, 2)] == ["2", "4"]  # 3 from confluent-kafka, 1 from the form
     assert row.nth(5).inner_text() == "3600000"
     screenshot(page, "topics")
 
@@ -202,3 +213,12 @@ def test_read_only_pages_have_no_write_controls(readonly_api: Api, page: Any) ->
     # the messages were shown all the same
     page.goto(readonly_api.base + "/topics/shown/messages")
     assert page.locator("#records tr[data-offset] td.key").first.inner_text().strip() == "k"
+
+
+def test_topic_deleted_from_its_page(api: Api, page: Any) -> None:
+    api.broker.create_topic("doomed", {"partitions": 1})
+    page.goto(api.base + "/topics/doomed")
+    page.click("#delete-topic")  # the confirm() dialog is accepted by the fixture
+    page.wait_for_url("**/topics")
+    assert page.locator('#topics tr[data-topic="doomed"]').count() == 0
+    assert "doomed" not in [t["name"] for t in api.get("/api/topics")]
