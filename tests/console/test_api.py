@@ -210,3 +210,23 @@ def test_kip848_group_lag_and_state(api: Api) -> None:
         assert status == 409 and "Stable" in body["error"]
     finally:
         consumer.close()
+
+
+def test_transactions_and_producers(api: Api) -> None:
+    from confluent_kafka import Producer
+
+    api.broker.create_topic("txn-api", {"partitions": 1})
+    producer = Producer({"bootstrap.servers": api.broker.bootstrap, "transactional.id": "console-txn"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce("txn-api", key=b"k", value=b"v", partition=0)
+    assert producer.flush(30) == 0
+    txn = next(t for t in api.get("/api/transactions") if t["transactional_id"] == "console-txn")
+    assert txn["state"] == "Ongoing" and txn["partitions"] == ["txn-api-0"] and txn["producer_id"] >= 0
+    [active] = api.get("/api/topics/txn-api/producers")
+    assert (active["producer_id"], active["current_transaction_start_offset"]) == (txn["producer_id"], 0)
+    assert api.get("/api/topics/txn-api")["partitions"][0]["last_stable_offset"] == 0
+    producer.commit_transaction(30)
+    wait_until(lambda: next(t for t in api.get("/api/transactions")
+                            if t["transactional_id"] == "console-txn")["state"] != "Ongoing", 30, "the commit")
+    assert api.get("/api/topics/txn-api")["partitions"][0]["last_stable_offset"] == 2  # record + marker

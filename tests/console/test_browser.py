@@ -202,7 +202,8 @@ def test_read_only_pages_have_no_write_controls(readonly_api: Api, page: Any) ->
         consumer.close()
     for path, name in [("/", "ro-overview"), ("/topics", "ro-topics"), ("/topics/shown", "ro-topic"),
                        ("/topics/shown/messages", "ro-messages"), ("/groups/ro-group", "ro-group"),
-                       ("/compaction", "ro-compaction")]:
+                       ("/compaction", "ro-compaction"), ("/transactions", "ro-transactions"),
+                       ("/security", "ro-security")]:
         page.goto(readonly_api.base + path)
         assert page.locator("nav .mode").inner_text() == "read-only"
         assert page.locator("form.api, button.api, form[data-method]").count() == 0, path

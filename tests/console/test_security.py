@@ -119,6 +119,13 @@ def test_a_user_sees_only_the_topics_their_principal_may_describe(secure: Secure
     admin = Session(secure)
     assert admin.login("admin", USERS["admin"], "PLAIN") == 200
     assert [t["name"] for t in admin.call("GET", "/api/topics")[1]] == ["alice-orders", "payroll"]
+    security = admin.call("GET", "/api/security")[1]
+    assert security["authorizer"] is True
+    assert {(a["resource_name"], a["principal"], a["operation"]) for a in security["acls"]} == {
+        ("alice-orders", "User:alice", "DESCRIBE"), ("alice-orders", "User:alice", "READ")}
+    assert [u["user"] for u in security["scram_users"]] == ["admin", "alice"]
+    assert {c["mechanism"] for c in security["scram_users"][1]["credentials"]} == {"SCRAM-SHA-256",
+                                                                                   "SCRAM-SHA-512"}
 
 
 def test_no_response_holds_a_password_salt_or_sensitive_value(secure: SecureBrokerHandle) -> None:
@@ -126,7 +133,8 @@ def test_no_response_holds_a_password_salt_or_sensitive_value(secure: SecureBrok
     s.login("alice", "wrong")
     assert s.login("admin", USERS["admin"]) == 200
     for path in ["/", "/topics", "/topics/alice-orders", "/topics/payroll", "/topics/payroll/messages",
-                 "/groups", "/compaction", "/login", "/api/session", "/api/overview", "/api/traffic",
+                 "/groups", "/compaction", "/login", "/transactions", "/security", "/api/security",
+                 "/api/transactions", "/api/topics/payroll/producers", "/api/session", "/api/overview", "/api/traffic",
                  "/api/topics", "/api/topics/payroll", "/api/topics/payroll/records?full=1", "/api/groups",
                  "/api/cleaner"]:
         status, _, _ = s.call("GET", path)
@@ -143,7 +151,7 @@ def test_no_response_holds_a_password_salt_or_sensitive_value(secure: SecureBrok
                 secrets |= {base64.b64encode(value).decode(), value.hex()}
     secrets.add("PlainLoginModule")  # the listeners' sasl.jaas.config (which holds the PLAIN passwords)
     everything = "\n".join(s.seen)
-    assert len(s.seen) >= 18 and "payroll" in everything
+    assert len(s.seen) >= 23 and "payroll" in everything and "SCRAM-SHA-512 (4096)" in everything
     for secret in secrets:
         assert secret not in everything
 

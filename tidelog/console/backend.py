@@ -413,6 +413,82 @@ class Backend:
         result: dict[str, Any] = self.call_admin(reset)
         return result
 
+    # --- transactions, producers, ACLs, SCRAM users (read-only views) ----------------------------------
+
+    def transactions(self) -> list[dict[str, Any]]:
+        """Transactions the coordinator knows (ListTransactions + DescribeTransactions)."""
+        def read(admin: Any) -> list[dict[str, Any]]:
+            ids = sorted({t.transactional_id for per_broker in admin.list_transactions().values()
+                          for t in per_broker})
+            described = admin.describe_transactions(ids) if ids else {}
+            return [{"transactional_id": tid, "state": _enum_value(d.state), "producer_id": d.producer_id,
+                     "producer_epoch": d.producer_epoch, "timeout_ms": d.transaction_timeout_ms,
+                     "start_time_ms": d.transaction_start_time_ms,
+                     "partitions": sorted(f"{tp.topic}-{tp.partition}" for tp in d.topic_partitions)}
+                    for tid, d in sorted(described.items())]
+
+        result: list[dict[str, Any]] = self.call_admin(read)
+        return result
+
+    def producers(self, topic: str) -> list[dict[str, Any]]:
+        """Active producers of each partition of `topic` (DescribeProducers)."""
+        def read(admin: Any) -> list[dict[str, Any]]:
+            from kafka import TopicPartition
+
+            described = admin.describe_topics([topic])
+            if not described or described[0]["error_code"] != 0:
+                raise ConsoleError(404, f"no topic {topic!r}")
+            tps = [TopicPartition(topic, p["partition_index"]) for p in described[0]["partitions"]]
+            states = admin.describe_producers(tps)
+            return [{"partition": tp.partition, "producer_id": p.producer_id, "producer_epoch": p.producer_epoch,
+                     "last_sequence": p.last_sequence, "last_timestamp": p.last_timestamp,
+                     "current_transaction_start_offset": p.current_transaction_start_offset}
+                    for tp in sorted(states, key=lambda tp: tp.partition) for p in states[tp].active_producers]
+
+        result: list[dict[str, Any]] = self.call_admin(read)
+        return result
+
+    def security(self) -> dict[str, Any]:
+        """ACLs (DescribeAcls) and SCRAM users with their mechanisms and iteration counts only: never a salt or
+        a key (DescribeUserScramCredentials carries neither)."""
+        def read(admin: Any) -> dict[str, Any]:
+            from kafka.admin import (
+                ACLFilter,
+                ACLOperation,
+                ACLPermissionType,
+                ACLResourcePatternType,
+                ResourcePatternFilter,
+                ResourceType,
+            )
+
+            any_acl = ACLFilter(principal=None, host=None, operation=ACLOperation.ANY,
+                                permission_type=ACLPermissionType.ANY,
+                                resource_pattern=ResourcePatternFilter(ResourceType.ANY, None,
+                                                                       ACLResourcePatternType.ANY))
+            try:
+                acls, _ = admin.describe_acls(any_acl)
+                authorizer = True
+            except Exception as exc:  # noqa: BLE001 - no authorizer: SecurityDisabledError
+                if "SecurityDisabled" not in type(exc).__name__:
+                    raise
+                acls, authorizer = [], False
+            users = admin.describe_user_scram_credentials()
+            return {
+                "authorizer": authorizer,
+                "acls": sorted(({"principal": a.principal, "host": a.host, "operation": _enum_name(a.operation),
+                                 "permission": _enum_name(a.permission_type),
+                                 "resource_type": _enum_name(a.resource_pattern.resource_type),
+                                 "resource_name": a.resource_pattern.resource_name,
+                                 "pattern_type": _enum_name(a.resource_pattern.pattern_type)} for a in acls),
+                                key=lambda a: (a["resource_type"], a["resource_name"], a["principal"])),
+                "scram_users": [{"user": name, "credentials": [
+                    {"mechanism": _enum_name(c["mechanism"]).replace("_", "-"), "iterations": c["iterations"]}
+                    for c in info.get("credential_infos", [])]} for name, info in sorted(users.items())],
+            }
+
+        result: dict[str, Any] = self.call_admin(read)
+        return result
+
     # --- compaction ----------------------------------------------------------------------------------
 
     def cleaner(self) -> Any:
@@ -456,6 +532,14 @@ def _topic_configs(described: dict[Any, Any]) -> dict[str, dict[str, dict[str, A
                              "source": v.get("config_source"), "sensitive": bool(v.get("is_sensitive")),
                              "read_only": bool(v.get("read_only"))} for k, v in configs.items()}
     return out
+
+
+def _enum_name(value: Any) -> str:
+    return str(getattr(value, "name", value))
+
+
+def _enum_value(value: Any) -> str:
+    return str(getattr(value, "value", value))
 
 
 def _listed_group(admin: Any, group_id: str) -> dict[str, Any] | None:

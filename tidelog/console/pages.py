@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from tidelog.console.backend import ConsoleError
+
 if TYPE_CHECKING:
     from tidelog.console.http import Console
 
@@ -70,7 +72,11 @@ def add_page_routes(app: web.Application, console: Console) -> None:
 
     async def topic(request: web.Request) -> web.Response:
         t = await console.run(backend(request).topic, request.match_info["topic"])
-        return pages.render(request, "topic.html", {"t": t})
+        try:
+            producers = await console.run(backend(request).producers, request.match_info["topic"])
+        except ConsoleError:  # e.g. no READ on the topic for DescribeProducers: the rest of the page stands
+            producers = []
+        return pages.render(request, "topic.html", {"t": t, "producers": producers})
 
     async def messages(request: web.Request) -> web.Response:
         query = record_query(request)
@@ -88,6 +94,15 @@ def add_page_routes(app: web.Application, console: Console) -> None:
     async def compaction(request: web.Request) -> web.Response:
         return pages.render(request, "compaction.html", {"rows": await console.run(backend(request).cleaner)})
 
+    async def transactions(request: web.Request) -> web.Response:
+        return pages.render(request, "transactions.html",
+                            {"transactions": await console.run(backend(request).transactions)})
+
+    async def security(request: web.Request) -> web.Response:
+        return pages.render(request, "security.html", {"s": await console.run(backend(request).security)})
+
+    r.add_get("/transactions", transactions)
+    r.add_get("/security", security)
     r.add_get("/", overview)
     r.add_get("/topics", topics)
     r.add_get("/topics/{topic}", topic)
