@@ -1,5 +1,5 @@
 """BrokerState: the composition root. Everything a request handler reaches through `ctx.broker`, built
-by `build_broker_state()` with concrete types (see docs/ARCHITECTURE.md).
+by `build_broker_state()` with concrete types (see docs/INTERNALS.md, "The composition root").
 
 Building it imports storage, the bulk of start-up's imports: `Server.start` does that on a worker thread while
 its listener already answers ApiVersions (Kafka answers ApiVersions before the broker is fully started; clients
@@ -23,7 +23,7 @@ from tidelog.broker.loading import Loading
 from tidelog.broker.metrics import BrokerMetrics
 from tidelog.broker.producer_ids import ProducerIdManager
 from tidelog.broker.purgatory import FetchPurgatory
-from tidelog.broker.quotas import QuotaManagers, create_quota_managers
+from tidelog.broker.quota_managers import QuotaManagers, create_quota_managers
 from tidelog.broker.registry import ApiRegistry
 from tidelog.broker.topics import TopicManager
 from tidelog.clock import Clock
@@ -137,7 +137,7 @@ class BrokerState:
     def client_metrics(self) -> ClientMetricsManager:
         """KIP-714 subscriptions and pushed client metrics."""
         if self._client_metrics is None:
-            from tidelog.broker.client_metrics import create_client_metrics_manager
+            from tidelog.broker.client_metrics import create_client_metrics_manager  # lazy for start-up time
 
             self._client_metrics = create_client_metrics_manager(self.config, self.clock, self.metrics)
         return self._client_metrics

@@ -22,7 +22,7 @@ from tidelog.console.records import contains as bytes_contain
 from tidelog.console.records import header_matches, record_json
 
 if TYPE_CHECKING:
-    from tidelog.broker.server import Server
+    from tidelog.console.view import BrokerServer as Server
 
 # A browse never scans more than this many records or waits longer than this for them (Fetch-sized reads).
 MAX_LIMIT = 500

@@ -29,7 +29,7 @@ from tidelog.console.backend import Backend, ConsoleError, Credentials
 from tidelog.console.pages import PAGES, add_page_routes
 
 if TYPE_CHECKING:
-    from tidelog.broker.server import Server
+    from tidelog.console.view import BrokerServer as Server
 
 log = logging.getLogger(__name__)
 

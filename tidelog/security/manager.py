@@ -14,9 +14,15 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from tidelog.clock import Clock
+from tidelog.config.broker_config import parse_listeners
 from tidelog.config.definitions import ConfigError
 from tidelog.metadata import files as metadata_files
-from tidelog.security.listener_config import SUPPORTED_MECHANISMS, ListenerSecurity, listener_security
+from tidelog.security.listener_config import (
+    SUPPORTED_MECHANISMS,
+    ListenerSecurity,
+    listener_security,
+    listener_value,
+)
 
 if TYPE_CHECKING:
     from tidelog.config.broker_config import BrokerConfig
@@ -34,8 +40,6 @@ ACL_FILE = metadata_files.ACLS.name
 
 class BrokerSecurity:
     def __init__(self, config: BrokerConfig, clock: Clock | None = None) -> None:
-        from tidelog.config.broker_config import parse_listeners
-
         self.config = config
         self.clock = clock or Clock()
         self.log_dir = config.log_dirs[0]
@@ -55,7 +59,6 @@ class BrokerSecurity:
                 raise ConfigError(f"SASL/PLAIN on listener {name} needs listener.name.{name.lower()}.plain."
                                   "sasl.jaas.config (PlainLoginModule required user_<name>=\"<password>\";)")
             if sec.uses_tls:
-                from tidelog.security.listener_config import listener_value
                 from tidelog.security.principal import SslPrincipalMapper
                 from tidelog.security.ssl_context import create_server_context
 
@@ -120,6 +123,6 @@ class BrokerSecurity:
         sec = self.listeners.get(listener)
         if sec is None or sec.protocol == "PLAINTEXT":
             return None
-        from tidelog.security.authenticator import Session
+        from tidelog.security.authenticator import Session  # lazy for start-up time: PLAINTEXT never needs it
 
         return Session(self, sec)

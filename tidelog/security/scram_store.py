@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,8 +46,6 @@ class ScramCredential:
     def from_password(cls, mechanism: str, password: str, iterations: int = MIN_ITERATIONS,
                       salt: bytes | None = None) -> ScramCredential:
         """For tests and tools: the credential a client's password gives (Hi = PBKDF2, RFC 5802)."""
-        import os
-
         salt = salt if salt is not None else os.urandom(32)
         name = MECHANISMS[mechanism][1]().name
         salted = hashlib.pbkdf2_hmac(name, password.encode("utf-8"), salt, iterations)
