@@ -119,6 +119,27 @@ def test_aborted_records_do_not_supersede_committed_ones(env: Env) -> None:
     assert [h.records_count for h in headers_at(log, 1)] == [0]  # aborted data gone (header kept: P active)
 
 
+def test_abort_marker_in_a_later_segment_still_aborts(env: Env) -> None:
+    """An aborted transaction's `.txnindex` entry lives in the segment of its ABORT marker. The cleaner's lookup
+    (Kafka's LocalLog.collectAbortedTransactions, read from each segment on) must reach it there, or it keeps the
+    aborted records and lets them supersede committed values (KAFKA-8351's effect, issue 28)."""
+    log = env.log()
+    produce(log, "a", "committed")   # 0
+    txn_data(log, ["a", "b"])         # 1-2, aborted below
+    log.roll()
+    produce(log, "c", "c")            # 3
+    log.roll()
+    assert marker(log, abort=True) == 4
+    log.roll()
+    produce(log, "z", "z")            # active
+    assert env.cleaner.clean_once()
+    live = {r.key: r.value for r in read_all(log) if r.offset not in (1, 2)}
+    assert live[b"a"] == b"committed" and b"b" not in live
+    assert [r.offset for r in read_all(log) if r.value == b"txn"] == []  # the aborted data is gone ...
+    txns = [t for s in log.segments for t in s.txn_index.all_aborted_txns()]
+    assert [(t.producer_id, t.first_offset, t.last_offset) for t in txns] == [(PID, 1, 4)]  # ... its marker kept
+
+
 def test_open_transaction_holds_back_cleaning(env: Env) -> None:
     log = env.log()
     produce(log, "k", "1")  # 0

@@ -779,15 +779,19 @@ class Log:
         return bound if found is None else min(found, bound)
 
     def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
-        """Aborted transactions overlapping [start, upper bound): `.txnindex` of the segment holding start
-        and later ones until an entry's LSO reaches the bound (Kafka's LocalLog.collectAbortedTransactions)."""
+        """Aborted transactions overlapping [start, upper bound): the `.txnindex` of the segment holding start,
+        then of every later segment until an entry's LSO reaches the bound (Kafka's
+        LocalLog.collectAbortedTransactions, TxnIndexSearchResult.isComplete).
+
+        The search must not stop at the bound's segment: an aborted transaction's entry lives in the segment of
+        its ABORT marker, which can lie any number of segments after the records it aborts."""
         if upper_bound_offset <= start_offset:
             return []
         with self.lock:
-            segments = self.segments.values(start_offset, upper_bound_offset)
+            indexes = self.segments.txn_indexes_from(start_offset)
         found: list[AbortedTxn] = []
-        for segment in segments:
-            result = segment.txn_index.collect_aborted_txns(start_offset, upper_bound_offset)
+        for index in indexes:
+            result = index.collect_aborted_txns(start_offset, upper_bound_offset)
             found.extend(result.aborted_transactions)
             if result.is_complete:
                 break

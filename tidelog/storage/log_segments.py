@@ -6,6 +6,7 @@ import bisect
 from collections.abc import Iterator
 
 from tidelog.storage.log_segment import LogSegment
+from tidelog.storage.transaction_index import TransactionIndex
 
 
 class LogSegments:
@@ -83,6 +84,22 @@ class LogSegments:
             start = max(0, bisect.bisect_right(self._bases, from_offset) - 1)
         end = len(self._bases) if to_offset is None else bisect.bisect_left(self._bases, to_offset)
         return [self._segments[b] for b in self._bases[start:end]]
+
+    def txn_indexes_from(self, from_offset: int) -> Iterator[TransactionIndex]:
+        """The `.txnindex` of the floor segment of from_offset and of every later one that has entries, lazily
+        (an aborted-transaction search stops at its first complete index and skips empty ones, which can neither
+        add to it nor complete it). The segment list is taken now; a segment removed since is passed over."""
+        start = max(0, bisect.bisect_right(self._bases, from_offset) - 1)
+        bases = self._bases[start:]
+        segments = self._segments
+
+        def walk() -> Iterator[TransactionIndex]:
+            for base in bases:
+                segment = segments.get(base)
+                if segment is not None and segment.txn_index.entry_count:
+                    yield segment.txn_index
+
+        return walk()
 
     def size_in_bytes(self) -> int:
         return sum(s.size for s in self._segments.values())

@@ -39,10 +39,14 @@ class TransactionIndex:
         self.path = Path(path)
         self.base_offset = base_offset
         self._last_offset: int | None = None
+        # Entries in the file, kept by every write through this object: an aborted-transaction search walks the
+        # indexes of all segments after the fetch offset (Log.collect_aborted_transactions), and most are empty.
+        self.entry_count = 0  # read-only outside this class
         self._fd = -1
         if self.path.exists():
             txns = self.all_aborted_txns()
             self._last_offset = txns[-1].last_offset if txns else None
+            self.entry_count = len(txns)
 
     def _open(self) -> int:
         if self._fd < 0:
@@ -58,6 +62,7 @@ class TransactionIndex:
         if os.write(self._open(), data) != len(data):
             raise OSError("short write to transaction index")
         self._last_offset = txn.last_offset
+        self.entry_count += 1
 
     def all_aborted_txns(self) -> list[AbortedTxn]:
         try:
@@ -73,7 +78,10 @@ class TransactionIndex:
         return out
 
     def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int) -> TxnIndexSearchResult:
-        """Entries overlapping [fetch_offset, upper_bound_offset); complete once one has LSO >= upper bound."""
+        """Entries overlapping [fetch_offset, upper_bound_offset); complete once one has LSO >= upper bound
+        (Kafka's TransactionIndex.collectAbortedTxns)."""
+        if self.entry_count == 0:
+            return TxnIndexSearchResult([], False)
         found = []
         for txn in self.all_aborted_txns():
             if txn.last_offset >= fetch_offset and txn.first_offset < upper_bound_offset:
@@ -90,11 +98,13 @@ class TransactionIndex:
         fd = self._open()
         os.ftruncate(fd, len(keep) * ENTRY_SIZE)
         self._last_offset = keep[-1].last_offset if keep else None
+        self.entry_count = len(keep)
 
     def reset(self) -> None:
         if self.path.exists():
             os.ftruncate(self._open(), 0)
         self._last_offset = None
+        self.entry_count = 0
 
     def sanity_check(self) -> bool:
         """False when an entry's last offset is below the segment base (the segment must be rebuilt)."""
@@ -119,6 +129,8 @@ class TransactionIndex:
 
     def delete_if_exists(self) -> bool:
         self.close()
+        self._last_offset = None
+        self.entry_count = 0
         try:
             os.unlink(self.path)
             return True
