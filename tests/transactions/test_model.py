@@ -28,6 +28,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -140,6 +141,7 @@ class TransactionModel(RuleBasedStateMachine):
     def teardown(self) -> None:
         if self.broker is not None:
             STATS["aborted transactions with the marker in a later segment"] += self.split_aborted_transactions()
+            self.count_cleaned_away()
         if self.wire is not None:
             self.wire.close()
         if self.broker_cm is not None:
@@ -171,6 +173,23 @@ class TransactionModel(RuleBasedStateMachine):
             marker = min(o for (pid, o) in markers if pid == t.producer_id and o > first)
             split += segments.floor_segment(first).base_offset != segments.floor_segment(marker).base_offset
         return split
+
+    def count_cleaned_away(self) -> None:
+        """How many aborted records and markers of the compacted topic the cleaner removed in this example."""
+        offset, records, markers = 0, set(), set()
+        while True:
+            [pd] = partition_data(fetch(self._wire(), [(COMPACT, 0, offset)], isolation_level=0))
+            got = consume(pd.records, offset, None, read_committed=False)
+            records |= {o for o, _, _ in got.records}
+            markers |= {o for o, _, _ in got.markers}
+            if got.next_offset <= offset:
+                break
+            offset = got.next_offset
+        part = self.parts[COMPACT]
+        STATS["compacted: aborted records cleaned away"] += sum(
+            1 for r in part.records if r.txn is not None and self.txns[r.txn].state == "abort"
+            and r.offset not in records)
+        STATS["compacted: markers cleaned away"] += len(set(part.markers) - markers)
 
     # ------------------------------------------------------------------------------------------ model
     def lso(self, topic: str) -> int:
@@ -443,6 +462,7 @@ def _diff(got: list[Any], expected: list[Any]) -> str:
             f"missing {sorted(e - g)[:5]}")
 
 
+@pytest.mark.timeout(900)  # a failure is shrunk for up to 5 minutes (Hypothesis' limit) before it is reported
 def test_transactions_match_the_model() -> None:
     STATS.clear()
     run_state_machine_as_test(TransactionModel, settings=settings(
