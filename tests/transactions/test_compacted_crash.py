@@ -229,7 +229,7 @@ def test_compacted_transactions_through_kill_restarts_and_cleaning(tmp_path: Pat
             active = segment_bases(broker)[-1]
             return all(o >= active for o in abort_marker_offsets(w.wire))
 
-        wait_for(markers_gone, "the cleaner to remove the markers", timeout=60)
+        wait_for(markers_gone, "the cleaner to remove the markers", timeout=90)
         removable = [o for o, commit in model.markers.items() if not commit and o < segment_bases(broker)[-1]]
         assert len(removable) >= CYCLES, f"only {removable} ABORT markers were cleanable"
         check(model, w.wire, rng, broker.bootstrap)

@@ -4,22 +4,31 @@ transactional and idempotent Produce, and a read_committed consumer's filtering 
 from __future__ import annotations
 
 import struct
+import time
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from tests.broker.broker_testlib import PRODUCE, produce_request
+from tidelog.protocol.errors import ErrorCode as E
 from tidelog.protocol.messages import request_class
 from tidelog.protocol.record_batch import iter_batches
 from tidelog.protocol.records import Record, build_batch, iter_records
 from tidelog.testing import KafkaWire
 
 INIT_PRODUCER_ID, ADD_PARTITIONS, END_TXN = 22, 24, 26
+RETRIABLE = {E.COORDINATOR_LOAD_IN_PROGRESS, E.COORDINATOR_NOT_AVAILABLE, E.CONCURRENT_TRANSACTIONS}
 
 
 def init(wire: KafkaWire, tid: str | None, version: int = 4, timeout_ms: int = 60000) -> Any:
-    """InitProducerId for a transactional id (or, with None, an idempotent producer); asserts success."""
-    resp = wire.request(INIT_PRODUCER_ID, version, request_class(INIT_PRODUCER_ID)[version](
-        transactional_id=tid, transaction_timeout_ms=timeout_ms, producer_id=-1, producer_epoch=-1))
+    """InitProducerId for a transactional id (or, with None, an idempotent producer); asserts success. Retried,
+    as clients do, while the coordinator loads (a broker just started) or completes the previous transaction."""
+    deadline = time.monotonic() + 60
+    while True:
+        resp = wire.request(INIT_PRODUCER_ID, version, request_class(INIT_PRODUCER_ID)[version](
+            transactional_id=tid, transaction_timeout_ms=timeout_ms, producer_id=-1, producer_epoch=-1))
+        if resp.error_code not in RETRIABLE or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
     assert resp.error_code == 0, f"InitProducerId {tid}: error {resp.error_code}"
     return resp
 
