@@ -319,11 +319,18 @@ class TransactionModel(RuleBasedStateMachine):
         for topic in TOPICS:
             part = self.parts[topic]
             expected = {p.producer_id for p in timed_out if p.txn is not None and topic in p.txn.first_offsets}
-            [pd] = partition_data(fetch(self._wire(), [(topic, 0, part.leo)], isolation_level=0))
-            got = consume(pd.records, part.leo, pd.aborted_transactions, read_committed=False)
-            assert got.records == []
-            assert sorted(pid for _, pid, _ in got.markers) == sorted(expected)
-            for offset, pid, commit in got.markers:
+            found: list[tuple[int, int, bool]] = []
+            offset = part.leo
+            while True:  # one read per segment: the markers may straddle a roll
+                [pd] = partition_data(fetch(self._wire(), [(topic, 0, offset)], isolation_level=0))
+                got = consume(pd.records, offset, pd.aborted_transactions, read_committed=False)
+                assert got.records == []
+                found += got.markers
+                if got.next_offset <= offset:
+                    break
+                offset = got.next_offset
+            assert sorted(pid for _, pid, _ in found) == sorted(expected)
+            for offset, pid, commit in found:
                 assert not commit and offset == part.leo
                 part.markers[offset] = (pid, False)
                 part.leo += 1
