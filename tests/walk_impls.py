@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.accelerators import require_built
+
 
 @pytest.fixture(autouse=True, params=["c", "python"])
 def walk_impl(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
@@ -14,6 +16,6 @@ def walk_impl(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
     if request.param == "python":
         monkeypatch.setattr(record_walk, "_c_walk", None)
         monkeypatch.setattr(record_walk, "check_batch", None)
-    elif record_walk._c_walk is None:
-        pytest.skip("the C record walk is not built")
+    else:
+        require_built(record_walk._c_walk is not None, "the C record walk")
     return str(request.param)

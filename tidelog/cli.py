@@ -8,6 +8,9 @@ log.dirs ./data, node.id 1), the properties file, environment variables (TIDELOG
 dots as underscores, e.g. TIDELOG_LOG_DIRS), convenience flags, then --override. Metrics are off unless
 metrics.port is set (--metrics-port 9308 is a good choice; 0 picks a free port).
 
+    tidelog cleaner status [--url URL]          # every compacted partition's cleaning state (GET /api/cleaner)
+    tidelog cleaner explain TOPIC [--url URL]  # one sentence per partition: what holds compaction back
+
 `tidelog dump-log` is provided by the log-cleaner package (storage/dump_log.py) when present.
 """
 
@@ -62,6 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--log-level", default="INFO")
     # Test-only: exit abruptly at a named storage/cleaner step (tidelog.storage.fault_hooks.FaultPoint).
     serve.add_argument("--crash-at", metavar="STEP", help=argparse.SUPPRESS)
+    cleaner = sub.add_parser("cleaner", help="why compacted partitions are (not) being cleaned: status | explain TOPIC",
+                             add_help=False, formatter_class=_help_formatter)  # parsed by tidelog.cleaner.status_cli
+    cleaner.add_argument("args", nargs=argparse.REMAINDER)
     dump = sub.add_parser("dump-log", help="print the batches/records of log segments (kafka-dump-log style)",
                           add_help=False, formatter_class=_help_formatter)
     dump.add_argument("args", nargs=argparse.REMAINDER)
@@ -203,6 +209,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "dump-log":
         return run_dump_log(argv[1:])
+    if argv and argv[0] == "cleaner":
+        from tidelog.cleaner import status_cli
+
+        return status_cli.main(argv[1:])
     args = build_parser().parse_args(argv)
     if args.command == "serve":
         return run_serve(args)

@@ -8,6 +8,7 @@ import uuid
 
 import pytest
 
+from tests.accelerators import require_built
 from tidelog.broker.apis import API_TABLE
 from tidelog.protocol.api_keys import ApiKey
 from tidelog.protocol.fetch_codec import FetchPartitionResponse, encode_fetch_response
@@ -28,8 +29,8 @@ def codec_impl(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) 
     if request.param == "python":
         monkeypatch.setattr(produce_codec, "_accel", None)
         monkeypatch.setattr(frame, "_accel", None)
-    elif produce_codec._accel is None:
-        pytest.skip("the C Produce codec is not built")
+    else:
+        require_built(produce_codec._accel is not None, "the C Produce codec")
     return str(request.param)
 
 

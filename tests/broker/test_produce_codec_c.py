@@ -11,13 +11,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.accelerators import require_built
 from tests.broker.test_hot_path_codecs import PRODUCE_VERSIONS, kafka_python_produce_request
 from tidelog.protocol import frame as frame_module
 from tidelog.protocol import produce_codec
 from tidelog.protocol.frame import ProtocolError, RequestHeader
 from tidelog.protocol.produce_codec import PartitionProduceResponse, ProduceRequestData
 
-pytestmark = pytest.mark.skipif(produce_codec._accel is None, reason="the C Produce codec is not built")
+
+@pytest.fixture(autouse=True)
+def _built() -> None:
+    require_built(produce_codec._accel is not None, "the C Produce codec")
 
 
 def _shape(request: ProduceRequestData) -> Any:

@@ -8,6 +8,12 @@
 //                                                  commit (COMMIT=true) or abort
 //   fence BOOTSTRAP TOPIC TXN_ID                   a second producer with the same id fences the first
 //   admin BOOTSTRAP TOPIC TXN_ID                   list/describe transactions and producers around an open txn
+//   read  BOOTSTRAP TOPIC:START:FETCH_BYTES ...    per spec, a new consumer reads read_committed from offset
+//                                                  START of partition 0 until its position reaches the end
+//                                                  offset (the LSO); FETCH_BYTES > 0 sets fetch.max.bytes and
+//                                                  max.partition.fetch.bytes. One {"spec": n, "o": offset,
+//                                                  "v": value up to its first ':'} per record, then
+//                                                  {"spec": n, "done": count, "position": p, "end": e}
 
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
@@ -45,8 +51,9 @@ public final class TxnClient {
             case "ctp" -> ctp(args);
             case "fence" -> fence(args);
             case "admin" -> admin(args);
+            case "read" -> read(args);
             default -> {
-                System.err.println("usage: TxnClient txn|ctp|fence|admin ...");
+                System.err.println("usage: TxnClient txn|ctp|fence|admin|read ...");
                 System.exit(2);
             }
         }
@@ -87,6 +94,47 @@ public final class TxnClient {
             out.add(new ProducerRecord<>(topic, i % 3, null, utf8(tag + "-" + t + "-" + i)));
         }
         return out;
+    }
+
+    static void read(String[] args) {
+        for (int i = 2; i < args.length; i++) {
+            String[] spec = args[i].split(":");
+            readOne(i - 2, args[1], spec[0], Long.parseLong(spec[1]), Integer.parseInt(spec[2]));
+        }
+    }
+
+    static void readOne(int spec, String bootstrap, String topic, long start, int fetchBytes) {
+        Properties props = new Properties();
+        props.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        props.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        props.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        props.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
+        props.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        props.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, "5000");
+        if (fetchBytes > 0) {
+            props.put(ConsumerConfig.FETCH_MAX_BYTES_CONFIG, String.valueOf(fetchBytes));
+            props.put(ConsumerConfig.MAX_PARTITION_FETCH_BYTES_CONFIG, String.valueOf(fetchBytes));
+        }
+        TopicPartition tp = new TopicPartition(topic, 0);
+        long deadline = System.nanoTime() + Duration.ofSeconds(120).toNanos();
+        int seen = 0;
+        String tag = "{\"spec\": " + spec;
+        try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(props)) {
+            consumer.assign(List.of(tp));
+            consumer.seek(tp, start);
+            long end = consumer.endOffsets(List.of(tp)).get(tp);
+            while (consumer.position(tp) < end && System.nanoTime() < deadline) {
+                for (ConsumerRecord<byte[], byte[]> r : consumer.poll(Duration.ofMillis(500))) {
+                    String v = new String(r.value(), StandardCharsets.UTF_8);
+                    int colon = v.indexOf(':');
+                    String prefix = colon < 0 ? v : v.substring(0, colon);
+                    System.out.println(tag + ", \"o\": " + r.offset() + ", \"v\": " + quote(prefix) + "}");
+                    seen++;
+                }
+            }
+            System.out.println(tag + ", \"done\": " + seen + ", \"position\": " + consumer.position(tp)
+                + ", \"end\": " + end + "}");
+        }
     }
 
     static void txn(String[] args) throws Exception {

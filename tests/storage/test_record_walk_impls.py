@@ -7,11 +7,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.accelerators import require_built
 from tidelog.protocol import record_walk
 from tidelog.protocol.record_walk import InvalidRecordError, RecordWalk
 from tidelog.protocol.records import encode_record
 
-pytestmark = pytest.mark.skipif(record_walk._c_walk is None, reason="the C record walk is not built")
+
+@pytest.fixture(autouse=True)
+def _built() -> None:
+    require_built(record_walk._c_walk is not None, "the C record walk")
 
 
 def _run(impl: str, data: bytes, count: int, partial: bool) -> tuple[object, ...]:

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.accelerators import require_built
 from tidelog.config.log_config import LogConfig
 from tidelog.protocol import record_walk
 from tidelog.protocol.errors import KafkaError
@@ -16,7 +17,10 @@ from tidelog.protocol.records import GZIP, LZ4, NONE, SNAPPY, ZSTD, Record, buil
 from tidelog.storage import log_validator
 from tidelog.storage.log_validator import validate_records
 
-pytestmark = pytest.mark.skipif(record_walk.check_batch is None, reason="the C accelerator is not built")
+
+@pytest.fixture(autouse=True)
+def _built() -> None:
+    require_built(record_walk.check_batch is not None, "the C fast-lane batch check")
 
 NOW = 1_700_000_000_000
 

@@ -7,7 +7,9 @@ after its listener is up. Recording before that is a cheap no-op. Names follow K
 
 from __future__ import annotations
 
+import json
 import logging
+import socket
 import threading
 from bisect import bisect_left
 from collections.abc import Callable, Iterator
@@ -40,6 +42,14 @@ class BrokerMetrics:
         self.collectors: list[Any] = []  # extra collectors (e.g. the log cleaner) registered at start()
         # start() runs on the warm-up thread while subsystems built on the loop or a worker add collectors
         self._collectors_lock = threading.Lock()
+        # path -> function returning a JSON-able body, served beside /metrics (e.g. the cleaner's /api/cleaner);
+        # called on the HTTP server's request thread, never on the event loop
+        self.json_routes: dict[str, Callable[[], Any]] = {}
+
+    def add_json_route(self, path: str, body: Callable[[], Any]) -> None:
+        """Serve `GET path` as application/json from `body()` (JSON-able, or already encoded bytes) on the metrics
+        HTTP port."""
+        self.json_routes[path] = body
 
     def set_log_sizes(self, log_sizes: Callable[[], Iterator[tuple[str, int, int]]]) -> None:
         """The log-size source, once the LogManager exists (read at scrape time)."""
@@ -80,9 +90,7 @@ class BrokerMetrics:
                     reg.register(collector)
                 self.registry = reg
         if port >= 0 and self._http_server is None:
-            from prometheus_client import start_http_server
-
-            server, _thread = start_http_server(port, addr=host, registry=self.registry)
+            server = _serve_http(host, port, self._wsgi_app())
             self._http_server = server
             self.http_port = server.server_address[1]
             self._serving.set()
@@ -93,6 +101,28 @@ class BrokerMetrics:
             self._http_server.shutdown()
             self._http_server.server_close()
             self._http_server = None
+
+    def _wsgi_app(self) -> Callable[..., Any]:
+        """/metrics (and anything else) as prometheus_client serves it; the JSON routes by exact path."""
+        from prometheus_client import make_wsgi_app
+
+        metrics_app = make_wsgi_app(self.registry)
+
+        def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+            route = self.json_routes.get(environ.get("PATH_INFO", ""))
+            if route is None:
+                return list(metrics_app(environ, start_response))
+            try:
+                result = route()
+                body = result if isinstance(result, bytes) else json.dumps(result).encode()
+                status = "200 OK"
+            except Exception as e:  # noqa: BLE001 - one failed request, never the endpoint
+                log.exception("Serving %s failed", environ.get("PATH_INFO"))
+                body, status = json.dumps({"error": repr(e)}).encode(), "500 Internal Server Error"
+            start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+            return [body]
+
+        return app
 
     # --- recording (no-ops until start()) ---
 
@@ -122,6 +152,24 @@ class BrokerMetrics:
             return None
         value = self.registry.get_sample_value(name, labels or {})
         return None if value is None else float(value)
+
+
+def _serve_http(host: str, port: int, app: Callable[..., Any]) -> Any:
+    """A thread-per-request WSGI server on a daemon thread (as prometheus_client's start_http_server)."""
+    from wsgiref.simple_server import WSGIRequestHandler, make_server
+
+    from prometheus_client.exposition import ThreadingWSGIServer
+
+    class Server(ThreadingWSGIServer):
+        address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+
+    class QuietHandler(WSGIRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+            pass
+
+    server = make_server(host, port, app, Server, handler_class=QuietHandler)
+    threading.Thread(target=server.serve_forever, name="tidelog-metrics-http", daemon=True).start()
+    return server
 
 
 class _RequestCollector:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from tidelog.cleaner.cleaner import Cleaner, LogCleaningAbortedError, LogToClean
 from tidelog.cleaner.manager import LogCleanerManager, log_dir_of
 from tidelog.cleaner.offset_map import SkimpyOffsetMap
-from tidelog.cleaner.stats import CleanerStats, Throttler
+from tidelog.cleaner.stats import CleanerStats, CleaningHistory, Throttler
 from tidelog.clock import Clock
 from tidelog.storage import TopicPartition
 from tidelog.storage.fault_hooks import NO_FAULTS, FaultHooks, FaultPoint
@@ -128,6 +128,11 @@ class LogCleaner:
         self._sync_thread = CleanerThread(self, -1)  # state for clean_once(); never started
         self._lock = threading.Lock()
         self.summaries: list[str] = []  # the last few summary lines (for tests and tooling)
+        self.history = CleaningHistory()  # the last pass per partition (GET /api/cleaner)
+
+    def logs(self) -> dict[TopicPartition, Log]:
+        """The hosted logs the cleaner looks at (compacted or not)."""
+        return self._logs()
 
     # --- lifecycle ------------------------------------------------------------------------------------
 
@@ -248,6 +253,7 @@ class LogCleaner:
         summary = stats.summary(f"{tp.topic}-{tp.partition}", cleanable.first_dirty_offset, end_offset)
         logger.info(summary)
         self.summaries = (self.summaries + [summary])[-20:]
+        self.history.record(tp, self.clock.milliseconds(), cleanable.first_dirty_offset, end_offset, stats)
         self.fault_hooks.at(FaultPoint.BEFORE_CHECKPOINT, tp)
         self.manager.done_cleaning(tp, log_dir_of(log), end_offset)
 
@@ -266,6 +272,7 @@ class LogCleaner:
         """Call when a partition is deleted: aborts its cleaning and drops its checkpoint entry."""
         self.manager.abort_cleaning(tp)
         self.manager.remove_partition(tp, log_dir)
+        self.history.forget(tp)
 
     # --- metrics (Kafka's LogCleaner gauges) --------------------------------------------------------------------------------------
 

@@ -49,7 +49,15 @@ def cleanable_offsets(log: Log, last_clean_offset: int | None, now: int) -> Offs
         force = True
     else:
         first_dirty = last_clean_offset
-    candidates = [log.last_stable_offset, log.active_segment.base_offset]
+    bounds = uncleanable_bounds(log, first_dirty, now)
+    return OffsetsToClean(first_dirty, max(first_dirty, min(bounds.values())), force)
+
+
+def uncleanable_bounds(log: Log, first_dirty: int, now: int) -> dict[str, int]:
+    """Each rule's offset the cleaner may not clean past, by rule name (Kafka's cleanableOffsets: the last stable
+    offset, the active segment's base and, with min.compaction.lag.ms, the first dirty segment younger than the lag);
+    the first uncleanable offset is their minimum. tidelog/cleaner/explain.py names the binding one."""
+    bounds = {"last_stable_offset": log.last_stable_offset, "active_segment": log.active_segment.base_offset}
     min_lag = max(log.config.min_compaction_lag_ms, 0)
     if min_lag > 0:
         # KIP-58: segments holding a record younger than the lag stay dirty.
@@ -57,24 +65,37 @@ def cleanable_offsets(log: Log, last_clean_offset: int | None, now: int) -> Offs
             if segment is log.active_segment:
                 break
             if segment.largest_timestamp > now - min_lag:
-                candidates.append(segment.base_offset)
+                bounds["min_compaction_lag"] = segment.base_offset
                 break
-    return OffsetsToClean(first_dirty, max(first_dirty, min(candidates)), force)
+    return bounds
 
 
-def max_compaction_delay(log: Log, first_dirty_offset: int, now: int) -> int:
-    """How long the oldest dirty record has waited beyond max.compaction.lag.ms (KIP-354)."""
+def earliest_dirty_timestamp(log: Log, first_dirty_offset: int) -> int | None:
+    """The earliest first-batch timestamp of the dirty non-active segments, the one max.compaction.lag.ms
+    counts from (KIP-354); None when there is none."""
     segments = [s for s in log.segments.values(first_dirty_offset) if s is not log.active_segment]
     first_batch_timestamps = []
     for segment in segments:
         ts = segment.first_batch_timestamp()
         if ts > 0:
             first_batch_timestamps.append(ts)
-    if not first_batch_timestamps:
+    return min(first_batch_timestamps) if first_batch_timestamps else None
+
+
+def max_compaction_delay(log: Log, first_dirty_offset: int, now: int) -> int:
+    """How long the oldest dirty record has waited beyond max.compaction.lag.ms (KIP-354)."""
+    earliest = earliest_dirty_timestamp(log, first_dirty_offset)
+    if earliest is None:
         return 0
-    earliest = min(first_batch_timestamps)
     clean_until = now - max(log.config.max_compaction_lag_ms, 0)
     return clean_until - earliest if earliest < clean_until else 0
+
+
+def should_clean(cleanable: LogToClean) -> bool:
+    """Whether a log with bytes to clean is eligible this round (Kafka's grabFilthiestCompactedLog filter):
+    max.compaction.lag.ms is due with something cleanable, or the cleanable ratio exceeds min.cleanable.dirty.ratio."""
+    return ((cleanable.needs_compaction_now and cleanable.cleanable_bytes > 0)
+            or cleanable.cleanable_ratio > cleanable.log.config.min_cleanable_dirty_ratio)
 
 
 def calculate_cleanable_bytes(log: Log, first_dirty_offset: int, uncleanable_offset: int) -> tuple[int, int]:
@@ -132,6 +153,10 @@ class LogCleanerManager:
         self.time_of_last_run = clock.milliseconds()
         self.max_compaction_delay_secs = 0
         self.uncleanable_bytes: dict[Path, int] = {}
+        # for tidelog/cleaner/explain.py: why each partition was marked uncleanable, and the threads whose last
+        # round found nothing eligible (thread id -> that round's time), i.e. that sleep log.cleaner.backoff.ms
+        self.uncleanable_reasons: dict[TopicPartition, str] = {}
+        self.idle_threads: dict[int, int] = {}
 
     # --- checkpoints ----------------------------------------------------------------------------------
 
@@ -202,13 +227,11 @@ class LogCleanerManager:
                     candidates.append(cleanable)
             self.max_compaction_delay_secs = max((c.compaction_delay_ms for c in candidates), default=0) // 1000
             self.dirtiest_log_cleanable_ratio = max((c.cleanable_ratio for c in candidates), default=0.0)
-            eligible = [
-                c for c in candidates
-                if (c.needs_compaction_now and c.cleanable_bytes > 0)
-                or c.cleanable_ratio > c.log.config.min_cleanable_dirty_ratio
-            ]
+            eligible = [c for c in candidates if should_clean(c)]
             if not eligible:
+                self.idle_threads[threading.get_ident()] = now  # the caller backs off (explain.py reads this)
                 return None
+            self.idle_threads.pop(threading.get_ident(), None)
             filthiest = max(eligible, key=lambda c: c.cleanable_ratio)
             self._states[filthiest.topic_partition] = (IN_PROGRESS, 0)
             return filthiest
@@ -315,6 +338,7 @@ class LogCleanerManager:
     def mark_uncleanable(self, log: Log, tp: TopicPartition, why: str) -> None:
         with self._lock:
             logger.error("Partition %s marked uncleanable: %s", tp, why)
+            self.uncleanable_reasons[tp] = why
             self.uncleanable_partitions.setdefault(log_dir_of(log).resolve(), set()).add(tp)
 
     def is_uncleanable(self, tp: TopicPartition) -> bool:
@@ -328,6 +352,8 @@ class LogCleanerManager:
             checkpoints = None
             for log_dir, tps in self.uncleanable_partitions.items():
                 tps.intersection_update(hosted.keys())
+                for gone in set(self.uncleanable_reasons) - set(hosted):
+                    del self.uncleanable_reasons[gone]
                 total = 0
                 for tp in tps:
                     if checkpoints is None:
@@ -346,5 +372,6 @@ class LogCleanerManager:
             self._states.pop(tp, None)
             for tps in self.uncleanable_partitions.values():
                 tps.discard(tp)
+            self.uncleanable_reasons.pop(tp, None)
             self.update_checkpoints(log_dir, remove=tp)
             self._lock.notify_all()

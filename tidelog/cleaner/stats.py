@@ -7,6 +7,7 @@ import time
 from dataclasses import dataclass, field
 
 from tidelog.clock import Clock
+from tidelog.storage import TopicPartition
 
 MB = 1024 * 1024
 
@@ -97,6 +98,43 @@ class CleanerStats:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class LastCleaning:
+    """What the last finished pass over one partition did (GET /api/cleaner, tidelog/cleaner/explain.py)."""
+
+    finished_ms: int
+    first_dirty_offset: int
+    end_offset: int
+    records_read: int
+    records_retained: int
+    bytes_read: int
+    bytes_written: int
+    seconds: float
+
+
+class CleaningHistory:
+    """The last finished pass per partition, written by the cleaner threads and read by the HTTP endpoint."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._last: dict[TopicPartition, LastCleaning] = {}
+
+    def record(self, tp: TopicPartition, finished_ms: int, first_dirty: int, end_offset: int,
+               stats: CleanerStats) -> None:
+        entry = LastCleaning(finished_ms, first_dirty, end_offset, stats.messages_read, stats.messages_written,
+                             stats.bytes_read, stats.bytes_written, round(stats.elapsed_secs, 6))
+        with self._lock:
+            self._last[tp] = entry
+
+    def get(self, tp: TopicPartition) -> LastCleaning | None:
+        with self._lock:
+            return self._last.get(tp)
+
+    def forget(self, tp: TopicPartition) -> None:
+        with self._lock:
+            self._last.pop(tp, None)
+
+
 class Throttler:
     """Kafka's Throttler: one instance shared by all cleaner threads. Observed over windows of at least
     300 ms; when the rate exceeds the limit, sleep long enough to bring it back down.
@@ -112,6 +150,7 @@ class Throttler:
         self._period_start = clock.monotonic_ms()
         self._observed = 0.0
         self._stop = stop or threading.Event()
+        self.throttled_until_ms: int | None = None  # wall-clock end of the current sleep (tidelog/cleaner/explain.py)
 
     def maybe_throttle(self, observed: float) -> None:
         if self.desired_rate_per_sec >= 1.7e308:  # Double.MAX: unlimited
@@ -126,6 +165,10 @@ class Throttler:
             if rate > self.desired_rate_per_sec:
                 sleep_ms = self._observed / (self.desired_rate_per_sec / 1000.0) - elapsed
                 if sleep_ms > 0:
-                    self._stop.wait(sleep_ms / 1000.0)
+                    self.throttled_until_ms = self._clock.milliseconds() + int(sleep_ms)
+                    try:
+                        self._stop.wait(sleep_ms / 1000.0)
+                    finally:
+                        self.throttled_until_ms = None
             self._period_start = self._clock.monotonic_ms()
             self._observed = 0.0

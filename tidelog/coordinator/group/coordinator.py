@@ -143,8 +143,7 @@ class GroupCoordinator:
             old_id = group.static_member_id(instance_id)
             if old_id is not None and group.has_member(old_id):
                 return self._replace_static_member(group, old_id, new_id, supports_skip_assignment,
-                                                   client_id, client_host, session_timeout_ms,
-                                                   rebalance_timeout_ms, protocols)
+                                                   session_timeout_ms, rebalance_timeout_ms, protocols)
             return self._add_member_and_rebalance(group, new_id, instance_id, client_id, client_host,
                                                   session_timeout_ms, rebalance_timeout_ms, protocol_type,
                                                   protocols)
@@ -238,38 +237,57 @@ class GroupCoordinator:
         return fut
 
     def _replace_static_member(self, group: GroupMetadata, old_id: str, new_id: str,
-                               supports_skip_assignment: bool, client_id: str, client_host: str,
-                               session_timeout_ms: int, rebalance_timeout_ms: int,
+                               supports_skip_assignment: bool, session_timeout_ms: int, rebalance_timeout_ms: int,
                                protocols: list[tuple[str, bytes]]) -> JoinResult | asyncio.Future[JoinResult]:
-        old = group.members[old_id]
-        old_protocols = old.protocols
-        # the previous incarnation is fenced: its parked calls fail, later ones get FENCED_INSTANCE_ID
-        old.complete_join(JoinResult(E.FENCED_INSTANCE_ID, old_id))
-        old.complete_sync(SyncResult(E.FENCED_INSTANCE_ID))
-        was_leader = group.is_leader(old_id)
-        del group.members[old_id]
-        old.member_id = new_id
-        old.client_id, old.client_host = client_id, client_host
-        old.session_timeout_ms, old.rebalance_timeout_ms = session_timeout_ms, rebalance_timeout_ms
-        old.last_heartbeat_ms = self._now()
-        group.members[new_id] = old
-        assert old.group_instance_id is not None
-        group.static_members[old.group_instance_id] = new_id
-        if was_leader:
-            group.leader_id = new_id
-        if group.is_(GroupState.STABLE):
-            selected = group.protocol_name
-            same = selected is not None and dict(protocols).get(selected) == dict(old_protocols).get(selected)
-            if same and (not was_leader or supports_skip_assignment):
-                old.protocols = list(protocols)
-                error = self.manager.store_group(group)
-                if error != E.NONE:
-                    return JoinResult(error, new_id)
-                # KIP-345: a restarted static member gets its old assignment without a rebalance
-                return self._current_join_result(group, new_id, with_members=was_leader,
-                                                 skip_assignment=was_leader)
-        return self._update_member_and_rebalance(group, old, protocols, rebalance_timeout_ms,
+        """A known group.instance.id joins with no member id (Kafka's GroupMetadataManager
+        .updateStaticMemberThenRebalanceOrCompleteJoin). The member keeps its client id/host and assignment
+        under the new id; only a change of the group's selected protocol makes a Stable group rebalance."""
+        current_leader = group.leader_id
+        member = self._rekey_static_member(group, old_id, new_id)
+        saved = (member.protocols, member.rebalance_timeout_ms, member.session_timeout_ms)
+        member.protocols = list(protocols)
+        member.rebalance_timeout_ms, member.session_timeout_ms = rebalance_timeout_ms, session_timeout_ms
+        member.last_heartbeat_ms = self._now()
+        if group.is_(GroupState.STABLE) and group.select_protocol() == group.protocol_name:
+            error = self.manager.store_group(group)
+            if error != E.NONE:
+                # the new member id could not be stored: back to the old one (ClassicGroup.replaceStaticMember)
+                member.protocols, member.rebalance_timeout_ms, member.session_timeout_ms = saved
+                self._rekey_static_member(group, new_id, old_id)
+                return JoinResult(error, "", group.generation_id, group.protocol_type, group.protocol_name,
+                                  current_leader or "")
+            if supports_skip_assignment:
+                # KIP-814 (JoinGroup v9+, KAFKA-13435): a rejoining leader gets the members but keeps the
+                # current assignment, it must not compute a new one
+                is_leader = group.is_leader(new_id)
+                return self._current_join_result(group, new_id, with_members=is_leader,
+                                                 skip_assignment=is_leader)
+            # before v9 the response names the leader as it was before the rejoin, so a rejoining leader
+            # takes itself for a follower and just fetches its assignment with SyncGroup
+            return JoinResult(E.NONE, new_id, group.generation_id, group.protocol_type, group.protocol_name,
+                              current_leader or "")
+        # Stable with a new selected protocol, or CompletingRebalance (the leader may be assigning to the old
+        # member id): rebalance; PreparingRebalance: the join waits for the others
+        return self._update_member_and_rebalance(group, member, protocols, rebalance_timeout_ms,
                                                  session_timeout_ms)
+
+    @staticmethod
+    def _rekey_static_member(group: GroupMetadata, old_id: str, new_id: str) -> MemberMetadata:
+        """Kafka's ClassicGroup.replaceStaticMember: the member under `old_id` continues as `new_id` (leadership
+        included); the calls the old incarnation has parked fail with FENCED_INSTANCE_ID."""
+        member = group.members[old_id]
+        member.complete_join(JoinResult(E.FENCED_INSTANCE_ID, old_id))
+        member.complete_sync(SyncResult(E.FENCED_INSTANCE_ID))
+        member.member_id = new_id
+        # in place and in order: the order breaks ties of select_protocol, which a restart must not change
+        members = list(group.members.items())
+        group.members.clear()
+        group.members.update((new_id if mid == old_id else mid, m) for mid, m in members)
+        assert member.group_instance_id is not None
+        group.static_members[member.group_instance_id] = new_id
+        if group.is_leader(old_id):
+            group.leader_id = new_id
+        return member
 
     # ------------------------------------------------------------------------------------- rebalancing
     def _maybe_prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
