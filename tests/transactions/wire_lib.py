@@ -81,9 +81,9 @@ def consume(data: bytes | None, fetch_offset: int, aborted: Sequence[tuple[int, 
     for pos, header in iter_batches(buf):
         position = max(position, header.next_offset)
         control = None
-        if header.is_control:
-            [rec] = list(iter_records(buf, pos))
-            control = struct.unpack(">hh", rec.key or b"")[1] == 1  # control type 1 = COMMIT, 0 = ABORT
+        control_records = list(iter_records(buf, pos)) if header.is_control else []
+        if control_records:  # the cleaner may leave a control batch empty: it is no marker (containsAbortMarker)
+            control = struct.unpack(">hh", control_records[0].key or b"")[1] == 1  # type 1 = COMMIT, 0 = ABORT
             markers.append((header.base_offset, header.producer_id, control))
         if read_committed and header.has_producer_id:
             while pending and pending[0][1] <= header.last_offset:
