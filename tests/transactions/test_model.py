@@ -24,6 +24,7 @@ CI runs a few hundred steps; a deeper run by hand: TIDELOG_MODEL_EXAMPLES=200 TI
 from __future__ import annotations
 
 import os
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,6 +51,7 @@ from .wire_lib import Consumed, add_partitions, consume, end_txn, init, produce_
 
 EXAMPLES = int(os.environ.get("TIDELOG_MODEL_EXAMPLES", "10"))
 STEPS = int(os.environ.get("TIDELOG_MODEL_STEPS", "50"))
+DEEP = "TIDELOG_MODEL_EXAMPLES" in os.environ or "TIDELOG_MODEL_STEPS" in os.environ
 
 PLAIN, COMPACT = "model-txn", "model-compact"
 TOPICS = (PLAIN, COMPACT)
@@ -146,6 +148,8 @@ class TransactionModel(RuleBasedStateMachine):
             self.wire.close()
         if self.broker_cm is not None:
             self.broker_cm.__exit__(None, None, None)
+        if DEEP and STATS["examples"] % 10 == 0:  # progress of a long run (pytest -s)
+            print(f"{time.strftime('%H:%M:%S')} {STATS['examples']} examples, {STATS['steps']} steps", flush=True)
 
     def _broker(self) -> BrokerHandle:
         assert self.broker is not None
@@ -469,7 +473,8 @@ def _diff(got: list[Any], expected: list[Any]) -> str:
             f"missing {sorted(e - g)[:5]}")
 
 
-@pytest.mark.timeout(900)  # a failure is shrunk for up to 5 minutes (Hypothesis' limit) before it is reported
+# A failure is shrunk for up to 5 minutes (Hypothesis' limit) before it is reported; a deeper run has no limit.
+@pytest.mark.timeout(0 if DEEP else 900)
 def test_transactions_match_the_model() -> None:
     STATS.clear()
     run_state_machine_as_test(TransactionModel, settings=settings(
