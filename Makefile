@@ -44,10 +44,12 @@ check-tools:
 test: $(VENV)/.installed-test java-client check-tools
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-# ruff everywhere; mypy (strict on protocol/storage/cleaner/coordinator/broker/config, see pyproject.toml).
+# ruff everywhere; mypy (strict on protocol/storage/cleaner/coordinator/broker/config, see pyproject.toml); the
+# package layers (import-linter, [tool.importlinter] in pyproject.toml).
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 # docs/APIS.md from the code (API_TABLE, each API module's NOTES) and docs/APIS.template.md; tests/test_apis_doc.py
 # fails when the committed file is stale.

@@ -29,6 +29,7 @@ from typing import Any
 
 import pytest
 
+from tidelog.protocol.messages import quiet_schema_loader
 from tidelog.testing import BrokerHandle, run_broker
 
 MARKER = "tidelog"
@@ -44,8 +45,6 @@ def pytest_configure(config: pytest.Config) -> None:
     # kafka-python (the broker's codecs, and the client most suites import) warns while loading its schemas:
     # load them through the non-deprecated API so `-W error` sessions can import it at collection time.
     with contextlib.suppress(ImportError):
-        from tidelog.protocol.messages import quiet_schema_loader
-
         quiet_schema_loader()
 
 

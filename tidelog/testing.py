@@ -17,6 +17,7 @@ import os
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -27,9 +28,14 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import uvloop
+
 from tidelog.broker.fault_control import ServerControls, listen_socket
 from tidelog.broker.faults import FaultInjector
+from tidelog.broker.server import Server
 from tidelog.clock import Clock
+from tidelog.config.broker_config import BrokerConfig
+from tidelog.protocol.messages import request_class, response_class
 from tidelog.testing_support import (
     BrokerFaultsMixin,
     ProcessFaultsMixin,
@@ -101,8 +107,6 @@ class BrokerHandle(BrokerFaultsMixin, RecordsMixin):
         return await self._controls.drop_connections()
 
     async def _restart(self) -> None:
-        from tidelog.broker.server import Server
-
         await self.server.stop()
         server = Server(self._config, self._clock, self._registry, faults=self.faults)
         await server.start(sock=listen_socket(self.host, self.port))
@@ -111,8 +115,6 @@ class BrokerHandle(BrokerFaultsMixin, RecordsMixin):
 
 def _new_loop() -> asyncio.AbstractEventLoop:
     try:
-        import uvloop
-
         return uvloop.new_event_loop()
     except ImportError:  # pragma: no cover - uvloop is a dependency
         return asyncio.new_event_loop()
@@ -132,9 +134,6 @@ def run_broker(log_dir: str | os.PathLike[str] | None = None, port: int = 0,
     at the named steps of storage, the cleaner and the coordinators (set as the injector's `steps`).
     `load_services_after_ready`: return once the logs are loaded, with the coordinators still loading (as
     `tidelog serve` starts; their APIs answer COORDINATOR_LOAD_IN_PROGRESS until `state.services.loaded`)."""
-    from tidelog.broker.server import Server
-    from tidelog.config.broker_config import BrokerConfig
-
     tmp = None
     if log_dir is None:
         tmp = tempfile.mkdtemp(prefix="tidelog-")
@@ -350,9 +349,6 @@ class KafkaWire:
 
     def frame(self, api_key: int, version: int, request: Any, correlation_id: int | None = None) -> bytes:
         """The complete size-prefixed request frame (header v1 or v2 by the version's flexibility)."""
-        import struct
-
-        from tidelog.protocol.messages import request_class
 
         if correlation_id is None:
             self.correlation_id += 1
@@ -379,8 +375,6 @@ class KafkaWire:
 
     def read_frame(self) -> bytes:
         """One response frame without its size prefix; raises EOFError if the broker closed the socket."""
-        import struct
-
         size = struct.unpack(">i", self._read_exact(4))[0]
         return self._read_exact(size)
 
@@ -395,9 +389,6 @@ class KafkaWire:
 
     def receive(self, api_key: int, version: int) -> tuple[int, Any]:
         """(correlation id, decoded response); the header is v0 for ApiVersions, else by flexibility."""
-        import struct
-
-        from tidelog.protocol.messages import response_class
 
         data = self.read_frame()
         (correlation_id,) = struct.unpack_from(">i", data, 0)
@@ -415,8 +406,6 @@ class KafkaWire:
 
     def alter_client_quota(self, entity_type: str, entity_name: str, key: str, value: float | None) -> None:
         """Set (or, with None, remove) one client quota over AlterClientQuotas v1; raises if the broker refuses it."""
-        from tidelog.protocol.messages import request_class
-
         cls = request_class(49)[1]
         E = cls.EntryData
         entry = E(entity=[E.EntityData(entity_type=entity_type, entity_name=entity_name)],

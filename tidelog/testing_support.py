@@ -24,6 +24,10 @@ import time
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, NamedTuple, TypeVar
 
+from tidelog.protocol.record_batch import iter_batches
+from tidelog.protocol.records import iter_records
+from tidelog.storage import TopicPartition
+
 T = TypeVar("T")
 WAIT_TIMEOUT_S = 30.0
 
@@ -63,6 +67,11 @@ class BrokerFaultsMixin:
                       topic: str | None = None) -> None:
         """The next len(errors) requests of `api` are answered with these errors, in order, and not applied."""
         self.faults.inject_errors(api, errors, topic)
+
+    def inject_handler_exceptions(self, api: str | int, count: int = 1) -> None:
+        """The next `count` requests of `api` fail inside their handler (an unexpected exception): the broker
+        answers them with the API's error response, UNKNOWN_SERVER_ERROR (Kafka's KafkaApis.handleError)."""
+        self.faults.inject_handler_exceptions(api, count)
 
     def set_latency(self, ms: int, api: str | int | None = None) -> None:
         """Delay every response (or those of `api`) by `ms` milliseconds."""
@@ -105,6 +114,9 @@ class ProcessFaultsMixin:
     def inject_errors(self, api: str | int, errors: list[str | int] | tuple[str | int, ...],
                       topic: str | None = None) -> None:
         self._control("inject_errors", api=api, errors=list(errors), topic=topic)
+
+    def inject_handler_exceptions(self, api: str | int, count: int = 1) -> None:
+        self._control("inject_handler_exceptions", api=api, count=count)
 
     def set_latency(self, ms: int, api: str | int | None = None) -> None:
         self._control("set_latency", ms=ms, api=api)
@@ -151,10 +163,6 @@ class RecordsMixin:
     def records(self, topic: str, partition: int | None = None) -> list[TopicRecord]:
         """Every record of `topic` (or one partition) up to the high watermark, ordered by partition then
         offset; control records (transaction markers) are left out."""
-        from tidelog.protocol.record_batch import iter_batches
-        from tidelog.protocol.records import iter_records
-        from tidelog.storage import TopicPartition
-
         info = self.state.topics.get(topic)
         if info is None:
             return []

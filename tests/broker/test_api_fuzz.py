@@ -6,6 +6,10 @@ in-process broker, so it goes through framing, decode and the real handler.
 Allowed outcomes: a response that decodes, or a closed connection (a decode error: Kafka closes too). A failure is
 any ERROR logged by the broker while it handled the request (a handler exception, an unencodable response, a
 per-partition `log.exception`), or a broker that stops answering.
+
+Then each API once more with an exception raised where its handler runs (the fault injector's handler
+faults): the answer must be the API's own error response with UNKNOWN_SERVER_ERROR in every error field, on a
+connection that stays open (Kafka's KafkaApis.handleError).
 """
 
 from __future__ import annotations
@@ -216,3 +220,89 @@ def test_fuzzed_requests_never_raise_in_a_handler(fuzz_broker: BrokerHandle, err
         meta = wire.request(3, 12, cls(topics=None, allow_auto_topic_creation=False,
                                        include_topic_authorized_operations=False))
     assert meta.brokers
+
+
+def _error_codes(value: Any, version: int) -> list[int]:
+    """Every error field of a decoded response, at any depth (Kafka's error response sets each one)."""
+    codes: list[int] = []
+    fields = getattr(value, "fields", None)
+    if not isinstance(fields, dict):
+        return codes
+    for field in fields.values():
+        if not field.for_version_q(version):
+            continue
+        item = getattr(value, field.name, None)
+        if field.name in ("error_code", "partition_error_code"):
+            codes.append(item)
+        elif field.is_struct_array():
+            for entry in item or []:
+                codes.extend(_error_codes(entry, version))
+        elif field.is_struct() and item is not None:
+            codes.extend(_error_codes(item, version))
+    return codes
+
+
+def _exchange_answer(bootstrap: str, api_key: int, version: int, body: bytes) -> tuple[Any, bool]:
+    """Send one request, then ApiVersions v0 as a marker: (the decoded response or None, whether the
+    connection still answered the marker)."""
+    with KafkaWire(bootstrap, timeout=20) as wire:
+        wire.sock.sendall(wire.frame(api_key, version, body, correlation_id=1_000))
+        wire.sock.sendall(wire.frame(18, 0, b"", correlation_id=2_000))
+        response = None
+        try:
+            while True:
+                frame = wire.read_frame()
+                (cid,) = struct.unpack_from(">i", frame, 0)
+                if cid == 2_000:
+                    return response, True
+                cls = response_class(api_key)[version]
+                response = cls.decode(frame[5 if cls.flexible_version_q(version) else 4:], version=version)
+        except (EOFError, ConnectionError):
+            return response, False
+
+
+_FAULTED_APIS = [a for a in _APIS if a[1] != 18]  # ApiVersions cannot be faulted: clients learn versions from it
+
+
+@pytest.mark.parametrize(("name", "api_key", "versions"), _FAULTED_APIS, ids=[a[0] for a in _FAULTED_APIS])
+def test_a_handler_exception_is_answered_with_the_apis_error_response(
+        fuzz_broker: BrokerHandle, error_log: _ErrorLog, name: str, api_key: int, versions: list[int]) -> None:
+    """Kafka's error policy (KafkaApis.handleError): an exception inside any handler is answered with that API's
+    own error response, UNKNOWN_SERVER_ERROR in every error field, logged once; the connection stays open (an
+    acks=0 Produce, which has no response, closes it as Kafka does)."""
+    seen = {"answered": 0, "with_errors": 0}
+
+    @settings(max_examples=8, deadline=None, database=None,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+    @given(st.data())
+    def run(data: st.DataObject) -> None:
+        version = data.draw(st.sampled_from(versions))
+        request = _struct(data.draw, request_class(api_key)[version]._struct, version, False)
+        try:
+            body = bytes(request.encode(version=version))
+        except Exception:  # noqa: BLE001 - a value kafka-python cannot encode at this version
+            raise UnsatisfiedAssumption() from None
+        fuzz_broker.faults.clear()
+        fuzz_broker.inject_handler_exceptions(api_key)
+        before = len(error_log.records)
+        response, open_ = _exchange_answer(fuzz_broker.bootstrap, api_key, version, body)
+        reached = fuzz_broker.faults.pending_handler_exceptions(api_key) == 0
+        fuzz_broker.faults.clear()
+        if not reached:  # refused before its handler (e.g. a value its decoder rejects): not this test's case
+            raise UnsatisfiedAssumption()
+        logged = [r for r in error_log.records[before:] if "correlation id 1000" in r.getMessage()]
+        assert len(logged) == 1 and "UNKNOWN_SERVER_ERROR" in logged[0].getMessage(), [
+            r.getMessage() for r in error_log.records[before:]]
+        del error_log.records[before:]  # expected: the fuzz test above counts only unexpected errors
+        if api_key == 0 and request.acks == 0:
+            assert response is None and not open_  # no response to carry the error: Kafka closes
+            return
+        assert response is not None and open_, f"{name} v{version}: no answer, or the connection closed"
+        codes = _error_codes(response, version)
+        assert all(code == -1 for code in codes), f"{name} v{version}: {codes}"
+        seen["answered"] += 1
+        seen["with_errors"] += bool(codes)
+
+    run()
+    assert seen["with_errors"] > 0, f"{name}: {seen}"
+

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 from broker_testlib import create_topic
 
-from tidelog.broker.quotas import ClientQuotaStore, QuotaManagers
+from tidelog.broker.quota_managers import QuotaManagers
+from tidelog.broker.quotas import ClientQuotaStore
 from tidelog.clock import ManualClock
 from tidelog.protocol.api_keys import ApiKey
 from tidelog.protocol.errors import ErrorCode

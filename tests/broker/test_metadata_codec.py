@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tidelog.broker.apis import API_TABLE
-from tidelog.broker.connection import Connection
+from tidelog.broker.dispatch import encode
 from tidelog.protocol.api_keys import ApiKey
 from tidelog.protocol.messages import encode_response, request_class, response_class
 from tidelog.protocol.metadata_codec import (
@@ -212,7 +212,7 @@ def test_forged_metadata_requests_raise_wire_error(version: int, body: bytes) ->
 
 def frame(api_key: int, version: int, response: Any) -> tuple[bytes, int | None]:
     """The whole response frame as the connection writes it (size, header, body), and its metrics error code."""
-    pieces, size, _name, error_code = Connection._encode(api_key, 7, version, response, "test")
+    pieces, size, _name, error_code = encode(api_key, 7, version, response, "test")
     out = b"".join(bytes(p) for p in pieces)
     assert len(out) == size
     return out, error_code

@@ -1,4 +1,4 @@
-"""The plain Produce path (connection._plain_produce -> apis/produce.handle_plain), over real sockets: it answers
+"""The plain Produce path (dispatch._plain_produce -> apis/produce.handle_plain), over real sockets: it answers
 exactly what the generic dispatch answers, and when it hands a request over (nothing it may answer alone) it has
 appended nothing, so no batch is ever written twice."""
 

@@ -15,7 +15,8 @@ import pytest
 from broker_testlib import batch, produce_request
 
 from tidelog.broker.mutation_quota import THROTTLING_MESSAGE, UNBOUNDED, ControllerMutationQuotaManager
-from tidelog.broker.quotas import ClientQuotaStore, QuotaManagers
+from tidelog.broker.quota_managers import QuotaManagers
+from tidelog.broker.quotas import ClientQuotaStore
 from tidelog.broker.request_quota import LoopTime, timed
 from tidelog.clock import ManualClock
 from tidelog.protocol.api_keys import ApiKey

@@ -272,9 +272,9 @@ def test_client_that_never_reads_is_throttled_then_closed(tidelog_broker_factory
 # ---------------------------------------------------------------------------------- unencodable response
 
 
-def test_unencodable_response_closes_only_that_connection(caplog: pytest.LogCaptureFixture) -> None:
-    """A handler that returns a response kafka-python cannot encode: one error line with the traceback, the
-    connection closes, the broker keeps serving."""
+def test_unencodable_response_is_answered_with_the_error_response(caplog: pytest.LogCaptureFixture) -> None:
+    """A handler that returns a response kafka-python cannot encode is a handler bug (Kafka's error policy): one
+    error line with the traceback, the API's error response instead, the connection kept."""
     import types
     from typing import Any
 
@@ -291,13 +291,14 @@ def test_unencodable_response_closes_only_that_connection(caplog: pytest.LogCapt
 
     bad.handle = handle  # type: ignore[attr-defined]
     table = [ApiEntry(3, "unencodable_for_test", 0, 12)] + [e for e in API_TABLE if e.key == 18]
-    if True:
-        with run_broker(registry=ApiRegistry(table, modules={"unencodable_for_test": bad})) as b:
-            with caplog.at_level(logging.WARNING, logger="tidelog.broker.connection"), KafkaWire(b.bootstrap) as wire:
-                wire.sock.sendall(wire.frame(3, 1, request_class(3)[1](topics=None)))
-                assert wire.is_closed()
-            with KafkaWire(b.bootstrap) as wire:
-                assert wire.request(18, 0, api_versions_v0()).error_code == 0
+    metadata = request_class(3)[1]
+    with run_broker(registry=ApiRegistry(table, modules={"unencodable_for_test": bad})) as b:
+        with caplog.at_level(logging.WARNING, logger="tidelog.broker.connection"), KafkaWire(b.bootstrap) as wire:
+            response = wire.request(3, 1, metadata(topics=[metadata.MetadataRequestTopic(name="t")]))
+            assert [(t.name, t.error_code) for t in response.topics] == [("t", -1)]
+            assert wire.request(18, 0, api_versions_v0()).error_code == 0  # the same connection
     records = [r for r in caplog.records if r.name == "tidelog.broker.connection"]
     assert len(records) == 1, [r.getMessage() for r in records]
-    assert "cannot encode" in records[0].getMessage() and records[0].exc_info is not None
+    assert "UNKNOWN_SERVER_ERROR" in records[0].getMessage() and "cannot encode" in repr(records[0].exc_info[1])
+
+

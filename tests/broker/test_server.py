@@ -13,8 +13,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tidelog.broker.metrics import BrokerMetrics
 from tidelog.protocol.messages import request_class
 from tidelog.protocol.records import Record, build_batch
@@ -229,8 +227,9 @@ def test_cli_help_lists_commands() -> None:
     assert out.returncode == 0 and "serve" in out.stdout and "dump-log" in out.stdout
 
 
-def test_handler_exception_closes_only_that_connection(caplog: Any) -> None:
-    """A handler bug: one log line with the traceback, the connection closes, other APIs keep working."""
+def test_handler_exception_is_answered_and_the_connection_kept(caplog: Any) -> None:
+    """A handler bug (Kafka's KafkaApis.handleError): one log line with the request header and the traceback,
+    the API's own error response (UNKNOWN_SERVER_ERROR per requested topic), the connection stays open."""
     import types
 
     from tidelog.broker.apis import API_TABLE, ApiEntry
@@ -244,15 +243,18 @@ def test_handler_exception_closes_only_that_connection(caplog: Any) -> None:
 
     boom.handle = handle  # type: ignore[attr-defined]
     table = [ApiEntry(3, "boom_for_test", 0, 12)] + [e for e in API_TABLE if e.key == 18]
+    metadata = request_class(3)[1]
     with run_broker(registry=ApiRegistry(table, modules={"boom_for_test": boom})) as b:
         with KafkaWire(b.bootstrap) as wire:
-            wire.sock.sendall(wire.frame(3, 1, request_class(3)[1](topics=None)))
-            assert wire.is_closed()
-        with KafkaWire(b.bootstrap) as wire:
-            response = wire.request(18, 0, request_class(18)[0]())
-        # ApiVersions advertises exactly this server's table.
-        assert sorted(k.api_key for k in response.api_keys) == [3, 18]
-    assert any("handler bug" in r.getMessage() for r in caplog.records)
+            response = wire.request(3, 1, metadata(topics=[metadata.MetadataRequestTopic(name="t1")]))
+            assert [(t.name, t.error_code) for t in response.topics] == [("t1", -1)]
+            assert response.brokers == []
+            # ApiVersions advertises exactly this server's table, on the same connection.
+            versions = wire.request(18, 0, request_class(18)[0]())
+        assert sorted(k.api_key for k in versions.api_keys) == [3, 18]
+    [logged] = [r for r in caplog.records if r.exc_info and "handler bug" in repr(r.exc_info[1])]
+    assert "boom_for_test v1 request (correlation id" in logged.getMessage()
+    assert "UNKNOWN_SERVER_ERROR" in logged.getMessage()
 
 
 STARTUP_PROBE = """
@@ -380,46 +382,29 @@ def test_serve_help_is_as_wide_as_the_terminal() -> None:
     assert widest("50") <= 50 < widest("200")
 
 
-STATE_FILES = {  # what a broker keeps in its first log dir beside the logs, and a document of the wrong shape
-    "tidelog-client-metrics.json": '{"subscriptions": {"s": 3}}',
-    "tidelog-quotas.json": '{"entities": [{"entity": 3}]}',
-    "tidelog-features.json": '{"finalized": {"metadata.version": "x"}, "epoch": 1}',
-    "tidelog-producer-ids.json": '{"block_end": -5}',
-    "tidelog-scram-credentials.json": '{"users": {"alice": {"SCRAM-SHA-256": {"salt": "AA"}}}}',
-    "tidelog-acls.json": '{"acls": [3]}',
-    "tidelog-group-configs.json": '{"groups": {"g": 3}}',
-}
+def _serve_with_tls(tmp_path: Path, **ssl_config: str) -> subprocess.CompletedProcess[str]:
+    overrides = {"listeners": "SSL://127.0.0.1:0", "ssl.client.auth": "required", **ssl_config}
+    args = [a for k, v in overrides.items() for a in ("--override", f"{k}={v}")]
+    return subprocess.run([sys.executable, "-m", "tidelog", "serve", "--log-dirs", str(tmp_path / "data"), *args],
+                          capture_output=True, text=True, timeout=120, env=dict(os.environ, PYTHONPATH=str(ROOT)))
 
 
-def test_state_file_names_are_the_ones_start_up_looks_for() -> None:
-    from tidelog.broker.client_metrics import SUBSCRIPTIONS_FILE
-    from tidelog.broker.features import FILE_NAME as FEATURES
-    from tidelog.broker.producer_ids import STATE_FILE
-    from tidelog.broker.quotas import FILE_NAME as QUOTAS
-    from tidelog.broker.state import CLIENT_METRICS_FILE, GROUP_CONFIGS_FILE
-    from tidelog.security import manager
-    from tidelog.security.acl_store import FILE_NAME as ACLS
-    from tidelog.security.scram_store import FILE_NAME as SCRAM
+def test_unloadable_keystore_or_truststore_stops_serve_with_one_line(tmp_path: Path) -> None:
+    """A keystore or truststore OpenSSL cannot load stops `tidelog serve` with the one-line configuration
+    error (exit 2), not a traceback."""
+    from tidelog.security.throwaway_ca import ThrowawayCA
 
-    assert CLIENT_METRICS_FILE == SUBSCRIPTIONS_FILE  # start-up builds the manager when this file exists
-    assert (manager.SCRAM_FILE, manager.ACL_FILE) == (SCRAM, ACLS)  # and the security stores when theirs do
-    assert set(STATE_FILES) == {SUBSCRIPTIONS_FILE, QUOTAS, FEATURES, STATE_FILE, SCRAM, ACLS, GROUP_CONFIGS_FILE}
-
-
-@pytest.mark.parametrize("broken", ["not json", "wrong shape"])
-@pytest.mark.parametrize("name", sorted(STATE_FILES))
-def test_serve_refuses_to_start_on_a_damaged_state_file_with_one_line_naming_it(tmp_path: Path, name: str,
-                                                                               broken: str) -> None:
-    """Quotas, features, ACLs, SCRAM credentials, producer ids, telemetry subscriptions and group configs live in small JSON
-    files (Kafka keeps them in its metadata log). Serving without what a damaged one held would be wrong (a
-    reused producer id, a dropped ACL), so the broker does not start: one line names the file and the fault,
-    exit code 1, no traceback. Those built lazily are read at start-up when their file exists."""
-    path = tmp_path / name
-    path.write_text("{not json" if broken == "not json" else STATE_FILES[name], encoding="utf-8")
-    out = subprocess.run([sys.executable, "-m", "tidelog", "serve", "--override", "listeners=PLAINTEXT://127.0.0.1:0",
-                          "--override", f"log.dirs={tmp_path}"], capture_output=True, text=True, timeout=60, cwd=ROOT,
-                         env=dict(os.environ, PYTHONPATH=str(ROOT)))
-    assert out.returncode == 1, (out.stdout[-500:], out.stderr[-2000:])
-    assert "tidelog ready" not in out.stdout
-    assert "Traceback" not in out.stderr
-    assert out.stderr.strip().splitlines()[-1].startswith(f"tidelog: cannot read {path}: ")
+    ca = ThrowawayCA(tmp_path / "ca")
+    server, other = ca.issue("broker", server=True), ca.issue("other", server=True)
+    mismatched = tmp_path / "mismatched.pem"  # one certificate's key with another's chain
+    mismatched.write_bytes(server.key_pem.read_bytes() + other.cert_pem.read_bytes())
+    bad_ca = tmp_path / "bad-ca.pem"
+    bad_ca.write_text("-----BEGIN CERTIFICATE-----\nMIIBAAAA\n-----END CERTIFICATE-----\n")
+    for config, what in (({"ssl.keystore.type": "PEM", "ssl.keystore.location": str(mismatched)}, "keystore"),
+                         ({"ssl.keystore.type": "PEM", "ssl.keystore.location": str(server.keystore_pem),
+                           "ssl.truststore.type": "PEM", "ssl.truststore.location": str(bad_ca)}, "truststore")):
+        out = _serve_with_tls(tmp_path, **config)
+        assert out.returncode == 2, out.stderr
+        lines = out.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("tidelog: configuration error: ") and what in lines[0], (
+            out.stderr)

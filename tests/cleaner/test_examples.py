@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from cleaner_env import COMPACT, Env, batch_headers, produce, read_all
+from cleaner_impls import cleaner_impl  # noqa: F401 - autouse: the C cleaner core and the Python cleaner
 
 from tidelog.protocol.records import GZIP, LZ4, SNAPPY, ZSTD, iter_records
 from tidelog.storage import TopicPartition

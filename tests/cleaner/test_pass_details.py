@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 from cleaner_env import COMPACT, Env, batch_headers, produce, produce_many, read_all
+from cleaner_impls import cleaner_impl  # noqa: F401 - autouse: the C cleaner core and the Python cleaner
 
 from tidelog.cleaner.cleaner import group_segments_by_size
 from tidelog.cleaner.log_cleaner import CleanerConfig, LogCleaner

@@ -8,6 +8,7 @@ import tempfile
 from pathlib import Path
 
 from cleaner_env import COMPACT, Env, produce, read_all
+from cleaner_impls import cleaner_impl  # noqa: F401 - autouse: the C cleaner core and the Python cleaner
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import struct
 
 from cleaner_env import Env, batch_headers, produce, read_all
+from cleaner_impls import cleaner_impl  # noqa: F401 - autouse: the C cleaner core and the Python cleaner
 
 from tidelog.protocol.records import Record, build_batch
 

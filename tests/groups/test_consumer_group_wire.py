@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tidelog.clock import ManualClock
-from tidelog.coordinator.group import consumer_records as cr
+from tidelog.coordinator.group.consumer import records as cr
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import request_class
 from tidelog.testing import BrokerHandle, KafkaWire, run_broker
@@ -423,7 +423,7 @@ def subscription(topics: list[str], owned: dict[str, list[int]] | None = None) -
 
 
 def test_classic_member_in_a_consumer_group(broker: BrokerHandle, wire: KafkaWire) -> None:
-    from tidelog.coordinator.group.classic_members import parse_subscription
+    from tidelog.coordinator.group.consumer.classic_members import parse_subscription
 
     create_topic(wire, "mixed-wire", 4)
     group = "mixed-wire-group"

@@ -16,7 +16,7 @@ from tidelog.coordinator.group import (
     LeaveMember,
     OffsetAndMetadata,
 )
-from tidelog.coordinator.group.member import JoinResult
+from tidelog.coordinator.group.classic.member import JoinResult
 from tidelog.protocol.errors import ErrorCode as E
 from tidelog.storage import TopicPartition
 

@@ -284,7 +284,10 @@ def test_a_failed_marker_keeps_the_transaction_prepared_until_retried(tmp_path: 
         assert node.txn.handle_end_txn("tx", pid, epoch, True) == E.CONCURRENT_TRANSACTIONS
         assert node.txn.handle_end_txn("tx", pid, epoch, False) == E.INVALID_TXN_STATE
         assert node.txn.handle_init_producer_id("tx", 60_000).error == E.CONCURRENT_TRANSACTIONS
-        node.txn.run_periodic_tasks()  # the retry fails again while the log stays closed
+        assert node.txn.timer.deadline(("markers", "tx")) == clock.milliseconds() + 10_000  # the retry's key
+        clock.advance(10_000)  # transaction.abort.timed.out.transaction.cleanup.interval.ms
+        node.txn.run_periodic_tasks()  # the retry fails again while the log stays closed, and is scheduled again
+        assert node.txn.timer.deadline(("markers", "tx")) == clock.milliseconds() + 10_000
         assert node.txn.state.get("tx").state is TransactionState.PREPARE_COMMIT  # type: ignore[union-attr]
     finally:
         node.close()

@@ -7,7 +7,6 @@ broker's Prometheus registry as `tidelog_client_<metric name with dots as unders
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import threading
@@ -17,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tidelog.broker.state import CLIENT_METRICS_FILE
 from tidelog.clock import Clock
+from tidelog.metadata.files import CLIENT_METRICS as SUBSCRIPTIONS
 from tidelog.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:  # imported by the first telemetry request, not at start-up
@@ -27,7 +26,7 @@ if TYPE_CHECKING:  # imported by the first telemetry request, not at start-up
 
 log = logging.getLogger(__name__)
 
-SUBSCRIPTIONS_FILE = CLIENT_METRICS_FILE  # in the first log dir; named in state.py, where start-up looks for it
+SUBSCRIPTIONS_FILE = SUBSCRIPTIONS.name  # in the first log dir
 
 CLIENT_METRICS = 16  # ConfigResource.Type.CLIENT_METRICS
 METRICS_CONFIG, INTERVAL_MS_CONFIG, MATCH_CONFIG = "metrics", "interval.ms", "match"
@@ -182,7 +181,7 @@ class _ClientSeries:
 
 class ClientMetricsManager:
     def __init__(self, log_dir: str, clock: Clock, telemetry_max_bytes: int = TELEMETRY_MAX_BYTES) -> None:
-        self.path = Path(log_dir) / SUBSCRIPTIONS_FILE
+        self.log_dir = Path(log_dir)
         self.clock = clock
         self.telemetry_max_bytes = telemetry_max_bytes
         self._configs: dict[str, dict[str, str]] = {}
@@ -197,9 +196,7 @@ class ClientMetricsManager:
     # --- subscriptions (CLIENT_METRICS config resources) ---
 
     def _load(self) -> None:
-        from tidelog.storage.checkpoints import read_json_state
-
-        saved = read_json_state(self.path, lambda document: {
+        saved = SUBSCRIPTIONS.read(self.log_dir, lambda document: {
             str(name): {str(k): str(v) for k, v in configs.items()}
             for name, configs in document.get("subscriptions", {}).items()})
         for name, configs in (saved or {}).items():
@@ -207,11 +204,7 @@ class ClientMetricsManager:
             self._subscriptions[name] = Subscription.from_configs(name, configs)
 
     def _save(self) -> None:
-        from tidelog.storage.checkpoints import write_atomic
-
-        data = json.dumps({"version": 1, "subscriptions": self._configs}, sort_keys=True, indent=1)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(self.path, data.encode())
+        SUBSCRIPTIONS.write(self.log_dir, {"subscriptions": self._configs})
 
     def names(self) -> list[str]:
         return sorted(self._configs)

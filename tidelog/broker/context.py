@@ -5,8 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tidelog.protocol.errors import CloseConnection
+
 if TYPE_CHECKING:
     from tidelog.broker.state import BrokerState
+    from tidelog.security.authorizer import StandardAuthorizer
+    from tidelog.security.principal import KafkaPrincipal
+
+__all__ = ["CloseConnection", "RequestContext"]  # CloseConnection lives in protocol/errors (security raises it)
 
 
 @dataclass(slots=True)
@@ -27,12 +33,13 @@ class RequestContext:
     client_software_version: str = ""
     mutation_quota: Any = None  # the ControllerMutationQuota a topic mutation spent (broker/mutation_quota.py)
 
+    # What security sees of the request (security/authorizer.AuthorizableRequestContext, Kafka's interface of
+    # that name): the principal, the client's host and the authorizer, not the broker state.
+    @property
+    def principal(self) -> KafkaPrincipal | None:
+        """The session's principal on TLS/SASL listeners; None on PLAINTEXT (ANONYMOUS)."""
+        return None if self.session is None else self.session.principal
 
-class CloseConnection(Exception):
-    """Raised by a handler to close its client's connection without a response; the connection logs
-    `reason` as one line (no traceback). Kafka's RequestChannel.closeConnection, e.g. for a failed acks=0
-    Produce, whose client gets no response and notices the error only by the closed connection."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
+    @property
+    def authorizer(self) -> StandardAuthorizer | None:
+        return self.broker.security.authorizer

@@ -3,7 +3,7 @@ control channel so a broker in another process (`tidelog serve --fault-control-p
 `tidelog.testing.BrokerProcess`) can be scripted like the in-process one.
 
 Channel protocol: one JSON object per line each way. Request `{"op": NAME, ...arguments}` with NAME one of
-inject_errors (api, errors, topic), set_latency (ms, api), clear_faults, pending_errors (api),
+inject_errors (api, errors, topic), inject_handler_exceptions (api, count), set_latency (ms, api), clear_faults, pending_errors (api),
 drop_connections, pause, resume; answer `{"ok": true, "result": ...}` or `{"ok": false, "error": "..."}`.
 It listens on 127.0.0.1 only and exists only when asked for: a production broker has neither.
 """
@@ -98,6 +98,8 @@ class FaultControlChannel:
         op = command.get("op")
         if op == "inject_errors":
             self.faults.inject_errors(command["api"], command["errors"], command.get("topic"))
+        elif op == "inject_handler_exceptions":
+            self.faults.inject_handler_exceptions(command["api"], int(command.get("count", 1)))
         elif op == "set_latency":
             self.faults.set_latency(int(command["ms"]), command.get("api"))
         elif op == "clear_faults":

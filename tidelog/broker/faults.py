@@ -9,8 +9,11 @@ always does); never a global or an environment variable. The request dispatch (b
   ListOffsets, OffsetCommit, OffsetFetch with a topic, ...) get the error on every partition of the request
   (only on `topic`'s partitions when given; the request's other partitions are served normally);
   Metadata gets it per topic; every other API in its top-level `error_code` (group/coordinator APIs).
+* `inject_handler_exceptions(api, count=1)`: the next `count` requests of `api` raise an exception where their
+  handler runs, which the dispatch answers as any handler bug (Kafka's KafkaApis.handleError: the API's own
+  error response with UNKNOWN_SERVER_ERROR, the connection kept).
 * `set_latency(ms, api=None)`: responses of `api` (or all) are delayed by `ms` before they are handled.
-* `clear()`: undo both.
+* `clear()`: undo all of them.
 
 The injector is also the seam for the broker's own internal fault hooks: a subsystem given the same object
 can consult it without the dispatch knowing.
@@ -27,48 +30,46 @@ from dataclasses import dataclass
 from typing import Any
 
 from tidelog.broker.context import CloseConnection, RequestContext
+from tidelog.broker.error_response import error_entries, error_response
 from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.messages import _MESSAGES, _install_lazy_kafka_package, response_class
 from tidelog.storage.fault_hooks import FaultHooks, FaultPoint
 
 Handler = Callable[[RequestContext, Any], Awaitable[Any]]
 
 
+class InjectedHandlerError(RuntimeError):
+    """What an injected handler exception raises (`FaultInjector.inject_handler_exceptions`)."""
+
+
 @dataclass(frozen=True, slots=True)
 class _Layout:
-    """Where a partition-level request and its response keep topics and partitions (kafka-python names)."""
+    """Where a partition-level request and its response keep topics (kafka-python names)."""
 
     request_topics: str
     topic_name: str  # the same field name in the request's and the response's topic entries
-    request_partitions: str
-    request_index: str | None  # None: the request lists bare partition numbers (OffsetFetch v0-7)
     response_topics: str
-    response_partitions: str
-    response_index: str
     mutating: bool  # served without the faulted partitions (Produce) vs. served then overwritten (Fetch)
 
 
 _PARTITION_APIS: dict[int, _Layout] = {
-    0: _Layout("topic_data", "name", "partition_data", "index", "responses", "partition_responses", "index", True),
-    1: _Layout("topics", "topic", "partitions", "partition", "responses", "partitions", "partition_index", False),
-    2: _Layout("topics", "name", "partitions", "partition_index", "topics", "partitions", "partition_index", False),
-    8: _Layout("topics", "name", "partitions", "partition_index", "topics", "partitions", "partition_index", True),
-    9: _Layout("topics", "name", "partition_indexes", None, "topics", "partitions", "partition_index", False),
-    21: _Layout("topics", "name", "partitions", "partition_index", "topics", "partitions", "partition_index", True),
-    23: _Layout("topics", "topic", "partitions", "partition", "topics", "partitions", "partition", False),
-    28: _Layout("topics", "name", "partitions", "partition_index", "topics", "partitions", "partition_index", True),
+    0: _Layout("topic_data", "name", "responses", True),
+    1: _Layout("topics", "topic", "responses", False),
+    2: _Layout("topics", "name", "topics", False),
+    8: _Layout("topics", "name", "topics", True),
+    9: _Layout("topics", "name", "topics", False),
+    21: _Layout("topics", "name", "topics", True),
+    23: _Layout("topics", "topic", "topics", False),
+    28: _Layout("topics", "name", "topics", True),
 }
 _METADATA = 3
 _OFFSET_FETCH = 9
 _OFFSET_FETCH_GROUPS_MIN_VERSION = 8  # KIP-709: OffsetFetch batches groups
-_FIND_COORDINATOR = 10
-_FIND_COORDINATOR_BATCH_MIN_VERSION = 4  # KIP-699
 _API_VERSIONS = 18
 
 
 def api_keys_by_name() -> dict[str, int]:
     """Kafka's API names ("Produce", "JoinGroup", ...) -> key, for every API tidelog has classes for."""
-    from tidelog.protocol.messages import _MESSAGES
-
     return {request.removesuffix("Request"): key for key, (_module, request, _response) in _MESSAGES.items()}
 
 
@@ -86,8 +87,6 @@ def resolve_api(api: str | int) -> int:
 def _kafka_error_names() -> dict[str, int]:
     """Every error name Kafka's Errors enum has, from kafka-python's table (ours lists only those the broker
     itself answers with): NETWORK_EXCEPTION, NOT_ENOUGH_REPLICAS_AFTER_APPEND, THROTTLING_QUOTA_EXCEEDED..."""
-    from tidelog.protocol.messages import _install_lazy_kafka_package
-
     _install_lazy_kafka_package()
     import kafka.errors
 
@@ -119,6 +118,7 @@ class FaultInjector:
         self.armed = False  # the one flag the dispatch reads: True while anything is injected
         self._lock = threading.Lock()  # tests call from their thread, the broker consumes on its loop
         self._errors: dict[int, deque[tuple[int, str | None]]] = {}
+        self._exceptions: dict[int, int] = {}  # api key -> handler calls still to fail
         self._latency_all_ms = 0
         self._latency_ms: dict[int, int] = {}
 
@@ -141,6 +141,21 @@ class FaultInjector:
             queue.extend((code, topic) for code in codes)
             self._rearm()
 
+    def inject_handler_exceptions(self, api: str | int, count: int = 1) -> None:
+        """The next `count` requests of `api` raise InjectedHandlerError in place of their handler."""
+        key = resolve_api(api)
+        if key == _API_VERSIONS:
+            raise ValueError("ApiVersions cannot be faulted (clients must learn the versions first)")
+        if count < 1:
+            raise ValueError("count must be >= 1")
+        with self._lock:
+            self._exceptions[key] = self._exceptions.get(key, 0) + int(count)
+            self._rearm()
+
+    def pending_handler_exceptions(self, api: str | int) -> int:
+        with self._lock:
+            return self._exceptions.get(resolve_api(api), 0)
+
     def set_latency(self, ms: int, api: str | int | None = None) -> None:
         if ms < 0:
             raise ValueError("latency must be >= 0")
@@ -154,6 +169,7 @@ class FaultInjector:
     def clear(self) -> None:
         with self._lock:
             self._errors.clear()
+            self._exceptions.clear()
             self._latency_ms.clear()
             self._latency_all_ms = 0
             self._rearm()
@@ -165,7 +181,7 @@ class FaultInjector:
 
     def _rearm(self) -> None:
         self.armed = bool(self._latency_all_ms or any(self._latency_ms.values())
-                          or any(self._errors.values()))
+                          or any(self._errors.values()) or any(self._exceptions.values()))
 
     # ----------------------------------------------------------------------------------- broker side
     async def dispatch(self, ctx: RequestContext, request: Any, handle: Handler) -> Any:
@@ -173,6 +189,8 @@ class FaultInjector:
         delay_ms = self._latency_ms.get(ctx.api_key, self._latency_all_ms)
         if delay_ms:
             await asyncio.sleep(delay_ms / 1000)
+        if self._take_exception(ctx.api_key):
+            raise InjectedHandlerError(f"injected exception in the handler of API key {ctx.api_key}")
         layout = _PARTITION_APIS.get(ctx.api_key)
         if ctx.api_key == _OFFSET_FETCH and ctx.api_version >= _OFFSET_FETCH_GROUPS_MIN_VERSION:
             layout = None  # batched groups: a group-level error
@@ -185,6 +203,15 @@ class FaultInjector:
         if layout is None:
             return self._top_level(ctx, request, code)
         return await self._partitions(ctx, request, handle, layout, targeted, code)
+
+    def _take_exception(self, api_key: int) -> bool:
+        with self._lock:
+            left = self._exceptions.get(api_key, 0)
+            if not left:
+                return False
+            self._exceptions[api_key] = left - 1
+            self._rearm()
+            return True
 
     def _take(self, ctx: RequestContext, request: Any, layout: _Layout | None
               ) -> tuple[int, str | None, list[Any]] | None:
@@ -226,24 +253,12 @@ class FaultInjector:
         return [t for t in entries if self._topic_name(ctx, t, layout.topic_name) == topic]
 
     def _top_level(self, ctx: RequestContext, request: Any, code: int) -> Any:
-        from tidelog.protocol.messages import response_class
-
-        cls = response_class(ctx.api_key)[ctx.api_version]
-        fields = cls.fields
-        values: dict[str, Any] = {}
-        if "error_code" in fields and fields["error_code"].for_version_q(ctx.api_version):
-            values["error_code"] = code
-        if ctx.api_key == _FIND_COORDINATOR and ctx.api_version >= _FIND_COORDINATOR_BATCH_MIN_VERSION:
-            C = cls.Coordinator
-            values["coordinators"] = [C(key=k, node_id=-1, host="", port=-1, error_code=code)
-                                      for k in request.coordinator_keys or []]
-        if ctx.api_key == _OFFSET_FETCH and ctx.api_version >= _OFFSET_FETCH_GROUPS_MIN_VERSION:
-            G = cls.OffsetFetchResponseGroup
-            values["groups"] = [G(group_id=g.group_id, topics=[], error_code=code) for g in request.groups or []]
-        if not values:
+        """The API's own error response (every error field of it, as a handler's unexpected exception gets)."""
+        response = error_response(ctx.api_key, ctx.api_version, request, code)
+        if response is None:
             raise CloseConnection(f"injected error {code} has no place in a v{ctx.api_version} response of "
                                   f"API key {ctx.api_key}")
-        return cls(**values)
+        return response
 
     async def _metadata(self, ctx: RequestContext, request: Any, handle: Handler, code: int,
                         topic: str | None) -> Any:
@@ -257,8 +272,6 @@ class FaultInjector:
 
     async def _partitions(self, ctx: RequestContext, request: Any, handle: Handler, layout: _Layout,
                           targeted: list[Any], code: int) -> Any:
-        from tidelog.protocol.messages import response_class
-
         entries = list(getattr(request, layout.request_topics, None) or [])
         rest = [t for t in entries if not any(t is x for x in targeted)]
         cls = response_class(ctx.api_key)[ctx.api_version]
@@ -272,13 +285,13 @@ class FaultInjector:
             else:
                 response = self._empty(ctx, cls, request)
             topics = list(getattr(response, layout.response_topics) or [])
-            topics.extend(self._error_topics(cls, layout, targeted, code))
+            topics.extend(self._error_topics(ctx, cls, layout, targeted, code))
             setattr(response, layout.response_topics, topics)
             return response
         # Read-only APIs: served as usual (nothing to undo), then the faulted partitions carry the error.
         if not rest:
             response = self._empty(ctx, cls, request)
-            setattr(response, layout.response_topics, self._error_topics(cls, layout, targeted, code))
+            setattr(response, layout.response_topics, self._error_topics(ctx, cls, layout, targeted, code))
             return response
         response = await handle(ctx, request)
         names = {id(t) for t in targeted}
@@ -286,7 +299,7 @@ class FaultInjector:
                         for t in entries if id(t) in names}
         kept = [t for t in getattr(response, layout.response_topics) or []
                 if (getattr(t, layout.topic_name, None), getattr(t, "topic_id", None)) not in faulted_keys]
-        setattr(response, layout.response_topics, kept + self._error_topics(cls, layout, targeted, code))
+        setattr(response, layout.response_topics, kept + self._error_topics(ctx, cls, layout, targeted, code))
         return response
 
     def _empty(self, ctx: RequestContext, cls: Any, request: Any) -> Any:
@@ -297,19 +310,6 @@ class FaultInjector:
             response.session_id = 0  # no session was created or advanced (Kafka: FetchSession INVALID_SESSION_ID)
         return response
 
-    def _error_topics(self, cls: Any, layout: _Layout, targeted: list[Any], code: int) -> list[Any]:
-        topic_cls = getattr(cls, cls.fields[layout.response_topics].type_str)
-        part_field = topic_cls.fields[layout.response_partitions]
-        part_cls = getattr(topic_cls, part_field.type_str)
-        out = []
-        for entry in targeted:
-            values: dict[str, Any] = {layout.topic_name: getattr(entry, layout.topic_name, None)}
-            if "topic_id" in topic_cls.fields and getattr(entry, "topic_id", None) is not None:
-                values["topic_id"] = entry.topic_id
-            partitions = getattr(entry, layout.request_partitions, None) or []
-            indexes = partitions if layout.request_index is None else [getattr(p, layout.request_index)
-                                                                        for p in partitions]
-            values[layout.response_partitions] = [part_cls(**{layout.response_index: i, "error_code": code})
-                                                  for i in indexes]
-            out.append(topic_cls(**values))
-        return out
+    def _error_topics(self, ctx: RequestContext, cls: Any, layout: _Layout, targeted: list[Any],
+                      code: int) -> list[Any]:
+        return error_entries(ctx.api_key, ctx.api_version, layout.response_topics, targeted, code)

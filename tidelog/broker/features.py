@@ -17,18 +17,18 @@ them in its metadata log.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tidelog.metadata.files import FEATURES
 from tidelog.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
-FILE_NAME = "tidelog-features.json"
+FILE_NAME = FEATURES.name
 METADATA_VERSION = "metadata.version"
 KRAFT_VERSION = "kraft.version"
 GROUP_VERSION = "group.version"  # Kafka's GroupVersion: 1 enables the consumer rebalance protocol (KIP-848)
@@ -54,21 +54,14 @@ BOOTSTRAP: dict[str, int] = {METADATA_VERSION: METADATA_VERSION_43, KRAFT_VERSIO
                              ELR_VERSION: 1, SHARE_VERSION: 1}
 # (feature, level) -> the levels of other features it needs (FeatureVersion.dependencies): ELR 1 needs 4.0-IV1.
 DEPENDENCIES: dict[tuple[str, int], dict[str, int]] = {(ELR_VERSION, 1): {METADATA_VERSION: 23}}
-# A file written before tidelog knew these features: the levels that describe how that tidelog behaved (it served
-# KIP-848 groups, so group.version 1; it had no ELR and no share groups, so 0 until UpdateFeatures raises them,
-# as after a Kafka upgrade).
-_BEFORE_FILE_VERSION_2 = {GROUP_VERSION: 1}
-
 # FeatureUpdate.UpgradeType (UpdateFeatures v1+); v0's allow_downgrade maps to SAFE_DOWNGRADE.
 UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3
 
 
 def _saved_levels(document: Any) -> tuple[dict[str, int], int]:
-    """(finalized levels, epoch) of a saved `tidelog-features.json`."""
-    levels = {str(k): int(v) for k, v in document["finalized"].items()}
-    if int(document.get("version", 1)) < 2:
-        levels = {**_BEFORE_FILE_VERSION_2, **levels}
-    return levels, int(document["epoch"])
+    """(finalized levels, epoch) of a saved `tidelog-features.json` (version 1 files are migrated by
+    tidelog.metadata.files)."""
+    return {str(k): int(v) for k, v in document["finalized"].items()}, int(document["epoch"])
 
 
 @dataclass(frozen=True)
@@ -84,17 +77,15 @@ class FeatureControl:
     """Supported and finalized feature levels of this node; `update()` applies UpdateFeatures."""
 
     def __init__(self, log_dir: str | Path, node_id: int = 1) -> None:
-        self.path = Path(log_dir) / FILE_NAME
+        self.log_dir = Path(log_dir)
+        self.path = FEATURES.path(log_dir)
         self.node_id = node_id
         self._lock = threading.Lock()
         self.finalized: dict[str, int] = dict(BOOTSTRAP)
         self.epoch = 1
-        if self.path.exists():  # (checkpoints is not imported before the first ApiVersions answer)
-            from tidelog.storage.checkpoints import read_json_state
-
-            saved = read_json_state(self.path, _saved_levels)
-            if saved is not None:
-                self.finalized, self.epoch = saved
+        saved = FEATURES.read(log_dir, _saved_levels)
+        if saved is not None:
+            self.finalized, self.epoch = saved
 
     def supported(self) -> dict[str, tuple[int, int]]:
         return dict(SUPPORTED)
@@ -176,8 +167,4 @@ class FeatureControl:
         return None
 
     def _save(self) -> None:
-        from tidelog.storage.checkpoints import write_atomic
-
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        data = json.dumps({"version": 2, "finalized": self.finalized, "epoch": self.epoch}, sort_keys=True)
-        write_atomic(self.path, data.encode())
+        FEATURES.write(self.log_dir, {"finalized": self.finalized, "epoch": self.epoch})

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import os
 import sys
 
 log = logging.getLogger(__name__)
@@ -25,8 +26,6 @@ TRIM_THRESHOLD = 64 * 1024 * 1024
 def tune_malloc() -> bool:
     """Apply the settings on glibc (Linux); elsewhere, or if libc cannot be loaded, do nothing. True if applied.
     Environment variables MALLOC_MMAP_THRESHOLD_ / MALLOC_TRIM_THRESHOLD_ set by the operator win."""
-    import os
-
     if not sys.platform.startswith("linux"):
         return False
     try:

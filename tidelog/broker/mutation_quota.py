@@ -19,14 +19,9 @@ Kafka's ReplicationControlManager the quota is spent after a topic passed valida
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from tidelog.broker.quotas import ANONYMOUS, CONTROLLER_MUTATION_RATE, ClientQuotaManager, ClientQuotaStore
+from tidelog.broker.quotas import CONTROLLER_MUTATION_RATE, ClientQuotaManager, ClientQuotaStore
 from tidelog.clock import Clock
 from tidelog.protocol.errors import ErrorCode, KafkaError
-
-if TYPE_CHECKING:
-    from tidelog.broker.context import RequestContext
 
 # Errors.THROTTLING_QUOTA_EXCEEDED's default message, which Kafka's StrictControllerMutationQuota sends.
 THROTTLING_MESSAGE = "The throttling quota has been exceeded."
@@ -155,12 +150,3 @@ class ControllerMutationQuotaManager(ClientQuotaManager):
         with self._lock:
             return [(tags[0], tags[1], bucket.measure(bucket.quota, self._burst(bucket.quota), now))
                     for tags, bucket in self._buckets.items()]
-
-
-def request_mutation_quota(ctx: RequestContext, strict_since: int) -> ControllerMutationQuota:
-    """The quota a CreateTopics / CreatePartitions / DeleteTopics request spends (Kafka's ControllerApis:
-    `newQuotaFor(request, strictSinceVersion)`); left on `ctx` for the connection's throttle."""
-    user = ctx.session.principal.name if ctx.session is not None else ANONYMOUS
-    quota = ctx.broker.quotas.mutation.new_quota_for(user, ctx.client_id, ctx.api_version, strict_since)
-    ctx.mutation_quota = quota
-    return quota

@@ -9,20 +9,20 @@ from __future__ import annotations
 import importlib
 from collections.abc import Awaitable, Callable, Iterable
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import Any, Protocol, cast
 
 from tidelog.broker.apis import API_TABLE, ApiEntry
+from tidelog.protocol.messages import request_class, response_class
 
-if TYPE_CHECKING:
-    from tidelog.broker.context import RequestContext
-
-Handler = Callable[["RequestContext", Any], Awaitable[Any]]
+# A handler takes the RequestContext (broker/context.py) and the request; typed loosely here so that the registry,
+# which the broker state holds, does not import the context (which names the state).
+Handler = Callable[[Any, Any], Awaitable[Any]]
 
 
 class HandlerModule(Protocol):
     API_KEY: int
 
-    async def handle(self, ctx: RequestContext, request: Any) -> Any: ...
+    async def handle(self, ctx: Any, request: Any) -> Any: ...
 
 
 class ApiRegistry:
@@ -66,7 +66,6 @@ class ApiRegistry:
         import lz4.frame  # noqa: F401
         import zstandard  # noqa: F401
 
-        from tidelog.protocol.messages import request_class, response_class
 
         for key in self.entries:
             try:

@@ -20,18 +20,20 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from tidelog.broker.connection import Connection
 from tidelog.broker.endpoints import ListenerEndpoints
 from tidelog.broker.features import FeatureControl
+from tidelog.broker.frame_stream import FrameStream
 from tidelog.broker.metrics import BrokerMetrics
 from tidelog.broker.registry import ApiRegistry
 from tidelog.clock import Clock
 from tidelog.config.broker_config import BrokerConfig
+from tidelog.metadata import StateFileError
 from tidelog.protocol.api_keys import ApiKey
 from tidelog.security.manager import BrokerSecurity
 
 if TYPE_CHECKING:
     from tidelog.broker.faults import FaultInjector
-    from tidelog.broker.frame_stream import FrameStream
     from tidelog.broker.state import BrokerState
 
 log = logging.getLogger(__name__)
@@ -84,9 +86,6 @@ class Server:
 
     async def start_listening(self, sock: socket.socket | None = None) -> None:
         """Accept connections: ApiVersions is answered at once, other requests wait for `ready`."""
-        from tidelog.broker.connection import Connection
-        from tidelog.broker.frame_stream import FrameStream  # noqa: F811 - used at run time here
-
         self.registry.handler(ApiKey.API_VERSIONS)  # hand-coded: no kafka-python class to build (metadata_codec)
 
         def stream_for(listener: str) -> Callable[[], FrameStream]:
@@ -139,11 +138,14 @@ class Server:
             threading.Thread(target=self._warm_up, name="tidelog-warm-up", daemon=True).start()
 
     def _build_and_load(self, load_handlers: bool) -> BrokerState:
+        # lazy for start-up time: building the state imports storage, on this worker thread
+        from tidelog.broker.elr import ensure_cluster_min_isr
         from tidelog.broker.state import build_broker_state
 
         state = build_broker_state(self.config, self.clock, endpoints=self.endpoints, metrics=self.metrics,
                                    registry=self.registry, features=self.features,
                                    fault_hooks=self.faults, security=self.security)
+        ensure_cluster_min_isr(state)  # KIP-966: a new cluster's cluster-level min.insync.replicas
         self.state = state  # visible to start()'s clean-up even if loading fails below
         state.load_logs()
         if load_handlers:
@@ -157,8 +159,8 @@ class Server:
     async def _load_services_in_background(self, state: BrokerState) -> None:
         try:
             await self._load_services(state)
-        except asyncio.CancelledError:
-            raise
+        except (asyncio.CancelledError, StateFileError):
+            raise  # a damaged metadata file (the share-group state) stops start-up, as every other one does
         except Exception:  # noqa: BLE001 - the broker keeps serving; coordinator APIs stay "loading"
             log.exception("Loading the group and transaction coordinators failed")
 

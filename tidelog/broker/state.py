@@ -1,5 +1,5 @@
 """BrokerState: the composition root. Everything a request handler reaches through `ctx.broker`, built
-by `build_broker_state()` with concrete types (see docs/ARCHITECTURE.md).
+by `build_broker_state()` with concrete types (see docs/INTERNALS.md, "The composition root").
 
 Building it imports storage, the bulk of start-up's imports: `Server.start` does that on a worker thread while
 its listener already answers ApiVersions (Kafka answers ApiVersions before the broker is fully started; clients
@@ -23,11 +23,12 @@ from tidelog.broker.loading import Loading
 from tidelog.broker.metrics import BrokerMetrics
 from tidelog.broker.producer_ids import ProducerIdManager
 from tidelog.broker.purgatory import FetchPurgatory
-from tidelog.broker.quotas import QuotaManagers, create_quota_managers
+from tidelog.broker.quota_managers import QuotaManagers, create_quota_managers
 from tidelog.broker.registry import ApiRegistry
 from tidelog.broker.topics import TopicManager
 from tidelog.clock import Clock
 from tidelog.config.broker_config import BrokerConfig
+from tidelog.metadata import files as metadata_files
 from tidelog.security.manager import BrokerSecurity
 from tidelog.storage.checkpoints import random_kafka_uuid, uuid_to_base64
 from tidelog.storage.fault_hooks import NO_FAULTS, FaultHooks, FaultPoint
@@ -44,10 +45,6 @@ if TYPE_CHECKING:  # imported by build_services(), after the broker is ready
 
 log = logging.getLogger(__name__)
 
-# client_metrics' subscriptions, named here (client_metrics imports it) so that start-up can look for the file
-# without importing that module
-CLIENT_METRICS_FILE = "tidelog-client-metrics.json"
-GROUP_CONFIGS_FILE = "tidelog-group-configs.json"  # the GroupConfigManager's (coordinator/group/group_config.py)
 
 
 def new_cluster_id() -> str:
@@ -140,7 +137,7 @@ class BrokerState:
     def client_metrics(self) -> ClientMetricsManager:
         """KIP-714 subscriptions and pushed client metrics."""
         if self._client_metrics is None:
-            from tidelog.broker.client_metrics import create_client_metrics_manager
+            from tidelog.broker.client_metrics import create_client_metrics_manager  # lazy for start-up time
 
             self._client_metrics = create_client_metrics_manager(self.config, self.clock, self.metrics)
         return self._client_metrics
@@ -151,8 +148,7 @@ class BrokerState:
         if self._group_configs is None:
             from tidelog.coordinator.group.group_config import create_group_config_manager
 
-            self._group_configs = create_group_config_manager(
-                self.config, Path(self.config.log_dirs[0]) / GROUP_CONFIGS_FILE)
+            self._group_configs = create_group_config_manager(self.config, Path(self.config.log_dirs[0]))
         return self._group_configs
 
     @property
@@ -280,9 +276,9 @@ def build_broker_state(config: BrokerConfig, clock: Clock | None = None, *,
     from tidelog.broker.elr import ensure_cluster_min_isr  # (it imports this module)
 
     ensure_cluster_min_isr(state)
-    if (Path(config.log_dirs[0]) / CLIENT_METRICS_FILE).exists():
+    if metadata_files.CLIENT_METRICS.exists(config.log_dirs[0]):
         _ = state.client_metrics  # saved subscriptions are read now: an unreadable file fails start-up, as it did
-    if (Path(config.log_dirs[0]) / GROUP_CONFIGS_FILE).exists():
+    if metadata_files.GROUP_CONFIGS.exists(config.log_dirs[0]):
         _ = state.group_configs  # likewise for saved group configs
     metrics.set_log_sizes(state.log_sizes)
     return state

@@ -7,9 +7,7 @@ Kafka keeps this in the KRaft metadata log; tidelog keeps it in `<first log dir>
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import re
 import threading
 from collections.abc import Callable, Mapping
@@ -20,9 +18,10 @@ from typing import TYPE_CHECKING, Any
 from tidelog.config import topic_config
 from tidelog.config.definitions import ConfigError
 from tidelog.config.log_config import LogConfig
+from tidelog.metadata.files import TOPICS
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.storage import TopicPartition
-from tidelog.storage.checkpoints import ZERO_UUID, write_atomic
+from tidelog.storage.checkpoints import ZERO_UUID
 from tidelog.storage.checkpoints import random_kafka_uuid as random_topic_id
 from tidelog.storage.checkpoints import uuid_from_base64 as uuid_from_str
 from tidelog.storage.checkpoints import uuid_to_base64 as uuid_to_str
@@ -34,7 +33,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-TOPICS_FILE = "tidelog-topics.json"
+TOPICS_FILE = TOPICS.name
 MAX_NAME_LENGTH = 249
 _LEGAL_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
 GROUP_METADATA_TOPIC_NAME = "__consumer_offsets"
@@ -122,6 +121,14 @@ def _usable_overrides(topic: str, stored: Mapping[str, Any]) -> dict[str, str]:
     return usable
 
 
+def _stored_topics(document: dict[str, Any]) -> dict[str, Any]:
+    """The saved document, if its parts have their types (a malformed topic entry is skipped on its own)."""
+    for key, kind in (("topics", dict), ("deleted_topic_ids", list), ("broker_configs", dict)):
+        if not isinstance(document.get(key, kind()), kind):
+            raise TypeError(f"{key} is a JSON {type(document[key]).__name__}")
+    return document
+
+
 def _config_error(exc: ConfigError) -> KafkaError:
     return KafkaError(ErrorCode.INVALID_CONFIG, str(exc))
 
@@ -135,7 +142,8 @@ class TopicManager:
         self._deleted_ids: list[str] = []
         self._listeners: list[ConfigListener] = []
         self._lock = threading.RLock()
-        self._path = Path(config.log_dirs[0]) / TOPICS_FILE
+        self._dir = Path(config.log_dirs[0])
+        self._path = TOPICS.path(self._dir)
         self._loading_configs: dict[str, LogConfig] = {}  # per topic while LogManager.startup() loads
         self._load_stored()
         # Logs found on disk at LogManager.startup() get their topic's config right away (recovery and the
@@ -265,25 +273,11 @@ class TopicManager:
     # --- persistence ---
 
     def _read_file(self) -> dict[str, Any]:
-        try:
-            text = self._path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return {}
-        try:
-            data = json.loads(text)
-            if not isinstance(data, dict):
-                raise ValueError("not an object")
-            return data
-        except ValueError as exc:
-            # Never crash the broker on a damaged file; keep it for inspection and rebuild from the dirs.
-            backup = self._path.with_suffix(".json.corrupt")
-            log.error("Cannot parse %s (%s); moved to %s, rebuilding from log dirs", self._path, exc, backup)
-            os.replace(self._path, backup)
-            return {}
+        # A damaged file is set aside and the topics are rebuilt from the log dirs (tidelog.metadata.store).
+        return TOPICS.read(self._dir, _stored_topics) or {}
 
     def _persist(self) -> None:
         data = {
-            "version": 1,
             "topics": {
                 info.name: {
                     "topic_id": uuid_to_str(info.topic_id),
@@ -299,8 +293,7 @@ class TopicManager:
             },
         }
         try:
-            self._path.parent.mkdir(parents=True, exist_ok=True)
-            write_atomic(self._path, json.dumps(data, indent=1).encode("utf-8"))
+            TOPICS.write(self._dir, data)
         except OSError as exc:
             # The change is live but not durable; the partition dirs still let startup adopt the topics.
             log.error("Cannot write %s: %s", self._path, exc)

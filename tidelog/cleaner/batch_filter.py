@@ -10,26 +10,53 @@ import logging
 import struct
 from dataclasses import dataclass
 
+from tidelog.cleaner import core
 from tidelog.cleaner.offset_map import SkimpyOffsetMap
+from tidelog.cleaner.pacing import Pacer
 from tidelog.cleaner.record_scan import scan_records
 from tidelog.cleaner.stats import CleanerStats
 from tidelog.cleaner.transactions import CleanedTransactionMetadata
 from tidelog.protocol.record_batch import (
+    COMPRESSION_MASK,
     CRC_OFFSET,
+    DELETE_HORIZON_FLAG,
     HEADER_SIZE,
     LOG_OVERHEAD,
     NO_TIMESTAMP,
     TIMESTAMP_TYPE_MASK,
     RecordBatchHeader,
     compute_crc,
+    iter_batches,
+    read_header,
 )
-from tidelog.protocol.records import CREATE_TIME, LOG_APPEND_TIME, Record, build_batch, iter_records
+from tidelog.protocol.records import (
+    CREATE_TIME,
+    LOG_APPEND_TIME,
+    Record,
+    build_batch,
+    compress,
+    decompress,
+    iter_records,
+    records_payload,
+)
 
 log = logging.getLogger(__name__)
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 # The attribute bits an empty header keeps from the original: timestamp type, transactional, control.
 _EMPTY_KEPT_ATTRIBUTES = TIMESTAMP_TYPE_MASK | 0x10 | 0x20
+_SAFE_TIME = 1 << 62  # horizons the C core handles; beyond, the Python code decides (and fails as it does)
+
+
+def whole_batches_end(chunk: bytes) -> int:
+    """End of the complete batches at the start of `chunk` (iter_batches' rule)."""
+    c_core = core.accelerator
+    if c_core is not None:
+        return int(c_core.whole_batches_end(chunk))
+    end = 0
+    for pos, header in iter_batches(chunk):
+        end = pos + header.size
+    return end
 
 
 @dataclass(slots=True, frozen=True)
@@ -83,6 +110,73 @@ class BatchFilter:
         self.now = now
         self.stats = stats
         self.log_name = log_name
+        # For the C core: (producer id, last data offset) pairs sorted by producer id, as native int64s.
+        pairs = sorted((pid, last.last_data_offset) for pid, last in last_records_of_active_producers.items()
+                       if last.last_data_offset is not None)
+        self._active_packed = struct.pack(f"={2 * len(pairs)}q", *(v for pair in pairs for v in pair))
+        self._out = bytearray()
+        self._c_usable = -_SAFE_TIME < now + delete_retention_ms < _SAFE_TIME and -_SAFE_TIME < now < _SAFE_TIME
+
+    def filter_chunk(self, chunk: bytes, end: int) -> tuple[bytearray, int, int, int, int]:
+        """Filter the whole batches chunk[0:end]: (output buffer, bytes used, last offset, max timestamp, offset of
+        the max timestamp). The C core does the data batches with the GIL released (compressed ones inflated and
+        deflated through the codec functions, which release it too); the rest go through `filter`.
+        The buffer is reused by the next call: write its first `bytes used` bytes out before that."""
+        c_core = core.accelerator if self._c_usable else None
+        out = bytearray()
+        size = 0
+        last_offset = max_ts = offset_of_max_ts = -1
+        if c_core is None:
+            pace = Pacer().pace
+            for pos, header in iter_batches(chunk, 0, end):
+                pace()
+                result = self.filter(chunk, pos, header)
+                if result is None:
+                    continue
+                out += result.data
+                last_offset = result.last_offset
+                if result.max_timestamp > max_ts:
+                    max_ts = result.max_timestamp
+                    offset_of_max_ts = result.last_offset
+            return out, len(out), last_offset, max_ts, offset_of_max_ts
+        # One output buffer for the pass: the caller writes each chunk's output before the next chunk is filtered.
+        # (Allocating it per chunk cost a zero-fill and its page faults with the GIL held.)
+        out = self._out
+        if len(out) < 2 * end + 4096:
+            out = self._out = bytearray(2 * end + 4096)
+        offset_map = self.map
+        stats = self.stats
+        rel = 0
+        while rel < end:
+            (rel, status, size, last, max_ts, offset_of_max_ts, messages_read, bytes_read, messages_written,
+             bytes_written, invalid, lookups, probes) = c_core.filter_chunk(
+                offset_map.buffer, offset_map.slots, offset_map.latest_offset, chunk, rel, end, out, size,
+                self._active_packed, self.upper_bound_offset, self.now, self.delete_retention_ms,
+                self.max_message_bytes, max_ts, offset_of_max_ts, decompress, compress)
+            if last >= 0:
+                last_offset = last
+            stats.read_messages(messages_read, bytes_read)
+            stats.recopy_messages(messages_written, bytes_written)
+            stats.invalid_messages_read += invalid
+            offset_map.lookups += lookups
+            offset_map.probes += probes
+            if status == core.OUT_FULL:
+                out += bytes(len(out))
+            elif status == core.NEED_PYTHON:
+                header = read_header(chunk, rel)
+                result = self.filter(chunk, rel, header)
+                rel += header.size
+                if result is not None:
+                    n = len(result.data)
+                    if size + n > len(out):
+                        out += bytes(size + n)
+                    out[size : size + n] = result.data
+                    size += n
+                    last_offset = result.last_offset
+                    if result.max_timestamp > max_ts:
+                        max_ts = result.max_timestamp
+                        offset_of_max_ts = result.last_offset
+        return out, size, last_offset, max_ts, offset_of_max_ts
 
     def _is_last_batch_of_active_producer(self, header: RecordBatchHeader) -> bool:
         last = self.active_producers.get(header.producer_id)
@@ -115,6 +209,11 @@ class BatchFilter:
         marker_for_empty_txn = can_discard and header.is_control
 
         self.stats.read_messages(header.records_count, header.size)
+        if not discard_records and self._c_usable and core.accelerator is not None:
+            # the batches the C chunk loop leaves here (transactional, control, ...): records decided in C
+            done = self._filter_payload(batch, header, marker_for_empty_txn, retain_empty)
+            if not isinstance(done, bool):
+                return done
         kept_offsets: set[int] = set()
         all_kept = True
         contains_tombstones = False
@@ -160,6 +259,55 @@ class BatchFilter:
             self.stats.recopy_messages(0, len(data))
             return FilteredBatch(data, header.max_timestamp, header.last_offset, 0)
         return None
+
+    def _filter_payload(
+        self, batch: memoryview, header: RecordBatchHeader, marker_for_empty_txn: bool, retain_empty: bool
+    ) -> FilteredBatch | None | bool:
+        """The record loop of `filter` in the C core (a compressed batch inflated and deflated by the codec libraries,
+        which release the GIL); False when the core leaves the batch to the Python loop."""
+        payload = records_payload(batch, 0, header)
+        done = core.accelerator.filter_payload(
+            self.map.buffer, self.map.slots, self.map.latest_offset, payload, header.base_offset,
+            header.records_count, header.base_timestamp, header.max_timestamp, header.attributes, self.now,
+            self.now + self.delete_retention_ms, marker_for_empty_txn)
+        if done is None:
+            return False
+        kept, all_kept, need_horizon, invalid, lookups, probes, records, base_ts, max_ts, horizon = done
+        self.stats.invalid_messages_read += invalid
+        self.map.lookups += lookups
+        self.map.probes += probes
+        if kept:
+            if all_kept and not need_horizon:
+                self.stats.recopy_messages(kept, header.size)
+                return FilteredBatch(batch, header.max_timestamp, header.last_offset, kept)
+            data = self._assemble(header, records, kept, base_ts, max_ts, horizon)
+            self.stats.recopy_messages(kept, len(data))
+            return FilteredBatch(data, max_ts, header.last_offset, kept)
+        if retain_empty:
+            data = empty_header(header)
+            self.stats.recopy_messages(0, len(data))
+            return FilteredBatch(data, header.max_timestamp, header.last_offset, 0)
+        return None
+
+    def _assemble(
+        self, header: RecordBatchHeader, records: bytes, count: int, base_ts: int, max_ts: int, horizon: int
+    ) -> bytearray:
+        """build_batch's framing around records the C core re-encoded: the batch's codec at its default level."""
+        body = compress(header.compression, records, None)
+        attributes = header.attributes & (COMPRESSION_MASK | TIMESTAMP_TYPE_MASK | 0x10 | 0x20)
+        if horizon >= 0:
+            attributes |= DELETE_HORIZON_FLAG
+        size = HEADER_SIZE + len(body)
+        out = bytearray(size)
+        _HEADER.pack_into(out, 0, header.base_offset, size - LOG_OVERHEAD, header.partition_leader_epoch, 2, 0,
+                          attributes, header.last_offset_delta, base_ts, max_ts, header.producer_id,
+                          header.producer_epoch, header.base_sequence, count)
+        out[HEADER_SIZE:] = body
+        struct.pack_into(">I", out, CRC_OFFSET, compute_crc(out, 0, size))
+        if size > self.max_message_bytes:
+            log.warning("Record batch %d of %s is %d bytes after cleaning, above max.message.bytes %d",
+                        header.base_offset, self.log_name, size, self.max_message_bytes)
+        return out
 
     def _rebuild(self, header: RecordBatchHeader, kept: list[Record], need_horizon: bool) -> bytearray:
         if need_horizon:

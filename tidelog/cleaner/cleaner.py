@@ -12,14 +12,22 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tidelog.cleaner.batch_filter import BatchFilter, LastRecord
+from tidelog.cleaner import core
+from tidelog.cleaner.batch_filter import BatchFilter, LastRecord, whole_batches_end
 from tidelog.cleaner.offset_map import SkimpyOffsetMap
 from tidelog.cleaner.pacing import Pacer
 from tidelog.cleaner.record_scan import scan_records
 from tidelog.cleaner.stats import CleanerStats, Throttler
 from tidelog.cleaner.transactions import CleanedTransactionMetadata
 from tidelog.clock import Clock
-from tidelog.protocol.record_batch import HEADER_SIZE, RecordBatchHeader, batch_size_at, iter_batches
+from tidelog.protocol.record_batch import (
+    HEADER_SIZE,
+    RecordBatchHeader,
+    batch_size_at,
+    iter_batches,
+    read_header,
+)
+from tidelog.protocol.records import decompress, records_payload
 from tidelog.storage import TopicPartition
 from tidelog.storage.fault_hooks import NO_FAULTS, FaultHooks, FaultPoint
 from tidelog.storage.log_file_utils import (
@@ -191,45 +199,91 @@ class Cleaner:
     ) -> bool:
         """True when the map filled up inside this segment."""
         _, position = segment.offset_index.lookup(start_offset)
-        max_entries = offset_map.max_entries
-        put = offset_map.put
+        c_core = core.accelerator
         pace = Pacer().pace
-        for chunk, chunk_pos, batches in self._chunks(log, segment, position, stats, for_map=True):
-            for pos, header in batches:
-                pace()
-                rel = pos - chunk_pos
-                if header.is_control:
-                    txn.on_control_batch_read(header, memoryview(chunk)[rel : rel + header.size])
-                    stats.index_messages_read(1)
-                elif txn.on_batch_read(header):
-                    stats.index_messages_read(header.records_count)  # aborted data: nothing to map
-                else:
-                    if header.last_offset >= start_offset:
-                        # Per-record work is kept to the scan and one put: this loop holds the GIL that
-                        # the broker's event loop needs for produce/fetch.
-                        read = 0
-                        for offset, key, _ in scan_records(chunk, rel, header):
-                            if key is not None and offset >= start_offset:
-                                if offset_map.size >= max_entries:
-                                    stats.index_messages_read(read)
-                                    return True
-                                put(key, offset)
-                            read += 1
-                        stats.index_messages_read(read)
-                    else:
-                        stats.index_messages_read(header.records_count)
-                if header.last_offset >= start_offset:
-                    offset_map.update_latest_offset(header.last_offset)
+        for chunk, _chunk_pos, consumed in self._chunks(log, segment, position, stats, for_map=True):
+            if c_core is None:
+                for rel, header in iter_batches(chunk, 0, consumed):
+                    pace()
+                    if self._map_batch(chunk, rel, header, offset_map, start_offset, txn, stats):
+                        return True
+                continue
+            # The C core maps every data batch of the chunk with the GIL released (a compressed one inflated
+            # through `decompress`); it stops at a batch that needs the Python code (control, transactional or
+            # malformed) and resumes after it.
+            rel = 0
+            while rel < consumed:
+                rel, status, entries, latest, read, lookups, probes = c_core.map_chunk(
+                    offset_map.buffer, offset_map.dirty, offset_map.slots, offset_map.size, offset_map.max_entries,
+                    offset_map.latest_offset, chunk, rel, consumed, start_offset, decompress)
+                offset_map.absorb(entries, latest, lookups, probes)
+                stats.index_messages_read(read)
+                if status == core.MAP_FULL:
+                    return True
+                if status == core.NEED_PYTHON:
+                    header = read_header(chunk, rel)
+                    if self._map_batch(chunk, rel, header, offset_map, start_offset, txn, stats):
+                        return True
+                    rel += header.size
         offset_map.update_latest_offset(next_segment_start - 1)
+        return False
+
+    def _map_batch(
+        self,
+        chunk: bytes,
+        rel: int,
+        header: RecordBatchHeader,
+        offset_map: SkimpyOffsetMap,
+        start_offset: int,
+        txn: CleanedTransactionMetadata,
+        stats: CleanerStats,
+    ) -> bool:
+        """Map one batch (Kafka's buildOffsetMapForSegment loop body); True when the map filled up."""
+        if header.is_control:
+            txn.on_control_batch_read(header, memoryview(chunk)[rel : rel + header.size])
+            stats.index_messages_read(1)
+        elif txn.on_batch_read(header):
+            stats.index_messages_read(header.records_count)  # aborted data: nothing to map
+        elif header.last_offset >= start_offset:
+            c_core = core.accelerator
+            if c_core is not None and header.records_count >= 0:
+                payload = records_payload(chunk, rel, header)
+                done = c_core.map_payload(
+                    offset_map.buffer, offset_map.dirty, offset_map.slots, offset_map.size, offset_map.max_entries,
+                    offset_map.latest_offset, payload, header.base_offset, header.records_count, start_offset)
+                if done is not None:
+                    status, entries, latest, read, lookups, probes = done
+                    offset_map.absorb(entries, latest, lookups, probes)
+                    stats.index_messages_read(read)
+                    if status == core.MAP_FULL:
+                        return True
+                    offset_map.update_latest_offset(header.last_offset)
+                    return False
+            # Per-record work is kept to the scan and one put: this loop holds the GIL.
+            max_entries = offset_map.max_entries
+            put = offset_map.put
+            read = 0
+            for offset, key, _ in scan_records(chunk, rel, header):
+                if key is not None and offset >= start_offset:
+                    if offset_map.size >= max_entries:
+                        stats.index_messages_read(read)
+                        return True
+                    put(key, offset)
+                read += 1
+            stats.index_messages_read(read)
+        else:
+            stats.index_messages_read(header.records_count)
+        if header.last_offset >= start_offset:
+            offset_map.update_latest_offset(header.last_offset)
         return False
 
     # --- reading a segment in chunks ----------------------------------------------------------------------
 
     def _chunks(
         self, log: Log, segment: LogSegment, position: int, stats: CleanerStats, for_map: bool
-    ) -> Iterator[tuple[bytes, int, list[tuple[int, RecordBatchHeader]]]]:
-        """Yield (chunk bytes, chunk file position, [(absolute position, header)]) of whole batches, reading
-        `io_buffer_size` bytes at a time and growing the buffer for a batch that does not fit (Kafka's Cleaner.growBuffersOrFail)."""
+    ) -> Iterator[tuple[bytes, int, int]]:
+        """Yield (chunk bytes, chunk file position, end of its whole batches), reading `io_buffer_size` bytes at
+        a time and growing the buffer for a batch that does not fit (Kafka's Cleaner.growBuffersOrFail)."""
         buffer_size = self.io_buffer_size
         max_buffer = max(self.max_io_buffer_size, log.config.max_message_bytes)
         size = segment.size
@@ -237,8 +291,8 @@ class Cleaner:
             self.check_done(log.topic_partition)
             chunk = segment.read_bytes(position, buffer_size)
             self.throttler.maybe_throttle(len(chunk))
-            batches = [(position + p, h) for p, h in iter_batches(chunk)]
-            if not batches:
+            consumed = whole_batches_end(chunk)
+            if not consumed:
                 needed = batch_size_at(chunk, 0)
                 if needed is None or needed < HEADER_SIZE or position + needed > size:
                     raise SegmentCorruptError(
@@ -252,10 +306,9 @@ class Cleaner:
                         f"batch of {needed} bytes at {position} of {segment.log_path} exceeds the buffer limit")
                 buffer_size = min(max(buffer_size * 2, needed), max_buffer)
                 continue
-            consumed = batches[-1][0] + batches[-1][1].size - position
             if for_map:
                 stats.index_bytes_read(consumed)
-            yield chunk, position, batches
+            yield chunk, position, consumed
             position += consumed
 
     # --- cleaning one group -------------------------------------------------------------------------------
@@ -311,22 +364,8 @@ class Cleaner:
     def _clean_into(
         self, log: Log, source: LogSegment, dest: LogSegment, batch_filter: BatchFilter, stats: CleanerStats
     ) -> None:
-        pace = Pacer().pace
-        for chunk, chunk_pos, batches in self._chunks(log, source, 0, stats, for_map=False):
-            out = bytearray()
-            max_ts = -1
-            offset_of_max_ts = -1
-            last_offset = -1
-            for pos, header in batches:
-                pace()
-                result = batch_filter.filter(chunk, pos - chunk_pos, header)
-                if result is None:
-                    continue
-                out += result.data
-                last_offset = result.last_offset
-                if result.max_timestamp > max_ts:
-                    max_ts = result.max_timestamp
-                    offset_of_max_ts = result.last_offset
-            if out:
-                dest.append(last_offset, max_ts, offset_of_max_ts, out)
-                self.throttler.maybe_throttle(len(out))
+        for chunk, _chunk_pos, consumed in self._chunks(log, source, 0, stats, for_map=False):
+            out, size, last_offset, max_ts, offset_of_max_ts = batch_filter.filter_chunk(chunk, consumed)
+            if size:
+                dest.append(last_offset, max_ts, offset_of_max_ts, memoryview(out)[:size])
+                self.throttler.maybe_throttle(size)

@@ -103,7 +103,15 @@ class CleanerThread(threading.Thread):
                 self.owner.manager.maintain_uncleanable_partitions()
         except BaseException:
             self.dead = True
-            logger.exception("Cleaner thread %s died", self.name)
+            # KAFKA-7215 (KIP-346): Kafka's thread dies and only DeadThreadCount tells; tidelog counts it there
+            # too, says so at ERROR and starts a replacement after log.cleaner.backoff.ms.
+            logger.exception("Cleaner thread %s died; a new one starts in %d ms", self.name,
+                             self.owner.config.backoff_ms)
+            self.owner.replace_dead_thread(self)
+
+    def wait_stopped(self, timeout_s: float) -> bool:
+        """Sleep up to `timeout_s`; True when the thread was asked to stop meanwhile."""
+        return self._stop_event.wait(timeout_s)
 
 
 class LogCleaner:
@@ -127,6 +135,8 @@ class LogCleaner:
         self.threads: list[CleanerThread] = []
         self._sync_thread = CleanerThread(self, -1)  # state for clean_once(); never started
         self._lock = threading.Lock()
+        self._deaths_lock = threading.Lock()
+        self.dead_thread_count = 0  # threads that died since the threads were (re)started: DeadThreadCount
         self.summaries: list[str] = []  # the last few summary lines (for tests and tooling)
         self.history = CleaningHistory()  # the last pass per partition (GET /api/cleaner)
 
@@ -144,10 +154,32 @@ class LogCleaner:
             if not self.config.enable_cleaner or self.threads:
                 return
             self._stop_all.clear()
+            self.dead_thread_count = 0
             self.threads = [CleanerThread(self, i) for i in range(self.config.num_threads)]
             for thread in self.threads:
                 thread.start()
             logger.info("Started %d log cleaner thread(s)", len(self.threads))
+
+    def replace_dead_thread(self, dead: CleanerThread) -> None:
+        """On the dying thread: count it, then after log.cleaner.backoff.ms start a thread with its id in its
+        place, unless the cleaner is stopping meanwhile (_stop_threads holds the lock while it joins us)."""
+        with self._deaths_lock:
+            self.dead_thread_count += 1
+        if dead.wait_stopped(self.config.backoff_ms / 1000.0):
+            return
+        while not dead.wait_stopped(0):
+            if not self._lock.acquire(timeout=0.05):
+                continue
+            try:
+                if dead.wait_stopped(0) or dead not in self.threads:
+                    return
+                replacement = CleanerThread(self, dead.thread_id)
+                self.threads[self.threads.index(dead)] = replacement
+                replacement.start()
+                logger.warning("Started %s in place of the cleaner thread that died", replacement.name)
+                return
+            finally:
+                self._lock.release()
 
     def shutdown(self) -> None:
         """Prompt: wakes sleeping threads; a running pass stops at its next chunk (abort check)."""
@@ -215,7 +247,12 @@ class LogCleaner:
             if cleanable is None:
                 return False
             thread.last_compaction_delay_ms = cleanable.compaction_delay_ms
-            self._clean_log(thread, cleanable)
+            try:
+                self._clean_log(thread, cleanable)
+            except BaseException:
+                # the error kills the thread (KAFKA-7215): its replacement must find the log cleanable again
+                self.manager.cleaning_aborted(cleanable.topic_partition)
+                raise
             return True
         finally:
             deletable = self.manager.deletable_logs()
@@ -289,7 +326,7 @@ class LogCleaner:
             "max-clean-time-secs": max((int(s.elapsed_secs) for s in stats), default=0),
             "max-compaction-delay-secs": max(
                 (t.last_compaction_delay_ms // 1000 for t in self._stats_threads()), default=0),
-            "DeadThreadCount": sum(1 for t in self.threads if t.dead),
+            "DeadThreadCount": self.dead_thread_count,
             "max-dirty-percent": int(100 * self.manager.dirtiest_log_cleanable_ratio),
             "time-since-last-run-ms": self.clock.milliseconds() - self.manager.time_of_last_run,
         }

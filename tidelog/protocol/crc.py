@@ -8,15 +8,14 @@ layout falls back to the ordinary import.
 
 from __future__ import annotations
 
+import importlib.machinery
+import importlib.util
+import os
 from collections.abc import Callable
 from typing import Any
 
 
 def _load() -> Callable[[Any], int]:
-    import importlib.machinery
-    import importlib.util
-    import os
-
     try:
         spec = importlib.util.find_spec("crc32c")  # locates the package without running its __init__
         locations = list(spec.submodule_search_locations or []) if spec is not None else []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import IntEnum
+from typing import Any
 
 
 class ErrorCode(IntEnum):
@@ -112,3 +113,15 @@ class KafkaError(Exception):
         self.message = message
         # (batch index, message) per offending record: Produce v8+ answers them per partition (KIP-467)
         self.record_errors: list[tuple[int, str]] = record_errors or []
+
+
+class CloseConnection(Exception):
+    """Raised while a request is handled to close its client's connection without a response; the connection
+    logs `reason` as one line (no traceback). Kafka's RequestChannel.closeConnection, e.g. for a failed acks=0
+    Produce, whose client gets no response and notices the error only by the closed connection. `answer`
+    (frame pieces) is written first: a failed SASL authentication's answer."""
+
+    def __init__(self, reason: str, answer: list[Any] | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.answer = answer

@@ -9,6 +9,7 @@ import struct
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias
 
+from tidelog.protocol.messages import response_class
 from tidelog.protocol.primitives import Buffer, VarintError
 from tidelog.protocol.primitives import read_uvarint as _read_uvarint
 from tidelog.protocol.primitives import write_uvarint as _write_uvarint
@@ -161,8 +162,6 @@ class EncodedResponse:
     def decoded(self, api_key: int, version: int) -> Any:
         """The same response as a kafka-python object (for code that edits responses: the test fault
         injector). Costs a full decode, so never on the serving path."""
-        from tidelog.protocol.messages import response_class
-
         response = response_class(api_key)[version].decode(self.encode(), version=version)
         response._header = None  # kafka-python's decode leaves it unset, and encode() reads it
         return response

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
 
-from tidelog.security._durable import write_json
+from tidelog.metadata.files import ACLS
 from tidelog.security.acl import (
     CLUSTER_NAME,
     WILDCARD_RESOURCE,
@@ -19,8 +19,8 @@ from tidelog.security.acl import (
     PatternType,
     ResourceType,
 )
-from tidelog.security.manager import ACL_FILE as FILE_NAME  # named where start-up looks for it
-from tidelog.storage.checkpoints import read_json_state
+
+FILE_NAME = ACLS.name
 
 
 def _enum_value(enum: type[IntEnum], value: int) -> IntEnum:
@@ -129,10 +129,11 @@ class AclStore:
     """The set of ACL bindings; `listeners` are told after every change (the authorizer re-indexes)."""
 
     def __init__(self, directory: str | Path) -> None:
-        self.path = Path(directory) / FILE_NAME
+        self.directory = Path(directory)
+        self.path = ACLS.path(directory)
         self._lock = threading.Lock()
-        self._acls: list[AclBinding] = read_json_state(
-            self.path, lambda doc: [AclBinding.from_json(a) for a in doc.get("acls", [])]) or []
+        self._acls: list[AclBinding] = ACLS.read(
+            directory, lambda doc: [AclBinding.from_json(a) for a in doc.get("acls", [])]) or []
         self.listeners: list[Callable[[list[AclBinding]], None]] = []
 
     def acls(self) -> list[AclBinding]:
@@ -161,6 +162,6 @@ class AclStore:
             return matched
 
     def _save_and_notify(self) -> None:
-        write_json(self.path, {"version": 1, "acls": [a.to_json() for a in self._acls]})
+        ACLS.write(self.directory, {"acls": [a.to_json() for a in self._acls]})
         for fn in self.listeners:
             fn(list(self._acls))

@@ -14,19 +14,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from tidelog.broker.context import CloseConnection
-from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.errors import CloseConnection, ErrorCode
 from tidelog.protocol.wire import Piece
 from tidelog.security.principal import ANONYMOUS, USER_TYPE, KafkaPrincipal, distinguished_name
 from tidelog.security.sasl import SaslAuthenticationError, SaslServer
 
-# What Connection.handle_frame returns: (frame pieces, frame size, api name, error code).
+# What the dispatch answers a request with: (frame pieces, frame size, api name, error code).
 Answer = tuple[list[Piece], int, str, int | None]
 
 if TYPE_CHECKING:
-    from tidelog.broker.connection import Connection
     from tidelog.security.listener_config import ListenerSecurity
     from tidelog.security.manager import BrokerSecurity
 
@@ -55,12 +53,11 @@ class Session:
 
     # --- TLS ---
 
-    async def start(self, conn: Connection) -> bool:
+    async def start(self, peer: str, ssl_object: Any) -> bool:
         """After the TLS handshake (done by the listener, tidelog.security.tls): an SSL listener's principal is
         the client certificate's DN mapped by ssl.principal.mapping.rules. False (logged) to close."""
-        self.peer = conn.peer
+        self.peer = peer
         if self.listener.protocol == "SSL":
-            ssl_object = conn.stream.get_extra_info("ssl_object")
             der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
             if der:
                 dn = distinguished_name(der)
@@ -69,19 +66,18 @@ class Session:
                                                     .get_name(dn))
                 except ValueError:
                     log.info("Closing connection from %s: no ssl.principal.mapping.rules rule applies to the "
-                             "client certificate %s", conn.peer, dn)
+                             "client certificate %s", peer, dn)
                     return False
         return True
 
-    # --- request gate ---
+    # --- request gate (the dispatch's authenticate step, broker/dispatch.py) ---
 
-    async def handle_frame(self, conn: Connection, frame: memoryview) -> Answer | None:
+    async def admit(self, frame: memoryview) -> Answer | None:
+        """Before a request is dispatched: None admits it; a bare SASL token (after SaslHandshake v0) is
+        answered here; a request the SASL state does not allow raises CloseConnection."""
         if self.authenticated and (self._expires_ms is None
                                    or self.security.clock.monotonic_ms() < self._expires_ms):
-            out = await conn.handle_frame(frame)
-            if self._failure is not None:  # a failed re-authentication (KIP-368)
-                await self._fail_after(conn, out)
-            return out
+            return None
         if self._raw_tokens:
             return await self._raw_token(bytes(frame))
         api_key = int.from_bytes(frame[:2], "big", signed=True) if len(frame) >= 2 else -1
@@ -93,24 +89,18 @@ class Session:
             # SaslServerAuthenticator: IllegalSaslStateException, the channel is closed without a response.
             raise CloseConnection(f"ILLEGAL_SASL_STATE: request with api key {api_key} before SASL authentication "
                                   f"on listener {self.listener.name}")
-        out = await conn.handle_frame(frame)
-        if self._failure is not None:
-            await self._fail_after(conn, out)
-        return out
+        return None
 
-    async def _fail_after(self, conn: Connection, out: Answer | None) -> None:
+    async def after_request(self, answer: list[Piece] | None) -> None:
+        """After a request is answered: a failed (re-)authentication waits connection.failed.authentication
+        .delay.ms, then closes the connection once its answer is written (CloseConnection.answer)."""
+        if self._failure is None:
+            return
         reason, self._failure = self._failure, None
         delay_ms = self.listener.failed_auth_delay_ms
         if delay_ms > 0:
             await asyncio.sleep(delay_ms / 1000)
-        transport = conn.stream.transport
-        if out is not None and transport is not None and not transport.is_closing():
-            conn.stream.write(out[0])
-            try:
-                await conn.stream.drain()
-            except ConnectionError:
-                pass
-        raise CloseConnection(reason or "authentication failed")
+        raise CloseConnection(reason or "authentication failed", answer=answer)
 
     # --- called by the SaslHandshake / SaslAuthenticate handlers ---
 

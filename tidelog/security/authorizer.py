@@ -9,9 +9,10 @@ authorizer configured each is a single attribute check that answers True.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tidelog.config.definitions import ConfigError
+from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.security.acl import (
     CLUSTER_NAME,
     WILDCARD_HOST,
@@ -24,8 +25,8 @@ from tidelog.security.acl import (
 )
 
 if TYPE_CHECKING:  # the bindings and their store are imported when an authorizer is configured
-    from tidelog.broker.context import RequestContext
     from tidelog.security.acl_store import AclBinding, AclStore
+    from tidelog.security.principal import KafkaPrincipal
 
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 ACL_AUTHORIZER = "kafka.security.authorizer.AclAuthorizer"
@@ -140,18 +141,36 @@ class StandardAuthorizer:
 
 # --- the calls handlers make ---
 
-def _principal(ctx: RequestContext) -> str:
-    session = ctx.session
-    if session is not None:
-        return str(session.principal)
-    from tidelog.security.principal import ANONYMOUS
+class AuthorizableRequestContext(Protocol):
+    """What security sees of a request (Kafka's AuthorizableRequestContext): who sent it from where, and the
+    broker's authorizer; never the broker state. The broker's RequestContext is one."""
 
-    return str(ANONYMOUS)
+    client_host: str
+    listener: str
+    client_id: str | None
+    api_key: int
+    api_version: int
+
+    @property
+    def principal(self) -> KafkaPrincipal | None: ...  # None: ANONYMOUS (a PLAINTEXT listener)
+
+    @property
+    def authorizer(self) -> StandardAuthorizer | None: ...
+
+
+RequestContext = AuthorizableRequestContext  # the name the calls below are written with
+
+_ANONYMOUS = "User:ANONYMOUS"  # str(tidelog.security.principal.ANONYMOUS), without importing it on the hot path
+
+
+def _principal(ctx: RequestContext) -> str:
+    principal = ctx.principal
+    return _ANONYMOUS if principal is None else str(principal)
 
 
 def authorize(ctx: RequestContext, op: AclOperation, resource_type: ResourceType, name: str) -> bool:
     """May the request's principal perform `op` on the resource? True when no authorizer is configured."""
-    authorizer = ctx.broker.security.authorizer
+    authorizer = ctx.authorizer
     if authorizer is None:
         return True
     return bool(authorizer.authorize(_principal(ctx), ctx.client_host, op, resource_type, name))
@@ -164,7 +183,7 @@ def authorize_cluster(ctx: RequestContext, op: AclOperation) -> bool:
 def authorized_names(ctx: RequestContext, op: AclOperation, resource_type: ResourceType,
                      names: Iterable[str]) -> set[str]:
     """The subset of `names` the principal may `op` (all of them without an authorizer)."""
-    authorizer = ctx.broker.security.authorizer
+    authorizer = ctx.authorizer
     if authorizer is None:
         return set(names)
     principal = _principal(ctx)
@@ -172,7 +191,7 @@ def authorized_names(ctx: RequestContext, op: AclOperation, resource_type: Resou
 
 
 def authorize_by_resource_type(ctx: RequestContext, op: AclOperation, resource_type: ResourceType) -> bool:
-    authorizer = ctx.broker.security.authorizer
+    authorizer = ctx.authorizer
     if authorizer is None:
         return True
     return bool(authorizer.authorize_by_resource_type(_principal(ctx), ctx.client_host, op, resource_type))
@@ -193,7 +212,7 @@ def authorized_operations(ctx: RequestContext, resource_type: ResourceType, name
                           without_authorizer: Iterable[int]) -> set[int]:
     """Kafka's AuthHelper.authorizedOperations: the supported operations the principal may perform on the
     resource (AclOperation codes, for kafka-python's bitfield); `without_authorizer` when none is configured."""
-    authorizer = ctx.broker.security.authorizer
+    authorizer = ctx.authorizer
     if authorizer is None:
         return set(without_authorizer)
     principal = _principal(ctx)
@@ -208,7 +227,7 @@ def to_32_bit_field(ops: Iterable[int]) -> int:
 
 def cluster_authorized_operations(ctx: RequestContext, without_authorizer: Iterable[int]) -> set[int]:
     """Metadata v8-10 / DescribeCluster: no DESCRIBE on the cluster reports no operation at all (Kafka sets 0)."""
-    if ctx.broker.security.authorizer is not None and not authorize_cluster(ctx, Op.DESCRIBE):
+    if ctx.authorizer is not None and not authorize_cluster(ctx, Op.DESCRIBE):
         return set()
     return authorized_operations(ctx, CLUSTER, CLUSTER_NAME, without_authorizer)
 
@@ -219,9 +238,8 @@ _CONFIG_TOPIC, _CONFIG_BROKER, _CONFIG_BROKER_LOGGER, _CONFIG_GROUP = 2, 4, 8, 3
 def check_config_resource(ctx: RequestContext, config_resource_type: int, name: str, alter: bool) -> None:
     """KafkaApis / ConfigHelper: DESCRIBE_CONFIGS (ALTER_CONFIGS to change) on the topic, group or cluster
     (BROKER_LOGGER: DESCRIBE / ALTER_CONFIGS on the cluster). Raises KafkaError with Kafka's code."""
-    if ctx.broker.security.authorizer is None:
+    if ctx.authorizer is None:
         return
-    from tidelog.protocol.errors import ErrorCode, KafkaError
 
     op = Op.ALTER_CONFIGS if alter else Op.DESCRIBE_CONFIGS
     if config_resource_type == _CONFIG_TOPIC:

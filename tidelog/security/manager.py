@@ -9,14 +9,20 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import os
 import ssl
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from tidelog.clock import Clock
+from tidelog.config.broker_config import parse_listeners
 from tidelog.config.definitions import ConfigError
-from tidelog.security.listener_config import SUPPORTED_MECHANISMS, ListenerSecurity, listener_security
+from tidelog.metadata import files as metadata_files
+from tidelog.security.listener_config import (
+    SUPPORTED_MECHANISMS,
+    ListenerSecurity,
+    listener_security,
+    listener_value,
+)
 
 if TYPE_CHECKING:
     from tidelog.config.broker_config import BrokerConfig
@@ -28,16 +34,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# The stores' files, named here (the stores import them) so that start-up can look for them without importing
-# the stores.
-SCRAM_FILE = "tidelog-scram-credentials.json"
-ACL_FILE = "tidelog-acls.json"
+SCRAM_FILE = metadata_files.SCRAM_CREDENTIALS.name  # start-up looks for them without importing the stores
+ACL_FILE = metadata_files.ACLS.name
 
 
 class BrokerSecurity:
     def __init__(self, config: BrokerConfig, clock: Clock | None = None) -> None:
-        from tidelog.config.broker_config import parse_listeners
-
         self.config = config
         self.clock = clock or Clock()
         self.log_dir = config.log_dirs[0]
@@ -57,7 +59,6 @@ class BrokerSecurity:
                 raise ConfigError(f"SASL/PLAIN on listener {name} needs listener.name.{name.lower()}.plain."
                                   "sasl.jaas.config (PlainLoginModule required user_<name>=\"<password>\";)")
             if sec.uses_tls:
-                from tidelog.security.listener_config import listener_value
                 from tidelog.security.principal import SslPrincipalMapper
                 from tidelog.security.ssl_context import create_server_context
 
@@ -67,9 +68,9 @@ class BrokerSecurity:
                         listener_value(config, name, "ssl.principal.mapping.rules"))
                 except ValueError as exc:
                     raise ConfigError(f"ssl.principal.mapping.rules: {exc}") from exc
-        if os.path.exists(os.path.join(self.log_dir, SCRAM_FILE)):
+        if metadata_files.SCRAM_CREDENTIALS.exists(self.log_dir):
             self.scram_store  # noqa: B018 - read now: a damaged file stops start-up
-        if os.path.exists(os.path.join(self.log_dir, ACL_FILE)):
+        if metadata_files.ACLS.exists(self.log_dir):
             self.acl_store  # noqa: B018
         self.authorizer: StandardAuthorizer | None = None
         if config.get("authorizer.class.name"):
@@ -122,6 +123,6 @@ class BrokerSecurity:
         sec = self.listeners.get(listener)
         if sec is None or sec.protocol == "PLAINTEXT":
             return None
-        from tidelog.security.authenticator import Session
+        from tidelog.security.authenticator import Session  # lazy for start-up time: PLAINTEXT never needs it
 
         return Session(self, sec)

@@ -8,15 +8,16 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tidelog.metadata.files import SCRAM_CREDENTIALS
 from tidelog.protocol.errors import ErrorCode
-from tidelog.security._durable import write_json
-from tidelog.security.manager import SCRAM_FILE as FILE_NAME  # named where start-up looks for it
-from tidelog.storage.checkpoints import read_json_state
+
+FILE_NAME = SCRAM_CREDENTIALS.name
 
 # Kafka's ScramMechanism: type id on the wire, hash.
 MECHANISMS: dict[str, tuple[int, Any]] = {"SCRAM-SHA-256": (1, hashlib.sha256), "SCRAM-SHA-512": (2, hashlib.sha512)}
@@ -45,8 +46,6 @@ class ScramCredential:
     def from_password(cls, mechanism: str, password: str, iterations: int = MIN_ITERATIONS,
                       salt: bytes | None = None) -> ScramCredential:
         """For tests and tools: the credential a client's password gives (Hi = PBKDF2, RFC 5802)."""
-        import os
-
         salt = salt if salt is not None else os.urandom(32)
         name = MECHANISMS[mechanism][1]().name
         salted = hashlib.pbkdf2_hmac(name, password.encode("utf-8"), salt, iterations)
@@ -74,9 +73,10 @@ class Upsertion:
 
 class ScramCredentialStore:
     def __init__(self, directory: str | Path) -> None:
-        self.path = Path(directory) / FILE_NAME
+        self.directory = Path(directory)
+        self.path = SCRAM_CREDENTIALS.path(directory)
         self._lock = threading.Lock()
-        self._users: dict[str, dict[str, ScramCredential]] = read_json_state(self.path, lambda doc: {
+        self._users: dict[str, dict[str, ScramCredential]] = SCRAM_CREDENTIALS.read(directory, lambda doc: {
             user: {mech: ScramCredential.from_json(c) for mech, c in mechs.items()}
             for user, mechs in doc.get("users", {}).items()
         }) or {}
@@ -179,5 +179,5 @@ class ScramCredentialStore:
         return [(u, *errors.get(u, ok)) for u in order]
 
     def _save(self) -> None:
-        write_json(self.path, {"version": 1, "users": {
+        SCRAM_CREDENTIALS.write(self.directory, {"users": {
             user: {mech: c.to_json() for mech, c in mechs.items()} for user, mechs in self._users.items()}})

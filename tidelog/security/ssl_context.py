@@ -16,6 +16,10 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.serialization import pkcs12
+from cryptography.x509 import load_pem_x509_certificates
+
 from tidelog.config.definitions import ConfigError
 from tidelog.security.listener_config import listener_value
 
@@ -39,8 +43,6 @@ def _read(path: str, what: str) -> bytes:
 
 
 def _pkcs12(data: bytes, password: bytes | None, what: str) -> Any:
-    from cryptography.hazmat.primitives.serialization import pkcs12
-
     try:
         return pkcs12.load_pkcs12(data, password)
     except ValueError as exc:
@@ -50,9 +52,6 @@ def _pkcs12(data: bytes, password: bytes | None, what: str) -> Any:
 def _load_pem_key_and_chain(ctx: ssl.SSLContext, pem: bytes, key_password: bytes | None) -> None:
     """load_cert_chain only reads files: write key and chain to a private temporary file, with the key
     re-encrypted under a one-time password so no plaintext key touches the disk, and remove it at once."""
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.x509 import load_pem_x509_certificates
-
     try:
         key = serialization.load_pem_private_key(pem, key_password)
     except (ValueError, TypeError) as exc:
@@ -65,8 +64,6 @@ def _load_pem_key_and_chain(ctx: ssl.SSLContext, pem: bytes, key_password: bytes
 
 
 def _load_key_objects(ctx: ssl.SSLContext, key: Any, chain: list[Any]) -> None:
-    from cryptography.hazmat.primitives import serialization
-
     if key is None or not chain:
         raise ConfigError("The keystore must hold a private key and its certificate chain")
     one_time = secrets.token_urlsafe(24).encode()
@@ -110,8 +107,6 @@ def _load_keystore(ctx: ssl.SSLContext, get: Any) -> None:
 
 def _load_truststore(ctx: ssl.SSLContext, get: Any) -> bool:
     """Trusted CAs for client certificates; False when none is configured."""
-    from cryptography.hazmat.primitives import serialization
-
     kind = str(get("ssl.truststore.type") or "JKS").upper()
     location = get("ssl.truststore.location")
     inline = get("ssl.truststore.certificates")
@@ -148,6 +143,11 @@ def _openssl_cipher(name: str) -> str | None:
     return kex + cipher
 
 
+def _ssl_reason(exc: ssl.SSLError) -> str:
+    """OpenSSL's reason ("CA_MD_TOO_WEAK", "KEY_VALUES_MISMATCH"), else the message: one line."""
+    return str(exc.reason or exc.strerror or exc).splitlines()[0]
+
+
 def create_server_context(config: BrokerConfig, listener: str) -> ssl.SSLContext:
     """The SSLContext of `listener`; ConfigError with a message naming the config on any problem."""
 
@@ -168,9 +168,12 @@ def create_server_context(config: BrokerConfig, listener: str) -> ssl.SSLContext
     try:
         _load_keystore(ctx, get)
     except ssl.SSLError as exc:
-        raise ConfigError(f"The keystore of listener {listener} cannot be used: {exc.reason}") from exc
+        raise ConfigError(f"The keystore of listener {listener} cannot be used: {_ssl_reason(exc)}") from exc
     client_auth = str(get("ssl.client.auth") or "none").lower()
     ctx.verify_mode = _CLIENT_AUTH[client_auth]
-    if client_auth != "none" and not _load_truststore(ctx, get):
-        ctx.load_default_certs(ssl.Purpose.CLIENT_AUTH)
+    try:
+        if client_auth != "none" and not _load_truststore(ctx, get):
+            ctx.load_default_certs(ssl.Purpose.CLIENT_AUTH)
+    except ssl.SSLError as exc:  # e.g. a certificate OpenSSL refuses (a SHA-1 signature at security level 2)
+        raise ConfigError(f"The truststore of listener {listener} cannot be used: {_ssl_reason(exc)}") from exc
     return ctx

@@ -11,9 +11,8 @@ import json
 import os
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, TypeVar
 
 from tidelog.storage import TopicPartition
 from tidelog.storage.log_file_utils import fsync_dir
@@ -32,34 +31,6 @@ LOCK_FILE = ".lock"
 
 class CheckpointError(Exception):
     """A checkpoint file that does not parse (unknown version, wrong count, bad line)."""
-
-
-class StateFileError(RuntimeError):
-    """A broker state file that exists but cannot be read or is not what it should hold. Start-up stops with
-    one line naming it (`tidelog serve` exits 1): serving without the quotas, ACLs or producer ids it held would
-    be wrong, as Kafka stops on a metadata log it cannot read."""
-
-    def __init__(self, path: Path, reason: object) -> None:
-        super().__init__(f"cannot read {path}: {reason}")
-        self.path = path
-
-
-_T = TypeVar("_T")
-
-
-def read_json_state(path: Path, parse: Callable[[Any], _T]) -> _T | None:
-    """`parse` of the JSON document at `path`; None if there is no such file. Raises StateFileError if it cannot
-    be read, is not JSON, or `parse` finds it is not the expected shape (KeyError, TypeError, ValueError)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise StateFileError(path, exc) from exc
-    try:
-        return parse(json.loads(text))
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise StateFileError(path, f"{type(exc).__name__}: {exc}") from exc
 
 
 def write_atomic(path: Path, data: bytes, sync: bool = True) -> None:

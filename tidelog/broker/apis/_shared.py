@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -10,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 from tidelog.broker.context import RequestContext
 from tidelog.broker.elr import check_min_isr_change
 from tidelog.broker.features import GROUP_VERSION, SHARE_VERSION
+from tidelog.broker.mutation_quota import ControllerMutationQuota
+from tidelog.broker.quotas import ANONYMOUS
 from tidelog.broker.topics import INTERNAL_TOPICS, validate_topic_name
 from tidelog.config.broker_config import ReadOnlyConfigError, UnknownConfigError
 from tidelog.config.definitions import ConfigError
@@ -30,11 +33,39 @@ from tidelog.storage import TopicPartition
 if TYPE_CHECKING:
     from tidelog.broker.topics import TopicInfo
     from tidelog.coordinator.group import GroupCoordinator
-    from tidelog.coordinator.group.consumer_coordinator import ConsumerGroupCoordinator
+    from tidelog.coordinator.group.consumer.coordinator import ConsumerGroupCoordinator
     from tidelog.coordinator.share.coordinator import ShareGroupCoordinator
     from tidelog.coordinator.transaction import TransactionCoordinator
     from tidelog.storage.log import Log
 
+
+
+def response_cls(ctx: RequestContext) -> Any:
+    """The kafka-python response class of the request's API and version (every handler's first lookup)."""
+    return response_class(ctx.api_key)[ctx.api_version]
+
+
+def topic_id_bytes(topic_id: Any, unset: bytes = b"") -> bytes:
+    """A request's topic id as 16 bytes (kafka-python gives a UUID, the hand decoders bytes); `unset` for none."""
+    if isinstance(topic_id, uuid.UUID):
+        return topic_id.bytes
+    return bytes(topic_id or unset)
+
+
+def topic_by_id(ctx: RequestContext, topic_id: Any) -> TopicInfo | None:
+    """The topic a request names by id (KIP-516); None for an unknown or all-zero id."""
+    raw = topic_id_bytes(topic_id)
+    return ctx.broker.topics.by_id(raw) if any(raw) else None
+
+
+def request_mutation_quota(ctx: RequestContext, strict_since: int) -> ControllerMutationQuota:
+    """The quota a CreateTopics / CreatePartitions / DeleteTopics request spends (Kafka's ControllerApis:
+    `newQuotaFor(request, strictSinceVersion)`); left on `ctx` for the dispatch's throttle."""
+    principal = ctx.principal
+    user = ANONYMOUS if principal is None else principal.name
+    quota = ctx.broker.quotas.mutation.new_quota_for(user, ctx.client_id, ctx.api_version, strict_since)
+    ctx.mutation_quota = quota
+    return quota
 
 
 def coordinator(ctx: RequestContext) -> GroupCoordinator:

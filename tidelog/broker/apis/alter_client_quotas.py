@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from tidelog.broker.apis._shared import response_cls
 from tidelog.broker.context import RequestContext
 from tidelog.broker.quotas import QuotaError, make_entity
 from tidelog.protocol.api_keys import ApiKey
 from tidelog.protocol.errors import ErrorCode
-from tidelog.protocol.messages import response_class
 
 API_KEY = ApiKey.ALTER_CLIENT_QUOTAS
 NOTES = """per-entity results, validate_only; stored in `tidelog-quotas.json`; `producer_byte_rate` /
@@ -18,7 +18,7 @@ NOTES = """per-entity results, validate_only; stored in `tidelog-quotas.json`; `
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    cls = response_class(API_KEY)[ctx.api_version]
+    cls = response_cls(ctx)
     E = cls.EntryData
     store = ctx.broker.quotas.store
     entries = []

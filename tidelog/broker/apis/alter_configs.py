@@ -16,11 +16,11 @@ from tidelog.broker.apis._shared import (
     apply_broker_configs,
     apply_topic_overrides,
     check_broker_name,
+    response_cls,
 )
 from tidelog.broker.client_metrics import CLIENT_METRICS
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode, KafkaError
-from tidelog.protocol.messages import response_class
 
 API_KEY = 33
 NOTES = """replaces the whole override set of the resource, as Kafka: TOPIC, BROKER, CLIENT_METRICS and GROUP
@@ -54,4 +54,4 @@ def _alter_one(ctx: RequestContext, resource: Any, validate_only: bool) -> None:
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     results = alter_resources(ctx, request, _alter_one)
-    return response_class(API_KEY)[ctx.api_version](throttle_time_ms=0, responses=results)
+    return response_cls(ctx)(throttle_time_ms=0, responses=results)

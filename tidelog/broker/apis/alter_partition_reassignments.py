@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from tidelog.broker.apis._shared import response_cls
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode
-from tidelog.protocol.messages import response_class
 from tidelog.security.authorizer import Op, authorize_cluster
 
 API_KEY = 45
@@ -45,7 +45,7 @@ def _check(ctx: RequestContext, topic: str, partition: int, replicas: list[int] 
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    cls = response_class(API_KEY)[ctx.api_version]
+    cls = response_cls(ctx)
     T = cls.ReassignableTopicResponse
     P = T.ReassignablePartitionResponse
     allow = bool(getattr(request, "allow_replication_factor_change", True)) if ctx.api_version >= 1 else True

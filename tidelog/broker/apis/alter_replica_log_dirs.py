@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from tidelog.broker.apis._shared import response_cls
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode
-from tidelog.protocol.messages import response_class
 from tidelog.security.authorizer import Op, authorize_cluster
 from tidelog.storage import TopicPartition
 
@@ -45,7 +45,7 @@ def alter_one(ctx: RequestContext, tp: TopicPartition, path: str) -> int:
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    cls = response_class(API_KEY)[ctx.api_version]
+    cls = response_cls(ctx)
     T = cls.AlterReplicaLogDirTopicResult
     P = T.AlterReplicaLogDirPartitionResult
     wanted: dict[TopicPartition, str] = {}

@@ -7,10 +7,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from tidelog.broker.apis._shared import share_groups
+from tidelog.broker.apis._shared import response_cls, share_groups
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode, KafkaError
-from tidelog.protocol.messages import response_class
 from tidelog.security.authorizer import GROUP, TOPIC, Op, authorize, authorized_names
 
 API_KEY = 91
@@ -24,7 +23,7 @@ ZERO_UUID = uuid.UUID(int=0)
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    cls = response_class(API_KEY)[ctx.api_version]
+    cls = response_cls(ctx)
     T = cls.AlterShareGroupOffsetsResponseTopic
     P = T.AlterShareGroupOffsetsResponsePartition
     group_id = request.group_id or ""

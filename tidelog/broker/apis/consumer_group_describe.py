@@ -6,11 +6,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from tidelog.broker.apis._shared import GROUP_OPERATIONS, consumer_groups, consumer_protocol_enabled
+from tidelog.broker.apis._shared import (
+    GROUP_OPERATIONS,
+    consumer_groups,
+    consumer_protocol_enabled,
+    response_cls,
+)
 from tidelog.broker.context import RequestContext
-from tidelog.coordinator.group.assignors import Assignment
+from tidelog.coordinator.group.consumer.assignors import Assignment
 from tidelog.protocol.errors import ErrorCode, KafkaError
-from tidelog.protocol.messages import response_class
 from tidelog.security.authorizer import GROUP, Op, authorize, authorized_operations, to_32_bit_field
 
 API_KEY = 69
@@ -36,7 +40,7 @@ def _assignment(ctx: RequestContext, cls: Any, assignment: Assignment) -> Any:
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    cls = response_class(API_KEY)[ctx.api_version]
+    cls = response_cls(ctx)
     D = cls.DescribedGroup
     out = []
     enabled = consumer_protocol_enabled(ctx)  # KafkaApis.isConsumerGroupProtocolEnabled, checked first

@@ -1,15 +1,20 @@
 """ConsumerGroupHeartbeat (key 68, KIP-848): join, heartbeat, reconcile and leave of `group.protocol=consumer`
-members; the logic is tidelog.coordinator.group.consumer_coordinator (Kafka's GroupMetadataManager)."""
+members; the logic is tidelog.coordinator.group.consumer.coordinator (Kafka's GroupMetadataManager)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from tidelog.broker.apis._shared import check_group, consumer_groups, consumer_protocol_enabled, coordinator
+from tidelog.broker.apis._shared import (
+    check_group,
+    consumer_groups,
+    consumer_protocol_enabled,
+    coordinator,
+    response_cls,
+)
 from tidelog.broker.context import RequestContext
-from tidelog.coordinator.group.consumer_coordinator import HeartbeatError
+from tidelog.coordinator.group.consumer.coordinator import HeartbeatError
 from tidelog.protocol.errors import ErrorCode, KafkaError
-from tidelog.protocol.messages import response_class
 from tidelog.security.authorizer import Op
 
 API_KEY = 68
@@ -27,7 +32,7 @@ group's id: GROUP_ID_NOT_FOUND"""
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    cls = response_class(API_KEY)[ctx.api_version]
+    cls = response_cls(ctx)
     if not consumer_protocol_enabled(ctx):  # KafkaApis.isConsumerGroupProtocolEnabled, checked first
         return cls(throttle_time_ms=0, error_code=ErrorCode.UNSUPPORTED_VERSION, error_message=None, member_id=None,
                    member_epoch=0, heartbeat_interval_ms=0, assignment=None)

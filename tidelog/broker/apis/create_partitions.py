@@ -6,9 +6,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from tidelog.broker.apis._shared import MAX_PARTITIONS_PER_BATCH
+from tidelog.broker.apis._shared import MAX_PARTITIONS_PER_BATCH, request_mutation_quota
 from tidelog.broker.context import RequestContext
-from tidelog.broker.mutation_quota import request_mutation_quota
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
 from tidelog.security.authorizer import TOPIC, Op, authorize

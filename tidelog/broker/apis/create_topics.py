@@ -7,9 +7,8 @@ import uuid
 from collections import Counter
 from typing import Any
 
-from tidelog.broker.apis._shared import MAX_PARTITIONS_PER_BATCH
+from tidelog.broker.apis._shared import MAX_PARTITIONS_PER_BATCH, request_mutation_quota
 from tidelog.broker.context import RequestContext
-from tidelog.broker.mutation_quota import request_mutation_quota
 from tidelog.config import topic_config
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tidelog.broker.apis._shared import coordinator
+from tidelog.broker.apis._shared import coordinator, response_cls
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode, KafkaError
-from tidelog.protocol.messages import response_class
 from tidelog.security.authorizer import GROUP, Op, authorized_names
 
 API_KEY = 42
@@ -15,7 +14,7 @@ NOTES = """only empty groups (classic, consumer or share; a share group's state 
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    cls = response_class(API_KEY)[ctx.api_version]
+    cls = response_cls(ctx)
     names = list(request.groups_names or [])
     deletable = authorized_names(ctx, Op.DELETE, GROUP, names)  # KafkaApis.handleDeleteGroupsRequest
     allowed = [n for n in names if n in deletable]

@@ -6,8 +6,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from tidelog.broker.apis._shared import request_mutation_quota
 from tidelog.broker.context import RequestContext
-from tidelog.broker.mutation_quota import request_mutation_quota
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
 from tidelog.security.authorizer import TOPIC, Op, authorize

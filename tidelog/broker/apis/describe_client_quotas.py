@@ -6,18 +6,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from tidelog.broker.apis._shared import response_cls
 from tidelog.broker.context import RequestContext
 from tidelog.broker.quotas import QuotaError
 from tidelog.protocol.api_keys import ApiKey
 from tidelog.protocol.errors import ErrorCode
-from tidelog.protocol.messages import response_class
 
 API_KEY = ApiKey.DESCRIBE_CLIENT_QUOTAS
 NOTES = """user / client-id / ip entities, exact / default / any filters, strict (KIP-546)"""
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    cls = response_class(API_KEY)[ctx.api_version]
+    cls = response_cls(ctx)
     E = cls.EntryData
     components = [(c.entity_type, c.match_type, c.match) for c in request.components or []]
     try:

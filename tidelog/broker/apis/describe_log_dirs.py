@@ -8,9 +8,9 @@ import os
 from pathlib import Path
 from typing import Any
 
+from tidelog.broker.apis._shared import response_cls
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode
-from tidelog.protocol.messages import response_class
 from tidelog.security.authorizer import Op, authorize_cluster
 from tidelog.storage import TopicPartition
 
@@ -35,7 +35,7 @@ def _disk_space(path: Path) -> tuple[int, int]:
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    cls = response_class(API_KEY)[ctx.api_version]
+    cls = response_cls(ctx)
     R = cls.DescribeLogDirsResult
     T = R.DescribeLogDirsTopic
     P = T.DescribeLogDirsPartition

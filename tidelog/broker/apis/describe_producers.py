@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from tidelog.broker.apis._shared import response_cls
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode
-from tidelog.protocol.messages import response_class
 from tidelog.security.authorizer import TOPIC, Op, authorize
 from tidelog.storage import TopicPartition
 
@@ -17,7 +17,7 @@ TOPIC_AUTHORIZATION_FAILED_MESSAGE = "Topic authorization failed."  # Kafka's Ap
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    cls = response_class(API_KEY)[ctx.api_version]
+    cls = response_cls(ctx)
     T = cls.TopicResponse
     P = T.PartitionResponse
     PS = P.ProducerState

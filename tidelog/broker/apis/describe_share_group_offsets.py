@@ -7,10 +7,9 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from tidelog.broker.apis._shared import share_groups
+from tidelog.broker.apis._shared import response_cls, share_groups
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode, KafkaError
-from tidelog.protocol.messages import response_class
 from tidelog.security.authorizer import GROUP, TOPIC, Op, authorize, authorized_names
 from tidelog.storage import TopicPartition
 
@@ -110,7 +109,7 @@ def _group(ctx: RequestContext, cls: Any, groups: ShareGroupCoordinator, request
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    cls = response_class(API_KEY)[ctx.api_version]
+    cls = response_cls(ctx)
     G = cls.DescribeShareGroupOffsetsResponseGroup
     out = []
     for request_group in request.groups or []:

@@ -9,10 +9,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from tidelog.broker.apis._shared import TOPIC_OPERATIONS
+from tidelog.broker.apis._shared import TOPIC_OPERATIONS, response_cls
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode
-from tidelog.protocol.messages import response_class
 from tidelog.security.authorizer import TOPIC, Op, authorized_names, authorized_operations, to_32_bit_field
 from tidelog.storage import TopicPartition
 
@@ -34,7 +33,7 @@ def _limit(requested: int) -> int:
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    cls = response_class(API_KEY)[ctx.api_version]
+    cls = response_cls(ctx)
     T = cls.DescribeTopicPartitionsResponseTopic
     P = T.DescribeTopicPartitionsResponsePartition
     topics = ctx.broker.topics

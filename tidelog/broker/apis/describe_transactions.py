@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tidelog.broker.apis._shared import txn_coordinator
+from tidelog.broker.apis._shared import response_cls, txn_coordinator
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode, KafkaError
-from tidelog.protocol.messages import response_class
 from tidelog.security.authorizer import TOPIC, TRANSACTIONAL_ID, Op, authorize, authorized_names
 
 API_KEY = 65
@@ -17,7 +16,7 @@ NOTES = """state, producer id/epoch, timeout, start time, partitions (KIP-664); 
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    cls = response_class(API_KEY)[ctx.api_version]
+    cls = response_cls(ctx)
     S = cls.TransactionState
     out = []
     for tid in request.transactional_ids or []:

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from tidelog.broker.apis._shared import response_cls
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode
-from tidelog.protocol.messages import response_class
 from tidelog.security.authorizer import Op, authorize_cluster
 
 API_KEY = 43
@@ -21,7 +21,7 @@ _NOT_NEEDED_MESSAGE = "Leader election not needed for topic partition."
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    cls = response_class(API_KEY)[ctx.api_version]
+    cls = response_cls(ctx)
     R = cls.ReplicaElectionResult
     P = R.PartitionResult
     election_type = getattr(request, "election_type", PREFERRED) if ctx.api_version >= 1 else PREFERRED

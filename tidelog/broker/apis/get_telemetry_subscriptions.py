@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from tidelog.broker.apis._shared import response_cls
 from tidelog.broker.client_metrics import ACCEPTED_COMPRESSION_TYPES, ClientInfo
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode
-from tidelog.protocol.messages import response_class
 
 API_KEY = 71
 NOTES = """KIP-714 (`broker/client_metrics.py`, Kafka's ClientMetricsManager): a new client instance id for
@@ -24,12 +24,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     # KafkaApis handles it without an ACL check: every client may ask for its subscription
     manager = ctx.broker.client_metrics
     error, instance = manager.get_subscriptions(request.client_instance_id, ClientInfo.of(ctx))
-    response_cls = response_class(API_KEY)[ctx.api_version]
+    cls = response_cls(ctx)
     if error is not ErrorCode.NONE:  # KafkaApis answers an error with the response's defaults
-        return response_cls(throttle_time_ms=0, error_code=int(error), client_instance_id=None, subscription_id=0,
+        return cls(throttle_time_ms=0, error_code=int(error), client_instance_id=None, subscription_id=0,
                             accepted_compression_types=[], push_interval_ms=0, telemetry_max_bytes=0,
                             delta_temporality=False, requested_metrics=[])
-    return response_cls(
+    return cls(
         throttle_time_ms=0,
         error_code=0,
         client_instance_id=instance.instance_id,

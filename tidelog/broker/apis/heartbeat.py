@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tidelog.broker.apis._shared import check_group, coordinator
+from tidelog.broker.apis._shared import check_group, coordinator, response_cls
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode, KafkaError
-from tidelog.protocol.messages import response_class
 from tidelog.security.authorizer import Op
 
 API_KEY = 12
@@ -20,7 +19,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         consumer = coordinator(ctx).consumer_groups
         if consumer is not None and consumer.is_consumer_group(request.group_id):
             # a classic member of a KIP-848 group (GroupMetadataManager.classicGroupHeartbeatToConsumerGroup)
-            return response_class(API_KEY)[ctx.api_version](throttle_time_ms=0, error_code=consumer.classic_members
+            return response_cls(ctx)(throttle_time_ms=0, error_code=consumer.classic_members
                 .heartbeat(request.group_id, request.member_id,
                            request.group_instance_id if ctx.api_version >= 3 else None, request.generation_id))
         error = coordinator(ctx).heartbeat(
@@ -29,4 +28,4 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     except KafkaError as e:
         # GroupCoordinatorService.heartbeat: while the group is still loading it answers NONE blindly
         error = ErrorCode.NONE if e.code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS else e.code
-    return response_class(API_KEY)[ctx.api_version](throttle_time_ms=0, error_code=error)
+    return response_cls(ctx)(throttle_time_ms=0, error_code=error)

@@ -17,6 +17,7 @@ from tidelog.broker.apis._shared import (
     apply_broker_configs,
     apply_topic_overrides,
     check_broker_name,
+    response_cls,
     topic_info,
 )
 from tidelog.broker.client_metrics import CLIENT_METRICS, INTERVAL_MS_CONFIG, MATCH_CONFIG, METRICS_CONFIG
@@ -25,7 +26,6 @@ from tidelog.config.broker_defs import BROKER_CONFIG_DEFS
 from tidelog.config.definitions import ConfigType, to_string
 from tidelog.config.topic_config import TOPIC_CONFIG_DEFS, effective_values
 from tidelog.protocol.errors import ErrorCode, KafkaError
-from tidelog.protocol.messages import response_class
 
 API_KEY = 44
 NOTES = """SET, DELETE, APPEND, SUBTRACT (KIP-339); CLIENT_METRICS subscriptions (`metrics`, `interval.ms`
@@ -189,4 +189,4 @@ def _alter_one(ctx: RequestContext, resource: Any, validate_only: bool) -> None:
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     results = alter_resources(ctx, request, _alter_one)
-    return response_class(API_KEY)[ctx.api_version](throttle_time_ms=0, responses=results)
+    return response_cls(ctx)(throttle_time_ms=0, responses=results)

@@ -9,10 +9,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from tidelog.broker.apis._shared import check_leader_epoch
+from tidelog.broker.apis._shared import check_leader_epoch, response_cls
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode, KafkaError
-from tidelog.protocol.messages import response_class
 from tidelog.security.authorizer import TOPIC, Op, authorized_names
 from tidelog.storage import TopicPartition
 
@@ -75,7 +74,7 @@ def _lookup(ctx: RequestContext, tp: TopicPartition, p: Any, request: Any) -> tu
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    cls = response_class(API_KEY)[ctx.api_version]
+    cls = response_cls(ctx)
     T = cls.ListOffsetsTopicResponse
     P = T.ListOffsetsPartitionResponse
     seen: set[TopicPartition] = set()

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from tidelog.broker.apis._shared import response_cls
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode
-from tidelog.protocol.messages import response_class
 from tidelog.security.authorizer import Op, authorize_cluster
 
 API_KEY = 46
@@ -15,7 +15,7 @@ NOTES = """always empty: nothing is ever being reassigned"""
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    cls = response_class(API_KEY)[ctx.api_version]
+    cls = response_cls(ctx)
     if not authorize_cluster(ctx, Op.DESCRIBE):
         return cls(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message=None,
                    topics=[])

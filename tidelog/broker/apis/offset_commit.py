@@ -3,10 +3,9 @@ by id (KIP-848): an unknown id answers UNKNOWN_TOPIC_ID for each of its partitio
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
-from tidelog.broker.apis._shared import coordinator
+from tidelog.broker.apis._shared import coordinator, topic_by_id
 from tidelog.broker.context import RequestContext
 from tidelog.config.definitions import LONG_MAX
 from tidelog.coordinator.group import OffsetAndMetadata
@@ -28,8 +27,7 @@ def _partition_exists(ctx: RequestContext, tp: TopicPartition) -> bool:
 
 
 def _name_for_id(ctx: RequestContext, topic_id: Any) -> str | None:
-    raw = topic_id.bytes if isinstance(topic_id, uuid.UUID) else bytes(topic_id or b"")
-    info = ctx.broker.topics.by_id(raw) if raw and any(raw) else None
+    info = topic_by_id(ctx, topic_id)
     return None if info is None else info.name
 
 

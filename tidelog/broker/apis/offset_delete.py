@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tidelog.broker.apis._shared import check_group, coordinator
+from tidelog.broker.apis._shared import check_group, coordinator, response_cls
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode, KafkaError
-from tidelog.protocol.messages import response_class
 from tidelog.security.authorizer import TOPIC, Op, authorized_names
 from tidelog.storage import TopicPartition
 
@@ -17,7 +16,7 @@ topic (TOPIC_AUTHORIZATION_FAILED); a share group's id: GROUP_ID_NOT_FOUND"""
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    cls = response_class(API_KEY)[ctx.api_version]
+    cls = response_cls(ctx)
     T = cls.OffsetDeleteResponseTopic
     requested = [(t.name, [p.partition_index for p in t.partitions or []]) for t in request.topics or []]
     partitions = [TopicPartition(name, i) for name, idx in requested for i in idx]

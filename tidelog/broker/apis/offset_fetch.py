@@ -9,7 +9,7 @@ from collections import defaultdict
 from types import SimpleNamespace
 from typing import Any
 
-from tidelog.broker.apis._shared import coordinator
+from tidelog.broker.apis._shared import coordinator, topic_id_bytes
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
@@ -70,8 +70,7 @@ def _fetch(ctx: RequestContext, group_id: str, topics: list[Any] | None, require
     return error, list(by_topic.items())
 
 
-def _topic_id(raw: Any) -> bytes:
-    return raw.bytes if isinstance(raw, uuid.UUID) else bytes(raw or b"")
+_topic_id = topic_id_bytes
 
 
 def _group_by_ids(ctx: RequestContext, group: Any, G: Any, require_stable: bool,

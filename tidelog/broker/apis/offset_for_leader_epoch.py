@@ -7,10 +7,9 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from tidelog.broker.apis._shared import check_leader_epoch
+from tidelog.broker.apis._shared import check_leader_epoch, response_cls
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode
-from tidelog.protocol.messages import response_class
 from tidelog.security.authorizer import TOPIC, Op, authorized_names
 from tidelog.storage import TopicPartition
 
@@ -40,7 +39,7 @@ def end_offset_for_epoch(log_obj: Log, epoch: int) -> tuple[int, int]:
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    cls = response_class(API_KEY)[ctx.api_version]
+    cls = response_cls(ctx)
     T = cls.OffsetForLeaderTopicResult
     P = T.EpochEndOffset
     topics = []

@@ -12,8 +12,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from tidelog.broker.apis._shared import topic_by_id, topic_id_bytes
 from tidelog.broker.context import CloseConnection, RequestContext
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.produce_codec import PartitionProduceResponse, ProduceResponseData
@@ -128,6 +130,17 @@ def _append_to(log_obj: Log, records: bytes | memoryview,
     return result
 
 
+def _guarded(tp: TopicPartition, append: Callable[..., PartitionProduceResponse],
+             *args: Any) -> PartitionProduceResponse:
+    """One partition's append, for `handle` and `handle_plain` alike: an unexpected error fails that partition
+    only (UNKNOWN_SERVER_ERROR, as Kafka's ReplicaManager.appendToLocalLog answers per partition)."""
+    try:
+        return append(*args)
+    except Exception as e:  # noqa: BLE001 - never let one partition take the request down
+        log.exception("produce to %s failed", tp)
+        return _result(ErrorCode.UNKNOWN_SERVER_ERROR, str(e))
+
+
 async def flush_pending(broker: BrokerState,
                         pending: list[tuple[Log, LogAppendInfo, PartitionProduceResponse]]) -> None:
     """fsyncs the flush policy asks for run on workers, off the loop; each partition's result is final
@@ -149,8 +162,7 @@ def _topic_names(ctx: RequestContext, request: Any) -> list[str | None]:
         return [t.name for t in topic_data]
     names: list[str | None] = []
     for t in topic_data:
-        raw = t.topic_id.bytes if isinstance(t.topic_id, uuid.UUID) else bytes(t.topic_id or b"")
-        info = ctx.broker.topics.by_id(raw) if any(raw) else None
+        info = topic_by_id(ctx, t.topic_id)
         names.append(None if info is None else info.name)
     return names
 
@@ -160,8 +172,7 @@ def _response_key(ctx: RequestContext, topic: Any, name: str | None) -> str | by
     if ctx.api_version < TOPIC_ID_MIN_VERSION:
         assert name is not None
         return name
-    key = topic.topic_id
-    return key.bytes if isinstance(key, uuid.UUID) else bytes(key or bytes(16))
+    return topic_id_bytes(topic.topic_id, bytes(16))
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any | None:
@@ -191,11 +202,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any | None:
                 result = _result(ErrorCode.INVALID_REQUIRED_ACKS)
             else:
                 tp = TopicPartition(name, p.index)
-                try:
-                    result = _append(ctx, tp, p.records, acks, pending)
-                except Exception as e:  # never let one partition take the broker down
-                    log.exception("produce to %s failed", tp)
-                    result = _result(ErrorCode.UNKNOWN_SERVER_ERROR, str(e))
+                result = _guarded(tp, _append, ctx, tp, p.records, acks, pending)
             result.index = p.index
             partitions.append(result)
         results.append((_response_key(ctx, topic, name), partitions))
@@ -246,11 +253,7 @@ def handle_plain(broker: BrokerState, version: int, request: Any
     for name, appends in planned:
         partitions = []
         for index, log_obj, records in appends:
-            try:
-                result = _append_to(log_obj, records, pending)
-            except Exception as e:  # never let one partition take the broker down (as in `handle`)
-                log.exception("produce to %s failed", log_obj.topic_partition)
-                result = _result(ErrorCode.UNKNOWN_SERVER_ERROR, str(e))
+            result = _guarded(log_obj.topic_partition, _append_to, log_obj, records, pending)
             result.index = index
             partitions.append(result)
         results.append((name, partitions))

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from tidelog.broker.apis._shared import response_cls
 from tidelog.broker.client_metrics import ClientInfo
 from tidelog.broker.context import RequestContext
-from tidelog.protocol.messages import response_class
 
 API_KEY = 72
 NOTES = """zero instance id or a push after `terminating` INVALID_REQUEST, stale subscription id
@@ -24,4 +24,4 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         request.client_instance_id, request.subscription_id, bool(request.terminating), request.compression_type,
         bytes(request.metrics or b""), ClientInfo.of(ctx),
     )
-    return response_class(API_KEY)[ctx.api_version](throttle_time_ms=0, error_code=int(error))
+    return response_cls(ctx)(throttle_time_ms=0, error_code=int(error))

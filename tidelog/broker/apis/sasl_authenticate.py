@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from tidelog.broker.apis._shared import response_cls
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode
-from tidelog.protocol.messages import response_class
 
 API_KEY = 36
 NOTES = """SASL_AUTHENTICATION_FAILED with Kafka's message, then the connection closes (after
@@ -26,4 +26,4 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     fields: dict[str, Any] = {"error_code": error, "error_message": message, "auth_bytes": challenge}
     if ctx.api_version >= 1:
         fields["session_lifetime_ms"] = lifetime
-    return response_class(API_KEY)[ctx.api_version](**fields)
+    return response_cls(ctx)(**fields)

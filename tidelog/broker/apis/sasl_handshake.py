@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from tidelog.broker.apis._shared import response_cls
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode
-from tidelog.protocol.messages import response_class
 
 API_KEY = 17
 NOTES = """PLAIN, SCRAM-SHA-256/512, OAUTHBEARER (unsecured JWS validator) per `sasl.enabled.mechanisms`; v0
@@ -22,4 +22,4 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         error, mechanisms = ErrorCode.ILLEGAL_SASL_STATE, []
     else:
         error, mechanisms = session.handshake(request.mechanism or "", ctx.api_version)
-    return response_class(API_KEY)[ctx.api_version](error_code=error, mechanisms=mechanisms)
+    return response_cls(ctx)(error_code=error, mechanisms=mechanisms)

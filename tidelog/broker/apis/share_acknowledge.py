@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from tidelog.broker.apis._shared import share_member_request
+from tidelog.broker.apis._shared import response_cls, share_member_request
 from tidelog.broker.context import RequestContext
 from tidelog.broker.share_acks import (
     Answer,
@@ -17,7 +17,6 @@ from tidelog.broker.share_acks import (
 )
 from tidelog.broker.share_sessions import FINAL_EPOCH, INITIAL_EPOCH
 from tidelog.protocol.errors import ErrorCode, KafkaError
-from tidelog.protocol.messages import response_class
 
 API_KEY = 79
 NOTES = """v1-2 (v2: renew acknowledgements, KIP-1222): epoch 0 is INVALID_SHARE_SESSION_EPOCH (a session is
@@ -26,7 +25,7 @@ acknowledgements all or none, persisted before the answer"""
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    cls = response_class(API_KEY)[ctx.api_version]
+    cls = response_cls(ctx)
     v2 = ctx.api_version >= 2
 
     def respond(code: int, message: str | None, answers: dict[PartitionKey, Answer], lock_ms: int = 0) -> Any:

@@ -7,7 +7,7 @@ import asyncio
 import uuid
 from typing import Any
 
-from tidelog.broker.apis._shared import share_member_request
+from tidelog.broker.apis._shared import response_cls, share_member_request
 from tidelog.broker.context import RequestContext
 from tidelog.broker.share_acks import (
     Answer,
@@ -20,7 +20,6 @@ from tidelog.broker.share_acks import (
 from tidelog.broker.share_sessions import FINAL_EPOCH, INITIAL_EPOCH, ShareSession
 from tidelog.coordinator.share.share_partition import BATCH_OPTIMIZED
 from tidelog.protocol.errors import ErrorCode, KafkaError
-from tidelog.protocol.messages import response_class
 from tidelog.security.authorizer import TOPIC, Op, authorized_names
 from tidelog.storage import TopicPartition
 
@@ -35,7 +34,7 @@ partitions tried in an order rotating with the session epoch"""
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    cls = response_class(API_KEY)[ctx.api_version]
+    cls = response_cls(ctx)
 
     def error(code: int, message: str | None = None) -> Any:
         return cls(throttle_time_ms=0, error_code=code, error_message=message, acquisition_lock_timeout_ms=0,

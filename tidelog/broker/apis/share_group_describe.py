@@ -6,11 +6,10 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from tidelog.broker.apis._shared import GROUP_OPERATIONS, share_groups
+from tidelog.broker.apis._shared import GROUP_OPERATIONS, response_cls, share_groups
 from tidelog.broker.context import RequestContext
 from tidelog.coordinator.share.share_group import ASSIGNOR_NAME, Assignment, ShareGroup
 from tidelog.protocol.errors import ErrorCode, KafkaError
-from tidelog.protocol.messages import response_class
 from tidelog.security.authorizer import (
     GROUP,
     TOPIC,
@@ -69,7 +68,7 @@ def _described(ctx: RequestContext, cls: Any, group: ShareGroup, include_ops: bo
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    cls = response_class(API_KEY)[ctx.api_version]
+    cls = response_cls(ctx)
     D = cls.DescribedGroup
 
     def error(group_id: str, code: int, message: str | None = None) -> Any:

@@ -6,10 +6,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from tidelog.broker.apis._shared import check_group, share_groups
+from tidelog.broker.apis._shared import check_group, response_cls, share_groups
 from tidelog.broker.context import RequestContext
 from tidelog.protocol.errors import ErrorCode, KafkaError
-from tidelog.protocol.messages import response_class
 from tidelog.security.authorizer import TOPIC, Op, authorized_names
 
 API_KEY = 76
@@ -22,7 +21,7 @@ assigns it a heartbeat later); members are not kept across a restart (they rejoi
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    cls = response_class(API_KEY)[ctx.api_version]
+    cls = response_cls(ctx)
 
     def error(code: int, message: str | None) -> Any:
         return cls(throttle_time_ms=0, error_code=code, error_message=message, member_id=None, member_epoch=0,

@@ -6,7 +6,7 @@ from typing import Any
 
 from tidelog.broker.apis._shared import check_group, coordinator
 from tidelog.broker.context import RequestContext
-from tidelog.coordinator.group.member import SyncResult
+from tidelog.coordinator.group.classic.member import SyncResult
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
 from tidelog.security.authorizer import Op

@@ -1,9 +1,12 @@
 """Classic consumer-group coordinator with offsets persisted in `__consumer_offsets`.
 
-* `coordinator.py`: the classic group state machine (Kafka's GroupCoordinator for `group.protocol=classic`).
-  Parked JoinGroup/SyncGroup calls are futures.
-* `consumer_coordinator.py`, `consumer_group.py`, `consumer_records.py`, `assignors.py`: KIP-848 consumer
-  groups (ConsumerGroupHeartbeat/Describe), reached as `GroupCoordinator.consumer_groups`.
+Split as Kafka's group coordinator is (`classic/`, `modern/consumer/`):
+
+* `classic/`: the classic group state machine (`coordinator.py`, Kafka's GroupCoordinator for
+  `group.protocol=classic`; parked JoinGroup/SyncGroup calls are futures), its groups and members.
+* `consumer/`: KIP-848 consumer groups (`coordinator.py`, `group.py`, `records.py`, `assignors.py`, and
+  `classic_members.py` for classic-protocol members of a consumer group), reached as
+  `GroupCoordinator.consumer_groups`.
 * `metadata_manager.py`: the group cache, writes of offset/group records, replay at startup, offset retention.
 * `store.py`: the `__consumer_offsets` topic itself (created through TopicManager.ensure_internal_topic on the
   first FindCoordinator or write; writes go through `Log.append_as_leader(from_client=False)`).
@@ -20,9 +23,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from tidelog.coordinator.group.classic.coordinator import GroupCoordinator, LeaveMember
+from tidelog.coordinator.group.classic.group import GroupMetadata, GroupState, OffsetAndMetadata
 from tidelog.coordinator.group.config import GroupCoordinatorConfig
-from tidelog.coordinator.group.coordinator import GroupCoordinator, LeaveMember
-from tidelog.coordinator.group.group import GroupMetadata, GroupState, OffsetAndMetadata
 from tidelog.coordinator.group.store import GROUP_METADATA_TOPIC_NAME, TopicOffsetsStore
 
 if TYPE_CHECKING:
@@ -51,7 +54,7 @@ def create_group_coordinator(broker_config: BrokerConfig, clock: Clock, topics: 
     """Build the coordinator persisting through `topics` (with its KIP-848 part, `consumer_groups`, which takes
     each group's own session timeout and heartbeat interval from `group_configs()`); call `startup()` once the
     logs are loaded."""
-    from tidelog.coordinator.group.consumer_coordinator import ConsumerGroupConfig, ConsumerGroupCoordinator
+    from tidelog.coordinator.group.consumer.coordinator import ConsumerGroupConfig, ConsumerGroupCoordinator
 
     config = GroupCoordinatorConfig.from_broker_config(broker_config)
     store = TopicOffsetsStore(topics, config, clock)

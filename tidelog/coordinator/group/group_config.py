@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tidelog.config.definitions import ConfigType
+from tidelog.metadata.files import GROUP_CONFIGS
 from tidelog.protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
@@ -155,36 +156,28 @@ class GroupConfigManager:
     """Every group's own configs (Kafka's GroupConfigManager), with the broker's group.consumer.* settings as
     the consumer defaults and bounds. Used on the event loop only (the config APIs and the group coordinator)."""
 
-    def __init__(self, path: Path | None, broker_config: Any) -> None:
-        self.path = path  # None: kept in memory only
+    def __init__(self, log_dir: Path | None, broker_config: Any) -> None:
+        self.log_dir = log_dir  # None: kept in memory only
         self._broker = broker_config
         self._configs: dict[str, dict[str, str]] = {}
         self._load()
 
     def _load(self) -> None:
-        if self.path is None:
+        if self.log_dir is None:
             return
-        from tidelog.storage.checkpoints import read_json_state
-
-        saved = read_json_state(self.path, lambda document: {
+        saved = GROUP_CONFIGS.read(self.log_dir, lambda document: {
             str(group): {str(k): str(v) for k, v in configs.items()}
             for group, configs in document.get("groups", {}).items()})
         for group_id, configs in (saved or {}).items():
             try:  # only values set_overrides validated are written; a hand edit may still break one
                 self._configs[group_id] = self.validate(configs)
             except KafkaError as exc:
-                log.warning("ignoring the configs of group %s in %s: %s", group_id, self.path, exc.message)
+                log.warning("ignoring the configs of group %s in %s: %s", group_id,
+                            GROUP_CONFIGS.path(self.log_dir), exc.message)
 
     def _save(self) -> None:
-        if self.path is None:
-            return
-        import json
-
-        from tidelog.storage.checkpoints import write_atomic
-
-        data = json.dumps({"version": 1, "groups": self._configs}, sort_keys=True, indent=1)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(self.path, data.encode())
+        if self.log_dir is not None:
+            GROUP_CONFIGS.write(self.log_dir, {"groups": self._configs})
 
     def _broker_int(self, name: str, default: int) -> int:
         try:
@@ -282,5 +275,5 @@ class GroupConfigManager:
         return int(own[CONSUMER_HEARTBEAT_INTERVAL_MS]) if own and CONSUMER_HEARTBEAT_INTERVAL_MS in own else default
 
 
-def create_group_config_manager(broker_config: Any, path: Path) -> GroupConfigManager:
-    return GroupConfigManager(path, broker_config)
+def create_group_config_manager(broker_config: Any, log_dir: Path) -> GroupConfigManager:
+    return GroupConfigManager(log_dir, broker_config)

@@ -7,9 +7,9 @@ import logging
 
 from tidelog.clock import Clock
 from tidelog.coordinator.group import records as rec
+from tidelog.coordinator.group.classic.group import GroupMetadata, GroupState, OffsetAndMetadata
+from tidelog.coordinator.group.classic.member import MemberMetadata
 from tidelog.coordinator.group.config import GroupCoordinatorConfig
-from tidelog.coordinator.group.group import GroupMetadata, GroupState, OffsetAndMetadata
-from tidelog.coordinator.group.member import MemberMetadata
 from tidelog.coordinator.group.store import OffsetsStore, partition_for
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.storage import TopicPartition

@@ -12,16 +12,14 @@ stays small.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from tidelog.coordinator.share.share_partition import ACQUIRED, AVAILABLE, InFlight, SharePartition
-from tidelog.storage.checkpoints import read_json_state, write_atomic
+from tidelog.metadata.files import SHARE_STATE
 
-FILE_NAME = "tidelog-share-state.json"
-_VERSION = 1
+FILE_NAME = SHARE_STATE.name
 
 
 def _key(topic_id: bytes, partition: int) -> str:
@@ -29,8 +27,6 @@ def _key(topic_id: bytes, partition: int) -> str:
 
 
 def _parse(document: Any) -> dict[str, tuple[int, list[SharePartition]]]:
-    if int(document["version"]) != _VERSION:
-        raise ValueError(f"unknown version {document['version']}")
     groups: dict[str, tuple[int, list[SharePartition]]] = {}
     for group_id, group in document["groups"].items():
         out: list[SharePartition] = []
@@ -47,21 +43,21 @@ def _parse(document: Any) -> dict[str, tuple[int, list[SharePartition]]]:
 
 class ShareStateStore:
     def __init__(self, log_dir: str | Path) -> None:
-        self.path = Path(log_dir) / FILE_NAME
+        self.log_dir = Path(log_dir)
+        self.path = SHARE_STATE.path(log_dir)
 
     def load(self) -> dict[str, tuple[int, list[SharePartition]]]:
         """group id -> (group epoch, its share-partitions) as last saved; raises StateFileError for a damaged
         file."""
-        return read_json_state(self.path, _parse) or {}
+        return SHARE_STATE.read(self.log_dir, _parse) or {}
 
     def save(self, groups: dict[str, tuple[int, Iterable[SharePartition]]]) -> None:
         """Every share group (its epoch and share-partitions), replacing the file atomically."""
-        document = {"version": _VERSION, "groups": {
+        document = {"groups": {
             group_id: {"group_epoch": epoch,
                        "partitions": {_key(sp.topic_id, sp.partition): _state(sp) for sp in partitions}}
             for group_id, (epoch, partitions) in groups.items()}}
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(self.path, json.dumps(document, separators=(",", ":")).encode())
+        SHARE_STATE.write(self.log_dir, document)
 
 
 def _state(sp: SharePartition) -> dict[str, Any]:

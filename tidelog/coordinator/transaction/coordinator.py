@@ -3,19 +3,24 @@
 Every handler runs on the event loop thread and finishes its log writes before it returns, so state changes
 of one transactional id never interleave. EndTxn writes PrepareCommit/PrepareAbort, then the markers, then
 CompleteCommit/CompleteAbort; if a marker write fails the id stays prepared (other requests for it get
-CONCURRENT_TRANSACTIONS) and the periodic task retries. After a restart, load() finds prepared transactions
-and completes them the same way.
+CONCURRENT_TRANSACTIONS) and a retry is scheduled. After a restart, load() finds prepared transactions and
+completes them the same way.
+
+Deadlines are operations on one keyed DeadlineTimer (tidelog.coordinator.timer, Kafka's CoordinatorTimer) on the
+injected Clock's wall milliseconds: each ongoing transaction's timeout (txn_start_timestamp_ms + txn_timeout_ms,
+Kafka's timedOutTransactions condition), each unfinished transaction's marker retry, and the periodic
+transactional-id expiry. `run_periodic_tasks()` runs the due ones (tests on a ManualClock call it).
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from tidelog.clock import Clock
+from tidelog.coordinator.timer import DeadlineTimer
 from tidelog.coordinator.transaction.config import TransactionConfig
 from tidelog.coordinator.transaction.fault_hooks import TxnFaultPoint
 from tidelog.coordinator.transaction.marker_channel import TransactionMarkerChannelManager
@@ -51,15 +56,15 @@ class TransactionCoordinator:
         self.config = config
         self.clock = clock
         self.active = False
-        self._timer: asyncio.TimerHandle | None = None
-        self._next_expiry_check = 0
+        self.timer = DeadlineTimer(clock.milliseconds, "transaction coordinator")
         # Kafka's TransactionCoordinator metrics (see metrics.py)
         self.aborted_timed_out = 0
         self.completed = {True: 0, False: 0}
 
     # ----------------------------------------------------------------------------------------- lifecycle
     def startup(self, schedule: bool = True) -> None:
-        """Replay `__transaction_state`, finish transactions a crash left prepared, start the periodic task."""
+        """Replay `__transaction_state`, finish transactions a crash left prepared, schedule the deadlines
+        (`schedule=False`: the event loop's timer is not armed; tests call run_periodic_tasks)."""
         self.state.load()
         self.active = True
         for meta in list(self.state.transactions.values()):
@@ -67,44 +72,63 @@ class TransactionCoordinator:
                 log.info("completing %s of transactional id %s after restart", meta.state.state_name,
                          meta.transactional_id)
                 self._send_markers_and_complete(meta)
-        self._next_expiry_check = (self.clock.milliseconds()
-                                   + self.config.transaction_remove_expired_transaction_cleanup_interval_ms)
+            else:
+                self._schedule_timeout(meta.transactional_id)
+        self._schedule_id_expiry()
         if schedule:
-            self._schedule()
+            self.timer.start()
 
     def shutdown(self) -> None:
         self.active = False
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-
-    def _schedule(self) -> None:
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return  # no loop (unit tests drive run_periodic_tasks themselves)
-        delay = self.config.transaction_abort_timed_out_transaction_cleanup_interval_ms / 1000
-        self._timer = loop.call_later(delay, self._on_timer)
-
-    def _on_timer(self) -> None:
-        if not self.active:
-            return
-        try:
-            self.run_periodic_tasks()
-        except Exception:  # noqa: BLE001 - the timer must keep running
-            log.exception("transaction coordinator periodic task failed")
-        self._schedule()
+        self.timer.stop()
 
     def run_periodic_tasks(self) -> None:
-        """Abort timed-out transactions, retry unfinished markers, expire idle transactional ids."""
-        self.abort_timed_out_transactions()
-        for meta in list(self.state.transactions.values()):
-            if meta.in_prepare:
-                self._send_markers_and_complete(meta)
-        if self.clock.milliseconds() >= self._next_expiry_check:
-            self.state.remove_expired_transactional_ids()
-            self._next_expiry_check = (self.clock.milliseconds()
-                                       + self.config.transaction_remove_expired_transaction_cleanup_interval_ms)
+        """Run what is due: timed-out transactions aborted, unfinished markers retried, idle ids expired."""
+        self.timer.run_due()
+
+    # ------------------------------------------------------------------------------------------ timers
+    def _schedule_timeout(self, transactional_id: str) -> None:
+        """The transaction's timeout, if it is ongoing (Kafka aborts it once start + timeout has passed)."""
+        meta = self.state.get(transactional_id)
+        if meta is not None and meta.state is S.ONGOING:
+            self.timer.schedule(("txn-timeout", transactional_id), meta.txn_start_timestamp_ms + meta.txn_timeout_ms,
+                                lambda: self._on_txn_timeout(transactional_id))
+
+    def _on_txn_timeout(self, transactional_id: str) -> None:
+        """Kafka's abortTimedOutTransactions for one transaction: fence the producer (epoch bump) and abort."""
+        meta = self.state.get(transactional_id)
+        if meta is None or meta.state is not S.ONGOING:
+            return
+        if self.clock.milliseconds() < meta.txn_start_timestamp_ms + meta.txn_timeout_ms:
+            self._schedule_timeout(transactional_id)  # a newer transaction of this id
+            return
+        log.info("aborting transaction of %s (producer id %d epoch %d): older than its timeout %d ms",
+                 meta.transactional_id, meta.producer_id, meta.producer_epoch, meta.txn_timeout_ms)
+        if self._fence_and_abort(meta) == E.NONE:
+            self.aborted_timed_out += 1
+        else:  # not written: try again after the abort interval, as Kafka's periodic abort task would
+            self.timer.schedule(("txn-timeout", transactional_id), self._retry_at(),
+                                lambda: self._on_txn_timeout(transactional_id))
+
+    def _retry_at(self) -> int:
+        return self.clock.milliseconds() + self.config.transaction_abort_timed_out_transaction_cleanup_interval_ms
+
+    def _schedule_marker_retry(self, transactional_id: str) -> None:
+        self.timer.schedule(("markers", transactional_id), self._retry_at(),
+                            lambda: self._retry_markers(transactional_id))
+
+    def _retry_markers(self, transactional_id: str) -> None:
+        meta = self.state.get(transactional_id)
+        if meta is not None and meta.in_prepare:
+            self._send_markers_and_complete(meta)
+
+    def _schedule_id_expiry(self) -> None:
+        interval = self.config.transaction_remove_expired_transaction_cleanup_interval_ms
+        self.timer.schedule(("expire-transactional-ids",), self.clock.milliseconds() + interval, self._expire_ids)
+
+    def _expire_ids(self) -> None:
+        self._schedule_id_expiry()
+        self.state.remove_expired_transactional_ids()
 
     def _unavailable(self) -> ErrorCode | None:
         if self.state.loading:
@@ -203,7 +227,10 @@ class TransactionCoordinator:
             new.partitions = set()
             new.txn_start_timestamp_ms = self.clock.milliseconds()
         new.partitions |= wanted
-        return self.state.append_transaction_to_log(new)
+        error = self.state.append_transaction_to_log(new)
+        if error == E.NONE and meta.state is not S.ONGOING:
+            self._schedule_timeout(transactional_id)
+        return error
 
     def check_txn_offset_commit(self, transactional_id: str, producer_id: int, producer_epoch: int) -> ErrorCode:
         """TxnOffsetCommit from a producer this coordinator does not know as is gets Kafka's producer errors."""
@@ -244,14 +271,18 @@ class TransactionCoordinator:
         return E.NONE
 
     def _send_markers_and_complete(self, prepared: TransactionMetadata) -> None:
+        """The markers, then CompleteCommit/CompleteAbort; what fails is tried again later."""
         commit = prepared.state is S.PREPARE_COMMIT
         if not self.markers.write_markers(prepared, commit):
+            self._schedule_marker_retry(prepared.transactional_id)
             return
         self.fault_hooks.at(TxnFaultPoint.BEFORE_COMPLETE, prepared.transactional_id)
         complete = prepared.transition(S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT)
         complete.partitions = set()
         if self.state.append_transaction_to_log(complete) == E.NONE:
             self.completed[commit] += 1
+        else:
+            self._schedule_marker_retry(prepared.transactional_id)
 
     def _fence_and_abort(self, meta: TransactionMetadata) -> ErrorCode:
         """Kafka's prepareFenceProducerEpoch + abort: the epoch is bumped (unless exhausted) so the old
@@ -267,17 +298,6 @@ class TransactionCoordinator:
         if cached is not None:
             self._send_markers_and_complete(cached)
         return E.NONE
-
-    def abort_timed_out_transactions(self) -> list[str]:
-        """Kafka's abortTimedOutTransactions (every transaction.abort.timed.out.transaction.cleanup.interval.ms)."""
-        aborted = []
-        for meta in self.state.timed_out_transactions():
-            log.info("aborting transaction of %s (producer id %d epoch %d): older than its timeout %d ms",
-                     meta.transactional_id, meta.producer_id, meta.producer_epoch, meta.txn_timeout_ms)
-            if self._fence_and_abort(meta) == E.NONE:
-                aborted.append(meta.transactional_id)
-                self.aborted_timed_out += 1
-        return aborted
 
     # ---------------------------------------------------------------------------- KIP-890 part 1 (Produce)
     def verify_transactional_produce(self, tp: TopicPartition, producer_id: int, producer_epoch: int) -> ErrorCode:

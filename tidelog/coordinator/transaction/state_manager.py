@@ -143,12 +143,6 @@ class TransactionStateManager:
             log.info("removed %d expired transactional id(s)", len(removed))
         return removed
 
-    def timed_out_transactions(self) -> list[TransactionMetadata]:
-        """Ongoing transactions started longer ago than their timeout (Kafka's timedOutTransactions)."""
-        now = self.clock.milliseconds()
-        return [m for m in self.transactions.values()
-                if m.state is TransactionState.ONGOING and m.txn_start_timestamp_ms + m.txn_timeout_ms <= now]
-
     # ------------------------------------------------------------------------------------------- load
     def _records(self) -> Iterator[tuple[bytes, bytes | None]]:
         info = self._topics.get(TRANSACTION_STATE_TOPIC_NAME)

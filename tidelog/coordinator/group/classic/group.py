@@ -6,7 +6,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from enum import Enum
 
-from tidelog.coordinator.group.member import MemberMetadata
+from tidelog.coordinator.group.classic.member import MemberMetadata
 from tidelog.storage import TopicPartition
 
 

@@ -1,7 +1,7 @@
 """KIP-848 consumer groups: ConsumerGroupHeartbeat, ConsumerGroupDescribe and their records, as Kafka's
 GroupMetadataManager does them for `group.protocol=consumer`.
 
-Every change is expressed as `__consumer_offsets` records (consumer_records.py) that are appended to the
+Every change is expressed as `__consumer_offsets` records (consumer/records.py) that are appended to the
 group's partition and replayed into memory by the same `replay()` the loader uses, so what survives a
 restart is exactly what was served. Committed offsets of a consumer group live where the classic
 coordinator keeps them (an offsets-only GroupMetadata of the same id), so OffsetFetch, OffsetDelete and
@@ -14,13 +14,14 @@ its members (classic_members.py; another protocol type is INCONSISTENT_GROUP_PRO
 A live classic group whose members use the consumer embedded protocol is upgraded when a consumer-protocol member
 joins; a consumer group whose last consumer-protocol member leaves while classic members remain is downgraded.
 
-Deadlines (session timeout, rebalance timeout of a member that must revoke) are decided against the
-injected Clock by `check_expirations()`, armed by one `loop.call_later` timer.
+Deadlines (session timeout, rebalance timeout of a member that must revoke) are operations on the group
+coordinator's keyed DeadlineTimer (tidelog.coordinator.timer), one key per member and deadline as Kafka's
+consumerGroupSessionTimeoutKey / consumerGroupRebalanceTimeoutKey, on the injected Clock; `check_expirations()`
+runs the due ones.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
 import uuid
@@ -29,16 +30,18 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tidelog.clock import Clock
-from tidelog.coordinator.group import consumer_records as cr
 from tidelog.coordinator.group import records as classic_records
-from tidelog.coordinator.group.assignors import (
+from tidelog.coordinator.group.classic.group import GroupMetadata, GroupState, OffsetAndMetadata
+from tidelog.coordinator.group.classic.member import JoinResult, SyncResult
+from tidelog.coordinator.group.consumer import records as cr
+from tidelog.coordinator.group.consumer.assignors import (
     Assignment,
     MemberSubscription,
     PartitionAssignor,
     build_assignors,
 )
-from tidelog.coordinator.group.classic_members import ClassicMembers, downgrade, upgrade_records
-from tidelog.coordinator.group.consumer_group import (
+from tidelog.coordinator.group.consumer.classic_members import ClassicMembers, downgrade, upgrade_records
+from tidelog.coordinator.group.consumer.group import (
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
     ClassicMemberMetadata,
@@ -50,8 +53,7 @@ from tidelog.coordinator.group.consumer_group import (
     is_subset,
     reconcile,
 )
-from tidelog.coordinator.group.group import GroupMetadata, GroupState, OffsetAndMetadata
-from tidelog.coordinator.group.member import JoinResult, SyncResult
+from tidelog.coordinator.timer import DeadlineTimer
 from tidelog.protocol.errors import ErrorCode
 from tidelog.storage import TopicPartition
 
@@ -63,7 +65,8 @@ log = logging.getLogger(__name__)
 E = ErrorCode
 INVALID_REGULAR_EXPRESSION = 128
 Record = tuple[bytes, bytes | None]
-_MIN_TIMER_S = 0.01
+# A fence that could not be written is tried again this much later (the previous rescan's timer floor).
+_FENCE_RETRY_MS = 10
 
 
 class HeartbeatError(Exception):
@@ -132,8 +135,12 @@ class ConsumerGroupCoordinator:
         self._group_configs = group_configs  # each group's own session timeout / heartbeat interval
         self.assignors: dict[str, PartitionAssignor] = build_assignors(list(self.config.assignors))
         self.groups: dict[str, ConsumerGroup] = {}
-        self._timer: asyncio.TimerHandle | None = None
-        self._timer_due = -1
+        # the group coordinator's timer (its startup() starts it); a coordinator of its own starts its own
+        shared = getattr(classic, "timer", None)
+        self.timer: DeadlineTimer = shared if isinstance(shared, DeadlineTimer) else \
+            DeadlineTimer(clock.monotonic_ms, "consumer group coordinator")
+        if shared is not self.timer:
+            self.timer.start()
         self.classic_members = ClassicMembers(self)
 
     @property
@@ -223,6 +230,7 @@ class ConsumerGroupCoordinator:
         for group in self.groups.values():
             for member in group.members.values():
                 member.session_deadline_ms = now + self._session_timeout(group.group_id, member)
+                self._schedule_member(group.group_id, member)
         if count:
             log.info("loaded %d consumer group(s) from %d record(s)", len(self.groups), count)
 
@@ -311,6 +319,7 @@ class ConsumerGroupCoordinator:
         now = self._now()
         for member in self.groups[gid].members.values():
             member.session_deadline_ms = now + self._session_timeout(gid, member)
+            self._schedule_member(gid, member)
         log.info("classic group %s upgraded to a consumer group with %d member(s)", gid, len(self.groups[gid].members))
 
     # --------------------------------------------------------------------------------------- heartbeat
@@ -355,12 +364,9 @@ class ConsumerGroupCoordinator:
         """One ConsumerGroupHeartbeat; raises HeartbeatError with Kafka's code."""
         self.validate(request)
         epoch = request.member_epoch
-        try:
-            if epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
-                return self._leave(request.group_id, request.member_id, request.instance_id, epoch)
-            return self._heartbeat(request, client_id, client_host)
-        finally:
-            self._schedule()
+        if epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
+            return self._leave(request.group_id, request.member_id, request.instance_id, epoch)
+        return self._heartbeat(request, client_id, client_host)
 
     def _check_epoch(self, member: ConsumerGroupMember, received: int, owned: Assignment | None) -> None:
         """throwIfConsumerGroupMemberEpochIsInvalid (a lost response is tolerated at the previous epoch)."""
@@ -375,10 +381,7 @@ class ConsumerGroupCoordinator:
     def heartbeat_member(self, request: Any, client_id: str, client_host: str,
                          classic: ClassicMemberMetadata) -> HeartbeatResult:
         """A classic member's JoinGroup, run as a heartbeat (no epoch check; ClassicMembers.join)."""
-        try:
-            return self._heartbeat(request, client_id, client_host, classic)
-        finally:
-            self._schedule()
+        return self._heartbeat(request, client_id, client_host, classic)
 
     def _session_timeout(self, group_id: str, member: ConsumerGroupMember) -> int:
         """A classic member's own; else the group's consumer.session.timeout.ms (GroupMetadataManager
@@ -396,7 +399,7 @@ class ConsumerGroupCoordinator:
 
     def touch_session(self, group_id: str, member: ConsumerGroupMember) -> None:
         member.session_deadline_ms = self._now() + self._session_timeout(group_id, member)
-        self._schedule()
+        self._schedule_member(group_id, member)
 
     def _heartbeat(self, request: Any, client_id: str, client_host: str,
                    classic: ClassicMemberMetadata | None = None) -> HeartbeatResult:
@@ -514,6 +517,7 @@ class ConsumerGroupCoordinator:
                 final.rebalance_deadline_ms = now + max(0, final.rebalance_timeout_ms)
         else:
             final.rebalance_deadline_ms = -1
+        self._schedule_member(group_id, final)
         full = epoch == 0 or (request.rebalance_timeout_ms != -1 and request.subscribed_topic_names is not None
                               and owned is not None)
         send = full or not assignment_equal(current.assigned, final.assigned) or is_new
@@ -734,49 +738,41 @@ class ConsumerGroupCoordinator:
 
     # ------------------------------------------------------------------------------------------ timers
     def check_expirations(self) -> None:
+        """Apply every deadline that has passed on the injected clock (the timer's due operations)."""
+        self.timer.run_due()
+
+    def _schedule_member(self, group_id: str, member: ConsumerGroupMember) -> None:
+        """Schedule (or cancel) the member's session and rebalance deadlines as they are now."""
+        member_id = member.member_id
+        for kind, due in (("session-timeout", member.session_deadline_ms),
+                          ("rebalance-timeout", member.rebalance_deadline_ms)):
+            key = (kind, group_id, member_id)
+            if due < 0:
+                self.timer.cancel(key)
+            else:
+                self.timer.schedule(key, due, lambda: self._on_member_deadline(group_id, member_id))
+
+    def _on_member_deadline(self, group_id: str, member_id: str) -> None:
+        """A session that ran out fences the member; so does a revocation not done within the rebalance timeout
+        (Kafka's consumerGroupFenceMemberOperation)."""
+        group = self.groups.get(group_id)
+        member = None if group is None else group.members.get(member_id)
+        if group is None or member is None:
+            return
         now = self._now()
-        for group in list(self.groups.values()):
-            for member in list(group.members.values()):
-                if member.session_deadline_ms >= 0 and now >= member.session_deadline_ms:
-                    self.fence_member(group, member, "session timed out")
-                elif member.rebalance_deadline_ms >= 0 and now >= member.rebalance_deadline_ms:
-                    self.fence_member(group, member, "did not revoke its partitions within the rebalance timeout")
-                group = self.groups.get(group.group_id, group)
-        self._schedule()
-
-    def _next_deadline(self) -> int:
-        deadlines = [d for g in self.groups.values() for m in g.members.values()
-                     for d in (m.session_deadline_ms, m.rebalance_deadline_ms) if d >= 0]
-        return min(deadlines) if deadlines else -1
-
-    def _schedule(self) -> None:
-        due = self._next_deadline()
-        if due < 0:
+        if member.session_deadline_ms >= 0 and now >= member.session_deadline_ms:
+            error = self.fence_member(group, member, "session timed out")
+        elif member.rebalance_deadline_ms >= 0 and now >= member.rebalance_deadline_ms:
+            error = self.fence_member(group, member, "did not revoke its partitions within the rebalance timeout")
+        else:
+            self._schedule_member(group_id, member)  # its deadlines moved since
             return
-        if self._timer is not None and self._timer_due == due:
-            return
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return  # no loop (tests driving check_expirations themselves)
-        if self._timer is not None:
-            self._timer.cancel()
-        self._timer_due = due
-        delay = max(_MIN_TIMER_S, (due - self._now()) / 1000)
-        self._timer = loop.call_later(delay, self._on_timer)
-
-    def _on_timer(self) -> None:
-        self._timer = None
-        self._timer_due = -1
-        try:
-            self.check_expirations()
-        except Exception:  # a timer must never take the broker down
-            log.exception("consumer group expiration check failed")
+        if error != E.NONE:  # not written: try again
+            self.timer.schedule(("session-timeout", group_id, member_id), now + _FENCE_RETRY_MS,
+                                lambda: self._on_member_deadline(group_id, member_id))
 
     def shutdown(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self.timer.stop()
 
     def group_state(self, group_id: str) -> ConsumerGroupState | None:
         group = self.groups.get(group_id)

@@ -15,18 +15,18 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
-from tidelog.coordinator.group.consumer_group import (
+from tidelog.coordinator.group.classic.member import JoinResult, SyncResult
+from tidelog.coordinator.group.consumer.group import (
     ClassicMemberMetadata,
     ConsumerGroup,
     ConsumerGroupMember,
     MemberState,
 )
-from tidelog.coordinator.group.member import JoinResult, SyncResult
 from tidelog.coordinator.schema_io import SchemaReader, SchemaWriter
 from tidelog.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from tidelog.coordinator.group.consumer_coordinator import ConsumerGroupCoordinator
+    from tidelog.coordinator.group.consumer.coordinator import ConsumerGroupCoordinator
 
 E = ErrorCode
 CONSUMER_PROTOCOL_TYPE = "consumer"
@@ -96,7 +96,7 @@ class ClassicMembers:
     def join(self, group_id: str, member_id: str, instance_id: str | None, client_id: str, client_host: str,
              session_timeout_ms: int, rebalance_timeout_ms: int, protocol_type: str,
              protocols: list[tuple[str, bytes]], require_known_member_id: bool) -> JoinResult:
-        from tidelog.coordinator.group.consumer_coordinator import HeartbeatError
+        from tidelog.coordinator.group.consumer.coordinator import HeartbeatError
 
         if protocol_type != CONSUMER_PROTOCOL_TYPE or not protocols:
             return JoinResult(E.INCONSISTENT_GROUP_PROTOCOL, member_id)
@@ -213,7 +213,7 @@ def upgrade_records(cg: ConsumerGroupCoordinator, classic: Any) -> list[tuple[An
     """ConsumerGroup.fromClassicGroup + createConsumerGroupRecords: the records that turn a live classic group
     whose members speak the consumer embedded protocol into a consumer group (members keep their
     partitions at epoch = the classic generation). None when it cannot be upgraded (validateOnlineUpgrade)."""
-    from tidelog.coordinator.group import consumer_records as cr
+    from tidelog.coordinator.group.consumer import records as cr
 
     if classic.protocol_type != CONSUMER_PROTOCOL_TYPE or len(classic.members) > cg.config.max_size:
         return None
@@ -254,8 +254,8 @@ def downgrade(cg: ConsumerGroupCoordinator, group: ConsumerGroup, leaving: Consu
     group becomes a classic group again (validateOnlineDowngradeWithFencedMember). Its members keep their
     current partitions in a Stable classic group whose generation is the group epoch, which then prepares a
     rebalance so they rejoin the classic way. False when the group does not qualify."""
-    from tidelog.coordinator.group.group import GroupMetadata, GroupState
-    from tidelog.coordinator.group.member import MemberMetadata
+    from tidelog.coordinator.group.classic.group import GroupMetadata, GroupState
+    from tidelog.coordinator.group.classic.member import MemberMetadata
 
     remaining = [m for m in group.members.values() if m.member_id != leaving.member_id]
     classic_coordinator = cg.classic
@@ -301,6 +301,6 @@ def downgrade(cg: ConsumerGroupCoordinator, group: ConsumerGroup, leaving: Consu
 
 
 def cr_encode_key(key: Any) -> bytes:
-    from tidelog.coordinator.group import consumer_records as cr
+    from tidelog.coordinator.group.consumer import records as cr
 
     return cr.encode_key(key)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 
-from tidelog.coordinator.group.assignors import Assignment
+from tidelog.coordinator.group.consumer.assignors import Assignment
 from tidelog.coordinator.schema_io import RecordFormatError, SchemaReader, SchemaWriter
 
 GROUP_METADATA, PARTITION_METADATA, MEMBER_METADATA = 3, 4, 5

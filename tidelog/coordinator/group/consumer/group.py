@@ -16,8 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum, IntEnum
 
-from tidelog.coordinator.group.assignors import Assignment
-from tidelog.coordinator.group.consumer_records import TopicMetadata
+from tidelog.coordinator.group.consumer.assignors import Assignment
+from tidelog.coordinator.group.consumer.records import TopicMetadata
 
 LEAVE_GROUP_MEMBER_EPOCH = -1
 LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2

@@ -2,9 +2,10 @@
 
 State machine (Kafka's classic GroupCoordinator): Empty -> PreparingRebalance -> CompletingRebalance -> Stable, and Dead.
 JoinGroup and SyncGroup calls that must wait are parked as asyncio futures on the member. Deadlines (sessions,
-pending members, rebalance/initial delay, sync, offset retention) are decided against the injected Clock by
-`check_expirations()`; one `loop.call_later` timer armed for the earliest deadline calls it. Tests using a
-ManualClock advance the clock and call `check_expirations()` themselves.
+pending members, rebalance/initial delay, sync, offset retention) are operations on the coordinator's keyed
+DeadlineTimer (tidelog.coordinator.timer, Kafka's CoordinatorTimer), on the injected Clock, under Kafka's keys:
+a member's heartbeat, a pending member, the group's join and sync deadlines. Each operation checks, when it runs,
+that its deadline still holds. Tests using a ManualClock advance the clock and call `check_expirations()`.
 """
 
 from __future__ import annotations
@@ -16,11 +17,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from tidelog.clock import Clock
+from tidelog.coordinator.group.classic.group import GroupMetadata, GroupState, OffsetAndMetadata
+from tidelog.coordinator.group.classic.member import JoinResult, MemberMetadata, SyncResult
 from tidelog.coordinator.group.config import GroupCoordinatorConfig
-from tidelog.coordinator.group.group import GroupMetadata, GroupState, OffsetAndMetadata
-from tidelog.coordinator.group.member import JoinResult, MemberMetadata, SyncResult
 from tidelog.coordinator.group.metadata_manager import GroupMetadataManager
 from tidelog.coordinator.group.store import OffsetsStore
+from tidelog.coordinator.timer import DeadlineTimer
 from tidelog.protocol.errors import ErrorCode
 from tidelog.storage import TopicPartition
 
@@ -41,10 +43,8 @@ class GroupCoordinator:
         self.clock = clock
         self.config = config or GroupCoordinatorConfig()
         self.manager = GroupMetadataManager(clock, self.config, store)
-        self._timer: asyncio.TimerHandle | None = None
-        self._timer_due = -1
-        self._next_retention_check = -1
-        self._active = False
+        # the group coordinator's one timer (classic and KIP-848 consumer groups, as Kafka's coordinator shard)
+        self.timer = DeadlineTimer(clock.monotonic_ms, "group coordinator")
         self.consumer_groups: Any = None  # KIP-848 ConsumerGroupCoordinator, set by create_group_coordinator
         self.share_groups: Any = None  # KIP-932 ShareGroupCoordinator, set by create_group_coordinator
 
@@ -55,17 +55,15 @@ class GroupCoordinator:
             self.consumer_groups.load()  # consumer-group records, after the offsets they share
         if self.share_groups is not None:
             self.share_groups.load()
-        self._active = True
-        self._next_retention_check = self.clock.monotonic_ms() + self.config.offsets_retention_check_interval_ms
-        self._schedule()
+        for group in self.manager.groups.values():
+            self._schedule_group(group)
+        self._schedule_retention_check()
+        self.timer.start()
 
     def shutdown(self) -> None:
-        self._active = False
+        self.timer.stop()
         if self.consumer_groups is not None:
             self.consumer_groups.shutdown()
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
         for group in self.manager.groups.values():
             for m in group.members.values():
                 m.complete_join(JoinResult(E.COORDINATOR_NOT_AVAILABLE, m.member_id))
@@ -126,13 +124,10 @@ class GroupCoordinator:
         if is_unknown and len(group.members) + len(group.pending_members) >= self.config.group_max_size:
             return JoinResult(E.GROUP_MAX_SIZE_REACHED, member_id)
         args = (client_id, client_host, session_timeout_ms, rebalance_timeout_ms, protocol_type, protocols)
-        try:
-            if is_unknown:
-                return self._new_member_join(group, instance_id, require_known_member_id,
-                                             supports_skip_assignment, *args)
-            return self._current_member_join(group, member_id, instance_id, *args)
-        finally:
-            self._schedule()
+        if is_unknown:
+            return self._new_member_join(group, instance_id, require_known_member_id,
+                                         supports_skip_assignment, *args)
+        return self._current_member_join(group, member_id, instance_id, *args)
 
     def _new_member_join(self, group: GroupMetadata, instance_id: str | None, require_known_member_id: bool,
                          supports_skip_assignment: bool, client_id: str, client_host: str,
@@ -142,8 +137,11 @@ class GroupCoordinator:
             new_id = f"{instance_id}-{uuid.uuid4()}"
             old_id = group.static_member_id(instance_id)
             if old_id is not None and group.has_member(old_id):
-                return self._replace_static_member(group, old_id, new_id, supports_skip_assignment,
-                                                   session_timeout_ms, rebalance_timeout_ms, protocols)
+                replaced = self._replace_static_member(group, old_id, new_id, supports_skip_assignment,
+                                                       session_timeout_ms, rebalance_timeout_ms, protocols)
+                if new_id in group.members:  # the member's session goes on under its new id
+                    self._schedule_heartbeat(group, group.members[new_id])
+                return replaced
             return self._add_member_and_rebalance(group, new_id, instance_id, client_id, client_host,
                                                   session_timeout_ms, rebalance_timeout_ms, protocol_type,
                                                   protocols)
@@ -151,6 +149,7 @@ class GroupCoordinator:
         if require_known_member_id:
             # KIP-394: hand out the id first; the member counts as pending until it rejoins with it
             group.pending_members[new_id] = self._now() + session_timeout_ms
+            self._schedule_pending(group, new_id)
             return JoinResult(E.MEMBER_ID_REQUIRED, new_id)
         return self._add_member_and_rebalance(group, new_id, None, client_id, client_host, session_timeout_ms,
                                               rebalance_timeout_ms, protocol_type, protocols)
@@ -209,6 +208,7 @@ class GroupCoordinator:
         fut: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
         member.join_future = fut
         group.add(member)
+        self._schedule_heartbeat(group, member)
         if group.is_(GroupState.PREPARING_REBALANCE) and group.initial_delay_deadline_ms >= 0:
             group.new_member_added = True
         self._maybe_prepare_rebalance(group, f"adding member {member_id}")
@@ -222,6 +222,7 @@ class GroupCoordinator:
         member.rebalance_timeout_ms = rebalance_timeout_ms
         member.session_timeout_ms = session_timeout_ms
         member.last_heartbeat_ms = self._now()
+        self._schedule_heartbeat(group, member)  # the session may be shorter now
         # a second join from the same member supersedes the first (Kafka answers the old one with the new one)
         old = member.join_future
         fut: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
@@ -313,13 +314,13 @@ class GroupCoordinator:
             group.initial_delay_deadline_ms = -1
         group.join_deadline_ms = now + timeout
         group.transition_to(GroupState.PREPARING_REBALANCE, self._wall())
+        self._schedule_group(group)  # the join deadline; members whose parked SyncGroup just ended
         log.info("group %s: preparing to rebalance (generation %d): %s", group.group_id, group.generation_id,
                  reason)
 
     def prepare_rebalance_after_downgrade(self, group: GroupMetadata) -> None:
         """A KIP-848 group just turned back into this classic group (convertToClassicGroup): rebalance it."""
         self._prepare_rebalance(group, "Downgrade the consumer group to a classic group.")
-        self._schedule()
 
     def _try_complete_join(self, group: GroupMetadata) -> None:
         if (group.is_(GroupState.PREPARING_REBALANCE) and group.initial_delay_deadline_ms < 0
@@ -355,6 +356,7 @@ class GroupCoordinator:
             m.last_heartbeat_ms = now
             m.is_new = False
             m.complete_join(self._current_join_result(group, m.member_id))
+        self._schedule_group(group)
 
     def _remove_member_and_update(self, group: GroupMetadata, member: MemberMetadata, reason: str) -> None:
         # a parked join of a removed member is answered UNKNOWN_MEMBER_ID (Kafka removeMemberAndUpdateGroup)
@@ -373,7 +375,6 @@ class GroupCoordinator:
                          assignments: dict[str, bytes]) -> SyncResult:
         outcome = self._sync(group_id, generation_id, member_id, group_instance_id, protocol_type, protocol_name,
                              assignments)
-        self._schedule()
         if isinstance(outcome, SyncResult):
             return outcome
         return await asyncio.shield(outcome)
@@ -427,6 +428,7 @@ class GroupCoordinator:
             log.info("group %s: stable at generation %d", group.group_id, group.generation_id)
             for m in group.members.values():
                 m.complete_sync(SyncResult(E.NONE, group.protocol_type, group.protocol_name, m.assignment))
+            self._schedule_group(group)  # sessions of members that were parked in SyncGroup run again
         return fut
 
     # ----------------------------------------------------------------------------------------- Heartbeat
@@ -445,8 +447,8 @@ class GroupCoordinator:
             return E.ILLEGAL_GENERATION
         if group.is_(GroupState.EMPTY):
             return E.UNKNOWN_MEMBER_ID
-        # No re-arm (an O(all members) scan): a heartbeat only moves a deadline later, so the armed timer is
-        # at worst early, and check_expirations re-arms it then (OffsetCommit refreshes the same way).
+        # Not rescheduled: a heartbeat only moves the deadline later, and the member's heartbeat operation
+        # schedules itself again for the new one when it runs (OffsetCommit refreshes the same way).
         member.last_heartbeat_ms = self._now()
         if group.is_(GroupState.PREPARING_REBALANCE):
             return E.REBALANCE_IN_PROGRESS
@@ -480,7 +482,6 @@ class GroupCoordinator:
             else:
                 self._remove_member_and_update(group, member, "member left the group")
                 errors.append(E.NONE)
-        self._schedule()
         return E.NONE, errors
 
     # -------------------------------------------------------------------------------------- OffsetCommit
@@ -642,87 +643,99 @@ class GroupCoordinator:
 
     # ------------------------------------------------------------------------------------------ timers
     def check_expirations(self) -> None:
-        """Apply every deadline that has passed on the injected clock."""
-        now = self._now()
-        for group in list(self.manager.groups.values()):
-            self._expire_group(group, now)
-        if self._next_retention_check >= 0 and now >= self._next_retention_check:
-            self._next_retention_check = now + self.config.offsets_retention_check_interval_ms
-            self.manager.cleanup_expired_offsets()
-        self._schedule()
+        """Apply every deadline that has passed on the injected clock (the timer's due operations)."""
+        self.timer.run_due()
 
-    def _expire_group(self, group: GroupMetadata, now: int) -> None:
-        for member_id, expiry in list(group.pending_members.items()):
-            if now >= expiry:
-                del group.pending_members[member_id]
-                log.info("group %s: pending member %s expired", group.group_id, member_id)
-                self._try_complete_join(group)
+    def _schedule_group(self, group: GroupMetadata) -> None:
+        """Schedule every deadline `group` has now: its join or sync deadline, pending members, sessions."""
         if group.is_(GroupState.PREPARING_REBALANCE):
-            if group.initial_delay_deadline_ms >= 0:
-                if now >= group.initial_delay_deadline_ms:
-                    if group.new_member_added and group.initial_delay_deadline_ms < group.initial_delay_max_ms:
-                        group.new_member_added = False
-                        group.initial_delay_deadline_ms = min(
-                            now + self.config.group_initial_rebalance_delay_ms, group.initial_delay_max_ms)
-                    else:
-                        self._complete_join(group)
-            elif group.join_deadline_ms >= 0 and now >= group.join_deadline_ms:
+            due = group.initial_delay_deadline_ms if group.initial_delay_deadline_ms >= 0 else group.join_deadline_ms
+            if due >= 0:
+                self.timer.schedule(("join", group.group_id), due, lambda: self._on_join_deadline(group.group_id))
+        if group.is_(GroupState.COMPLETING_REBALANCE) and group.sync_deadline_ms >= 0:
+            self.timer.schedule(("sync", group.group_id), group.sync_deadline_ms,
+                                lambda: self._on_sync_deadline(group.group_id))
+        for member_id in group.pending_members:
+            self._schedule_pending(group, member_id)
+        for m in group.members.values():
+            self._schedule_heartbeat(group, m)
+
+    def _schedule_heartbeat(self, group: GroupMetadata, member: MemberMetadata) -> None:
+        group_id, member_id = group.group_id, member.member_id
+        self.timer.schedule(("heartbeat", group_id, member_id), member.last_heartbeat_ms + member.session_timeout_ms,
+                            lambda: self._on_heartbeat_deadline(group_id, member_id))
+
+    def _schedule_pending(self, group: GroupMetadata, member_id: str) -> None:
+        group_id = group.group_id
+        self.timer.schedule(("pending", group_id, member_id), group.pending_members[member_id],
+                            lambda: self._on_pending_deadline(group_id, member_id))
+
+    def _schedule_retention_check(self) -> None:
+        self.timer.schedule(("offsets-retention",), self._now() + self.config.offsets_retention_check_interval_ms,
+                            self._on_retention_check)
+
+    def _on_heartbeat_deadline(self, group_id: str, member_id: str) -> None:
+        """Kafka's onExpireHeartbeat: the member's session ran out unless a parked JoinGroup or SyncGroup keeps it
+        alive (shouldKeepAlive; the group schedules its sessions again when those calls end)."""
+        group = self.manager.get_group(group_id)
+        member = None if group is None else group.members.get(member_id)
+        if group is None or member is None or member.is_awaiting_join or member.is_awaiting_sync:
+            return
+        if self._now() < member.last_heartbeat_ms + member.session_timeout_ms:
+            self._schedule_heartbeat(group, member)  # it heartbeated since
+        else:
+            self._remove_member_and_update(group, member, "session timeout expired")
+
+    def _on_pending_deadline(self, group_id: str, member_id: str) -> None:
+        group = self.manager.get_group(group_id)
+        expiry = None if group is None else group.pending_members.get(member_id)
+        if group is None or expiry is None:
+            return
+        if self._now() < expiry:
+            self._schedule_pending(group, member_id)
+            return
+        del group.pending_members[member_id]
+        log.info("group %s: pending member %s expired", group.group_id, member_id)
+        self._try_complete_join(group)
+
+    def _on_join_deadline(self, group_id: str) -> None:
+        """The rebalance timeout, or the end of the group.initial.rebalance.delay.ms window (InitialDelayedJoin:
+        extended while new members keep arriving, never past the rebalance timeout)."""
+        group = self.manager.get_group(group_id)
+        if group is None or not group.is_(GroupState.PREPARING_REBALANCE):
+            return
+        now = self._now()
+        if group.initial_delay_deadline_ms >= 0:
+            if now < group.initial_delay_deadline_ms:
+                self._schedule_group(group)
+            elif group.new_member_added and group.initial_delay_deadline_ms < group.initial_delay_max_ms:
+                group.new_member_added = False
+                group.initial_delay_deadline_ms = min(now + self.config.group_initial_rebalance_delay_ms,
+                                                      group.initial_delay_max_ms)
+                self._schedule_group(group)
+            else:
                 self._complete_join(group)
-        if (group.is_(GroupState.COMPLETING_REBALANCE) and group.sync_deadline_ms >= 0
-                and now >= group.sync_deadline_ms):
-            group.sync_deadline_ms = -1
-            missing = [m for m in group.members.values() if not m.is_awaiting_sync]
-            for m in missing:
-                # KIP-732-like pending-sync timeout: whoever never sent SyncGroup is dropped
-                self._remove_member_and_update(group, m, "did not send SyncGroup within the rebalance timeout")
-            if missing and group.is_(GroupState.COMPLETING_REBALANCE):
-                self._prepare_rebalance(group, "members missing at sync")
-        for m in list(group.members.values()):
-            if m.is_awaiting_join or m.is_awaiting_sync:
-                continue  # parked calls keep a member alive (Kafka's shouldKeepAlive)
-            if now >= m.last_heartbeat_ms + m.session_timeout_ms and group.has_member(m.member_id):
-                self._remove_member_and_update(group, m, "session timeout expired")
+        elif group.join_deadline_ms >= 0:
+            if now < group.join_deadline_ms:
+                self._schedule_group(group)
+            else:
+                self._complete_join(group)
 
-    def _next_deadline(self) -> int:
-        deadlines: list[int] = []
-        if self._next_retention_check >= 0:
-            deadlines.append(self._next_retention_check)
-        for group in self.manager.groups.values():
-            deadlines.extend(group.pending_members.values())
-            if group.is_(GroupState.PREPARING_REBALANCE):
-                deadlines.append(group.initial_delay_deadline_ms if group.initial_delay_deadline_ms >= 0
-                                 else group.join_deadline_ms)
-            if group.is_(GroupState.COMPLETING_REBALANCE) and group.sync_deadline_ms >= 0:
-                deadlines.append(group.sync_deadline_ms)
-            for m in group.members.values():
-                if not (m.is_awaiting_join or m.is_awaiting_sync):
-                    deadlines.append(m.last_heartbeat_ms + m.session_timeout_ms)
-        deadlines = [d for d in deadlines if d >= 0]
-        return min(deadlines) if deadlines else -1
+    def _on_sync_deadline(self, group_id: str) -> None:
+        group = self.manager.get_group(group_id)
+        if group is None or not group.is_(GroupState.COMPLETING_REBALANCE) or group.sync_deadline_ms < 0:
+            return
+        if self._now() < group.sync_deadline_ms:
+            self._schedule_group(group)
+            return
+        group.sync_deadline_ms = -1
+        missing = [m for m in group.members.values() if not m.is_awaiting_sync]
+        for m in missing:
+            # KIP-732-like pending-sync timeout: whoever never sent SyncGroup is dropped
+            self._remove_member_and_update(group, m, "did not send SyncGroup within the rebalance timeout")
+        if missing and group.is_(GroupState.COMPLETING_REBALANCE):
+            self._prepare_rebalance(group, "members missing at sync")
 
-    def _schedule(self) -> None:
-        """Arm one timer for the earliest deadline (re-armed after every state change)."""
-        if not self._active:
-            return
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return
-        due = self._next_deadline()
-        if due < 0:
-            return
-        if self._timer is not None:
-            if self._timer_due == due:
-                return
-            self._timer.cancel()
-        delay = max(0.0, (due - self._now()) / 1000.0)
-        self._timer_due = due
-        self._timer = loop.call_later(delay, self._on_timer)
-
-    def _on_timer(self) -> None:
-        self._timer = None
-        self._timer_due = -1
-        try:
-            self.check_expirations()
-        except Exception:  # noqa: BLE001 - a timer must never take the loop down
-            log.exception("group coordinator timer failed")
+    def _on_retention_check(self) -> None:
+        self._schedule_retention_check()
+        self.manager.cleanup_expired_offsets()

@@ -1,0 +1,245 @@
+"""The compiled cleaner core (protocol/_cleaner_core.c) against the pure-Python cleaner: the same logs cleaned by both
+must give byte-identical segment files (.log, .index, .timeindex, .txnindex) after every pass, for every codec, with
+tombstones, keyless records, headers, idempotent and transactional producers, control batches and horizons.
+
+Without the core these tests skip on a developer machine and fail when CI=true (tests/accelerators.py)."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import random
+import struct
+import types
+from pathlib import Path
+
+import pytest
+from cleaner_env import Env
+
+from tests.accelerators import require_built
+from tidelog.cleaner import core
+from tidelog.cleaner.offset_map import SkimpyOffsetMap
+from tidelog.cleaner.stats import Throttler
+from tidelog.clock import ManualClock
+from tidelog.config.log_config import LogConfig
+from tidelog.protocol import records as records_module
+from tidelog.protocol.records import GZIP, LZ4, NONE, SNAPPY, ZSTD, Record, build_batch
+
+SMALL_SEGMENTS = LogConfig(cleanup_policy=("compact",), min_cleanable_dirty_ratio=0.01, delete_retention_ms=1000,
+                           segment_bytes=6 * 1024)
+# Written as a delete-policy topic (keyless records are refused by a compacted one), then switched to compact.
+WRITE_CONFIG = LogConfig(cleanup_policy=("delete",), segment_bytes=6 * 1024, retention_ms=-1)
+DAY = 86_400_000
+CODECS = {"none": NONE, "gzip": GZIP, "snappy": SNAPPY, "lz4": LZ4, "zstd": ZSTD}
+
+
+@pytest.fixture
+def c_core() -> object:
+    require_built(core.accelerator is not None, "the C cleaner core")
+    return core.accelerator
+
+
+@pytest.fixture(autouse=True)
+def gzip_without_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """gzip.compress stamps the wall-clock second into every rebuilt gzip batch; pin it so two runs compare."""
+    fixed = types.SimpleNamespace(compress=lambda data, compresslevel: gzip.compress(data, compresslevel, mtime=0))
+    monkeypatch.setattr(records_module, "gzip", fixed)
+
+
+def _records(rng: random.Random, ts: int, n: int, keys: int) -> list[Record]:
+    out = []
+    for i in range(n):
+        roll = rng.random()
+        key = None if roll < 0.04 else f"key-{rng.randrange(keys)}".encode()
+        value = None if rng.random() < 0.15 else rng.randbytes(rng.randrange(0, 300))
+        headers: tuple[tuple[str, bytes | None], ...] = ()
+        if rng.random() < 0.2:
+            headers = (("trace", rng.randbytes(8)), ("empty", None))
+        if rng.random() < 0.03:
+            headers = (("clé", b"non-ascii key: the core hands the batch to Python"),)
+        out.append(Record(i, ts + rng.randrange(-5, 50), key, value, headers))
+    return out
+
+
+def fill(env: Env, seed: int, codecs: list[int]) -> None:
+    """A deterministic mixed log over several segments."""
+    rng = random.Random(seed)
+    log = env.log(config=WRITE_CONFIG)
+    pid = 1000
+    for round_ in range(60):
+        codec = codecs[round_ % len(codecs)]
+        ts = env.clock.milliseconds()
+        kind = rng.random()
+        recs = _records(rng, ts, rng.randrange(1, 25), keys=40)
+        if kind < 0.6:
+            log.append_as_leader(build_batch(recs, 0, compression=codec))
+        elif kind < 0.75:  # an idempotent producer (its last batch is kept even when emptied)
+            pid += 1
+            log.append_as_leader(build_batch(recs, 0, compression=codec, producer_id=pid, producer_epoch=0,
+                                             base_sequence=0))
+        else:  # a transaction, committed or aborted, with its marker
+            pid += 1
+            log.append_as_leader(build_batch(recs, 0, compression=codec, producer_id=pid, producer_epoch=0,
+                                             base_sequence=0, is_transactional=True))
+            log.append_control_marker(pid, 0, 1, commit=rng.random() < 0.6)
+        if round_ % 7 == 6:
+            env.clock.advance(300)
+    log.roll()
+    log.append_as_leader(build_batch([Record(0, env.clock.milliseconds(), b"tail", b"x")], 0))
+    env.log(config=SMALL_SEGMENTS)
+
+
+def snapshot(env: Env) -> list[tuple[str, bytes]]:
+    log = env.log(config=SMALL_SEGMENTS)
+    out = []
+    for path in sorted(Path(log.dir).iterdir()):
+        if path.suffix in (".log", ".index", ".timeindex", ".txnindex"):
+            out.append((path.name, path.read_bytes()))
+    return out
+
+
+def clean_passes(tmp: Path, seed: int, codecs: list[int]) -> list[list[tuple[str, bytes]]]:
+    clock = ManualClock()
+    env = Env(tmp, clock)
+    try:
+        fill(env, seed, codecs)
+        log = env.log(config=SMALL_SEGMENTS)
+        passes = []
+        for n in range(4):
+            env.cleaner.clean_once()
+            passes.append(snapshot(env))
+            clock.advance(700 if n < 2 else DAY)  # horizons pass; producers expire
+            log.remove_expired_producers()
+            log.append_as_leader(build_batch([Record(0, clock.milliseconds(), b"key-1", None)], 0))
+            log.append_as_leader(build_batch([Record(0, clock.milliseconds(), b"key-2", b"v")], 0))
+            log.roll()
+        return passes
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("codec", [*CODECS, "mixed"])
+def test_c_and_python_cleaners_write_identical_segments(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, c_core: object, codec: str
+) -> None:
+    codecs = list(CODECS.values()) if codec == "mixed" else [CODECS[codec]]
+    seed = sum(codec.encode())
+    with_c = clean_passes(tmp_path / "c", seed, codecs)
+    monkeypatch.setattr(core, "accelerator", None)
+    with_python = clean_passes(tmp_path / "py", seed, codecs)
+    assert [[name for name, _ in p] for p in with_c] == [[name for name, _ in p] for p in with_python]
+    for n, (c_pass, py_pass) in enumerate(zip(with_c, with_python, strict=True)):
+        for (name, c_bytes), (_, py_bytes) in zip(c_pass, py_pass, strict=True):
+            assert c_bytes == py_bytes, f"pass {n}: {name} differs"
+    first = dict(with_c[0])
+    original = sum(len(b) for name, b in first.items() if name.endswith(".log"))
+    assert original > 0
+
+
+def test_c_offset_map_matches_python_slot_for_slot(c_core: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A map small enough that probe sequences run past the 13 hash windows: the C puts leave the same bytes."""
+    keys = [f"k{i}".encode() for i in range(190)]
+    python_map = SkimpyOffsetMap(24 * 211, load_factor=0.95)
+    c_map = SkimpyOffsetMap(24 * 211, load_factor=0.95)
+    for offset, key in enumerate(keys + keys[:50]):
+        python_map.put(key, offset)
+    payload = bytearray()
+    for offset, key in enumerate(keys + keys[:50]):
+        payload += records_module.encode_record(offset, 0, key, b"v")
+    status, entries, latest, read, lookups, probes = c_core.map_payload(  # type: ignore[attr-defined]
+        c_map.buffer, c_map.dirty, c_map.slots, 0, c_map.max_entries, -1, bytes(payload), 0, len(keys) + 50, 0)
+    c_map.absorb(entries, latest, lookups, probes)
+    assert status == core.DONE and read == 240 and entries == python_map.size == 190
+    assert bytes(c_map.buffer) == bytes(python_map.buffer)
+    assert c_map.dirty == python_map.dirty  # the blocks clear() zeroes
+    assert (c_map.lookups, c_map.probes) == (python_map.lookups, python_map.probes)
+    assert python_map.probes > python_map.lookups + 13  # some probe went past the hash windows
+    for key in keys:
+        assert c_map.get(key) == python_map.get(key)
+    c_map.clear()  # zeroes the dirty blocks in C
+    monkeypatch.setattr(core, "accelerator", None)
+    python_map.clear()  # and in Python
+    for m in (c_map, python_map):
+        assert not any(m.dirty) and not any(bytes(m.buffer)) and m.get(keys[0]) == -1
+
+
+def test_c_md5_and_crc32c(c_core: object) -> None:
+    import crc32c
+
+    rng = random.Random(7)
+    for n in [*range(130), 1000, 4096]:
+        data = rng.randbytes(n)
+        assert c_core.md5(data) == hashlib.md5(data).digest()  # type: ignore[attr-defined]
+        assert c_core.crc32c(data) == crc32c.crc32c(data)  # type: ignore[attr-defined]
+    for n in (1, 3, 4, 5, 31, 64):  # the four-lane hashing, with keys of every length around one block
+        keys = [rng.randbytes(rng.choice([0, 1, 54, 55, 56, 63, 64, 65, rng.randrange(100)])) for _ in range(n)]
+        assert c_core.md5_many(keys) == [hashlib.md5(k).digest() for k in keys]  # type: ignore[attr-defined]
+
+
+def test_c_core_hands_malformed_batches_to_python(c_core: object) -> None:
+    """A batch whose records do not parse: both chunk functions stop there (status NEED_PYTHON) and leave it."""
+    good = build_batch([Record(0, 1, b"a", b"1"), Record(1, 2, b"b", b"2")], 0)
+    bad = bytearray(build_batch([Record(2, 3, b"c", b"3")], 2))
+    bad[61] = 0x7F  # the record length now runs past the batch
+    chunk = bytes(good + bad)
+    m = SkimpyOffsetMap(24 * 100)
+    pos, status, entries, latest, read, _, _ = c_core.map_chunk(  # type: ignore[attr-defined]
+        m.buffer, m.dirty, m.slots, 0, m.max_entries, -1, chunk, 0, len(chunk), 0)
+    assert (pos, status, entries, latest, read) == (len(good), core.NEED_PYTHON, 2, 1, 2)
+    out = bytearray(4 * len(chunk))
+    result = c_core.filter_chunk(  # type: ignore[attr-defined]
+        m.buffer, m.slots, 1, chunk, 0, len(chunk), out, 0, b"", 100, 0, 1000, 1 << 20, -1, -1)
+    assert result[:3] == (len(good), core.NEED_PYTHON, len(good))
+    assert bytes(out[: len(good)]) == bytes(good)  # both records are the latest of their key: kept as is
+    assert struct.unpack_from(">q", out, 0)[0] == 0
+
+    # A compressed batch whose payload does not inflate: the codec error is left to the Python code too.
+    garbage = bytearray(build_batch([Record(2, 3, b"c", b"3" * 100)], 2, compression=GZIP))
+    garbage[70:80] = bytes(10)
+    chunk = bytes(good + garbage)
+    m = SkimpyOffsetMap(24 * 100)
+    pos, status, *_ = c_core.map_chunk(  # type: ignore[attr-defined]
+        m.buffer, m.dirty, m.slots, 0, m.max_entries, -1, chunk, 0, len(chunk), 0, records_module.decompress)
+    assert (pos, status) == (len(good), core.NEED_PYTHON)
+    result = c_core.filter_chunk(  # type: ignore[attr-defined]
+        m.buffer, m.slots, 2, chunk, 0, len(chunk), out, 0, b"", 100, 0, 1000, 1 << 20, -1, -1,
+        records_module.decompress, records_module.compress)
+    assert result[:3] == (len(good), core.NEED_PYTHON, len(good))
+
+
+class CountingThrottler(Throttler):
+    """Unlimited, but counts what the cleaner reports (log.cleaner.io.max.bytes.per.second bounds this sum)."""
+
+    def __init__(self) -> None:
+        super().__init__(1.7976931348623157e308, ManualClock())
+        self.observed = 0.0
+
+    def maybe_throttle(self, observed: float) -> None:
+        self.observed += observed
+        super().maybe_throttle(observed)
+
+
+def _throttled_bytes(tmp: Path) -> tuple[float, int, int]:
+    env = Env(tmp, ManualClock())
+    try:
+        fill(env, 11, [NONE])
+        counting = CountingThrottler()
+        env.cleaner.throttler = counting
+        log = env.log(config=SMALL_SEGMENTS)
+        before = log.size_in_bytes()
+        assert env.cleaner.clean_once()
+        return counting.observed, before, log.size_in_bytes()
+    finally:
+        env.close()
+
+
+def test_both_cores_report_every_byte_read_and_written_to_the_throttle(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, c_core: object
+) -> None:
+    with_c = _throttled_bytes(tmp_path / "c")
+    monkeypatch.setattr(core, "accelerator", None)
+    with_python = _throttled_bytes(tmp_path / "py")
+    assert with_c == with_python
+    observed, before, after = with_c
+    assert after < before
+    assert observed >= before + after  # every source byte read at least once, every cleaned byte written

@@ -1,0 +1,24 @@
+"""The optional compiled cleaner core (protocol/_cleaner_core.c): the per-record work of a cleaning pass, run with
+the GIL released. `accelerator` is None when it is not built or TIDELOG_PURE_PYTHON is set; the pure-Python
+cleaner (record_scan, offset_map, batch_filter) is then used and gives byte-identical segments."""
+
+from __future__ import annotations
+
+import importlib
+import os
+from typing import Any
+
+# Statuses of map_chunk/filter_chunk (see _cleaner_core.c).
+DONE, MAP_FULL, NEED_PYTHON, OUT_FULL = 0, 1, 2, 3
+
+
+def _load() -> Any:
+    if os.environ.get("TIDELOG_PURE_PYTHON"):
+        return None
+    try:
+        return importlib.import_module("tidelog.protocol._cleaner_core")
+    except ImportError:  # pragma: no cover - a machine without a compiler
+        return None
+
+
+accelerator: Any = _load()

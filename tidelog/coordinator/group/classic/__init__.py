@@ -1,0 +1,1 @@
+"""Classic groups (`group.protocol=classic`): Kafka's group coordinator's `classic` package."""

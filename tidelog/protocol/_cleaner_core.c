@@ -1,0 +1,1394 @@
+/* Optional accelerator for the log cleaner (tidelog/cleaner/core.py): the per-record work of a cleaning pass in C,
+ * run with the GIL released so cleaner threads run in parallel with each other and with the broker's event loop.
+ *
+ * The pure-Python cleaner (cleaner.py, batch_filter.py, record_scan.py, offset_map.py) is the reference: every
+ * function here gives byte-identical results. Anything this code is not sure to handle exactly as Python does (a
+ * control or transactional batch, a malformed record, a non-ASCII header key, a varint beyond
+ * 64 bits, a rebuilt batch above max.message.bytes) is not handled here: the chunk functions stop at that batch
+ * with status NEED_PYTHON and the caller runs the Python code for it, so odd input always takes the Python path.
+ *
+ *   whole_batches_end(chunk) -> end of the complete batches at the start of chunk (protocol.record_batch.iter_batches)
+ *   map_chunk(map, dirty, slots, entries, max_entries, latest, chunk, pos, end, start_offset[, inflate])
+ *     -> (pos, status, entries, latest, records_read, lookups, probes)
+ *   map_payload(map, dirty, slots, entries, max_entries, latest, payload, base_offset, count, start_offset)
+ *     -> (status, entries, latest, records_read, lookups, probes)
+ *   filter_chunk(map, slots, latest, chunk, pos, end, out, out_pos, active, upper_bound, now, retention_ms,
+ *                max_message_bytes, max_ts, offset_of_max_ts[, inflate, deflate])
+ *     -> (pos, status, out_pos, last_offset, max_ts, offset_of_max_ts, messages_read, bytes_read,
+ *         messages_written, bytes_written, invalid, lookups, probes)
+ *   filter_payload(map, slots, latest, payload, base_offset, count, base_ts, max_ts, attributes, horizon_if_new,
+ *                  marker_for_empty_txn)
+ *     -> None (Python must decide) or (kept, all_kept, need_horizon, invalid, lookups, probes, records, base_ts,
+ *        new_max_ts)  where records is the re-encoded records section (None when nothing needs rebuilding)
+ *   zero_dirty_blocks(map, dirty) -> blocks zeroed   (SkimpyOffsetMap.clear)
+ *   md5(data) -> 16 bytes;  crc32c(data) -> int        (for the tests)
+ *   gil_free_seconds() -> CPU seconds spent in this module with the GIL released (for bench/cleaner.py)
+ *
+ * The offset map is Kafka's SkimpyOffsetMap layout (offset_map.py): slots of 16 bytes of MD5(key) + a big-endian
+ * int64 offset, the same probe sequence, so the C and Python code share one map.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+
+#define HEADER_SIZE 61
+#define LOG_OVERHEAD 12
+#define SLOT_SIZE 24
+#define HASH_SIZE 16
+
+enum { DONE = 0, MAP_FULL = 1, NEED_PYTHON = 2, OUT_FULL = 3 };
+
+/* ------------------------------------------------------------------------------------------------ MD5 (RFC 1321) */
+
+static uint32_t md5_k[64];
+
+#define ROTL(x, s) (((x) << (s)) | ((x) >> (32 - (s))))
+#define MF(x, y, z) ((z) ^ ((x) & ((y) ^ (z))))
+#define MG(x, y, z) ((y) ^ ((z) & ((x) ^ (y))))
+#define MH(x, y, z) ((x) ^ (y) ^ (z))
+#define MI(x, y, z) ((y) ^ ((x) | ~(z)))
+#define STEP(f, a, b, c, d, g, i, s) a += f(b, c, d) + w[g] + md5_k[i]; a = ROTL(a, s) + b;
+
+static void md5_block(uint32_t h[4], const uint8_t *p) {
+    uint32_t w[16];
+    for (int i = 0; i < 16; i++)
+        w[i] = (uint32_t)p[4 * i] | (uint32_t)p[4 * i + 1] << 8 | (uint32_t)p[4 * i + 2] << 16 |
+               (uint32_t)p[4 * i + 3] << 24;
+    uint32_t a = h[0], b = h[1], c = h[2], d = h[3];
+    STEP(MF, a, b, c, d, 0, 0, 7) STEP(MF, d, a, b, c, 1, 1, 12) STEP(MF, c, d, a, b, 2, 2, 17)
+    STEP(MF, b, c, d, a, 3, 3, 22) STEP(MF, a, b, c, d, 4, 4, 7) STEP(MF, d, a, b, c, 5, 5, 12)
+    STEP(MF, c, d, a, b, 6, 6, 17) STEP(MF, b, c, d, a, 7, 7, 22) STEP(MF, a, b, c, d, 8, 8, 7)
+    STEP(MF, d, a, b, c, 9, 9, 12) STEP(MF, c, d, a, b, 10, 10, 17) STEP(MF, b, c, d, a, 11, 11, 22)
+    STEP(MF, a, b, c, d, 12, 12, 7) STEP(MF, d, a, b, c, 13, 13, 12) STEP(MF, c, d, a, b, 14, 14, 17)
+    STEP(MF, b, c, d, a, 15, 15, 22)
+    STEP(MG, a, b, c, d, 1, 16, 5) STEP(MG, d, a, b, c, 6, 17, 9) STEP(MG, c, d, a, b, 11, 18, 14)
+    STEP(MG, b, c, d, a, 0, 19, 20) STEP(MG, a, b, c, d, 5, 20, 5) STEP(MG, d, a, b, c, 10, 21, 9)
+    STEP(MG, c, d, a, b, 15, 22, 14) STEP(MG, b, c, d, a, 4, 23, 20) STEP(MG, a, b, c, d, 9, 24, 5)
+    STEP(MG, d, a, b, c, 14, 25, 9) STEP(MG, c, d, a, b, 3, 26, 14) STEP(MG, b, c, d, a, 8, 27, 20)
+    STEP(MG, a, b, c, d, 13, 28, 5) STEP(MG, d, a, b, c, 2, 29, 9) STEP(MG, c, d, a, b, 7, 30, 14)
+    STEP(MG, b, c, d, a, 12, 31, 20)
+    STEP(MH, a, b, c, d, 5, 32, 4) STEP(MH, d, a, b, c, 8, 33, 11) STEP(MH, c, d, a, b, 11, 34, 16)
+    STEP(MH, b, c, d, a, 14, 35, 23) STEP(MH, a, b, c, d, 1, 36, 4) STEP(MH, d, a, b, c, 4, 37, 11)
+    STEP(MH, c, d, a, b, 7, 38, 16) STEP(MH, b, c, d, a, 10, 39, 23) STEP(MH, a, b, c, d, 13, 40, 4)
+    STEP(MH, d, a, b, c, 0, 41, 11) STEP(MH, c, d, a, b, 3, 42, 16) STEP(MH, b, c, d, a, 6, 43, 23)
+    STEP(MH, a, b, c, d, 9, 44, 4) STEP(MH, d, a, b, c, 12, 45, 11) STEP(MH, c, d, a, b, 15, 46, 16)
+    STEP(MH, b, c, d, a, 2, 47, 23)
+    STEP(MI, a, b, c, d, 0, 48, 6) STEP(MI, d, a, b, c, 7, 49, 10) STEP(MI, c, d, a, b, 14, 50, 15)
+    STEP(MI, b, c, d, a, 5, 51, 21) STEP(MI, a, b, c, d, 12, 52, 6) STEP(MI, d, a, b, c, 3, 53, 10)
+    STEP(MI, c, d, a, b, 10, 54, 15) STEP(MI, b, c, d, a, 1, 55, 21) STEP(MI, a, b, c, d, 8, 56, 6)
+    STEP(MI, d, a, b, c, 15, 57, 10) STEP(MI, c, d, a, b, 6, 58, 15) STEP(MI, b, c, d, a, 13, 59, 21)
+    STEP(MI, a, b, c, d, 4, 60, 6) STEP(MI, d, a, b, c, 11, 61, 10) STEP(MI, c, d, a, b, 2, 62, 15)
+    STEP(MI, b, c, d, a, 9, 63, 21)
+    h[0] += a; h[1] += b; h[2] += c; h[3] += d;
+}
+
+static void md5(const uint8_t *p, size_t n, uint8_t out[16]) {
+    uint32_t h[4] = {0x67452301u, 0xefcdab89u, 0x98badcfeu, 0x10325476u};
+    uint64_t bits = (uint64_t)n * 8;
+    while (n >= 64) {
+        md5_block(h, p);
+        p += 64;
+        n -= 64;
+    }
+    uint8_t tail[128];
+    memcpy(tail, p, n);
+    tail[n] = 0x80;
+    size_t total = n < 56 ? 64 : 128;
+    memset(tail + n + 1, 0, total - n - 1);
+    for (int i = 0; i < 8; i++)
+        tail[total - 8 + i] = (uint8_t)(bits >> (8 * i));
+    md5_block(h, tail);
+    if (total == 128)
+        md5_block(h, tail + 64);
+    for (int i = 0; i < 4; i++) {
+        out[4 * i] = (uint8_t)h[i];
+        out[4 * i + 1] = (uint8_t)(h[i] >> 8);
+        out[4 * i + 2] = (uint8_t)(h[i] >> 16);
+        out[4 * i + 3] = (uint8_t)(h[i] >> 24);
+    }
+}
+
+/* MD5 is one long dependency chain (each step needs the previous): a single hash leaves most of the CPU idle.
+ * Keys of at most 55 bytes (one block) are hashed four at a time in the 32-bit lanes of SSE2 registers, which
+ * every x86-64 CPU has; other keys, and other CPUs, use md5() above. */
+#if defined(__x86_64__) && defined(__SSE2__)
+#include <emmintrin.h>
+#define HAVE_MD5_X4 1
+
+#define VROTL(x, s) _mm_or_si128(_mm_slli_epi32((x), (s)), _mm_srli_epi32((x), 32 - (s)))
+#define VF(x, y, z) _mm_xor_si128((z), _mm_and_si128((x), _mm_xor_si128((y), (z))))
+#define VG(x, y, z) _mm_xor_si128((y), _mm_and_si128((z), _mm_xor_si128((x), (y))))
+#define VH(x, y, z) _mm_xor_si128(_mm_xor_si128((x), (y)), (z))
+#define VI(x, y, z) _mm_xor_si128((y), _mm_or_si128((x), _mm_xor_si128((z), ones)))
+#define VSTEP(f, a, b, c, d, g, i, s)                                                                    \
+    a = _mm_add_epi32(_mm_add_epi32(a, f(b, c, d)), _mm_add_epi32(w[g], _mm_set1_epi32((int)md5_k[i]))); \
+    a = _mm_add_epi32(VROTL(a, s), b);
+
+/* four single-block messages (already padded) -> four digests */
+static void md5_block_x4(const uint8_t *blocks[4], uint8_t out[4][16]) {
+    const __m128i ones = _mm_set1_epi32(-1);
+    __m128i w[16];
+    for (int j = 0; j < 16; j++) {
+        uint32_t v[4];
+        for (int l = 0; l < 4; l++)
+            memcpy(&v[l], blocks[l] + 4 * j, 4); /* MD5 words are little-endian, as x86 */
+        w[j] = _mm_set_epi32((int)v[3], (int)v[2], (int)v[1], (int)v[0]);
+    }
+    __m128i a = _mm_set1_epi32(0x67452301), b = _mm_set1_epi32((int)0xefcdab89u),
+            c = _mm_set1_epi32((int)0x98badcfeu), d = _mm_set1_epi32(0x10325476);
+    const __m128i a0 = a, b0 = b, c0 = c, d0 = d;
+    VSTEP(VF, a, b, c, d, 0, 0, 7) VSTEP(VF, d, a, b, c, 1, 1, 12) VSTEP(VF, c, d, a, b, 2, 2, 17)
+    VSTEP(VF, b, c, d, a, 3, 3, 22) VSTEP(VF, a, b, c, d, 4, 4, 7) VSTEP(VF, d, a, b, c, 5, 5, 12)
+    VSTEP(VF, c, d, a, b, 6, 6, 17) VSTEP(VF, b, c, d, a, 7, 7, 22) VSTEP(VF, a, b, c, d, 8, 8, 7)
+    VSTEP(VF, d, a, b, c, 9, 9, 12) VSTEP(VF, c, d, a, b, 10, 10, 17) VSTEP(VF, b, c, d, a, 11, 11, 22)
+    VSTEP(VF, a, b, c, d, 12, 12, 7) VSTEP(VF, d, a, b, c, 13, 13, 12) VSTEP(VF, c, d, a, b, 14, 14, 17)
+    VSTEP(VF, b, c, d, a, 15, 15, 22)
+    VSTEP(VG, a, b, c, d, 1, 16, 5) VSTEP(VG, d, a, b, c, 6, 17, 9) VSTEP(VG, c, d, a, b, 11, 18, 14)
+    VSTEP(VG, b, c, d, a, 0, 19, 20) VSTEP(VG, a, b, c, d, 5, 20, 5) VSTEP(VG, d, a, b, c, 10, 21, 9)
+    VSTEP(VG, c, d, a, b, 15, 22, 14) VSTEP(VG, b, c, d, a, 4, 23, 20) VSTEP(VG, a, b, c, d, 9, 24, 5)
+    VSTEP(VG, d, a, b, c, 14, 25, 9) VSTEP(VG, c, d, a, b, 3, 26, 14) VSTEP(VG, b, c, d, a, 8, 27, 20)
+    VSTEP(VG, a, b, c, d, 13, 28, 5) VSTEP(VG, d, a, b, c, 2, 29, 9) VSTEP(VG, c, d, a, b, 7, 30, 14)
+    VSTEP(VG, b, c, d, a, 12, 31, 20)
+    VSTEP(VH, a, b, c, d, 5, 32, 4) VSTEP(VH, d, a, b, c, 8, 33, 11) VSTEP(VH, c, d, a, b, 11, 34, 16)
+    VSTEP(VH, b, c, d, a, 14, 35, 23) VSTEP(VH, a, b, c, d, 1, 36, 4) VSTEP(VH, d, a, b, c, 4, 37, 11)
+    VSTEP(VH, c, d, a, b, 7, 38, 16) VSTEP(VH, b, c, d, a, 10, 39, 23) VSTEP(VH, a, b, c, d, 13, 40, 4)
+    VSTEP(VH, d, a, b, c, 0, 41, 11) VSTEP(VH, c, d, a, b, 3, 42, 16) VSTEP(VH, b, c, d, a, 6, 43, 23)
+    VSTEP(VH, a, b, c, d, 9, 44, 4) VSTEP(VH, d, a, b, c, 12, 45, 11) VSTEP(VH, c, d, a, b, 15, 46, 16)
+    VSTEP(VH, b, c, d, a, 2, 47, 23)
+    VSTEP(VI, a, b, c, d, 0, 48, 6) VSTEP(VI, d, a, b, c, 7, 49, 10) VSTEP(VI, c, d, a, b, 14, 50, 15)
+    VSTEP(VI, b, c, d, a, 5, 51, 21) VSTEP(VI, a, b, c, d, 12, 52, 6) VSTEP(VI, d, a, b, c, 3, 53, 10)
+    VSTEP(VI, c, d, a, b, 10, 54, 15) VSTEP(VI, b, c, d, a, 1, 55, 21) VSTEP(VI, a, b, c, d, 8, 56, 6)
+    VSTEP(VI, d, a, b, c, 15, 57, 10) VSTEP(VI, c, d, a, b, 6, 58, 15) VSTEP(VI, b, c, d, a, 13, 59, 21)
+    VSTEP(VI, a, b, c, d, 4, 60, 6) VSTEP(VI, d, a, b, c, 11, 61, 10) VSTEP(VI, c, d, a, b, 2, 62, 15)
+    VSTEP(VI, b, c, d, a, 9, 63, 21)
+    a = _mm_add_epi32(a, a0); b = _mm_add_epi32(b, b0); c = _mm_add_epi32(c, c0); d = _mm_add_epi32(d, d0);
+    uint32_t h[4][4];
+    _mm_storeu_si128((__m128i *)h[0], a);
+    _mm_storeu_si128((__m128i *)h[1], b);
+    _mm_storeu_si128((__m128i *)h[2], c);
+    _mm_storeu_si128((__m128i *)h[3], d);
+    for (int l = 0; l < 4; l++)
+        for (int k = 0; k < 4; k++)
+            memcpy(out[l] + 4 * k, &h[k][l], 4);
+}
+
+static void pad_block(uint8_t block[64], const uint8_t *key, size_t len) {
+    memcpy(block, key, len);
+    block[len] = 0x80;
+    memset(block + len + 1, 0, 55 - len);
+    uint64_t bits = (uint64_t)len * 8;
+    for (int i = 0; i < 8; i++)
+        block[56 + i] = (uint8_t)(bits >> (8 * i));
+}
+#endif
+
+/* digests of n keys (n <= GROUP_MAX) */
+#define GROUP_MAX 64
+static void md5_many(const uint8_t *const *keys, const size_t *lens, int n, uint8_t (*out)[16]) {
+#ifdef HAVE_MD5_X4
+    uint8_t blocks[4][64];
+    const uint8_t *lanes[4] = {blocks[0], blocks[1], blocks[2], blocks[3]};
+    int which[4];
+    int filled = 0;
+    for (int i = 0; i < n; i++) {
+        if (lens[i] > 55) {
+            md5(keys[i], lens[i], out[i]);
+            continue;
+        }
+        pad_block(blocks[filled], keys[i], lens[i]);
+        which[filled++] = i;
+        if (filled == 4) {
+            uint8_t digests[4][16];
+            md5_block_x4(lanes, digests);
+            for (int l = 0; l < 4; l++)
+                memcpy(out[which[l]], digests[l], 16);
+            filled = 0;
+        }
+    }
+    for (int l = 0; l < filled; l++)
+        md5(keys[which[l]], lens[which[l]], out[which[l]]);
+#else
+    for (int i = 0; i < n; i++)
+        md5(keys[i], lens[i], out[i]);
+#endif
+}
+
+/* ------------------------------------------------------------------------------------------------ CRC-32C */
+
+static uint32_t crc_table[8][256];
+
+static uint32_t crc32c_sw(uint32_t crc, const uint8_t *p, size_t n) {
+    while (n >= 8) {
+        uint32_t lo = crc ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
+        crc = crc_table[7][lo & 0xFF] ^ crc_table[6][(lo >> 8) & 0xFF] ^ crc_table[5][(lo >> 16) & 0xFF] ^
+              crc_table[4][lo >> 24] ^ crc_table[3][p[4]] ^ crc_table[2][p[5]] ^ crc_table[1][p[6]] ^
+              crc_table[0][p[7]];
+        p += 8;
+        n -= 8;
+    }
+    while (n--)
+        crc = crc_table[0][(crc ^ *p++) & 0xFF] ^ (crc >> 8);
+    return crc;
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define HAVE_HW_CRC 1
+__attribute__((target("sse4.2"))) static uint32_t crc32c_hw(uint32_t crc, const uint8_t *p, size_t n) {
+    uint64_t c = crc;
+    while (n >= 8) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        c = __builtin_ia32_crc32di(c, v);
+        p += 8;
+        n -= 8;
+    }
+    uint32_t c32 = (uint32_t)c;
+    while (n--)
+        c32 = __builtin_ia32_crc32qi(c32, *p++);
+    return c32;
+}
+#endif
+
+static int use_hw_crc = 0;
+
+static uint32_t crc32c(const uint8_t *p, size_t n) {
+#ifdef HAVE_HW_CRC
+    if (use_hw_crc)
+        return ~crc32c_hw(0xFFFFFFFFu, p, n);
+#endif
+    return ~crc32c_sw(0xFFFFFFFFu, p, n);
+}
+
+/* ------------------------------------------------------------------------------------------------ byte helpers */
+
+static inline int64_t be64(const uint8_t *p) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = v << 8 | p[i];
+    return (int64_t)v;
+}
+static inline int32_t be32(const uint8_t *p) {
+    return (int32_t)((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]);
+}
+static inline int16_t be16(const uint8_t *p) { return (int16_t)((uint16_t)p[0] << 8 | p[1]); }
+static inline void put64(uint8_t *p, int64_t v) {
+    for (int i = 7; i >= 0; i--) {
+        p[i] = (uint8_t)v;
+        v = (int64_t)((uint64_t)v >> 8);
+    }
+}
+static inline void put32(uint8_t *p, uint32_t v) {
+    p[0] = (uint8_t)(v >> 24); p[1] = (uint8_t)(v >> 16); p[2] = (uint8_t)(v >> 8); p[3] = (uint8_t)v;
+}
+static inline void put16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)(v >> 8); p[1] = (uint8_t)v; }
+
+/* A zig-zag varint/varlong. 0: ok; -1: runs past `end` or does not fit 64 bits (the caller hands the batch to
+ * Python, whose arbitrary-precision decode is the reference). */
+static inline int read_varint(const uint8_t *d, size_t *p, size_t end, int64_t *out) {
+    size_t q = *p;
+    if (q < end && d[q] < 0x80) {
+        uint64_t v = d[q];
+        *out = (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
+        *p = q + 1;
+        return 0;
+    }
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+        if (q >= end)
+            return -1;
+        uint8_t b = d[q++];
+        if (shift == 63 && b > 1)
+            return -1;
+        v |= (uint64_t)(b & 0x7F) << shift;
+        if (b < 0x80) {
+            *out = (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
+            *p = q;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static inline size_t write_varint(uint8_t *o, int64_t n) {
+    uint64_t v = ((uint64_t)n << 1) ^ (uint64_t)(n >> 63);
+    size_t k = 0;
+    while (v > 0x7F) {
+        o[k++] = (uint8_t)((v & 0x7F) | 0x80);
+        v >>= 7;
+    }
+    o[k++] = (uint8_t)v;
+    return k;
+}
+
+static inline size_t varint_size(int64_t n) {
+    uint64_t v = ((uint64_t)n << 1) ^ (uint64_t)(n >> 63);
+    size_t k = 1;
+    while (v > 0x7F) {
+        v >>= 7;
+        k++;
+    }
+    return k;
+}
+
+/* CPU time this module's threads spent with the GIL released (bench/cleaner.py: how much of a pass can run in
+ * parallel with other threads, whatever the machine's load). */
+static int64_t gil_free_ns = 0;
+
+static inline int64_t thread_cpu_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+#define RELEASE_GIL Py_BEGIN_ALLOW_THREADS int64_t cpu0_ = thread_cpu_ns();
+#define ACQUIRE_GIL __atomic_fetch_add(&gil_free_ns, thread_cpu_ns() - cpu0_, __ATOMIC_RELAXED); Py_END_ALLOW_THREADS
+
+/* fn(codec, memoryview of data) -> bytes, called from inside a RELEASE_GIL block with the GIL taken back for the call
+ * (the codec libraries release it again while they work); the bytes are copied into *out (PyMem_RawMalloc: the
+ * caller frees). -1 on any error, cleared: the caller hands the batch to the Python code, which raises it again. */
+static int call_codec(PyThreadState **save, int64_t *cpu0, PyObject *fn, int codec, const uint8_t *data, size_t len,
+                      uint8_t **out, size_t *out_len) {
+    __atomic_fetch_add(&gil_free_ns, thread_cpu_ns() - *cpu0, __ATOMIC_RELAXED);
+    PyEval_RestoreThread(*save);
+    int rc = -1;
+    PyObject *view = PyMemoryView_FromMemory((char *)data, (Py_ssize_t)len, PyBUF_READ);
+    PyObject *result = view != NULL ? PyObject_CallFunction(fn, "iO", codec, view) : NULL;
+    Py_XDECREF(view);
+    if (result != NULL && PyBytes_Check(result)) {
+        size_t n = (size_t)PyBytes_GET_SIZE(result);
+        *out = PyMem_RawMalloc(n ? n : 1);
+        if (*out != NULL) {
+            memcpy(*out, PyBytes_AS_STRING(result), n);
+            *out_len = n;
+            rc = 0;
+        }
+    }
+    Py_XDECREF(result);
+    PyErr_Clear();
+    *save = PyEval_SaveThread();
+    *cpu0 = thread_cpu_ns();
+    return rc;
+}
+
+/* ------------------------------------------------------------------------------------------------ offset map */
+
+#define DIRTY_BLOCK 4096 /* offset_map.DIRTY_BLOCK: the map marks the 4 KiB blocks it wrote, clear() zeroes those */
+
+typedef struct {
+    uint8_t *buf;
+    uint8_t *dirty;  /* one byte per DIRTY_BLOCK of buf (NULL: the caller only reads) */
+    int64_t slots;
+    int64_t entries;
+    int64_t lookups;
+    int64_t probes;
+} Map;
+
+static inline int64_t probe_position(const Map *m, const uint8_t *digest, int64_t attempt) {
+    int32_t value;
+    if (attempt < HASH_SIZE - 3) {
+        value = be32(digest + attempt);
+    } else {
+        value = (int32_t)((uint32_t)be32(digest + 12) + (uint32_t)(attempt - (HASH_SIZE - 4)));
+    }
+    int64_t v = value == INT32_MIN ? 0 : (value < 0 ? -(int64_t)value : value);
+    return (v % m->slots) * SLOT_SIZE;
+}
+
+static inline int slot_is_empty(const uint8_t *s) {
+    static const uint8_t zero[SLOT_SIZE];
+    return memcmp(s, zero, SLOT_SIZE) == 0;
+}
+
+/* offset_map._find and the inlined first probe of put_digest/get_digest: the slot position, *found; -1 when the
+ * table is exhausted. */
+static int64_t map_find(Map *m, const uint8_t *digest, int *found) {
+    m->lookups++;
+    int64_t limit = m->slots + HASH_SIZE - 4;
+    for (int64_t attempt = 0; attempt < limit; attempt++) {
+        int64_t pos = probe_position(m, digest, attempt);
+        m->probes++;
+        const uint8_t *s = m->buf + pos;
+        if (memcmp(s, digest, HASH_SIZE) == 0) {
+            *found = 1;
+            return pos;
+        }
+        if (slot_is_empty(s)) {
+            *found = 0;
+            return pos;
+        }
+    }
+    *found = 0;
+    return -1;
+}
+
+/* Keys are hashed a group at a time and their first slots prefetched before the first is probed: the slots are
+ * random lines of a map of up to log.cleaner.dedupe.buffer.size, so each probe would otherwise wait for memory. */
+#define GROUP 32 /* <= GROUP_MAX */
+
+static inline void prefetch_slot(const Map *m, const uint8_t *digest) {
+    __builtin_prefetch(m->buf + probe_position(m, digest, 0), 1, 0);
+}
+
+/* put of a hashed key; -1 when the map is full (Python raises OverflowError there: the caller hands the batch to
+ * Python). */
+static int map_put_digest(Map *m, const uint8_t *digest, int64_t offset) {
+    if (m->entries >= m->slots)
+        return -1;
+    int found;
+    int64_t pos = map_find(m, digest, &found);
+    if (pos < 0)
+        return -1;
+    if (!found) {
+        memcpy(m->buf + pos, digest, HASH_SIZE);
+        m->entries++;
+        m->dirty[pos / DIRTY_BLOCK] = 1;
+        m->dirty[(pos + SLOT_SIZE - 1) / DIRTY_BLOCK] = 1;
+    }
+    put64(m->buf + pos + HASH_SIZE, offset);
+    return 0;
+}
+
+static int64_t map_get_digest(Map *m, const uint8_t *digest) {
+    int found;
+    int64_t pos = map_find(m, digest, &found);
+    if (pos < 0 || !found)
+        return -1;
+    return be64(m->buf + pos + HASH_SIZE);
+}
+
+/* ------------------------------------------------------------------------------------------------ batch header */
+
+typedef struct {
+    int64_t base_offset;
+    int32_t length;
+    int32_t leader_epoch;
+    int8_t magic;
+    int16_t attributes;
+    int32_t last_offset_delta;
+    int64_t base_ts;
+    int64_t max_ts;
+    int64_t producer_id;
+    int16_t producer_epoch;
+    int32_t base_sequence;
+    int32_t count;
+} Header;
+
+static void read_header(const uint8_t *d, Header *h) {
+    h->base_offset = be64(d);
+    h->length = be32(d + 8);
+    h->leader_epoch = be32(d + 12);
+    h->magic = (int8_t)d[16];
+    h->attributes = be16(d + 21);
+    h->last_offset_delta = be32(d + 23);
+    h->base_ts = be64(d + 27);
+    h->max_ts = be64(d + 35);
+    h->producer_id = be64(d + 43);
+    h->producer_epoch = be16(d + 51);
+    h->base_sequence = be32(d + 53);
+    h->count = be32(d + 57);
+}
+
+/* iter_batches' rule: a complete batch with Length >= 49 */
+static size_t whole_end(const uint8_t *d, size_t pos, size_t end) {
+    while (end - pos >= HEADER_SIZE) {
+        int32_t length = be32(d + pos + 8);
+        if (length < HEADER_SIZE - LOG_OVERHEAD || (size_t)length + LOG_OVERHEAD > end - pos)
+            break;
+        pos += (size_t)length + LOG_OVERHEAD;
+    }
+    return pos;
+}
+
+#define ATTR_CODEC 0x07
+#define ATTR_LOG_APPEND 0x08
+#define ATTR_TXN 0x10
+#define ATTR_CONTROL 0x20
+#define ATTR_HORIZON 0x40
+
+/* ------------------------------------------------------------------------------------------------ map build */
+
+typedef struct {
+    int64_t records_read;
+    int64_t latest;
+    int64_t max_entries;
+} MapRun;
+
+/* record_scan.scan_records + the map build loop of Cleaner._build_offset_map_for_segment over one records section.
+ * DONE, MAP_FULL (records_read counts the records before the one that did not fit) or NEED_PYTHON (nothing changed
+ * that Python would not redo: the map is only written after the whole section scanned cleanly). */
+static int scan_ok(const uint8_t *d, size_t end, int32_t count) {
+    size_t p = 0;
+    for (int32_t i = 0; i < count; i++) {
+        int64_t length, v, key_len;
+        if (read_varint(d, &p, end, &length) < 0 || length < 0 || (uint64_t)length > end - p)
+            return 0;
+        size_t start = p;
+        p++; /* attributes */
+        if (read_varint(d, &p, end, &v) < 0 || read_varint(d, &p, end, &v) < 0 || v < INT32_MIN || v > INT32_MAX ||
+            read_varint(d, &p, end, &key_len) < 0 || key_len < -1)
+            return 0;
+        if (key_len >= 0) {
+            if ((uint64_t)key_len > end - p)
+                return 0;
+            p += (size_t)key_len;
+        }
+        if (p >= end || p > start + (size_t)length)
+            return 0;
+        p = start + (size_t)length;
+    }
+    return p == end;
+}
+
+static int map_records(Map *m, MapRun *run, const uint8_t *d, size_t end, int64_t base_offset, int32_t count,
+                       int64_t start_offset) {
+    if (!scan_ok(d, end, count))
+        return NEED_PYTHON;
+    size_t p = 0;
+    int32_t i = 0;
+    uint8_t digests[GROUP][16];
+    const uint8_t *keys[GROUP];
+    size_t lens[GROUP];
+    int64_t offsets[GROUP];
+    int32_t read_before[GROUP]; /* records of the group before this one (the count when the map fills there) */
+    while (i < count) {
+        int n = 0;
+        int32_t group_read = 0;
+        for (; i < count && n < GROUP; i++) {
+            int64_t length = 0, v = 0, delta = 0, key_len = 0;
+            read_varint(d, &p, end, &length);
+            size_t start = p;
+            p++;
+            read_varint(d, &p, end, &v);
+            read_varint(d, &p, end, &delta);
+            read_varint(d, &p, end, &key_len);
+            int64_t offset = base_offset + delta;
+            if (key_len >= 0 && offset >= start_offset) {
+                keys[n] = d + p;
+                lens[n] = (size_t)key_len;
+                offsets[n] = offset;
+                read_before[n] = group_read;
+                n++;
+            }
+            group_read++;
+            p = start + (size_t)length;
+        }
+        md5_many(keys, lens, n, digests);
+        for (int k = 0; k < n; k++)
+            prefetch_slot(m, digests[k]);
+        for (int k = 0; k < n; k++) {
+            if (m->entries >= run->max_entries) {
+                run->records_read += read_before[k];
+                return MAP_FULL;
+            }
+            if (map_put_digest(m, digests[k], offsets[k]) < 0)
+                return NEED_PYTHON; /* cannot happen below max_entries; Python raises */
+            run->latest = offsets[k];
+        }
+        run->records_read += group_read;
+    }
+    return DONE;
+}
+
+/* The map's slots (writable) and, for the map builders, its dirty-block bytes. */
+static int get_map(PyObject *obj, Py_buffer *view, Map *m, long long slots, long long entries) {
+    if (PyObject_GetBuffer(obj, view, PyBUF_WRITABLE) < 0)
+        return -1;
+    if (slots <= 0 || view->len < slots * SLOT_SIZE) {
+        PyBuffer_Release(view);
+        PyErr_SetString(PyExc_ValueError, "offset map buffer is smaller than its slots");
+        return -1;
+    }
+    m->buf = view->buf;
+    m->dirty = NULL;
+    m->slots = slots;
+    m->entries = entries;
+    m->lookups = 0;
+    m->probes = 0;
+    return 0;
+}
+
+static int get_dirty(PyObject *obj, Py_buffer *view, Map *m) {
+    if (PyObject_GetBuffer(obj, view, PyBUF_WRITABLE) < 0)
+        return -1;
+    if (view->len * DIRTY_BLOCK < m->slots * SLOT_SIZE) {
+        PyBuffer_Release(view);
+        PyErr_SetString(PyExc_ValueError, "dirty-block buffer is too small for the map");
+        return -1;
+    }
+    m->dirty = view->buf;
+    return 0;
+}
+
+static PyObject *py_map_chunk(PyObject *self, PyObject *args) {
+    PyObject *map_obj, *dirty_obj, *inflate = Py_None;
+    Py_buffer chunk;
+    long long slots, entries, max_entries, latest, start_offset;
+    Py_ssize_t pos, end;
+    if (!PyArg_ParseTuple(args, "OOLLLLy*nnL|O", &map_obj, &dirty_obj, &slots, &entries, &max_entries, &latest,
+                          &chunk, &pos, &end, &start_offset, &inflate))
+        return NULL;
+    Py_buffer mapview, dirtyview;
+    Map m;
+    if (pos < 0 || end > chunk.len || pos > end) {
+        PyBuffer_Release(&chunk);
+        PyErr_SetString(PyExc_ValueError, "bad chunk range");
+        return NULL;
+    }
+    if (get_map(map_obj, &mapview, &m, slots, entries) < 0) {
+        PyBuffer_Release(&chunk);
+        return NULL;
+    }
+    if (get_dirty(dirty_obj, &dirtyview, &m) < 0) {
+        PyBuffer_Release(&mapview);
+        PyBuffer_Release(&chunk);
+        return NULL;
+    }
+    MapRun run = {0, latest, max_entries};
+    int status = DONE;
+    const uint8_t *d = chunk.buf;
+    size_t p = (size_t)pos, stop = whole_end(d, (size_t)pos, (size_t)end);
+    RELEASE_GIL
+    while (p < stop) {
+        Header h;
+        read_header(d + p, &h);
+        size_t size = (size_t)h.length + LOG_OVERHEAD;
+        int codec = h.attributes & ATTR_CODEC;
+        if (h.attributes & (ATTR_TXN | ATTR_CONTROL) || h.magic != 2 || h.count < 0 || (codec && inflate == Py_None)) {
+            status = NEED_PYTHON;
+            break;
+        }
+        int64_t last_offset = h.base_offset + h.last_offset_delta;
+        if (last_offset >= start_offset) {
+            MapRun saved = run;
+            const uint8_t *records = d + p + HEADER_SIZE;
+            size_t records_len = size - HEADER_SIZE;
+            uint8_t *inflated = NULL;
+            if (codec && call_codec(&_save, &cpu0_, inflate, codec, records, records_len, &inflated, &records_len) < 0) {
+                status = NEED_PYTHON;
+                break;
+            }
+            if (inflated != NULL)
+                records = inflated;
+            status = map_records(&m, &run, records, records_len, h.base_offset, h.count, start_offset);
+            PyMem_RawFree(inflated);
+            if (status == NEED_PYTHON) {
+                run = saved;
+                break;
+            }
+            if (status == MAP_FULL)
+                break;
+            run.latest = last_offset;
+        } else {
+            run.records_read += h.count;
+        }
+        p += size;
+    }
+    ACQUIRE_GIL
+    PyBuffer_Release(&dirtyview);
+    PyBuffer_Release(&mapview);
+    PyBuffer_Release(&chunk);
+    return Py_BuildValue("niLLLLL", (Py_ssize_t)p, status, (long long)m.entries, (long long)run.latest,
+                         (long long)run.records_read, (long long)m.lookups, (long long)m.probes);
+}
+
+static PyObject *py_map_payload(PyObject *self, PyObject *args) {
+    PyObject *map_obj, *dirty_obj;
+    Py_buffer payload;
+    long long slots, entries, max_entries, latest, base_offset, start_offset;
+    int count;
+    if (!PyArg_ParseTuple(args, "OOLLLLy*LiL", &map_obj, &dirty_obj, &slots, &entries, &max_entries, &latest,
+                          &payload, &base_offset, &count, &start_offset))
+        return NULL;
+    Py_buffer mapview, dirtyview;
+    Map m;
+    if (get_map(map_obj, &mapview, &m, slots, entries) < 0) {
+        PyBuffer_Release(&payload);
+        return NULL;
+    }
+    if (get_dirty(dirty_obj, &dirtyview, &m) < 0) {
+        PyBuffer_Release(&mapview);
+        PyBuffer_Release(&payload);
+        return NULL;
+    }
+    MapRun run = {0, latest, max_entries};
+    int status;
+    RELEASE_GIL
+    status = count < 0 ? NEED_PYTHON
+                       : map_records(&m, &run, payload.buf, (size_t)payload.len, base_offset, count, start_offset);
+    ACQUIRE_GIL
+    PyBuffer_Release(&dirtyview);
+    PyBuffer_Release(&mapview);
+    PyBuffer_Release(&payload);
+    if (status == NEED_PYTHON)
+        Py_RETURN_NONE;
+    return Py_BuildValue("iLLLLL", status, (long long)m.entries, (long long)run.latest, (long long)run.records_read,
+                         (long long)m.lookups, (long long)m.probes);
+}
+
+/* ------------------------------------------------------------------------------------------------ filter */
+
+typedef struct {
+    size_t start;    /* record start (after its length varint) */
+    size_t end;      /* record end */
+    int64_t ts;      /* absolute timestamp as iter_records reads it */
+    int64_t delta;   /* offset delta */
+    size_t key, key_len; int key_null;
+    size_t val, val_len; int val_null;
+    int tombstone;   /* record_scan's test: the value length's first byte is 0x01 */
+    size_t hdr, hdr_len; int64_t hdr_count; /* headers section [hdr, hdr + hdr_len) as written (re-encoded below) */
+} Rec;
+
+typedef struct {
+    int64_t kept;
+    int all_kept;
+    int tombstones;
+    int64_t invalid;
+    int64_t first_ts_kept;
+    int first_set;
+    int64_t max_ts_kept;
+    size_t out_size;       /* size of the re-encoded records section */
+} Decision;
+
+/* Parse one record the way iter_records does, requiring every field inside the record and the record's length
+ * to match its fields; header keys must be ASCII (Python decodes and re-encodes them as UTF-8). 0 ok, -1: odd. */
+static int parse_record(const uint8_t *d, size_t *p, size_t end, int64_t base_ts, int log_append, int64_t max_ts,
+                        Rec *r) {
+    int64_t length, tsd, delta, klen, vlen, count;
+    if (read_varint(d, p, end, &length) < 0 || length < 0 || (uint64_t)length > end - *p)
+        return -1;
+    size_t start = *p, rend = start + (size_t)length;
+    size_t q = start + 1;
+    if (q > rend)
+        return -1;
+    if (read_varint(d, &q, rend, &tsd) < 0 || read_varint(d, &q, rend, &delta) < 0 || delta < INT32_MIN ||
+        delta > INT32_MAX || read_varint(d, &q, rend, &klen) < 0 || klen < -1)
+        return -1;
+    const int64_t lim = (int64_t)1 << 61;
+    if (tsd > lim || tsd < -lim || base_ts > lim || base_ts < -lim || max_ts > lim || max_ts < -lim)
+        return -1;
+    r->key_null = klen < 0;
+    r->key = q;
+    r->key_len = klen < 0 ? 0 : (size_t)klen;
+    if (r->key_len > rend - q)
+        return -1;
+    q += r->key_len;
+    if (q >= rend)
+        return -1;
+    r->tombstone = d[q] == 0x01;
+    if (read_varint(d, &q, rend, &vlen) < 0 || vlen < -1)
+        return -1;
+    r->val_null = vlen < 0;
+    r->val = q;
+    r->val_len = vlen < 0 ? 0 : (size_t)vlen;
+    if (r->val_len > rend - q)
+        return -1;
+    q += r->val_len;
+    r->hdr = q;
+    if (read_varint(d, &q, rend, &count) < 0 || count < 0)
+        return -1;
+    for (int64_t i = 0; i < count; i++) {
+        int64_t hk, hv;
+        if (read_varint(d, &q, rend, &hk) < 0 || hk < 0 || (uint64_t)hk > rend - q)
+            return -1;
+        for (int64_t j = 0; j < hk; j++)
+            if (d[q + j] >= 0x80)
+                return -1;
+        q += (size_t)hk;
+        if (read_varint(d, &q, rend, &hv) < 0 || hv < -1)
+            return -1;
+        if (hv >= 0) {
+            if ((uint64_t)hv > rend - q)
+                return -1;
+            q += (size_t)hv;
+        }
+    }
+    if (q != rend)
+        return -1;
+    r->hdr_len = q - r->hdr;
+    r->hdr_count = count;
+    r->start = start;
+    r->end = rend;
+    r->ts = log_append ? max_ts : base_ts + tsd;
+    r->delta = delta;
+    *p = rend;
+    return 0;
+}
+
+/* Re-encode a record's headers canonically (encode_record writes minimal varints); returns bytes written, or the
+ * size only when o is NULL. */
+static size_t encode_headers(const uint8_t *d, const Rec *r, uint8_t *o) {
+    size_t q = r->hdr, n = 0;
+    int64_t count = 0, hk = 0, hv = 0;
+    read_varint(d, &q, r->end, &count);
+    n += o ? write_varint(o + n, count) : varint_size(count);
+    for (int64_t i = 0; i < count; i++) {
+        read_varint(d, &q, r->end, &hk);
+        n += o ? write_varint(o + n, hk) : varint_size(hk);
+        if (o)
+            memcpy(o + n, d + q, (size_t)hk);
+        n += (size_t)hk;
+        q += (size_t)hk;
+        read_varint(d, &q, r->end, &hv);
+        if (hv < 0) {
+            if (o)
+                o[n] = 0x01;
+            n++;
+        } else {
+            n += o ? write_varint(o + n, hv) : varint_size(hv);
+            if (o)
+                memcpy(o + n, d + q, (size_t)hv);
+            n += (size_t)hv;
+            q += (size_t)hv;
+        }
+    }
+    return n;
+}
+
+static size_t record_body_size(const uint8_t *d, const Rec *r, int64_t ts_delta) {
+    return 1 + varint_size(ts_delta) + varint_size(r->delta) + (r->key_null ? 1 : varint_size((int64_t)r->key_len) + r->key_len) +
+           (r->val_null ? 1 : varint_size((int64_t)r->val_len) + r->val_len) + encode_headers(d, r, NULL);
+}
+
+static size_t encode_record(const uint8_t *d, const Rec *r, int64_t ts_delta, uint8_t *o) {
+    size_t body = record_body_size(d, r, ts_delta);
+    size_t n = write_varint(o, (int64_t)body);
+    o[n++] = 0;
+    n += write_varint(o + n, ts_delta);
+    n += write_varint(o + n, r->delta);
+    if (r->key_null) {
+        o[n++] = 0x01;
+    } else {
+        n += write_varint(o + n, (int64_t)r->key_len);
+        memcpy(o + n, d + r->key, r->key_len);
+        n += r->key_len;
+    }
+    if (r->val_null) {
+        o[n++] = 0x01;
+    } else {
+        n += write_varint(o + n, (int64_t)r->val_len);
+        memcpy(o + n, d + r->val, r->val_len);
+        n += r->val_len;
+    }
+    n += encode_headers(d, r, o + n);
+    return n;
+}
+
+typedef struct {
+    int64_t base_offset;
+    int64_t base_ts;
+    int64_t max_ts;
+    int is_control;
+    int log_append;
+    int horizon_passed;   /* has a delete horizon and now >= it */
+    int has_horizon;
+    int64_t old_horizon;
+    int64_t new_horizon;  /* now + delete.retention.ms */
+    int marker_for_empty_txn;
+    int64_t latest;       /* the map's latest offset */
+} FilterArgs;
+
+/* The per-record decision of BatchFilter.filter (Kafka's shouldRetainRecord), then the rebuilt records section when
+ * the batch must be rebuilt. Writes into out (capacity cap) only when *rebuild. -1: hand to Python; -2: out too
+ * small. */
+static int filter_records(Map *m, const uint8_t *d, size_t end, int32_t count, const FilterArgs *a, Decision *dec,
+                          int *rebuild, int64_t *new_base_ts, int64_t *horizon_out, uint8_t *out, size_t cap,
+                          uint8_t *keep) {
+    size_t p = 0;
+    memset(dec, 0, sizeof(*dec));
+    dec->all_kept = 1;
+    dec->max_ts_kept = -1;
+    Rec r;
+    int64_t prev_delta = INT64_MIN;
+    Rec recs[GROUP];
+    uint8_t digests[GROUP][16], hashed[GROUP][16];
+    const uint8_t *keys[GROUP];
+    size_t lens[GROUP];
+    int slot_of[GROUP];
+    int32_t i = 0;
+    while (i < count) {
+        int n = 0, nk = 0;
+        for (; i < count && n < GROUP; i++, n++) {
+            Rec *q = &recs[n];
+            if (parse_record(d, &p, end, a->base_ts, a->log_append, a->max_ts, q) < 0)
+                return -1;
+            if (q->delta <= prev_delta)
+                return -1; /* Python keeps records by offset: duplicates would keep each other */
+            prev_delta = q->delta;
+            if (!a->is_control && a->base_offset + q->delta <= a->latest && !q->key_null) {
+                keys[nk] = d + q->key;
+                lens[nk] = q->key_len;
+                slot_of[nk++] = n;
+            }
+        }
+        md5_many(keys, lens, nk, hashed);
+        for (int k = 0; k < nk; k++) {
+            memcpy(digests[slot_of[k]], hashed[k], 16);
+            prefetch_slot(m, hashed[k]);
+        }
+        for (int k = 0; k < n; k++) {
+            const Rec *q = &recs[k];
+            int64_t offset = a->base_offset + q->delta;
+            int retain;
+            if (a->is_control || offset > a->latest) {
+                retain = 1;
+            } else if (q->key_null) {
+                dec->invalid++;
+                retain = 0;
+            } else if (offset < map_get_digest(m, digests[k])) {
+                retain = 0;
+            } else {
+                retain = !(q->tombstone && a->horizon_passed);
+            }
+            keep[i - n + k] = (uint8_t)retain;
+            if (retain) {
+                dec->kept++;
+                if (q->tombstone)
+                    dec->tombstones = 1;
+                if (!dec->first_set) {
+                    dec->first_set = 1;
+                    dec->first_ts_kept = q->ts;
+                }
+                if (q->ts > dec->max_ts_kept)
+                    dec->max_ts_kept = q->ts;
+            } else {
+                dec->all_kept = 0;
+            }
+        }
+    }
+    if (p != end)
+        return -1;
+    int need_horizon = (dec->tombstones || a->marker_for_empty_txn) && !a->has_horizon;
+    *rebuild = dec->kept > 0 && !(dec->all_kept && !need_horizon);
+    if (!*rebuild)
+        return 0;
+    int64_t horizon = need_horizon ? a->new_horizon : (a->has_horizon ? a->old_horizon : -1);
+    *horizon_out = horizon;
+    int64_t base_ts = horizon >= 0 ? horizon : dec->first_ts_kept;
+    int64_t origin = base_ts != -1 ? base_ts : 0;
+    if (origin > ((int64_t)1 << 62) || origin < -((int64_t)1 << 62))
+        return -1;
+    *new_base_ts = base_ts;
+    size_t n = 0;
+    p = 0;
+    for (int32_t i = 0; i < count; i++) {
+        parse_record(d, &p, end, a->base_ts, a->log_append, a->max_ts, &r);
+        if (!keep[i])
+            continue;
+        int64_t tsd = r.ts - origin;
+        size_t body = record_body_size(d, &r, tsd);
+        if (n + body + 10 > cap)
+            return -2;
+        n += encode_record(d, &r, tsd, out + n);
+    }
+    dec->out_size = n;
+    return 0;
+}
+
+static void write_batch_header(uint8_t *o, const Header *h, int32_t length, int16_t attributes, int64_t base_ts,
+                               int64_t max_ts, int32_t count) {
+    put64(o, h->base_offset);
+    put32(o + 8, (uint32_t)length);
+    put32(o + 12, (uint32_t)h->leader_epoch);
+    o[16] = 2;
+    put16(o + 21, (uint16_t)attributes);
+    put32(o + 23, (uint32_t)h->last_offset_delta);
+    put64(o + 27, base_ts);
+    put64(o + 35, max_ts);
+    put64(o + 43, h->producer_id);
+    put16(o + 51, (uint16_t)h->producer_epoch);
+    put32(o + 53, (uint32_t)h->base_sequence);
+    put32(o + 57, (uint32_t)count);
+    put32(o + 17, crc32c(o + 21, (size_t)length + LOG_OVERHEAD - 21));
+}
+
+/* _is_last_batch_of_active_producer for a data batch: active holds sorted (producer id, last data offset) pairs */
+static int last_batch_of_active(const int64_t *active, size_t n, int64_t pid, int64_t last_offset) {
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (active[2 * mid] < pid)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n && active[2 * lo] == pid && active[2 * lo + 1] == last_offset;
+}
+
+typedef struct {
+    int64_t messages_read, bytes_read, messages_written, bytes_written, invalid;
+    int64_t last_offset, max_ts, offset_of_max_ts;
+} FilterTotals;
+
+static void note_written(FilterTotals *t, int64_t last_offset, int64_t max_ts) {
+    t->last_offset = last_offset;
+    if (max_ts > t->max_ts) {
+        t->max_ts = max_ts;
+        t->offset_of_max_ts = last_offset;
+    }
+}
+
+static PyObject *py_filter_chunk(PyObject *self, PyObject *args) {
+    PyObject *map_obj, *out_obj, *inflate = Py_None, *deflate = Py_None;
+    Py_buffer chunk, active;
+    long long slots, latest, upper_bound, now, retention, max_message_bytes, max_ts, offset_of_max_ts;
+    Py_ssize_t pos, end, out_pos;
+    if (!PyArg_ParseTuple(args, "OLLy*nnOny*LLLLLL|OO", &map_obj, &slots, &latest, &chunk, &pos, &end, &out_obj,
+                          &out_pos, &active, &upper_bound, &now, &retention, &max_message_bytes, &max_ts,
+                          &offset_of_max_ts, &inflate, &deflate))
+        return NULL;
+    Py_buffer mapview, outview;
+    Map m;
+    if (pos < 0 || end > chunk.len || pos > end || active.len % 16) {
+        PyBuffer_Release(&chunk);
+        PyBuffer_Release(&active);
+        PyErr_SetString(PyExc_ValueError, "bad chunk range or active producers");
+        return NULL;
+    }
+    if (get_map(map_obj, &mapview, &m, slots, 0) < 0) {
+        PyBuffer_Release(&chunk);
+        PyBuffer_Release(&active);
+        return NULL;
+    }
+    if (PyObject_GetBuffer(out_obj, &outview, PyBUF_WRITABLE) < 0) {
+        PyBuffer_Release(&mapview);
+        PyBuffer_Release(&chunk);
+        PyBuffer_Release(&active);
+        return NULL;
+    }
+    /* per-record keep flags: a batch cannot hold more records than bytes */
+    uint8_t *keep = PyMem_RawMalloc((size_t)chunk.len + 1);
+    if (keep == NULL) {
+        PyBuffer_Release(&outview);
+        PyBuffer_Release(&mapview);
+        PyBuffer_Release(&chunk);
+        PyBuffer_Release(&active);
+        return PyErr_NoMemory();
+    }
+    FilterTotals t = {0, 0, 0, 0, 0, -1, max_ts, offset_of_max_ts};
+    int status = DONE;
+    const uint8_t *d = chunk.buf;
+    uint8_t *out = outview.buf;
+    size_t cap = (size_t)outview.len, o = (size_t)out_pos;
+    size_t p = (size_t)pos, stop = whole_end(d, (size_t)pos, (size_t)end);
+    const int64_t *act = active.buf;
+    size_t nact = (size_t)active.len / 16;
+    RELEASE_GIL
+    while (p < stop) {
+        Header h;
+        read_header(d + p, &h);
+        size_t size = (size_t)h.length + LOG_OVERHEAD;
+        int codec = h.attributes & ATTR_CODEC;
+        if (h.attributes & (ATTR_TXN | ATTR_CONTROL) || h.magic != 2 || h.count < 0 ||
+            (codec && (inflate == Py_None || deflate == Py_None)) || (!codec && (size_t)h.count > size)) {
+            status = NEED_PYTHON;
+            break;
+        }
+        if (o + size + 64 > cap) {
+            status = OUT_FULL;
+            break;
+        }
+        int64_t last_offset = h.base_offset + h.last_offset_delta;
+        int retain_empty = (h.producer_id >= 0 && last_batch_of_active(act, nact, h.producer_id, last_offset)) ||
+                           last_offset + 1 == upper_bound;
+        int has_horizon = (h.attributes & ATTR_HORIZON) != 0;
+        FilterArgs a = {h.base_offset, h.base_ts, h.max_ts, 0, (h.attributes & ATTR_LOG_APPEND) != 0,
+                        has_horizon && now >= h.base_ts, has_horizon, h.base_ts, now + retention, 0, latest};
+        Decision dec;
+        int rebuild;
+        int64_t new_base_ts = -1, horizon = -1, lookups = m.lookups, probes = m.probes;
+        /* a compressed batch: inflated through the codec library, its records decided here, a rebuilt records
+         * section deflated again with the batch's codec (MemoryRecords.filterTo keeps the codec) */
+        const uint8_t *records = d + p + HEADER_SIZE;
+        size_t records_len = size - HEADER_SIZE;
+        uint8_t *inflated = NULL, *rebuilt = NULL, *deflated = NULL, *batch_keep = keep;
+        uint8_t *target = out + o + HEADER_SIZE;
+        size_t target_cap = cap - o - HEADER_SIZE;
+        int rc;
+        if (codec) {
+            rc = call_codec(&_save, &cpu0_, inflate, codec, records, records_len, &inflated, &records_len);
+            if (rc == 0 && (size_t)h.count > records_len)
+                rc = -1;
+            if (rc == 0) {
+                records = inflated;
+                target_cap = records_len * 2 + (size_t)h.count * 24 + 64;
+                rebuilt = target = PyMem_RawMalloc(target_cap);
+                batch_keep = PyMem_RawMalloc((size_t)h.count + 1);
+                if (rebuilt == NULL || batch_keep == NULL)
+                    rc = -1;
+            }
+        }
+        rc = codec && (inflated == NULL || rebuilt == NULL || batch_keep == NULL)
+                 ? -1
+                 : filter_records(&m, records, records_len, h.count, &a, &dec, &rebuild, &new_base_ts, &horizon,
+                                  target, target_cap, batch_keep);
+        const uint8_t *body = target;
+        size_t body_len = rc == 0 && rebuild ? dec.out_size : 0;
+        if (rc == 0 && rebuild && codec &&
+            call_codec(&_save, &cpu0_, deflate, codec, rebuilt, dec.out_size, &deflated, &body_len) < 0)
+            rc = -1;
+        if (deflated != NULL)
+            body = deflated;
+        size_t bsize = HEADER_SIZE + body_len;
+        if (rc == 0 && rebuild && bsize > (size_t)max_message_bytes)
+            rc = -1; /* Python rebuilds it and logs the warning */
+        if (rc == 0 && rebuild && o + bsize > cap)
+            rc = -2;
+        if (rc < 0) {
+            m.lookups = lookups; /* Python (or the next call) looks this batch's keys up again */
+            m.probes = probes;
+            status = rc == -2 ? OUT_FULL : NEED_PYTHON;
+        } else if (rebuild) {
+            if (codec)
+                memcpy(out + o + HEADER_SIZE, body, body_len);
+            int64_t bmax = h.attributes & ATTR_LOG_APPEND ? h.max_ts : dec.max_ts_kept;
+            int16_t attrs = (int16_t)(h.attributes & (ATTR_CODEC | ATTR_LOG_APPEND | ATTR_TXN | ATTR_CONTROL));
+            if (horizon >= 0)
+                attrs |= ATTR_HORIZON;
+            write_batch_header(out + o, &h, (int32_t)(bsize - LOG_OVERHEAD), attrs, new_base_ts, bmax,
+                               (int32_t)dec.kept);
+            o += bsize;
+            t.messages_read += h.count;
+            t.bytes_read += (int64_t)size;
+            t.invalid += dec.invalid;
+            t.messages_written += dec.kept;
+            t.bytes_written += (int64_t)bsize;
+            note_written(&t, last_offset, bmax);
+        } else if (dec.kept > 0) {
+            memcpy(out + o, d + p, size);
+            o += size;
+            t.messages_read += h.count;
+            t.bytes_read += (int64_t)size;
+            t.invalid += dec.invalid;
+            t.messages_written += dec.kept;
+            t.bytes_written += (int64_t)size;
+            note_written(&t, last_offset, h.max_ts);
+        } else {
+            t.messages_read += h.count;
+            t.bytes_read += (int64_t)size;
+            t.invalid += dec.invalid;
+            if (retain_empty) {
+                int16_t attrs = (int16_t)(h.attributes & (ATTR_LOG_APPEND | ATTR_TXN | ATTR_CONTROL));
+                write_batch_header(out + o, &h, HEADER_SIZE - LOG_OVERHEAD, attrs, -1, h.max_ts, 0);
+                o += HEADER_SIZE;
+                t.bytes_written += HEADER_SIZE;
+                note_written(&t, last_offset, h.max_ts);
+            }
+        }
+        PyMem_RawFree(inflated);
+        PyMem_RawFree(rebuilt);
+        PyMem_RawFree(deflated);
+        if (batch_keep != keep)
+            PyMem_RawFree(batch_keep);
+        if (rc < 0)
+            break;
+        p += size;
+    }
+    ACQUIRE_GIL
+    PyMem_RawFree(keep);
+    PyBuffer_Release(&outview);
+    PyBuffer_Release(&mapview);
+    PyBuffer_Release(&chunk);
+    PyBuffer_Release(&active);
+    return Py_BuildValue("ninLLLLLLLLLL", (Py_ssize_t)p, status, (Py_ssize_t)o, (long long)t.last_offset,
+                         (long long)t.max_ts, (long long)t.offset_of_max_ts, (long long)t.messages_read,
+                         (long long)t.bytes_read, (long long)t.messages_written, (long long)t.bytes_written,
+                         (long long)t.invalid, (long long)m.lookups, (long long)m.probes);
+}
+
+/* BatchFilter's record loop for one (decompressed) records section; the caller did the batch-level decisions. */
+static PyObject *py_filter_payload(PyObject *self, PyObject *args) {
+    PyObject *map_obj;
+    Py_buffer payload;
+    long long slots, latest, base_offset, base_ts, max_ts, now, new_horizon;
+    int count, attributes, marker_for_empty_txn;
+    if (!PyArg_ParseTuple(args, "OLLy*LiLLiLLp", &map_obj, &slots, &latest, &payload, &base_offset, &count, &base_ts,
+                          &max_ts, &attributes, &now, &new_horizon, &marker_for_empty_txn))
+        return NULL;
+    Py_buffer mapview;
+    Map m;
+    if (get_map(map_obj, &mapview, &m, slots, 0) < 0) {
+        PyBuffer_Release(&payload);
+        return NULL;
+    }
+    size_t cap = (size_t)payload.len * 2 + (size_t)(count > 0 ? count : 0) * 24 + 64;
+    uint8_t *out = PyMem_RawMalloc(cap);
+    uint8_t *keep = PyMem_RawMalloc((size_t)payload.len + 1);
+    if (out == NULL || keep == NULL || count < 0 || (Py_ssize_t)count > payload.len) {
+        PyMem_RawFree(out);
+        PyMem_RawFree(keep);
+        PyBuffer_Release(&mapview);
+        PyBuffer_Release(&payload);
+        if (count < 0 || (Py_ssize_t)count > payload.len)
+            Py_RETURN_NONE;
+        return PyErr_NoMemory();
+    }
+    int has_horizon = (attributes & ATTR_HORIZON) != 0;
+    FilterArgs a = {base_offset, base_ts, max_ts, (attributes & ATTR_CONTROL) != 0,
+                    (attributes & ATTR_LOG_APPEND) != 0, has_horizon && now >= base_ts, has_horizon, base_ts,
+                    new_horizon, marker_for_empty_txn, latest};
+    Decision dec;
+    int rebuild = 0, rc;
+    int64_t new_base_ts = -1, horizon = -1;
+    RELEASE_GIL
+    rc = filter_records(&m, payload.buf, (size_t)payload.len, count, &a, &dec, &rebuild, &new_base_ts, &horizon, out,
+                        cap, keep);
+    ACQUIRE_GIL
+    PyMem_RawFree(keep);
+    PyBuffer_Release(&mapview);
+    PyBuffer_Release(&payload);
+    if (rc < 0) {
+        PyMem_RawFree(out);
+        Py_RETURN_NONE;
+    }
+    PyObject *records = rebuild ? PyBytes_FromStringAndSize((const char *)out, (Py_ssize_t)dec.out_size)
+                                : (Py_INCREF(Py_None), Py_None);
+    PyMem_RawFree(out);
+    if (records == NULL)
+        return NULL;
+    int need_horizon = (dec.tombstones || marker_for_empty_txn) && !has_horizon;
+    int64_t new_max = attributes & ATTR_LOG_APPEND ? max_ts : dec.max_ts_kept;
+    return Py_BuildValue("LiiLLLNLLL", (long long)dec.kept, dec.all_kept, need_horizon, (long long)dec.invalid,
+                         (long long)m.lookups, (long long)m.probes, records, (long long)new_base_ts,
+                         (long long)new_max, (long long)horizon);
+}
+
+/* ------------------------------------------------------------------------------------------------ small entries */
+
+/* SkimpyOffsetMap.clear: zero the map's dirty 4 KiB blocks and unmark them (GIL released). */
+static PyObject *py_zero_dirty_blocks(PyObject *self, PyObject *args) {
+    Py_buffer map, dirty;
+    if (!PyArg_ParseTuple(args, "w*w*", &map, &dirty))
+        return NULL;
+    Py_ssize_t zeroed = 0;
+    uint8_t *buf = map.buf, *marks = dirty.buf;
+    Py_ssize_t blocks = dirty.len;
+    RELEASE_GIL
+    for (Py_ssize_t i = 0; i < blocks; i++) {
+        if (!marks[i])
+            continue;
+        Py_ssize_t start = i * DIRTY_BLOCK;
+        if (start < map.len) {
+            Py_ssize_t n = map.len - start < DIRTY_BLOCK ? map.len - start : DIRTY_BLOCK;
+            memset(buf + start, 0, (size_t)n);
+            zeroed++;
+        }
+        marks[i] = 0;
+    }
+    ACQUIRE_GIL
+    PyBuffer_Release(&dirty);
+    PyBuffer_Release(&map);
+    return PyLong_FromSsize_t(zeroed);
+}
+
+static PyObject *py_whole_batches_end(PyObject *self, PyObject *args) {
+    Py_buffer chunk;
+    if (!PyArg_ParseTuple(args, "y*", &chunk))
+        return NULL;
+    size_t e = whole_end(chunk.buf, 0, (size_t)chunk.len);
+    PyBuffer_Release(&chunk);
+    return PyLong_FromSize_t(e);
+}
+
+static PyObject *py_gil_free_seconds(PyObject *self, PyObject *args) {
+    return PyFloat_FromDouble((double)__atomic_load_n(&gil_free_ns, __ATOMIC_RELAXED) / 1e9);
+}
+
+static PyObject *py_md5(PyObject *self, PyObject *args) {
+    Py_buffer data;
+    if (!PyArg_ParseTuple(args, "y*", &data))
+        return NULL;
+    uint8_t out[16];
+    md5(data.buf, (size_t)data.len, out);
+    PyBuffer_Release(&data);
+    return PyBytes_FromStringAndSize((const char *)out, 16);
+}
+
+/* md5_many over a list of keys (for the tests: the four-lane path against hashlib) */
+static PyObject *py_md5_many(PyObject *self, PyObject *list) {
+    if (!PyList_Check(list) || PyList_GET_SIZE(list) > GROUP_MAX) {
+        PyErr_SetString(PyExc_ValueError, "a list of at most 64 bytes objects");
+        return NULL;
+    }
+    int n = (int)PyList_GET_SIZE(list);
+    const uint8_t *keys[GROUP_MAX] = {NULL};
+    size_t lens[GROUP_MAX] = {0};
+    uint8_t out[GROUP_MAX][16];
+    for (int i = 0; i < n; i++) {
+        PyObject *item = PyList_GET_ITEM(list, i);
+        if (!PyBytes_Check(item)) {
+            PyErr_SetString(PyExc_TypeError, "keys must be bytes");
+            return NULL;
+        }
+        keys[i] = (const uint8_t *)PyBytes_AS_STRING(item);
+        lens[i] = (size_t)PyBytes_GET_SIZE(item);
+    }
+    md5_many(keys, lens, n, out);
+    PyObject *result = PyList_New(n);
+    if (result == NULL)
+        return NULL;
+    for (int i = 0; i < n; i++) {
+        PyObject *digest = PyBytes_FromStringAndSize((const char *)out[i], 16);
+        if (digest == NULL) {
+            Py_DECREF(result);
+            return NULL;
+        }
+        PyList_SET_ITEM(result, i, digest);
+    }
+    return result;
+}
+
+static PyObject *py_crc32c(PyObject *self, PyObject *args) {
+    Py_buffer data;
+    if (!PyArg_ParseTuple(args, "y*", &data))
+        return NULL;
+    uint32_t c = crc32c(data.buf, (size_t)data.len);
+    PyBuffer_Release(&data);
+    return PyLong_FromUnsignedLong(c);
+}
+
+static PyMethodDef methods[] = {
+    {"whole_batches_end", py_whole_batches_end, METH_VARARGS, "End of the complete batches at the chunk's start."},
+    {"map_chunk", py_map_chunk, METH_VARARGS, "Offset-map build over the plain batches of a chunk."},
+    {"map_payload", py_map_payload, METH_VARARGS, "Offset-map build over one records section."},
+    {"filter_chunk", py_filter_chunk, METH_VARARGS, "Clean the plain batches of a chunk into out."},
+    {"filter_payload", py_filter_payload, METH_VARARGS, "The record decisions of one records section."},
+    {"zero_dirty_blocks", py_zero_dirty_blocks, METH_VARARGS, "Zero and unmark the map's dirty blocks."},
+    {"gil_free_seconds", py_gil_free_seconds, METH_NOARGS, "CPU seconds spent with the GIL released so far."},
+    {"md5", py_md5, METH_VARARGS, "MD5 digest (for the tests)."},
+    {"md5_many", py_md5_many, METH_O, "MD5 digests of up to 64 keys, four at a time (for the tests)."},
+    {"crc32c", py_crc32c, METH_VARARGS, "CRC-32C (for the tests)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_cleaner_core", NULL, -1, methods, NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__cleaner_core(void) {
+    for (int i = 0; i < 64; i++)
+        md5_k[i] = (uint32_t)(fabs(sin((double)(i + 1))) * 4294967296.0);
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++)
+            c = c & 1 ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+        crc_table[0][i] = c;
+    }
+    for (int t = 1; t < 8; t++)
+        for (int i = 0; i < 256; i++)
+            crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^ crc_table[0][crc_table[t - 1][i] & 0xFF];
+#ifdef HAVE_HW_CRC
+    __builtin_cpu_init();
+    use_hw_crc = __builtin_cpu_supports("sse4.2");
+#endif
+    /* Self-check against RFC 1321's and the CRC-32C check values: a miscompiled core must not load. */
+    static const uint8_t abc_md5[16] = {0x90, 0x01, 0x50, 0x98, 0x3c, 0xd2, 0x4f, 0xb0,
+                                        0xd6, 0x96, 0x3f, 0x7d, 0x28, 0xe1, 0x7f, 0x72};
+    uint8_t digest[16];
+    md5((const uint8_t *)"abc", 3, digest);
+    if (memcmp(digest, abc_md5, 16) != 0 || crc32c((const uint8_t *)"123456789", 9) != 0xE3069283u) {
+        PyErr_SetString(PyExc_ImportError, "the cleaner core failed its MD5/CRC-32C self-check");
+        return NULL;
+    }
+    return PyModule_Create(&module);
+}
