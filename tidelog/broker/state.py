@@ -253,6 +253,8 @@ def build_broker_state(config: BrokerConfig, clock: Clock | None = None, *,
     hooks = fault_hooks or NO_FAULTS
     log_manager = LogManager(list(config.log_dirs), config.default_log_config(), clock,
                              flush_on_append=config.log_flush_on_append, background_tasks=own_clock,
+                             producer_id_expiration_ms=config.producer_id_expiration_ms,
+                             producer_id_expiration_check_interval_ms=config.producer_id_expiration_check_interval_ms,
                              retention_check_interval_ms=config.log_retention_check_interval_ms,
                              fault_hooks=hooks)
     topics = TopicManager(config, log_manager)
