@@ -196,6 +196,7 @@ class Server:
             self.metrics.start(port, host)
             return
         self.metrics.start()
+        # lazy for start-up time: the console (aiohttp, jinja2, kafka-python) starts at warm-up, if enabled
         from tidelog.console.http import serve_console
 
         console = serve_console(self, host, port)

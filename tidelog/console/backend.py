@@ -18,8 +18,24 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from kafka import IsolationLevel, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import (
+    ACLFilter,
+    ACLOperation,
+    ACLPermissionType,
+    ACLResourcePatternType,
+    ConfigResource,
+    ConfigResourceType,
+    KafkaAdminClient,
+    OffsetSpec,
+    OffsetTimestamp,
+    ResourcePatternFilter,
+    ResourceType,
+)
+
 from tidelog.console.records import contains as bytes_contain
 from tidelog.console.records import header_matches, record_json
+from tidelog.storage import TopicPartition as LogTp
 
 if TYPE_CHECKING:
     from tidelog.console.view import BrokerServer as Server
@@ -83,8 +99,6 @@ class Backend:
     def check_login(self, timeout_ms: int) -> None:
         """Connect as the user now: a wrong user or password fails here (kafka-python retries a failed SASL
         login until its bootstrap timeout, so that bounds the wait)."""
-        from kafka.admin import KafkaAdminClient
-
         try:
             self._admin = KafkaAdminClient(**self.client_config(), bootstrap_timeout_ms=timeout_ms)
         except Exception as exc:
@@ -97,8 +111,6 @@ class Backend:
 
     def admin(self) -> Any:
         if self._admin is None:
-            from kafka.admin import KafkaAdminClient
-
             self._admin = KafkaAdminClient(**self.client_config())
         return self._admin
 
@@ -150,9 +162,6 @@ class Backend:
 
     def topics(self) -> list[dict[str, Any]]:
         def read(admin: Any) -> list[dict[str, Any]]:
-            from kafka import TopicPartition
-            from kafka.admin import ConfigResource, ConfigResourceType, OffsetSpec
-
             described = [t for t in admin.describe_topics() if t["error_code"] == 0]
             tps = [TopicPartition(t["name"], p["partition_index"]) for t in described for p in t["partitions"]]
             start = admin.list_partition_offsets(dict.fromkeys(tps, OffsetSpec.EARLIEST)) if tps else {}
@@ -184,9 +193,6 @@ class Backend:
 
     def topic(self, name: str) -> dict[str, Any]:
         def read(admin: Any) -> dict[str, Any]:
-            from kafka import IsolationLevel, TopicPartition
-            from kafka.admin import ConfigResource, ConfigResourceType, OffsetSpec
-
             described = admin.describe_topics([name])
             if described and described[0]["error_code"] == TOPIC_AUTHORIZATION_FAILED:
                 raise ConsoleError(403, f"not authorized to describe topic {name!r}")
@@ -210,8 +216,6 @@ class Backend:
         return result
 
     def _segments(self, topic: str, partition: int) -> list[dict[str, Any]]:
-        from tidelog.storage import TopicPartition as LogTp
-
         lg = self.server.broker.log_manager.get_log(LogTp(topic, partition))
         if lg is None:
             return []
@@ -237,8 +241,6 @@ class Backend:
 
     def alter_topic_configs(self, name: str, configs: dict[str, str | None]) -> dict[str, Any]:
         """Incremental: a value sets the config, None deletes it (back to the broker default)."""
-        from kafka.admin import ConfigResource, ConfigResourceType
-
         ops = {k: ("DELETE", None) if v is None else ("SET", str(v)) for k, v in configs.items()}
 
         def alter(admin: Any) -> None:
@@ -261,8 +263,6 @@ class Backend:
         `limit`) or the first at/after `timestamp`, keeping those that match the substring filters. Reads are
         Fetches of at most FETCH_MAX_BYTES, and the scan stops at the high watermark, after SCAN_RECORDS
         records or SCAN_SECONDS; `next_offset` says where to go on."""
-        from kafka import KafkaConsumer, TopicPartition
-
         limit = max(1, min(int(limit), MAX_LIMIT))
         tp = TopicPartition(topic, partition)
         consumer = KafkaConsumer(**self.client_config(), enable_auto_commit=False, group_id=None,
@@ -319,8 +319,6 @@ class Backend:
 
     def produce(self, topic: str, partition: int | None, key: str | None, value: str | None,
                 headers: list[tuple[str, str]]) -> dict[str, Any]:
-        from kafka import KafkaProducer
-
         with self._lock:
             if self._producer is None:
                 self._producer = KafkaProducer(**self.client_config(), acks="all", linger_ms=0)
@@ -347,8 +345,6 @@ class Backend:
 
     def group(self, group_id: str) -> dict[str, Any]:
         def read(admin: Any) -> dict[str, Any]:
-            from kafka.admin import OffsetSpec
-
             described = admin.describe_groups([group_id]).get(group_id) or {}
             committed = admin.list_group_offsets({group_id: None}).get(group_id, {})
             ends = admin.list_partition_offsets(dict.fromkeys(committed, OffsetSpec.LATEST)) if committed else {}
@@ -383,9 +379,6 @@ class Backend:
         """As `kafka-consumer-groups --reset-offsets --to-earliest|--to-latest|--to-datetime|--to-offset`,
         refused unless the group is empty (Kafka refuses a reset of a group with members)."""
         def reset(admin: Any) -> dict[str, Any]:
-            from kafka import TopicPartition
-            from kafka.admin import OffsetSpec, OffsetTimestamp
-
             described = admin.describe_groups([group_id]).get(group_id) or {}
             listed = _listed_group(admin, group_id) or {}
             state = str(listed.get("group_state") or described.get("group_state") or "Dead")
@@ -433,8 +426,6 @@ class Backend:
     def producers(self, topic: str) -> list[dict[str, Any]]:
         """Active producers of each partition of `topic` (DescribeProducers)."""
         def read(admin: Any) -> list[dict[str, Any]]:
-            from kafka import TopicPartition
-
             described = admin.describe_topics([topic])
             if not described or described[0]["error_code"] != 0:
                 raise ConsoleError(404, f"no topic {topic!r}")
@@ -452,15 +443,6 @@ class Backend:
         """ACLs (DescribeAcls) and SCRAM users with their mechanisms and iteration counts only: never a salt or
         a key (DescribeUserScramCredentials carries neither)."""
         def read(admin: Any) -> dict[str, Any]:
-            from kafka.admin import (
-                ACLFilter,
-                ACLOperation,
-                ACLPermissionType,
-                ACLResourcePatternType,
-                ResourcePatternFilter,
-                ResourceType,
-            )
-
             any_acl = ACLFilter(principal=None, host=None, operation=ACLOperation.ANY,
                                 permission_type=ACLPermissionType.ANY,
                                 resource_pattern=ResourcePatternFilter(ResourceType.ANY, None,

@@ -24,9 +24,11 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 from aiohttp import web
+from prometheus_client.exposition import choose_encoder
 
 from tidelog.console.backend import Backend, ConsoleError, Credentials
 from tidelog.console.pages import PAGES, add_page_routes
+from tidelog.console.query import query_int, record_query
 
 if TYPE_CHECKING:
     from tidelog.console.view import BrokerServer as Server
@@ -185,8 +187,6 @@ def build_app(console: Console) -> web.Application:
     r = app.router
 
     async def prometheus(request: web.Request) -> web.Response:
-        from prometheus_client.exposition import choose_encoder
-
         encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
         body = await console.run(encoder, metrics.registry)
         return web.Response(body=body, headers={"Content-Type": content_type})
@@ -282,20 +282,11 @@ def build_app(console: Console) -> web.Application:
     r.add_get("/api/groups/{group}", reader(lambda b, q: b.group(q.match_info["group"])))
     r.add_post("/api/groups/{group}/reset-offsets", writer(
         lambda b, q, body: b.reset_group_offsets(q.match_info["group"], str(body.get("topic", "")),
-                                                 str(body.get("to", "")), _int(body.get("value"), "value"))))
+                                                 str(body.get("to", "")), query_int(body.get("value"), "value"))))
     r.add_static("/static", STATIC)
     add_page_routes(app, console)
     r.add_get("/api/{tail:.*}", extra_json)
     return app
-
-
-def _int(value: Any, name: str) -> int | None:
-    if value in (None, ""):
-        return None
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise ConsoleError(400, f"{name} must be an integer, not {value!r}") from None
 
 
 def _configs(body: dict[str, Any]) -> dict[str, Any]:
@@ -315,7 +306,7 @@ def _create_topic(backend: Backend, request: web.Request, body: dict[str, Any]) 
     configs = body.get("configs") or {}
     if isinstance(configs, str):  # a form's "k=v" lines
         configs = dict(line.split("=", 1) for line in configs.splitlines() if "=" in line)
-    partitions = _int(body.get("partitions"), "partitions") or 1
+    partitions = query_int(body.get("partitions"), "partitions") or 1
     return backend.create_topic(name, partitions, {str(k).strip(): str(v).strip() for k, v in configs.items()})
 
 
@@ -326,7 +317,7 @@ def _produce(backend: Backend, request: web.Request, body: dict[str, Any]) -> An
     elif isinstance(headers, str):  # a form's "k=v" lines
         headers = [tuple(line.split("=", 1)) for line in headers.splitlines() if "=" in line]
     key = body.get("key")
-    return backend.produce(request.match_info["topic"], _int(body.get("partition"), "partition"),
+    return backend.produce(request.match_info["topic"], query_int(body.get("partition"), "partition"),
                            None if key in (None, "") else str(key),
                            None if body.get("value") is None else str(body["value"]),
                            [(str(k), str(v)) for k, v in headers])
@@ -339,14 +330,6 @@ def _records(backend: Backend, request: web.Request) -> Any:
 def _local(path: str) -> str:
     """A redirect target on this site only (never //elsewhere or a scheme)."""
     return path if path.startswith("/") and not path.startswith("//") else "/"
-
-
-def record_query(request: web.Request) -> dict[str, Any]:
-    q = request.query
-    return {"partition": _int(q.get("partition"), "partition") or 0, "offset": q.get("offset") or None,
-            "timestamp": _int(q.get("timestamp"), "timestamp"), "limit": _int(q.get("limit"), "limit") or 50,
-            "key": q.get("key") or None, "value": q.get("value") or None, "header": q.get("header") or None,
-            "full": q.get("full") in ("1", "true")}
 
 
 class ConsoleHttp:

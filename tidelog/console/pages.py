@@ -9,9 +9,11 @@ from __future__ import annotations
 import datetime
 from typing import TYPE_CHECKING, Any
 
+import jinja2
 from aiohttp import web
 
 from tidelog.console.backend import ConsoleError
+from tidelog.console.query import record_query
 
 if TYPE_CHECKING:
     from tidelog.console.http import Console
@@ -30,8 +32,6 @@ def _age(ms: int) -> str:
 
 class Pages:
     def __init__(self, console: Console) -> None:
-        import jinja2
-
         self.console = console
         self.env = jinja2.Environment(loader=jinja2.PackageLoader("tidelog.console", "templates"),
                                       autoescape=True, undefined=jinja2.StrictUndefined)
@@ -56,8 +56,6 @@ PAGES = web.AppKey("pages", Pages)
 
 
 def add_page_routes(app: web.Application, console: Console) -> None:
-    from tidelog.console.http import record_query
-
     pages = app[PAGES] = Pages(console)
     r = app.router
 
