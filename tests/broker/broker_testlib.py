@@ -1,5 +1,6 @@
-"""Shared by the raw-protocol broker suites (test_produce, test_fetch, test_list_offsets): api keys,
-request builders, record batches and topic set-up. The socket client is tidelog.testing.KafkaWire."""
+"""Shared by the raw-protocol broker suites (test_produce, test_fetch, test_list_offsets) and the transaction
+model (tests/transactions/test_model.py): api keys, request builders, record batches and topic set-up. The
+socket client is tidelog.testing.KafkaWire."""
 
 from __future__ import annotations
 
@@ -18,10 +19,10 @@ FIND_COORDINATOR, OFFSET_FOR_LEADER_EPOCH = 10, 23
 
 
 def produce_request(topic: str, partition: int, records: bytes | None, acks: int = -1,
-                    version: int = 9) -> Any:
+                    version: int = 9, transactional_id: str | None = None) -> Any:
     cls = request_class(PRODUCE)[version]
     T = cls.TopicProduceData
-    return cls(transactional_id=None, acks=acks, timeout_ms=30_000,
+    return cls(transactional_id=transactional_id, acks=acks, timeout_ms=30_000,
                topic_data=[T(name=topic, partition_data=[T.PartitionProduceData(index=partition, records=records)])])
 
 
@@ -57,3 +58,33 @@ def topic_id(client: KafkaWire, topic: str) -> uuid.UUID:
                                                 include_topic_authorized_operations=False))
     [t] = response.topics
     return t.topic_id
+
+
+def fetch_request(partitions: list[tuple[Any, int, int]], *, version: int = 12, max_wait_ms: int = 0,
+                  min_bytes: int = 1, max_bytes: int = 50 * 1024 * 1024, partition_max_bytes: int = 1 << 20,
+                  isolation_level: int = 0, session_id: int = 0, session_epoch: int = -1,
+                  current_leader_epoch: int = -1) -> Any:
+    """partitions: (topic name or topic id, partition, fetch offset); consecutive entries share a topic."""
+    cls = request_class(FETCH)[version]
+    T = cls.FetchTopic
+    P = T.FetchPartition
+    topics: list[Any] = []
+    for key, partition, offset in partitions:
+        if not topics or topics[-1][0] != key:
+            topics.append((key, []))
+        topics[-1][1].append(P(partition=partition, current_leader_epoch=current_leader_epoch,
+                               fetch_offset=offset, last_fetched_epoch=-1, log_start_offset=-1,
+                               partition_max_bytes=partition_max_bytes))
+    fetch_topics = [T(topic_id=k, partitions=ps) if version >= 13 else T(topic=k, partitions=ps)
+                    for k, ps in topics]
+    return cls(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max_bytes,
+               isolation_level=isolation_level, session_id=session_id, session_epoch=session_epoch,
+               topics=fetch_topics, forgotten_topics_data=[], rack_id="")
+
+
+def fetch(client: KafkaWire, partitions: list[tuple[Any, int, int]], version: int = 12, **kw: Any) -> Any:
+    return client.request(FETCH, version, fetch_request(partitions, version=version, **kw))
+
+
+def partition_data(response: Any) -> list[Any]:
+    return [p for t in response.responses for p in t.partitions]

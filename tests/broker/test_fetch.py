@@ -6,9 +6,18 @@ import uuid
 from typing import Any
 
 import pytest
-from broker_testlib import FETCH, TS, batch, create_topic, produce, topic_id
+from broker_testlib import (
+    FETCH,
+    TS,
+    batch,
+    create_topic,
+    fetch,
+    fetch_request,
+    partition_data,
+    produce,
+    topic_id,
+)
 
-from tidelog.protocol.messages import request_class
 from tidelog.protocol.record_batch import iter_batches
 from tidelog.protocol.records import iter_records
 from tidelog.storage import TopicPartition
@@ -16,36 +25,6 @@ from tidelog.testing import KafkaWire
 
 # Longer than the `client` fixture's socket timeout (120 s): only a wake-up can answer a long poll in time.
 LONG_POLL_MS = 600_000
-
-
-def fetch_request(partitions: list[tuple[Any, int, int]], *, version: int = 12, max_wait_ms: int = 0,
-                  min_bytes: int = 1, max_bytes: int = 50 * 1024 * 1024, partition_max_bytes: int = 1 << 20,
-                  isolation_level: int = 0, session_id: int = 0, session_epoch: int = -1,
-                  current_leader_epoch: int = -1) -> Any:
-    """partitions: (topic name or topic id, partition, fetch offset); consecutive entries share a topic."""
-    cls = request_class(FETCH)[version]
-    T = cls.FetchTopic
-    P = T.FetchPartition
-    topics: list[Any] = []
-    for key, partition, offset in partitions:
-        if not topics or topics[-1][0] != key:
-            topics.append((key, []))
-        topics[-1][1].append(P(partition=partition, current_leader_epoch=current_leader_epoch,
-                               fetch_offset=offset, last_fetched_epoch=-1, log_start_offset=-1,
-                               partition_max_bytes=partition_max_bytes))
-    fetch_topics = [T(topic_id=k, partitions=ps) if version >= 13 else T(topic=k, partitions=ps)
-                    for k, ps in topics]
-    return cls(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max_bytes,
-               isolation_level=isolation_level, session_id=session_id, session_epoch=session_epoch,
-               topics=fetch_topics, forgotten_topics_data=[], rack_id="")
-
-
-def fetch(client: KafkaWire, partitions: list[tuple[Any, int, int]], version: int = 12, **kw: Any) -> Any:
-    return client.request(FETCH, version, fetch_request(partitions, version=version, **kw))
-
-
-def partition_data(response: Any) -> list[Any]:
-    return [p for t in response.responses for p in t.partitions]
 
 
 def offsets(records: bytes) -> list[int]:

@@ -30,6 +30,9 @@ NOT_ON_THE_PATH = (
     "tidelog.broker.fetch_session", "tidelog.broker.client_metrics", "shutil",
     "datetime", "cryptography", "structlog", "prometheus_client", "kafka", "lz4", "zstandard", "cramjam",
     "snappy", "crc32c", "zipfile",
+    # the client commands (tidelog topic|produce|...): imported only when one runs
+    "tidelog.commands.common", "tidelog.commands.topic", "tidelog.commands.produce", "tidelog.commands.consume",
+    "tidelog.commands.group", "tidelog.commands.cluster", "tidelog.commands.acl", "tidelog.commands.user",
 )
 # A broker restarted on existing logs loads them before it answers, so these are on its path there.
 LOADED_BY_LOGS = ("tidelog.storage.log", "tidelog.protocol.crc")

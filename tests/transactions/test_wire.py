@@ -14,6 +14,7 @@ from tidelog.protocol.messages import request_class
 from tidelog.testing import KafkaWire, run_broker
 
 from .clients_lib import create_topic
+from .wire_lib import add_partitions, end_txn, init
 
 
 @pytest.fixture(scope="module")
@@ -21,28 +22,6 @@ def broker() -> Iterator[Any]:
     with run_broker(overrides={"transaction.state.log.num.partitions": 4, "offsets.topic.num.partitions": 2}) as b:
         create_topic(b.bootstrap, "wire-txn", 2)
         yield b
-
-
-def init(wire: KafkaWire, tid: str, version: int = 4) -> Any:
-    resp = wire.request(22, version, request_class(22)[version](
-        transactional_id=tid, transaction_timeout_ms=60000, producer_id=-1, producer_epoch=-1))
-    assert resp.error_code == 0
-    return resp
-
-
-def add_partitions(wire: KafkaWire, tid: str, pid: int, epoch: int, topic: str, parts: list[int],
-                   version: int = 3) -> dict[tuple[str, int], int]:
-    Req = request_class(24)[version]
-    resp = wire.request(24, version, Req(
-        v3_and_below_transactional_id=tid, v3_and_below_producer_id=pid, v3_and_below_producer_epoch=epoch,
-        v3_and_below_topics=[Req.AddPartitionsToTxnTopic(name=topic, partitions=parts)]))
-    return {(t.name, p.partition_index): p.partition_error_code
-            for t in resp.results_by_topic_v3_and_below for p in t.results_by_partition}
-
-
-def end_txn(wire: KafkaWire, tid: str, pid: int, epoch: int, commit: bool, version: int = 3) -> int:
-    return int(wire.request(26, version, request_class(26)[version](
-        transactional_id=tid, producer_id=pid, producer_epoch=epoch, committed=commit)).error_code)
 
 
 def test_find_coordinator_for_a_transaction_creates_the_state_topic(broker: Any) -> None:

@@ -1,5 +1,5 @@
 """BrokerState: the composition root. Everything a request handler reaches through `ctx.broker`, built
-by `build_broker_state()` with concrete types (see docs/ARCHITECTURE.md).
+by `build_broker_state()` with concrete types (see docs/INTERNALS.md, "The composition root").
 
 Building it imports storage, the bulk of start-up's imports: `Server.start` does that on a worker thread while
 its listener already answers ApiVersions (Kafka answers ApiVersions before the broker is fully started; clients
@@ -252,6 +252,8 @@ def build_broker_state(config: BrokerConfig, clock: Clock | None = None, *,
     hooks = fault_hooks or NO_FAULTS
     log_manager = LogManager(list(config.log_dirs), config.default_log_config(), clock,
                              flush_on_append=config.log_flush_on_append, background_tasks=own_clock,
+                             producer_id_expiration_ms=config.producer_id_expiration_ms,
+                             producer_id_expiration_check_interval_ms=config.producer_id_expiration_check_interval_ms,
                              retention_check_interval_ms=config.log_retention_check_interval_ms,
                              fault_hooks=hooks)
     topics = TopicManager(config, log_manager)

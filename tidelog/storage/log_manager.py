@@ -87,6 +87,7 @@ class LogManager:
         node_id: int = 1,
         cluster_id: str | None = None,
         producer_id_expiration_ms: int = 86_400_000,
+        producer_id_expiration_check_interval_ms: int = 600_000,
         config_provider: Callable[[TopicPartition], LogConfig] | None = None,
         background_tasks: bool = False,
         background_interval_ms: int = 1000,
@@ -128,7 +129,7 @@ class LogManager:
         self._started = False
         self._last_checkpoint_ms = 0
         self._last_expiry_check_ms = clock.milliseconds()
-        self.producer_id_expiration_check_interval_ms = 600_000
+        self.producer_id_expiration_check_interval_ms = producer_id_expiration_check_interval_ms
         self.background_tasks = background_tasks
         self.retention_check_interval_ms = retention_check_interval_ms
         self.retention = RetentionTask(self.all_logs, clock, retention_check_interval_ms or 300_000)

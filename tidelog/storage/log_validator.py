@@ -154,7 +154,7 @@ def _walk(buf: Buffer, pos: int, h: RecordBatchHeader, want_null_keys: bool, wan
                           max_decompressed_bytes=max_decompressed_bytes)
     except CorruptPayloadError as exc:
         # Kafka surfaces a codec failure as a KafkaException (UNKNOWN_SERVER_ERROR); CORRUPT_MESSAGE says what
-        # it is and is what a client can act on (docs/ARCHITECTURE.md, LogValidator).
+        # it is and is what a client can act on (docs/INTERNALS.md, "Rules").
         raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"compressed records cannot be decoded: {exc}") from None
     except CorruptRecordError as exc:  # InvalidRecordError, DecompressedSizeError
         raise _invalid(str(exc)) from None
