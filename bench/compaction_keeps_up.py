@@ -8,9 +8,10 @@ goes (linger.ms 5, 1 MiB batches, no compression) for --seconds; the bench sampl
 for --tail seconds after it, the partition's size on disk, its log end offset and, from GET /api/cleaner, its clean
 and dirty bytes and dirty ratio.
 
-The compacted size is the size the partition would have holding one record per key: keys x the size of one
+"log MB" is the partition's segments; "+replaced MB" the segments a cleaning swapped out, still on disk until
+file.delete.delay.ms (60 s, Kafka's default) has passed, and a pass's .cleaned/.swap files. The compacted size is the size the partition would have holding one record per key: keys x the size of one
 record in a v2 batch (its varint length, attributes, deltas, key, value, header count) — batch headers not counted,
-so it is a slight underestimate. "Excess" is (size on disk - compacted size) / segment.bytes, in segments.
+so it is a slight underestimate. "Excess" is (log size - compacted size) / segment.bytes, in segments.
 The cleaning rate comes from the broker's own per-cleaning summary lines (Kafka's LogCleaner format): records and
 MB read by all passes over their seconds, and the share of the run the cleaner was busy.
 
@@ -30,6 +31,7 @@ import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
@@ -87,6 +89,7 @@ class Sample:
     t: float
     phase: str
     size: int
+    pending: int
     leo: int
     clean: int
     dirty: int
@@ -94,27 +97,35 @@ class Sample:
     blocked_by: str
 
 
-def partition_size(log_dir: str) -> int:
-    total = 0
+def partition_size(log_dir: str) -> tuple[int, int]:
+    """(bytes of the partition's segments, bytes of replaced segments still on disk): a swapped-out segment is
+    renamed *.log.deleted and unlinked file.delete.delay.ms later (60 s, Kafka's default); .cleaned/.swap files
+    of a pass in progress count with the latter."""
+    live = pending = 0
     try:
         with os.scandir(os.path.join(log_dir, f"{TOPIC}-0")) as entries:
             for entry in entries:
-                if ".log" in entry.name:  # segments, and .cleaned/.swap ones mid-swap
-                    try:
-                        total += entry.stat().st_size
-                    except FileNotFoundError:
-                        pass
+                if ".log" not in entry.name:
+                    continue
+                try:
+                    size = entry.stat().st_size
+                except FileNotFoundError:
+                    continue
+                if entry.name.endswith(".log"):
+                    live += size
+                else:
+                    pending += size
     except FileNotFoundError:
         pass
-    return total
+    return live, pending
 
 
-def api_row(url: str) -> dict:
+def api_row(url: str) -> dict[str, Any]:
     rows = json.loads(urllib.request.urlopen(url, timeout=30).read())
     return next((r for r in rows if r["topic"] == TOPIC and r["partition"] == 0), {})
 
 
-def run_one(label: str, pure: bool, args: argparse.Namespace) -> dict:
+def run_one(label: str, pure: bool, args: argparse.Namespace) -> dict[str, Any]:
     segment_bytes = args.segment_mb * MB
     metrics_port = free_port()
     env = dict(os.environ)
@@ -127,6 +138,7 @@ def run_one(label: str, pure: bool, args: argparse.Namespace) -> dict:
                                overrides={"metrics.port": metrics_port, "log.cleaner.backoff.ms": 100,
                                           "log.cleaner.threads": 1})
         with broker:
+            assert broker.proc is not None
             from confluent_kafka.admin import AdminClient, NewTopic
 
             admin = AdminClient({"bootstrap.servers": broker.bootstrap})
@@ -156,7 +168,7 @@ def run_one(label: str, pure: bool, args: argparse.Namespace) -> dict:
                     tail_end = now + args.tail
                 row = api_row(url)
                 samples.append(Sample(now - start, "load" if load_end is None else "after",
-                                      partition_size(log_dir), row.get("log_end_offset", 0),
+                                      *partition_size(log_dir), row.get("log_end_offset", 0),
                                       row.get("clean_bytes", 0), row.get("dirty_bytes", 0),
                                       row.get("dirty_ratio", 0.0), row.get("blocked_by", "?")))
                 if tail_end is not None and now >= tail_end:
@@ -177,14 +189,15 @@ def _proc_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def report(result: dict, compacted: int, args: argparse.Namespace) -> None:
+def report(result: dict[str, Any], compacted: int, args: argparse.Namespace) -> None:
     seg = result["segment_bytes"]
     samples: list[Sample] = result["samples"]
     print(f"\n== {result['label']} ==")
-    print(f"{'t s':>5} {'phase':>5} {'on disk MB':>10} {'excess seg':>10} {'LEO':>10} {'clean MB':>9} "
+    print(f"{'t s':>5} {'phase':>5} {'log MB':>8} {'excess seg':>10} {'+replaced MB':>12} {'LEO':>10} {'clean MB':>9} "
           f"{'dirty MB':>9} {'ratio':>6}  blocked_by")
     for s in samples:
-        print(f"{s.t:5.1f} {s.phase:>5} {s.size / MB:10.1f} {(s.size - compacted) / seg:10.2f} {s.leo:10d} "
+        print(f"{s.t:5.1f} {s.phase:>5} {s.size / MB:8.1f} {(s.size - compacted) / seg:10.2f} {s.pending / MB:12.1f} "
+              f"{s.leo:10d} "
               f"{s.clean / MB:9.1f} {s.dirty / MB:9.1f} {s.ratio:6.2f}  {s.blocked_by}")
     sent = result["produced"]["sent"]
     records_bytes = sent * record_size(8, args.value_size)
@@ -204,7 +217,8 @@ def report(result: dict, compacted: int, args: argparse.Namespace) -> None:
     print(f"size vs compacted ({compacted / MB:.2f} MB): max {peak.size / MB:.1f} MB = +{(peak.size - compacted) / seg:.2f}"
           f" segments at t={peak.t:.0f} s; at the end of the load "
           f"+{(during[-1].size - compacted) / seg:.2f}; final +{(final.size - compacted) / seg:.2f} segments "
-          f"({final.size / MB:.1f} MB); max dirty {max(s.dirty for s in samples) / MB:.1f} MB")
+          f"({final.size / MB:.1f} MB); max dirty {max(s.dirty for s in samples) / MB:.1f} MB; replaced segments "
+          f"awaiting file.delete.delay.ms: max {max(s.pending for s in samples) / MB:.1f} MB")
 
 
 def main() -> None:
