@@ -43,7 +43,7 @@ def request(sock: socket.socket, frame: bytes) -> None:
         got += len(chunk)
 
 
-def one_run() -> tuple[float, float, float]:
+def one_run(overrides: list[str]) -> tuple[float, float, float]:
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="tidelog-bench-") as tmp:
         env = dict(os.environ, PYTHONPATH=str(ROOT))
@@ -56,6 +56,7 @@ def one_run() -> tuple[float, float, float]:
             f"listeners=PLAINTEXT://127.0.0.1:{port}",
             "--log-dirs",
             tmp,
+            *[arg for override in overrides for arg in ("--override", override)],
         ]
         t0 = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
@@ -83,10 +84,13 @@ def one_run() -> tuple[float, float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--override", action="append", default=[],
+                        help="NAME=VALUE passed to `tidelog serve`, e.g. metrics.port=0 (with the web console) and "
+                             "console.enable=false to compare")
     args = parser.parse_args()
     listen, first, metadata = [], [], []
     for _ in range(args.runs):
-        a, b, c = one_run()
+        a, b, c = one_run(args.override)
         listen.append(a)
         first.append(b)
         metadata.append(c)

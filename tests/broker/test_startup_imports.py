@@ -29,7 +29,7 @@ NOT_ON_THE_PATH = (
     "tidelog.protocol.otlp", "tidelog.protocol.crc", "tidelog.cleaner", "tidelog.coordinator", "tidelog.storage.log",
     "tidelog.broker.fetch_session", "tidelog.broker.client_metrics", "shutil",
     "datetime", "cryptography", "structlog", "prometheus_client", "kafka", "lz4", "zstandard", "cramjam",
-    "snappy", "crc32c", "zipfile",
+    "snappy", "crc32c", "zipfile", "tidelog.console", "aiohttp", "jinja2",
     # the client commands (tidelog topic|produce|...): imported only when one runs
     "tidelog.commands.common", "tidelog.commands.topic", "tidelog.commands.produce", "tidelog.commands.consume",
     "tidelog.commands.group", "tidelog.commands.cluster", "tidelog.commands.acl", "tidelog.commands.user",

@@ -77,6 +77,7 @@ KAFKA_PASSWORDS = {"ssl.keystore.password", "ssl.key.password", "ssl.truststore.
 TIDELOG_ONLY = {
     "log.flush.on.append": "tidelog: fsync every append",
     "metrics.port": "tidelog: Prometheus endpoint", "metrics.host": "tidelog: Prometheus endpoint",
+    "console.enable": "tidelog: web console", "console.read.only": "tidelog: web console",
     "cluster.id": "tidelog: cluster id for a new log dir (Kafka: kafka-storage format)",
     "log.message.timestamp.difference.max.ms": "removed in Kafka 4.0 (KIP-937)",
     "log.message.downconversion.enable": "removed in Kafka 4.0 (KIP-724)",

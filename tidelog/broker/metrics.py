@@ -96,6 +96,14 @@ class BrokerMetrics:
             self._serving.set()
             log.info("Metrics served on http://%s:%d/metrics", host, self.http_port)
 
+    def attach_http(self, server: Any, port: int) -> None:
+        """Another HTTP server (the web console's) serves /metrics and the JSON routes on `port`; stop() stops
+        it through its shutdown()/server_close()."""
+        self._http_server = server
+        self.http_port = port
+        self._serving.set()
+        log.info("Metrics and console served on port %d (/metrics, /)", port)
+
     def stop(self) -> None:
         if self._http_server is not None:
             self._http_server.shutdown()

@@ -184,9 +184,21 @@ class Server:
             from tidelog.storage import file_space
 
             file_space.warm_up()  # the first busy segment's block reservation would load ctypes on the loop
-            self.metrics.start(int(self.config.metrics_port), self.config.metrics_host)
+            self._start_http()
         except Exception:  # noqa: BLE001 - the first request will report the same error on its connection
             log.exception("Warm-up failed")
+
+    def _start_http(self) -> None:
+        """The metrics port: the web console (aiohttp, serving /metrics too) unless console.enable=false."""
+        port, host = int(self.config.metrics_port), self.config.metrics_host
+        if port < 0 or not self.config.get("console.enable"):
+            self.metrics.start(port, host)
+            return
+        self.metrics.start()
+        from tidelog.console.http import serve_console
+
+        console = serve_console(self, host, port)
+        self.metrics.attach_http(console, console.port)
 
     async def wait_services_loaded(self) -> None:
         """Until the coordinators and the cleaner are started (at once unless they load after `ready`)."""

@@ -275,6 +275,25 @@ class BrokerConfig:
                 raise ConfigError(f"advertised.listeners cannot use the nonroutable meta-address {host}")
         if self.group_min_session_timeout_ms > self.group_max_session_timeout_ms:
             raise ConfigError("group.min.session.timeout.ms must not exceed group.max.session.timeout.ms")
+        self._check_console_exposure()
+
+    def _check_console_exposure(self) -> None:
+        """The web console with writes on, on a non-loopback address, without SASL (no login) would let anyone
+        who reaches the port create, delete and produce: refused at start-up (issue 31)."""
+        if int(self._effective("metrics.port", -1)) < 0 or not self._effective("console.enable", True) \
+                or self._effective("console.read.only", True):
+            return
+        host = str(self._effective("metrics.host", "127.0.0.1"))
+        if host in ("127.0.0.1", "::1", "localhost") or host.startswith("127."):
+            return
+        mapping = dict(entry.split(":", 1) for entry in str(self._effective("listener.security.protocol.map", "")).split(",")
+                       if ":" in entry)
+        if any(mapping.get(name, name).upper().startswith("SASL_") for name, _, _ in parse_listeners(str(self.listeners))):
+            return
+        raise ConfigError(f"console.read.only=false with metrics.host={host} (not loopback) and no SASL listener "
+                          "would let anyone reaching the port write: bind metrics.host to 127.0.0.1, add a "
+                          "SASL listener (the console then asks for its users' passwords) or keep "
+                          "console.read.only=true")
 
     def _effective(self, name: str, default: Any) -> Any:
         for layer in (self._dynamic_broker, self._dynamic_default, self._static):

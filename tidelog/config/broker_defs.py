@@ -352,6 +352,9 @@ _DEFS: list[ConfigDef] = [
     ConfigDef("metrics.port", I, -1, "tidelog: Prometheus metrics HTTP port (-1 = off, 0 = ephemeral).",
               between(-1, 65_535)),
     ConfigDef("metrics.host", S, "127.0.0.1", "tidelog: address the Prometheus metrics HTTP server binds."),
+    ConfigDef("console.enable", B, True, "tidelog: serve the web console and its /api/ on the metrics HTTP port."),
+    ConfigDef("console.read.only", B, True,
+              "tidelog: refuse the console's write actions (create/delete/alter/produce/reset) with 403."),
     ConfigDef("cluster.id", S, None, "tidelog: cluster id written to meta.properties when a log dir is new."),
 ]
 
