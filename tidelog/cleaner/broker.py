@@ -4,6 +4,7 @@ LogManager, the cleaner only registers with it."""
 from __future__ import annotations
 
 import logging
+import threading
 from typing import TYPE_CHECKING
 
 from tidelog.cleaner import metrics
@@ -42,19 +43,27 @@ def create_log_cleaner(config: BrokerConfig, clock: Clock, log_manager: LogManag
         log_manager.retention.cleaner = cleaner
     metrics.register(cleaner, broker_metrics)
 
+    apply_lock = threading.Lock()
+
+    def reconfigure() -> None:
+        with apply_lock:  # read and apply together: the last thread to run applies the latest values
+            changes = {}
+            for name, field in _RECONFIGURABLE.items():
+                try:
+                    changes[field] = config.get(name)
+                except Exception:  # noqa: BLE001 - an unknown name in this config version
+                    continue
+            try:
+                cleaner.reconfigure(**changes)
+            except ValueError as e:
+                logger.error("Ignoring cleaner reconfiguration: %s", e)
+
     def on_config_change(topic: str | None) -> None:
         if topic is not None:
             return
-        changes = {}
-        for name, field in _RECONFIGURABLE.items():
-            try:
-                changes[field] = config.get(name)
-            except Exception:  # noqa: BLE001 - an unknown name in this config version
-                continue
-        try:
-            cleaner.reconfigure(**changes)
-        except ValueError as e:
-            logger.error("Ignoring cleaner reconfiguration: %s", e)
+        # A restart joins the cleaner threads (up to a pass's chunk, or 60 s): never on the event loop, which
+        # calls this listener.
+        threading.Thread(target=reconfigure, name="log-cleaner-reconfigure", daemon=True).start()
 
     topics.add_config_listener(on_config_change)
     return cleaner

@@ -139,6 +139,8 @@ class LogCleaner:
         self._sync_thread = CleanerThread(self, -1)  # state for clean_once(); never started
         self._lock = threading.Lock()
         self._deaths_lock = threading.Lock()
+        self._reconfigure_lock = threading.Lock()  # one reconfiguration at a time
+        self._stopped = False  # shutdown() was called: no reconfiguration starts threads again
         self.dead_thread_count = 0  # threads that died since the threads were (re)started: DeadThreadCount
         self.summaries: list[str] = []  # the last few summary lines (for tests and tooling)
         self.history = CleaningHistory()  # the last pass per partition (GET /api/cleaner)
@@ -150,11 +152,12 @@ class LogCleaner:
     # --- lifecycle ------------------------------------------------------------------------------------
 
     def startup(self) -> None:
+        self._stopped = False
         self._start_threads()
 
     def _start_threads(self) -> None:
         with self._lock:
-            if not self.config.enable_cleaner or self.threads:
+            if not self.config.enable_cleaner or self.threads or self._stopped:
                 return
             self._stop_all.clear()
             self.dead_thread_count = 0
@@ -186,6 +189,7 @@ class LogCleaner:
 
     def shutdown(self) -> None:
         """Prompt: wakes sleeping threads; a running pass stops at its next chunk (abort check)."""
+        self._stopped = True
         self._stop_threads()
 
     def _stop_threads(self) -> None:
@@ -199,7 +203,12 @@ class LogCleaner:
             self._stop_all.clear()  # clean_once() may still be used afterwards
 
     def reconfigure(self, **changes: Any) -> None:
-        """Apply new log.cleaner.* values (CleanerConfig field names); any change restarts the threads."""
+        """Apply new log.cleaner.* values (CleanerConfig field names); any change restarts the threads (joining
+        the old ones, as Kafka's LogCleaner.reconfigure: call it off the event loop)."""
+        with self._reconfigure_lock:
+            self._reconfigure(changes)
+
+    def _reconfigure(self, changes: dict[str, Any]) -> None:
         new = replace(self.config, **changes)
         if new == self.config:
             return
