@@ -3,15 +3,17 @@ log.cleaner.* changes (issue 4: config per topic and broker-wide; changes take e
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from kafka import KafkaProducer
-from kafka_helpers import create_topic
+from kafka_helpers import COMPACT_TOPIC_CONFIG, create_topic, produce_keyed
 
 from tidelog.storage import TopicPartition
+from tidelog.storage.fault_hooks import FaultPoint
 from tidelog.testing import run_broker
 
 HOUR = 3_600_000
@@ -69,3 +71,39 @@ def test_dynamic_cleaner_threads(broker: Any) -> None:
     broker.call(lambda: broker.state.topics.set_broker_configs(False, {"log.cleaner.threads": "2"}))
     assert wait_for(lambda: len(cleaner.threads) == 2 and all(t.is_alive() for t in cleaner.threads))
     assert cleaner.config.num_threads == 2
+
+
+class HoldPass:
+    """FaultHooks: a pass over `topic` stops just before its checkpoint write until the test releases it, so a
+    cleaner thread stays busy for as long as the test needs."""
+
+    def __init__(self, topic: str) -> None:
+        self.topic = topic
+        self.reached = threading.Event()
+        self.release = threading.Event()
+
+    def at(self, point: FaultPoint, subject: object = None) -> None:
+        if point == FaultPoint.BEFORE_CHECKPOINT and getattr(subject, "topic", None) == self.topic:
+            self.reached.set()
+            self.release.wait(120)
+
+
+def test_dynamic_cleaner_change_never_waits_on_a_busy_thread_on_the_event_loop() -> None:
+    """A log.cleaner.* change restarts the threads, joining the old ones (Kafka's LogCleaner.reconfigure). The
+    config listener runs on the event loop, so the restart runs on a thread of its own: the AlterConfigs path
+    returns while a cleaner thread is still held inside its pass, and the change applies once the pass ends."""
+    hooks = HoldPass("busy")
+    with run_broker(overrides={"log.cleaner.backoff.ms": 100}, fault_hooks=hooks) as broker:
+        create_topic(broker.bootstrap, "busy", COMPACT_TOPIC_CONFIG)
+        produce_keyed(broker.bootstrap, "busy", [(b"k%d" % (i % 3), b"v" * 50) for i in range(60)])
+        assert hooks.reached.wait(60)
+        cleaner = broker.state.cleaner
+        change = {"log.cleaner.io.max.bytes.per.second": "123456789"}
+        try:
+            # The thread is held until release: had the loop joined it, this call could not return.
+            broker.call(lambda: broker.state.topics.set_broker_configs(False, change), timeout=30)
+            assert not hooks.release.is_set() and cleaner.config.max_io_bytes_per_second != 123456789
+        finally:
+            hooks.release.set()
+        assert wait_for(lambda: cleaner.config.max_io_bytes_per_second == 123456789
+                        and len(cleaner.threads) == 1 and cleaner.threads[0].is_alive())

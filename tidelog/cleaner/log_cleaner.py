@@ -123,12 +123,15 @@ class LogCleaner:
         clock: Clock,
         checkpoint_store: Any = None,
         fault_hooks: FaultHooks = NO_FAULTS,
+        has_log: Callable[[TopicPartition], bool] | None = None,
     ) -> None:
         config.validate()
         self.fault_hooks = fault_hooks
         self.config = config
         self.clock = clock
         self._logs = logs
+        # Asked once per chunk by the abort check: a lookup, not a copy of every hosted log (`logs()` is one)
+        self._has_log = has_log or (lambda tp: tp in logs())
         self.manager = LogCleanerManager(log_dirs, logs, clock, checkpoint_store)
         self._stop_all = threading.Event()
         self.throttler = Throttler(config.max_io_bytes_per_second, clock, self._stop_all)
@@ -136,6 +139,8 @@ class LogCleaner:
         self._sync_thread = CleanerThread(self, -1)  # state for clean_once(); never started
         self._lock = threading.Lock()
         self._deaths_lock = threading.Lock()
+        self._reconfigure_lock = threading.Lock()  # one reconfiguration at a time
+        self._stopped = False  # shutdown() was called: no reconfiguration starts threads again
         self.dead_thread_count = 0  # threads that died since the threads were (re)started: DeadThreadCount
         self.summaries: list[str] = []  # the last few summary lines (for tests and tooling)
         self.history = CleaningHistory()  # the last pass per partition (GET /api/cleaner)
@@ -147,11 +152,12 @@ class LogCleaner:
     # --- lifecycle ------------------------------------------------------------------------------------
 
     def startup(self) -> None:
+        self._stopped = False
         self._start_threads()
 
     def _start_threads(self) -> None:
         with self._lock:
-            if not self.config.enable_cleaner or self.threads:
+            if not self.config.enable_cleaner or self.threads or self._stopped:
                 return
             self._stop_all.clear()
             self.dead_thread_count = 0
@@ -183,6 +189,7 @@ class LogCleaner:
 
     def shutdown(self) -> None:
         """Prompt: wakes sleeping threads; a running pass stops at its next chunk (abort check)."""
+        self._stopped = True
         self._stop_threads()
 
     def _stop_threads(self) -> None:
@@ -196,7 +203,12 @@ class LogCleaner:
             self._stop_all.clear()  # clean_once() may still be used afterwards
 
     def reconfigure(self, **changes: Any) -> None:
-        """Apply new log.cleaner.* values (CleanerConfig field names); any change restarts the threads."""
+        """Apply new log.cleaner.* values (CleanerConfig field names); any change restarts the threads (joining
+        the old ones, as Kafka's LogCleaner.reconfigure: call it off the event loop)."""
+        with self._reconfigure_lock:
+            self._reconfigure(changes)
+
+    def _reconfigure(self, changes: dict[str, Any]) -> None:
         new = replace(self.config, **changes)
         if new == self.config:
             return
@@ -229,7 +241,7 @@ class LogCleaner:
     def _check_done(self, tp: TopicPartition) -> None:
         if self._stop_all.is_set():
             raise LogCleaningAbortedError(f"{tp}: cleaner shutting down")
-        if tp not in self._logs():
+        if not self._has_log(tp):
             raise LogCleaningAbortedError(f"{tp}: the partition was deleted")
         self.manager.check_cleaning_aborted(tp)
 
@@ -277,7 +289,7 @@ class LogCleaner:
             self.manager.cleaning_aborted(tp)
             return
         except Exception as e:
-            if tp not in self._logs():  # deleted under our feet: its files were closed; nothing to mark
+            if not self._has_log(tp):  # deleted under our feet: its files were closed; nothing to mark
                 logger.info("Cleaning of %s stopped: the partition was deleted", tp)
                 self.manager.cleaning_aborted(tp)
                 return
