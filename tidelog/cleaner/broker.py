@@ -35,7 +35,8 @@ def create_log_cleaner(config: BrokerConfig, clock: Clock, log_manager: LogManag
     and a config listener that applies dynamic log.cleaner.* changes (topic policy changes need nothing:
     the cleaner reads each log's current config every round)."""
     cleaner = LogCleaner(CleanerConfig.from_broker_config(config), config.log_dirs, log_manager.all_logs,
-                         clock, checkpoint_store=log_manager, fault_hooks=log_manager.fault_hooks)
+                         clock, checkpoint_store=log_manager, fault_hooks=log_manager.fault_hooks,
+                         has_log=lambda tp: log_manager.get_log(tp) is not None)
     if config.log_cleaner_enable:
         # LogManager's retention task pauses the cleaner on each log it works on (Kafka's cleanupLogs).
         log_manager.retention.cleaner = cleaner

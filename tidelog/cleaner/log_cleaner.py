@@ -123,12 +123,15 @@ class LogCleaner:
         clock: Clock,
         checkpoint_store: Any = None,
         fault_hooks: FaultHooks = NO_FAULTS,
+        has_log: Callable[[TopicPartition], bool] | None = None,
     ) -> None:
         config.validate()
         self.fault_hooks = fault_hooks
         self.config = config
         self.clock = clock
         self._logs = logs
+        # Asked once per chunk by the abort check: a lookup, not a copy of every hosted log (`logs()` is one)
+        self._has_log = has_log or (lambda tp: tp in logs())
         self.manager = LogCleanerManager(log_dirs, logs, clock, checkpoint_store)
         self._stop_all = threading.Event()
         self.throttler = Throttler(config.max_io_bytes_per_second, clock, self._stop_all)
@@ -229,7 +232,7 @@ class LogCleaner:
     def _check_done(self, tp: TopicPartition) -> None:
         if self._stop_all.is_set():
             raise LogCleaningAbortedError(f"{tp}: cleaner shutting down")
-        if tp not in self._logs():
+        if not self._has_log(tp):
             raise LogCleaningAbortedError(f"{tp}: the partition was deleted")
         self.manager.check_cleaning_aborted(tp)
 
@@ -277,7 +280,7 @@ class LogCleaner:
             self.manager.cleaning_aborted(tp)
             return
         except Exception as e:
-            if tp not in self._logs():  # deleted under our feet: its files were closed; nothing to mark
+            if not self._has_log(tp):  # deleted under our feet: its files were closed; nothing to mark
                 logger.info("Cleaning of %s stopped: the partition was deleted", tp)
                 self.manager.cleaning_aborted(tp)
                 return
