@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import pty
-import select
+import selectors
 import subprocess
 import time
 from typing import Any
@@ -98,15 +98,18 @@ def _read_terminal(fd: int, until: bytes, seconds: float) -> bytes:
     """What the child wrote to its terminal (`fd`: the pty's master side), up to `until` or its exit."""
     data = b""
     deadline = time.monotonic() + seconds
-    while until not in data and time.monotonic() < deadline:
-        if select.select([fd], [], [], 0.2)[0]:
-            try:
-                chunk = os.read(fd, 4096)
-            except OSError:  # EIO: the child has exited and closed the terminal
-                break
-            if not chunk:
-                break
-            data += chunk
+    # A selector, not select(): late in a full run this process holds more than FD_SETSIZE (1024) descriptors.
+    with selectors.DefaultSelector() as selector:
+        selector.register(fd, selectors.EVENT_READ)
+        while until not in data and time.monotonic() < deadline:
+            if selector.select(0.2):
+                try:
+                    chunk = os.read(fd, 4096)
+                except OSError:  # EIO: the child has exited and closed the terminal
+                    break
+                if not chunk:
+                    break
+                data += chunk
     return data
 
 

@@ -193,7 +193,7 @@ def test_kip848_group_lag_and_state(api: Api) -> None:
     produce(api.broker.bootstrap, "kip848-api", [(None, b"v%d" % i, []) for i in range(5)])
     consumer = Consumer({"bootstrap.servers": api.broker.bootstrap, "group.id": "api-848",
                          "group.protocol": "consumer", "auto.offset.reset": "earliest",
-                         "enable.auto.commit": False})
+                         "enable.auto.commit": False, "client.id": "console-848"})
     try:
         consumer.subscribe(["kip848-api"])
         seen: list[object] = []
@@ -205,11 +205,68 @@ def test_kip848_group_lag_and_state(api: Api) -> None:
         assert (group["type"], group["state"]) == ("consumer", "Stable")
         assert group["offsets"] == [{"topic": "kip848-api", "partition": 0, "committed_offset": 2,
                                      "log_end_offset": 5, "lag": 3}]
+        # its member, from ConsumerGroupDescribe (KIP-848), with the partition the broker assigned it
+        [member] = group["members"]
+        assert (member["member_id"], member["client_id"]) == (consumer.memberid(), "console-848")
+        assert member["assignment"] == [{"topic": "kip848-api", "partitions": [0]}]
+        assert consumer.memberid() in api.text("/groups/api-848")
         status, body = api.call("POST", "/api/groups/api-848/reset-offsets", {"topic": "kip848-api",
                                                                               "to": "earliest"})
         assert status == 409 and "Stable" in body["error"]
     finally:
         consumer.close()
+
+
+def test_share_group_members(api: Api) -> None:
+    """A KIP-932 share group's member (confluent-kafka's ShareConsumer) is listed from ShareGroupDescribe."""
+    from confluent_kafka import ShareConsumer
+
+    api.broker.create_topic("share-api", {"partitions": 1})
+    produce(api.broker.bootstrap, "share-api", [(None, b"v", [])])
+    consumer = ShareConsumer({"bootstrap.servers": api.broker.bootstrap, "group.id": "api-share",
+                              "client.id": "console-share", "log_level": 0})
+    try:
+        consumer.subscribe(["share-api"])
+
+        def members() -> list[dict[str, object]]:
+            consumer.poll(timeout=0.3)
+            groups = {g["group_id"]: g for g in api.get("/api/groups")}
+            if "api-share" not in groups:
+                return []
+            found: list[dict[str, object]] = api.get("/api/groups/api-share")["members"]
+            return found if found and found[0]["assignment"] else []
+
+        [member] = wait_until(members, what="the share group's member with its assignment")
+        group = api.get("/api/groups/api-share")
+        assert (group["type"], group["state"]) == ("share", "Stable")
+        assert member["client_id"] == "console-share" and member["member_id"]
+        assert member["assignment"] == [{"topic": "share-api", "partitions": [0]}]
+        assert str(member["member_id"]) in api.text("/groups/api-share")
+    finally:
+        consumer.close()
+
+
+def test_quotas_view(api: Api) -> None:
+    """Quotas set with AlterClientQuotas (user, client-id and a default) show in /api/quotas and on /quotas."""
+    from tidelog.testing import KafkaWire
+
+    with KafkaWire(api.broker.bootstrap) as wire:
+        wire.alter_client_quota("user", "quota-alice", "producer_byte_rate", 1048576.0)
+        wire.alter_client_quota("client-id", "quota-app", "consumer_byte_rate", 2097152.0)
+        wire.alter_client_quota("ip", None, "connection_creation_rate", 1000.0)  # type: ignore[arg-type]
+        try:
+            quotas = api.get("/api/quotas")
+            assert {"entity": {"user": "quota-alice"}, "values": {"producer_byte_rate": 1048576.0}} in quotas
+            assert {"entity": {"client-id": "quota-app"}, "values": {"consumer_byte_rate": 2097152.0}} in quotas
+            assert {"entity": {"ip": "<default>"}, "values": {"connection_creation_rate": 1000.0}} in quotas
+            page = api.text("/quotas")
+            assert "quota-alice" in page and "producer_byte_rate=1048576.0" in page
+            assert "<td>&lt;default&gt;</td><td>connection_creation_rate=1000.0" in page
+        finally:
+            wire.alter_client_quota("user", "quota-alice", "producer_byte_rate", None)
+            wire.alter_client_quota("client-id", "quota-app", "consumer_byte_rate", None)
+            wire.alter_client_quota("ip", None, "connection_creation_rate", None)  # type: ignore[arg-type]
+    assert not [q for q in api.get("/api/quotas") if "quota-alice" in q["entity"].values()]
 
 
 def test_transactions_and_producers(api: Api) -> None:

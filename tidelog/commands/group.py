@@ -22,8 +22,8 @@ from tidelog.commands.common import (
     progress,
     table,
 )
-from tidelog.protocol.kip848 import ConsumerGroupDescribeRequest
-from tidelog.protocol.share import DescribeShareGroupOffsetsRequest, ShareGroupDescribeRequest
+from tidelog.protocol.admin_raw import AdminRequestError, describe_modern_group, send_to_coordinator
+from tidelog.protocol.share import DescribeShareGroupOffsetsRequest
 
 # States in which kafka-consumer-groups --reset-offsets moves a group's offsets (ResetOffsetsCommand: the group
 # must be inactive). A group nobody has joined is Dead (unknown) or Empty.
@@ -135,45 +135,18 @@ def _classic_member(member: dict[str, Any]) -> dict[str, Any]:
             "assignments": [{"topic": a["topic"], "partitions": sorted(a["partitions"])} for a in assigned]}
 
 
-def _send_to_coordinator(admin: Any, group_id: str, request: Any) -> Any | None:
-    """A request kafka-python 3.0.12 has no API for (tidelog's codecs for it, protocol/kip848.py and share.py) sent
-    over the admin client's connection to the group's coordinator; None when the broker lacks the API."""
-    manager = admin._manager  # noqa: SLF001 - kafka-python's connection manager sends any ApiMessage
-    coordinator = manager.run(admin._find_coordinator_id, group_id)  # noqa: SLF001
-    try:
-        return manager.run(manager.send, request, coordinator)
-    except (errors.IncompatibleBrokerVersion, errors.UnsupportedVersionError):
-        return None
-
-
 def _describe_modern(admin: Any, group_id: str) -> tuple[str, dict[str, Any], list[dict[str, Any]]] | None:
-    """(type, info, members) from ConsumerGroupDescribe, else ShareGroupDescribe (the Java admin's
-    DescribeConsumerGroupsHandler falls back between DescribeGroups and ConsumerGroupDescribe the same way);
-    None if neither knows the group."""
-    for kind, request in (("consumer", ConsumerGroupDescribeRequest), ("share", ShareGroupDescribeRequest)):
-        response = _send_to_coordinator(admin, group_id,
-                                        request(group_ids=[group_id], include_authorized_operations=False))
-        if response is None:
-            continue
-        group = response.groups[0]
-        if error_name(group.error_code) == "GROUP_ID_NOT_FOUND":
-            continue
-        if group.error_code:
-            raise CommandError(f"group {group_id!r}: {error_name(group.error_code)}"
-                               f"{': ' + group.error_message if group.error_message else ''}")
-        members = [{"member_id": m.member_id, "group_instance_id": getattr(m, "instance_id", None),
-                    "client_id": m.client_id, "host": m.client_host, "member_epoch": m.member_epoch,
-                    "assignments": [{"topic": t.topic_name, "partitions": sorted(t.partitions)}
-                                    for t in m.assignment.topic_partitions]} for m in group.members]
-        return kind, {"group_state": group.group_state, "protocol_type": kind,
-                      "assignor_name": group.assignor_name}, members
-    return None
+    """ConsumerGroupDescribe, else ShareGroupDescribe (tidelog.protocol.admin_raw); None if neither knows it."""
+    try:
+        return describe_modern_group(admin, group_id)
+    except AdminRequestError as exc:
+        raise CommandError(f"group {group_id!r}: {exc}") from None
 
 
 def _share_offsets(admin: Any, group_id: str) -> dict[Any, tuple[int | None, int | None]]:
     """Each share-partition's start offset and (DescribeShareGroupOffsets v1) lag."""
     G = DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup
-    response = _send_to_coordinator(admin, group_id, DescribeShareGroupOffsetsRequest(
+    response = send_to_coordinator(admin, group_id, DescribeShareGroupOffsetsRequest(
         groups=[G(group_id=group_id, topics=None)]))
     found: dict[Any, tuple[int | None, int | None]] = {}
     for group in response.groups if response is not None else []:

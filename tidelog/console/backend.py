@@ -35,6 +35,7 @@ from kafka.admin import (
 
 from tidelog.console.records import contains as bytes_contain
 from tidelog.console.records import header_matches, record_json
+from tidelog.protocol.admin_raw import AdminRequestError, describe_client_quotas, describe_modern_group
 from tidelog.storage import TopicPartition as LogTp
 
 if TYPE_CHECKING:
@@ -47,6 +48,7 @@ SCAN_SECONDS = 5.0
 FETCH_MAX_BYTES = 1 << 20
 TOPIC_COLUMNS = ("cleanup.policy", "retention.ms", "retention.bytes")
 TOPIC_AUTHORIZATION_FAILED = 29
+DEFAULT_ENTITY = "<default>"  # a quota entity's default (a null name), as kafka-configs prints it
 
 
 class ConsoleError(Exception):
@@ -361,15 +363,23 @@ class Backend:
             if listed is None and not committed:
                 raise ConsoleError(404, f"no group {group_id!r}")
             group_type = str((listed or {}).get("group_type") or "classic")
-            # DescribeGroups knows classic groups only; a KIP-848 or share group's state comes from ListGroups
-            # (its members would need ConsumerGroupDescribe/ShareGroupDescribe, which kafka-python lacks)
-            state = (described.get("group_state") if group_type == "classic" else None) \
+            # DescribeGroups knows classic groups only; a KIP-848 or share group's state and members come from
+            # ConsumerGroupDescribe / ShareGroupDescribe, which kafka-python lacks (sent with tidelog's codecs)
+            members = [_member(m) for m in described.get("members", [])]
+            modern_state = None
+            if group_type != "classic":
+                try:
+                    modern = describe_modern_group(admin, group_id)
+                except AdminRequestError as exc:
+                    raise ConsoleError(403 if "AUTHORIZATION" in exc.error else 502,
+                                       f"group {group_id!r}: {exc}") from None
+                members = [] if modern is None else [_modern_member(m) for m in modern[2]]
+                modern_state = None if modern is None else modern[1]["group_state"]
+            state = (described.get("group_state") if group_type == "classic" else modern_state) \
                 or (listed or {}).get("group_state") or "Dead"
             return {"group_id": group_id, "state": state, "type": group_type,
                     "protocol_type": described.get("protocol_type") or (listed or {}).get("protocol_type", ""),
-                    "members": [_member(m) for m in described.get("members", [])] if group_type == "classic"
-                    else [],
-                    "members_shown": group_type == "classic",
+                    "members": members,
                     "offsets": partitions, "lag_per_topic": per_topic, "lag": sum(per_topic.values())}
 
         result: dict[str, Any] = self.call_admin(read)
@@ -471,6 +481,21 @@ class Backend:
         result: dict[str, Any] = self.call_admin(read)
         return result
 
+    def quotas(self) -> list[dict[str, Any]]:
+        """Every client quota (DescribeClientQuotas matching all entities: user, client-id, ip and their
+        defaults, shown as "<default>"), sorted by entity."""
+        def read(admin: Any) -> list[dict[str, Any]]:
+            try:
+                found = describe_client_quotas(admin)
+            except AdminRequestError as exc:
+                raise ConsoleError(403 if "AUTHORIZATION" in exc.error else 502, f"quotas: {exc}") from None
+            rows = [{"entity": {t: DEFAULT_ENTITY if n is None else n for t, n in q["entity"].items()},
+                     "values": dict(sorted(q["values"].items()))} for q in found]
+            return sorted(rows, key=lambda r: sorted(r["entity"].items()))
+
+        result: list[dict[str, Any]] = self.call_admin(read)
+        return result
+
     # --- compaction ----------------------------------------------------------------------------------
 
     def cleaner(self) -> Any:
@@ -533,6 +558,11 @@ def _member(m: dict[str, Any]) -> dict[str, Any]:
     assigned = assignment.get("assigned_partitions") if isinstance(assignment, dict) else None
     return {"member_id": m.get("member_id"), "client_id": m.get("client_id"), "host": m.get("client_host"),
             "assignment": [{"topic": a["topic"], "partitions": list(a["partitions"])} for a in (assigned or [])]}
+
+
+def _modern_member(m: dict[str, Any]) -> dict[str, Any]:
+    return {"member_id": m["member_id"], "client_id": m["client_id"], "host": m["host"],
+            "assignment": m["assignments"]}
 
 
 def _matches(record: Any, key: str | None, value: str | None, header: str | None) -> bool:

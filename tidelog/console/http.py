@@ -278,6 +278,7 @@ def build_app(console: Console) -> web.Application:
     r.add_get("/api/topics/{topic}/producers", reader(lambda b, q: b.producers(q.match_info["topic"])))
     r.add_get("/api/transactions", reader(lambda b, q: b.transactions()))
     r.add_get("/api/security", reader(lambda b, q: b.security()))
+    r.add_get("/api/quotas", reader(lambda b, q: b.quotas()))
     r.add_get("/api/groups", reader(lambda b, q: b.groups()))
     r.add_get("/api/groups/{group}", reader(lambda b, q: b.group(q.match_info["group"])))
     r.add_post("/api/groups/{group}/reset-offsets", writer(

@@ -99,7 +99,11 @@ def add_page_routes(app: web.Application, console: Console) -> None:
     async def security(request: web.Request) -> web.Response:
         return pages.render(request, "security.html", {"s": await console.run(backend(request).security)})
 
+    async def quotas(request: web.Request) -> web.Response:
+        return pages.render(request, "quotas.html", {"quotas": await console.run(backend(request).quotas)})
+
     r.add_get("/transactions", transactions)
+    r.add_get("/quotas", quotas)
     r.add_get("/security", security)
     r.add_get("/", overview)
     r.add_get("/topics", topics)
