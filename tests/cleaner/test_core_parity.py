@@ -12,6 +12,7 @@ import random
 import struct
 import types
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cleaner_env import Env
@@ -243,3 +244,28 @@ def test_both_cores_report_every_byte_read_and_written_to_the_throttle(
     observed, before, after = with_c
     assert after < before
     assert observed >= before + after  # every source byte read at least once, every cleaned byte written
+
+
+def test_c_core_hands_batches_whose_offsets_overflow_to_python(c_core: object) -> None:
+    """A corrupt BaseOffset near 2^63 made `base + delta` overflow int64 in C (undefined behaviour; in practice a
+    negative offset): the map skipped the batch and the filter dropped a record the Python cleaner keeps or
+    refuses. Such a batch goes to Python, like any other the C core is not sure to treat as Python does; and a
+    corrupt record count no longer sizes an allocation before it is checked."""
+    from tidelog.cleaner.core import NEED_PYTHON
+    from tidelog.protocol.records import compress, decompress
+
+    accel: Any = c_core
+    batch = bytearray(build_batch([Record(0, 1, b"k", b"v"), Record(1, 1, b"k2", b"v")], 0))
+    struct.pack_into(">q", batch, 0, (1 << 63) - 1)
+    struct.pack_into(">I", batch, 17, accel.crc32c(bytes(batch[21:])))
+    chunk = bytes(batch)
+    offset_map = SkimpyOffsetMap(24 * 64)
+    status = accel.map_chunk(offset_map.buffer, offset_map.dirty, offset_map.slots, 0, offset_map.max_entries, -1,
+                             chunk, 0, len(chunk), 0, decompress)[1]
+    assert status == NEED_PYTHON
+    offset_map.update_latest_offset(100)
+    status = accel.filter_chunk(offset_map.buffer, offset_map.slots, 100, chunk, 0, len(chunk), bytearray(4096), 0,
+                                b"", -1, 0, 0, 1 << 20, -1, -1, decompress, compress)[1]
+    assert status == NEED_PYTHON
+    assert accel.filter_payload(offset_map.buffer, offset_map.slots, -1, b"\0" * 10, 0, 0x7FFFFFFF,
+                                0, 0, 0, 0, 0, False) is None

@@ -502,6 +502,8 @@ static size_t whole_end(const uint8_t *d, size_t pos, size_t end) {
     return pos;
 }
 
+/* base + any int32 delta (+1) fits int64 */
+#define OFFSET_OK(b) ((b) >= 0 && (b) <= INT64_MAX - ((int64_t)1 << 32))
 #define ATTR_CODEC 0x07
 #define ATTR_LOG_APPEND 0x08
 #define ATTR_TXN 0x10
@@ -656,7 +658,8 @@ static PyObject *py_map_chunk(PyObject *self, PyObject *args) {
         read_header(d + p, &h);
         size_t size = (size_t)h.length + LOG_OVERHEAD;
         int codec = h.attributes & ATTR_CODEC;
-        if (h.attributes & (ATTR_TXN | ATTR_CONTROL) || h.magic != 2 || h.count < 0 || (codec && inflate == Py_None)) {
+        if (h.attributes & (ATTR_TXN | ATTR_CONTROL) || h.magic != 2 || h.count < 0 || !OFFSET_OK(h.base_offset) ||
+            (codec && inflate == Py_None)) {
             status = NEED_PYTHON;
             break;
         }
@@ -716,7 +719,7 @@ static PyObject *py_map_payload(PyObject *self, PyObject *args) {
     MapRun run = {0, latest, max_entries};
     int status;
     RELEASE_GIL
-    status = count < 0 ? NEED_PYTHON
+    status = count < 0 || !OFFSET_OK(base_offset) ? NEED_PYTHON
                        : map_records(&m, &run, payload.buf, (size_t)payload.len, base_offset, count, start_offset);
     ACQUIRE_GIL
     PyBuffer_Release(&dirtyview);
@@ -1081,7 +1084,7 @@ static PyObject *py_filter_chunk(PyObject *self, PyObject *args) {
         read_header(d + p, &h);
         size_t size = (size_t)h.length + LOG_OVERHEAD;
         int codec = h.attributes & ATTR_CODEC;
-        if (h.attributes & (ATTR_TXN | ATTR_CONTROL) || h.magic != 2 || h.count < 0 ||
+        if (h.attributes & (ATTR_TXN | ATTR_CONTROL) || h.magic != 2 || h.count < 0 || !OFFSET_OK(h.base_offset) ||
             (codec && (inflate == Py_None || deflate == Py_None)) || (!codec && (size_t)h.count > size)) {
             status = NEED_PYTHON;
             break;
@@ -1213,7 +1216,12 @@ static PyObject *py_filter_payload(PyObject *self, PyObject *args) {
         PyBuffer_Release(&payload);
         return NULL;
     }
-    size_t cap = (size_t)payload.len * 2 + (size_t)(count > 0 ? count : 0) * 24 + 64;
+    if (count < 0 || (Py_ssize_t)count > payload.len || !OFFSET_OK(base_offset)) {
+        PyBuffer_Release(&mapview);
+        PyBuffer_Release(&payload);
+        Py_RETURN_NONE;
+    }
+    size_t cap = (size_t)payload.len * 2 + (size_t)count * 24 + 64;
     uint8_t *out = PyMem_RawMalloc(cap);
     uint8_t *keep = PyMem_RawMalloc((size_t)payload.len + 1);
     if (out == NULL || keep == NULL || count < 0 || (Py_ssize_t)count > payload.len) {
