@@ -103,8 +103,10 @@ def readonly_api(readonly_broker: BrokerHandle) -> Api:
     return Api(readonly_broker)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
+    """Module-scoped: Playwright's sync API runs an event loop on this thread while it is open, and any later
+    test calling asyncio.run() would find it running (RuntimeError), so it must close with the browser tests."""
     from playwright.sync_api import sync_playwright
 
     if not os.path.exists(CHROMIUM):

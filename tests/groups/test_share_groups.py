@@ -16,7 +16,6 @@ from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from tests.broker.test_features import SAFE, update
-from tests.broker.test_fetch_sendfile import wait_until
 from tidelog.clock import ManualClock
 from tidelog.coordinator.share.share_partition import AVAILABLE
 from tidelog.protocol.errors import ErrorCode
@@ -26,6 +25,13 @@ from tidelog.testing import BrokerHandle, KafkaWire, run_broker
 HEARTBEAT, FETCH, ACK = 76, 78, 79
 E = ErrorCode
 QUIET = {"log_level": 0}
+
+
+def wait_until(cond: Any, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
 
 
 @pytest.fixture(scope="module")
