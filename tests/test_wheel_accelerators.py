@@ -59,12 +59,15 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A fresh venv holding the wheel (no deps); this venv's site-packages supplies the dependencies."""
     home = tmp_path_factory.mktemp("venv") / "v"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(home)], check=True, timeout=120)
+    # The environment the test process was started with may name this checkout (PYTHONPATH): pip would then
+    # find tidelog already installed in the new venv and skip the wheel.
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(home)], check=True, timeout=120,
+                   env=clean_env())
     python = home / "bin" / "python"
     subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-deps",
-                    "--no-index", str(wheel)], check=True, capture_output=True, timeout=300)
+                    "--no-index", str(wheel)], check=True, capture_output=True, timeout=300, env=clean_env())
     site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                               check=True, capture_output=True, text=True).stdout.strip())
+                               check=True, capture_output=True, text=True, env=clean_env()).stdout.strip())
     # Appended after the venv's own site-packages: the wheel's tidelog comes first, and the editable checkout
     # that this venv's .pth files name is not reached (a plain path line processes no .pth files).
     (site / "tidelog-deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
