@@ -355,6 +355,10 @@ _DEFS: list[ConfigDef] = [
     ConfigDef("console.enable", B, True, "tidelog: serve the web console and its /api/ on the metrics HTTP port."),
     ConfigDef("console.read.only", B, True,
               "tidelog: refuse the console's write actions (create/delete/alter/produce/reset) with 403."),
+    ConfigDef("schema.registry.port", I, -1,
+              "tidelog: Confluent Schema Registry REST port, schemas kept on _schemas (-1 = off, 0 = ephemeral).",
+              between(-1, 65_535)),
+    ConfigDef("schema.registry.host", S, "127.0.0.1", "tidelog: address the Schema Registry's HTTP server binds."),
     ConfigDef("cluster.id", S, None, "tidelog: cluster id written to meta.properties when a log dir is new."),
 ]
 
