@@ -67,11 +67,17 @@ def parse_schema(schema_type: str, text: str, references: Mapping[str, str] | No
     return parsed
 
 
-def check_compatibility(level: str, new: ParsedSchema, previous: Sequence[ParsedSchema]) -> list[str]:
+def check_compatibility(
+    level: str, new: ParsedSchema, previous: Sequence[ParsedSchema], versions: Sequence[int] | None = None
+) -> list[str]:
     """Reasons why `new` may not follow `previous` (oldest first) under `level`; empty when compatible.
 
-    Non-transitive levels compare with the latest previous schema only (Confluent's CompatibilityChecker).
+    Non-transitive levels compare with the latest previous schema only; transitive ones go newest to oldest and
+    stop at the first incompatible one (Confluent's CompatibilityChecker). The reasons are Confluent's verbose
+    messages, ending with `{oldSchemaVersion: N}` (when `versions`, the previous schemas' version numbers, are
+    given) and `{oldSchema: '...'}`; the server appends `{validateFields: 'false', compatibility: 'LEVEL'}`.
+    Raises ValueError for an unknown level.
     """
     from .compatibility import check
 
-    return check(level, new, previous)
+    return check(level, new, previous, versions)
