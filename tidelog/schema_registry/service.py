@@ -206,8 +206,11 @@ class RegistryService:
                                 f'"{subject}", details: [{", ".join(reasons)}]', status=409)
 
     def _incompatibilities(self, level: str, parsed: ParsedSchema, previous: list[SchemaValue]) -> list[str]:
-        olds = [p for p in (self._parsed_version(v) for v in previous) if p is not None]
-        return check_compatibility(level, parsed, olds)
+        pairs = [(v.version, p) for v, p in ((v, self._parsed_version(v)) for v in previous) if p is not None]
+        reasons = check_compatibility(level, parsed, [p for _, p in pairs], [v for v, _ in pairs])
+        if reasons:  # Confluent ends the verbose list with the settings the check ran under
+            reasons.append(f"{{validateFields: 'false', compatibility: '{level}'}}")
+        return reasons
 
     def lookup(self, subject: str, body: Any, normalize: bool = False, deleted: bool = False) -> dict[str, Any]:
         """POST /subjects/{subject}: the version of `subject` holding this schema."""
@@ -259,7 +262,8 @@ class RegistryService:
     async def delete_version(self, subject: str, version: int, permanent: bool) -> int:
         async with self._write_lock:
             self._check_writable(subject)
-            value = self.get_version(subject, version, deleted=permanent)
+            # a pinned version is found even when soft-deleted (40406 below); "latest" is the latest live one
+            value = self.get_version(subject, version, deleted=permanent or version != -1)
             if not permanent and value.deleted:
                 raise RegistryError(errors.VERSION_SOFT_DELETED, f"Subject '{subject}' Version {value.version} was "
                                     "soft deleted.Set permanent=true to delete permanently")
