@@ -259,8 +259,10 @@ def test_schemas_topic_holds_confluent_layout(registry: Registry, registry_broke
     assert json.loads(mine[1].value or b"") == {"subject": subject, "compatibilityLevel": "FULL"}
     assert keys[2] == {"keytype": "DELETE_SUBJECT", "subject": subject, "magic": 0}
     assert json.loads(mine[2].value or b"") == {"subject": subject, "version": 1}
-    assert keys[3] == keys[0] and mine[3].value is None  # the permanent delete: a tombstone
-    assert [decode_key(r.key).keytype for r in mine] == ["SCHEMA", "CONFIG", "DELETE_SUBJECT", "SCHEMA"]
+    # the permanent delete: a tombstone for the version, then one for the subject's config (as Confluent)
+    assert keys[3] == keys[0] and mine[3].value is None
+    assert keys[4] == keys[1] and mine[4].value is None
+    assert [decode_key(r.key).keytype for r in mine] == ["SCHEMA", "CONFIG", "DELETE_SUBJECT", "SCHEMA", "CONFIG"]
 
 
 @pytest.fixture(autouse=True)

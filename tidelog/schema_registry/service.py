@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from tidelog.schema_registry import errors
@@ -75,7 +76,7 @@ class RegistryService:
 
     # --- writes -------------------------------------------------------------------------------------------
 
-    async def _write(self, records: list[tuple[Key, bytes | None]]) -> None:
+    async def _write(self, records: Sequence[tuple[Key, bytes | None]]) -> None:
         try:
             await self.topic.append([(key.encode(), value) for key, value in records])
         except StoreError as e:
@@ -292,7 +293,14 @@ class RegistryService:
                     raise RegistryError(errors.SUBJECT_NOT_SOFT_DELETED, f"Subject '{subject}' was not deleted "
                                         "first before being permanently deleted")
                 self._check_not_referenced(subject, [v.version for v in every])
-                await self._write([(Key(SCHEMA, subject, v.version), None) for v in every])
+                # newest first (a version may reference an older one of the same subject), then the subject's
+                # own mode and config, as Confluent's KafkaSchemaRegistry.deleteSubject does
+                tombstones = [(Key(SCHEMA, subject, v.version), None) for v in reversed(every)]
+                if subject in self.state.modes:
+                    tombstones.append((Key(MODE, subject), None))
+                if subject in self.state.configs:
+                    tombstones.append((Key(CONFIG, subject), None))
+                await self._write(tombstones)
                 return [v.version for v in every]
             if not live:
                 raise RegistryError(errors.SUBJECT_SOFT_DELETED, f"Subject '{subject}' was soft deleted."
