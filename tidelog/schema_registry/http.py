@@ -33,7 +33,8 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def answer(body: Any, status: int = 200) -> web.Response:
-    return web.Response(body=json.dumps(body).encode(), status=status, content_type=CONTENT_TYPE)
+    return web.Response(body=json.dumps(body, separators=(",", ":")).encode(), status=status,
+                        content_type=CONTENT_TYPE)
 
 
 def error_answer(error: RegistryError) -> web.Response:
