@@ -7,6 +7,7 @@ types nobody registers.
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -62,8 +63,14 @@ def parse_schema(schema_type: str, text: str, references: Mapping[str, str] | No
     kind = (schema_type or "AVRO").upper()
     if kind not in _MODULES:
         raise InvalidSchema(f"Unknown schema type {schema_type!r}; expected one of {', '.join(SCHEMA_TYPES)}")
+    return _parse_cached(kind, text, tuple((references or {}).items()))
+
+
+@functools.lru_cache(maxsize=1024)
+def _parse_cached(kind: str, text: str, references: tuple[tuple[str, str], ...]) -> ParsedSchema:
+    """Registrations and lookups of a schema already seen (clients re-register on every start) parse once."""
     module = importlib.import_module(f"{__package__}.{_MODULES[kind]}")
-    parsed: ParsedSchema = module.parse(text, dict(references or {}))
+    parsed: ParsedSchema = module.parse(text, dict(references))
     return parsed
 
 
