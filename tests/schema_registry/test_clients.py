@@ -1,5 +1,5 @@
 """confluent-kafka's own Schema Registry client and serializers against tidelog's registry: records produced with
-the Avro serializer to a tidelog topic and consumed back with the deserializer (auto-registration,
+the Avro and JSON Schema serializers to a tidelog topic and consumed back with the deserializer (auto-registration,
 use.latest.version, schema references), and the client's registry calls (configs, deletes, compatibility)."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.error import SchemaRegistryError
+from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from tidelog.testing import BrokerHandle
@@ -148,3 +149,27 @@ def test_client_admin_calls(registry_broker: BrokerHandle, client: SchemaRegistr
         fresh.get_latest_version(subject)
     assert gone.value.error_code == 40401
     assert subject not in fresh.get_subjects()
+
+
+def test_json_schema_round_trip(registry_broker: BrokerHandle, client: SchemaRegistryClient) -> None:
+    topic = topic_name()
+    registry_broker.create_topic(topic)
+    schema = {"$schema": "http://json-schema.org/draft-07/schema#", "title": "Order", "type": "object",
+              "properties": {"id": {"type": "integer"}, "item": {"type": "string"}},
+              "required": ["id"]}
+    serializer = JSONSerializer(json.dumps(schema), client)
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    orders = [{"id": 1, "item": "tea"}, {"id": 2}]
+    payloads = [serializer(o, ctx) for o in orders]
+    produce(registry_broker, topic, [p for p in payloads if p is not None])
+    latest = client.get_latest_version(f"{topic}-value")
+    assert latest.schema.schema_type == "JSON" and latest.version == 1
+    assert {int.from_bytes(p[1:5], "big") for p in payloads if p is not None} == {latest.schema_id}
+    deserializer = JSONDeserializer(None, schema_registry_client=SchemaRegistryClient(
+        {"url": registry_broker.schema_registry_url}))
+    assert [deserializer(v, ctx) for v in consume(registry_broker, topic, 2)] == orders
+    # an added required property breaks BACKWARD compatibility (old data lacks it)
+    stricter = dict(schema, required=["id", "item"])
+    with pytest.raises(SchemaRegistryError) as refused:
+        client.register_schema(f"{topic}-value", Schema(json.dumps(stricter), "JSON"))
+    assert refused.value.error_code == 40901
