@@ -1,5 +1,5 @@
-"""Fixtures of the Schema Registry tests: one broker per module with the registry on (`schema.registry.port=0`,
-an ephemeral loopback port), and a small HTTP client that returns Confluent's status and JSON body as they are."""
+"""Fixtures of the Schema Registry tests: one broker per module with the registry on (the plugin's
+`tidelog_schema_registry`: `schema.registry.port=0`, an ephemeral loopback port), and a small HTTP client that returns Confluent's status and JSON body as they are."""
 
 from __future__ import annotations
 
@@ -7,12 +7,11 @@ import json
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tidelog.testing import BrokerHandle, run_broker
+from tidelog.testing import BrokerHandle
 
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 
@@ -50,9 +49,9 @@ class Registry:
 
 
 @pytest.fixture(scope="module")
-def registry_broker() -> Iterator[BrokerHandle]:
-    with run_broker(overrides={"schema.registry.port": 0}) as broker:
-        yield broker
+def registry_broker(tidelog_schema_registry: BrokerHandle) -> BrokerHandle:
+    """The plugin's broker with the registry on, one per module."""
+    return tidelog_schema_registry
 
 
 @pytest.fixture(scope="module")
