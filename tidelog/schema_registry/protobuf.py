@@ -393,10 +393,10 @@ class _Printer:
 class ProtobufSchema:
     schema_type = "PROTOBUF"
 
-    def __init__(self, file: ProtoFile, types: dict[str, _TypeInfo], dependencies: dict[str, ProtoFile]) -> None:
+    def __init__(self, file: ProtoFile, types: dict[str, _TypeInfo], references: dict[str, str]) -> None:
         self.file = file
         self.types = types  # this file's and its references' named types, by full name
-        self.dependencies = dependencies
+        self._references = references
         self._canonical: str | None = None
         self._normalized: str | None = None
 
@@ -405,9 +405,14 @@ class ProtobufSchema:
             self._canonical = _Printer(False, self.types).file(self.file)
         return self._canonical
 
+    def normalized_form(self) -> str:
+        """ProtobufSchemaUtils.toNormalizedString."""
+        return _Printer(True, self.types).file(self.file)
+
     def normalized(self) -> str:
+        """What Confluent stores for `normalize=true`: normalize().canonicalString()."""
         if self._normalized is None:
-            self._normalized = _Printer(True, self.types).file(self.file)
+            self._normalized = parse(self.normalized_form(), self._references).canonical()
         return self._normalized
 
     @property
@@ -446,7 +451,7 @@ def parse(text: str, references: dict[str, str]) -> ProtobufSchema:
     # Types from well-known imports are not modelled: with one imported, unresolved names are let through.
     lenient = any(i.name.startswith(_BUILTIN_IMPORT_PREFIXES) for i in file.imports)
     _check(file, types, lenient)
-    return ProtobufSchema(file, types, dependencies)
+    return ProtobufSchema(file, types, references)
 
 
 # --- compatibility -----------------------------------------------------------------------------------------
