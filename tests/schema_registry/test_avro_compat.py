@@ -241,9 +241,15 @@ def test_normalized_form_uses_full_names_and_sorted_props() -> None:
         {"name": "id", "type": {"type": "string", "zeta": 1, "alpha": 2}, "doc": "the id"}]})
     b = avro({"fields": [{"doc": "the id", "type": {"alpha": 2, "type": "string", "zeta": 1}, "name": "id"}],
               "name": "ns.User", "type": "record"})
-    assert a.normalized() == b.normalized() == (
+    assert a.canonical() != b.canonical()  # the props' order differs
+    assert a.normalized_form() == b.normalized_form() == (  # type: ignore[attr-defined]
         '{"name":"ns.User","type":"record","fields":[{"name":"id","type":{"type":"string","alpha":2,"zeta":1},'
         '"order":"ascending","doc":"the id"}]}'
+    )
+    # what normalize=true stores: that form parsed and written canonically (normalize().canonicalString())
+    assert a.normalized() == b.normalized() == (
+        '{"type":"record","name":"User","namespace":"ns","fields":[{"name":"id","type":{"type":"string","alpha":2,'
+        '"zeta":1},"doc":"the id"}]}'
     )
     assert avro({"type": "bytes", "logicalType": "decimal", "precision": 4, "scale": 2}).normalized() == (
         '{"type":"bytes","logicalType":"decimal","precision":4,"scale":2}'
@@ -257,7 +263,8 @@ def test_references_are_known_names() -> None:
         '{"type":"record","name":"User","namespace":"com.example","fields":'
         '[{"name":"home","type":"Address"},{"name":"work","type":"Address"}]}'
     )
-    assert '"type":"com.example.Address"' in user.normalized()
+    assert '"type":"com.example.Address"' in user.normalized_form()  # type: ignore[attr-defined]
+    assert user.normalized() == user.canonical()
     # compatibility looks through the referenced record
     address2 = json.dumps(record(f("street", "string"), f("zip", "string"), name="Address"))
     user2 = avro(record(f("home", "com.example.Address"), f("work", "Address")), {"address.avsc": address2})

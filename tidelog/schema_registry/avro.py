@@ -3,7 +3,8 @@
 - canonical(): what Confluent's AvroSchema.canonicalString() stores, i.e. Avro Java's Schema.toString() with the
   referenced schemas' names known: compact JSON, named types written once then by name, namespaces only where
   they change, props in the order given.
-- normalized(): Confluent's AvroSchemaUtils.toNormalizedString() (full names, fixed key order, sorted props).
+- normalized(): Confluent's AvroSchemaUtils.toNormalizedString() (full names, fixed key order, sorted props),
+  parsed and written canonically again, as Confluent stores a normalized schema.
 - reader_writer_incompatibilities(): Avro's SchemaCompatibility.checkReaderWriterCompatibility, worded as
   Confluent's avro.Difference.
 """
@@ -384,10 +385,10 @@ def _normalized_field(f: Field, env: set[str]) -> str:
 class AvroSchema:
     schema_type = "AVRO"
 
-    def __init__(self, root: Node, referenced: list[str], text: str) -> None:
+    def __init__(self, root: Node, referenced: list[str], references: dict[str, str]) -> None:
         self.root = root
         self._referenced = referenced  # full names of the named types that the references define
-        self._text = text
+        self._references = references
         self._canonical: str | None = None
         self._normalized: str | None = None
 
@@ -396,9 +397,15 @@ class AvroSchema:
             self._canonical = _dump(_to_json(self.root, set(self._referenced), None))
         return self._canonical
 
+    def normalized_form(self) -> str:
+        """AvroSchemaUtils.toNormalizedString."""
+        return _normalized(self.root, set(self._referenced))
+
     def normalized(self) -> str:
+        """What Confluent stores for `normalize=true`: normalize().canonicalString(), the normalized form parsed
+        and written back in the canonical layout."""
         if self._normalized is None:
-            self._normalized = _normalized(self.root, set(self._referenced))
+            self._normalized = parse(self.normalized_form(), self._references).canonical()
         return self._normalized
 
     @property
@@ -440,7 +447,7 @@ def parse(text: str, references: dict[str, str]) -> AvroSchema:
         raise InvalidSchema(f"Invalid schema: missing {e}") from None
     except (TypeError, ValueError, AttributeError):
         raise InvalidSchema(f"Invalid schema: not an Avro schema: {text[:200]}") from None
-    return AvroSchema(root, referenced, text)
+    return AvroSchema(root, referenced, references)
 
 
 # --- compatibility ---------------------------------------------------------------------------------------

@@ -70,7 +70,10 @@ def parse_schema(schema_type: str, text: str, references: Mapping[str, str] | No
 def _parse_cached(kind: str, text: str, references: tuple[tuple[str, str], ...]) -> ParsedSchema:
     """Registrations and lookups of a schema already seen (clients re-register on every start) parse once."""
     module = importlib.import_module(f"{__package__}.{_MODULES[kind]}")
-    parsed: ParsedSchema = module.parse(text, dict(references))
+    try:
+        parsed: ParsedSchema = module.parse(text, dict(references))
+    except RecursionError:
+        raise InvalidSchema("Invalid schema: nested too deeply") from None
     return parsed
 
 
