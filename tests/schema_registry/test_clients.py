@@ -1,11 +1,12 @@
 """confluent-kafka's own Schema Registry client and serializers against tidelog's registry: records produced with
-the Avro and JSON Schema serializers to a tidelog topic and consumed back with the deserializer (auto-registration,
+the Avro, JSON Schema and Protobuf serializers to a tidelog topic and consumed back with the deserializer (auto-registration,
 use.latest.version, schema references), and the client's registry calls (configs, deletes, compatibility)."""
 
 from __future__ import annotations
 
 import json
 import uuid
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer
@@ -13,7 +14,9 @@ from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegis
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
+from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 from tidelog.testing import BrokerHandle
 
@@ -173,3 +176,35 @@ def test_json_schema_round_trip(registry_broker: BrokerHandle, client: SchemaReg
     with pytest.raises(SchemaRegistryError) as refused:
         client.register_schema(f"{topic}-value", Schema(json.dumps(stricter), "JSON"))
     assert refused.value.error_code == 40901
+
+
+def order_message_class() -> Any:
+    """A Protobuf message class built from a descriptor at run time (as protoc's generated code would)."""
+    file = descriptor_pb2.FileDescriptorProto(name=f"orders_{uuid.uuid4().hex[:6]}.proto", package="shop",
+                                              syntax="proto3")
+    order = file.message_type.add(name="Order")
+    order.field.add(name="id", number=1, type=descriptor_pb2.FieldDescriptorProto.TYPE_INT64)
+    order.field.add(name="item", number=2, type=descriptor_pb2.FieldDescriptorProto.TYPE_STRING)
+    order.field.add(name="tags", number=3, type=descriptor_pb2.FieldDescriptorProto.TYPE_STRING,
+                    label=descriptor_pb2.FieldDescriptorProto.LABEL_REPEATED)
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.Order"))
+
+
+def test_protobuf_round_trip(registry_broker: BrokerHandle, client: SchemaRegistryClient) -> None:
+    topic = topic_name()
+    registry_broker.create_topic(topic)
+    order = order_message_class()
+    serializer = ProtobufSerializer(order, client, {"use.deprecated.format": False})
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    sent = [order(id=1, item="tea", tags=["hot"]), order(id=2, item="cake")]
+    payloads = [serializer(m, ctx) for m in sent]
+    produce(registry_broker, topic, [p for p in payloads if p is not None])
+    latest = client.get_latest_version(f"{topic}-value")
+    assert latest.schema.schema_type == "PROTOBUF" and "message Order" in latest.schema.schema_str
+    assert {int.from_bytes(p[1:5], "big") for p in payloads if p is not None} == {latest.schema_id}
+    deserializer = ProtobufDeserializer(order, {"use.deprecated.format": False})
+    assert [deserializer(v, ctx) for v in consume(registry_broker, topic, 2)] == sent
+    # the same descriptor registered again is the same schema
+    assert ProtobufSerializer(order, client, {"use.deprecated.format": False})(sent[0], ctx) == payloads[0]

@@ -14,6 +14,7 @@ from typing import Any
 
 from tidelog.schema_registry import errors
 from tidelog.schema_registry.errors import RegistryError
+from tidelog.schema_registry.protobuf_descriptor import descriptor_to_text
 from tidelog.schema_registry.records import (
     CONFIG,
     DELETE_SUBJECT,
@@ -156,6 +157,8 @@ class RegistryService:
         if not isinstance(body, dict):
             raise errors.invalid_schema("Invalid request: expected a JSON object")
         schema_type, schema, references = self._request_schema(body)
+        if schema_type == "PROTOBUF":  # confluent-kafka's ProtobufSerializer sends a FileDescriptorProto
+            schema = descriptor_to_text(schema) or schema
         parsed = self._parse(schema_type, schema, references)
         text = parsed.normalized() if normalize else parsed.canonical()
         return parsed, SchemaValue("", 0, 0, text, parsed.schema_type, references)
