@@ -208,3 +208,16 @@ def test_protobuf_round_trip(registry_broker: BrokerHandle, client: SchemaRegist
     assert [deserializer(v, ctx) for v in consume(registry_broker, topic, 2)] == sent
     # the same descriptor registered again is the same schema
     assert ProtobufSerializer(order, client, {"use.deprecated.format": False})(sent[0], ctx) == payloads[0]
+
+
+def test_protobuf_use_latest_version(registry_broker: BrokerHandle, client: SchemaRegistryClient) -> None:
+    topic = topic_name()
+    registry_broker.create_topic(topic)
+    order = order_message_class()
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    registered = ProtobufSerializer(order, client, {"use.deprecated.format": False})(order(id=1), ctx)
+    assert registered is not None
+    latest = ProtobufSerializer(order, client, {"use.deprecated.format": False, "auto.register.schemas": False,
+                                                "use.latest.version": True})
+    payload = latest(order(id=9, item="jam"), ctx)
+    assert payload is not None and payload[1:5] == registered[1:5]

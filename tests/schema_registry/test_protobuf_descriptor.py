@@ -7,7 +7,7 @@ import base64
 
 from google.protobuf import descriptor_pb2
 
-from tidelog.schema_registry.protobuf_descriptor import descriptor_to_text
+from tidelog.schema_registry.protobuf_descriptor import descriptor_to_text, text_to_descriptor
 from tidelog.schema_registry.schemas import parse_schema
 
 T = descriptor_pb2.FieldDescriptorProto
@@ -87,3 +87,27 @@ def test_a_shadowed_name_stays_qualified() -> None:
     text = descriptor_to_text(base64.standard_b64encode(file.SerializeToString()).decode())
     assert text is not None and "  shop.Status status = 8;" in text
     parse_schema("PROTOBUF", text, {})
+
+
+def test_text_builds_back_into_the_descriptor() -> None:
+    """?format=serialized: the stored text as a FileDescriptorProto, types resolved to full names as protoc does."""
+    built = descriptor_pb2.FileDescriptorProto.FromString(base64.standard_b64decode(text_to_descriptor(TEXT, {})))
+    expected = order_descriptor()
+    expected.name = "default"
+    assert built.message_type[0].field == expected.message_type[0].field
+    assert [o.name for o in built.message_type[0].oneof_decl] == ["payment", "_note"]
+    assert sorted(n.name for n in built.message_type[0].nested_type) == ["CountsEntry", "Line"]
+    assert built.enum_type == expected.enum_type and built.package == "shop" and built.syntax == "proto3"
+    # and back to the same text
+    text = descriptor_to_text(text_to_descriptor(TEXT, {}))
+    assert text is not None
+    assert parse_schema("PROTOBUF", text, {}).canonical() == parse_schema("PROTOBUF", TEXT, {}).canonical()
+
+
+def test_imported_types_resolve_through_the_references() -> None:
+    common = 'syntax = "proto3";\npackage common;\nmessage Money {\n  int64 cents = 1;\n}\n'
+    text = 'syntax = "proto3";\npackage shop;\nimport "common.proto";\nmessage Price {\n  common.Money amount = 1;\n}\n'
+    built = descriptor_pb2.FileDescriptorProto.FromString(
+        base64.standard_b64decode(text_to_descriptor(text, {"common.proto": common})))
+    assert list(built.dependency) == ["common.proto"]
+    assert built.message_type[0].field[0].type_name == ".common.Money"

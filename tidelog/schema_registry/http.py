@@ -114,8 +114,12 @@ def build_app(service: RegistryService) -> web.Application:
     async def delete_subject(request: web.Request) -> web.Response:
         return answer(await service.delete_subject(subject(request), flag(request, "permanent")))
 
+    def fmt(request: web.Request) -> str:
+        return request.query.get("format", "")
+
     async def get_version(request: web.Request) -> web.Response:
-        return answer(schema_json(service.get_version(subject(request), version(request), flag(request, "deleted"))))
+        value = service.get_version(subject(request), version(request), flag(request, "deleted"))
+        return answer(schema_json(service.formatted(value, fmt(request))))
 
     async def get_version_schema(request: web.Request) -> web.Response:
         value = service.get_version(subject(request), version(request), flag(request, "deleted"))
@@ -128,7 +132,7 @@ def build_app(service: RegistryService) -> web.Application:
         return answer(await service.delete_version(subject(request), version(request), flag(request, "permanent")))
 
     async def get_schema(request: web.Request) -> web.Response:
-        value = service.schema_by_id(schema_id(request))
+        value = service.formatted(service.schema_by_id(schema_id(request)), fmt(request))
         return answer({k: v for k, v in schema_json(value, with_subject=False).items() if k != "id"})
 
     async def get_schema_text(request: web.Request) -> web.Response:

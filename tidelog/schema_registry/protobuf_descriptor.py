@@ -1,8 +1,10 @@
-"""A Protobuf schema sent as a serialized FileDescriptorProto, base64-encoded, as confluent-kafka's
-ProtobufSerializer registers it (confluent_kafka.schema_registry.common.protobuf._schema_to_str), turned into the
-.proto text the schema library parses. Confluent's ProtobufSchema accepts both forms the same way.
+"""Protobuf schemas as serialized FileDescriptorProtos, base64-encoded: the form confluent-kafka's
+ProtobufSerializer registers (confluent_kafka.schema_registry.common.protobuf._schema_to_str) and its serdes ask for
+with `?format=serialized`. Confluent's ProtobufSchema reads and writes both forms; here a registered descriptor is
+printed as the .proto text the schema library parses, and stored text is built back into a descriptor.
 
-The descriptor is decoded by the protobuf package itself (descriptor_pb2); only the printing is ours.
+The descriptor is (de)coded by the protobuf package itself (descriptor_pb2) and the text parsed by
+proto-schema-parser; only the mapping between the two is ours.
 """
 
 from __future__ import annotations
@@ -10,9 +12,12 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+from typing import Any
 
 from google.protobuf import descriptor_pb2
 from google.protobuf.message import DecodeError
+from proto_schema_parser import ast
+from proto_schema_parser.parser import Parser
 
 _BASE64 = re.compile(r"^[A-Za-z0-9+/\s]+={0,2}\s*$")
 
@@ -185,3 +190,174 @@ def _file_options(options: descriptor_pb2.FileOptions) -> list[tuple[str, str]]:
         elif descriptor.type == descriptor.TYPE_ENUM:
             out.append((descriptor.name, descriptor.enum_type.values_by_number[value].name))
     return out
+
+
+# --- .proto text -> FileDescriptorProto (GET ...?format=serialized, what confluent-kafka's Protobuf serde reads) ----
+
+_SCALAR_TYPES = {name: number for number, name in _SCALARS.items()}
+_CARDINALITY = {"REPEATED": 3, "REQUIRED": 2, "OPTIONAL": 1}
+_MAX_FIELD = 536_870_911  # "max" in a reserved range
+
+
+def text_to_descriptor(text: str, references: dict[str, str]) -> str:
+    """The base64 FileDescriptorProto of .proto `text` whose imports are `references` (name -> .proto text);
+    type names are resolved to their full names, as protoc does. Raises ValueError when `text` does not parse."""
+    parser = Parser()
+    tree = parser.parse(text)
+    kinds: dict[str, str] = {}  # full name -> "message" | "enum", over this file and its references
+    for ref in references.values():
+        _declare_tree(parser.parse(ref), kinds)
+    _declare_tree(tree, kinds)
+    return base64.standard_b64encode(_Builder(kinds).file(tree).SerializeToString()).decode("ascii")
+
+
+def _package(tree: Any) -> str:
+    return next((e.name for e in tree.file_elements if isinstance(e, ast.Package)), "")
+
+
+def _declare_tree(tree: Any, kinds: dict[str, str]) -> None:
+    package = _package(tree)
+    for element in tree.file_elements:
+        _declare_element(element, package, kinds)
+
+
+def _declare_element(element: Any, prefix: str, kinds: dict[str, str]) -> None:
+    if isinstance(element, ast.Message):
+        full = f"{prefix}.{element.name}" if prefix else element.name
+        kinds[full] = "message"
+        for nested in element.elements:
+            _declare_element(nested, full, kinds)
+    elif isinstance(element, ast.Enum):
+        kinds[f"{prefix}.{element.name}" if prefix else element.name] = "enum"
+
+
+class _Builder:
+    def __init__(self, kinds: dict[str, str]) -> None:
+        self.kinds = kinds
+        self.proto3 = False
+
+    def file(self, tree: Any) -> descriptor_pb2.FileDescriptorProto:
+        out = descriptor_pb2.FileDescriptorProto(name="default", syntax=tree.syntax or "proto2")
+        self.proto3 = out.syntax == "proto3"
+        package = _package(tree)
+        if package:
+            out.package = package
+        scope = package.split(".") if package else []
+        for element in tree.file_elements:
+            if isinstance(element, ast.Import):
+                if element.public:
+                    out.public_dependency.append(len(out.dependency))
+                out.dependency.append(element.name)
+            elif isinstance(element, ast.Option):
+                _set_option(out.options, element)
+            elif isinstance(element, ast.Message):
+                self._message(out.message_type.add(), element, scope)
+            elif isinstance(element, ast.Enum):
+                self._enum(out.enum_type.add(), element)
+            elif isinstance(element, ast.Service):
+                self._service(out.service.add(), element, scope)
+        return out
+
+    def resolve(self, name: str, scope: list[str]) -> str:
+        """protoc's lookup: the innermost scope first, outwards; a leading dot means already qualified."""
+        if name.startswith("."):
+            return name
+        for depth in range(len(scope), -1, -1):
+            candidate = ".".join([*scope[:depth], name])
+            if candidate in self.kinds:
+                return "." + candidate
+        return "." + name
+
+    def _message(self, out: descriptor_pb2.DescriptorProto, message: Any, outer: list[str]) -> None:
+        out.name = message.name
+        scope = [*outer, message.name]
+        synthetic: list[str] = []
+        for element in message.elements:
+            if isinstance(element, ast.Field):
+                field = self._field(out.field.add(), element, scope)
+                if self.proto3 and element.cardinality is not None and element.cardinality.value == "OPTIONAL":
+                    field.proto3_optional = True
+                    synthetic.append(field.name)
+            elif isinstance(element, ast.MapField):
+                self._map(out, element, scope)
+            elif isinstance(element, ast.OneOf):
+                index = len(out.oneof_decl)
+                out.oneof_decl.add(name=element.name)
+                for member in element.elements:
+                    if isinstance(member, ast.Field):
+                        self._field(out.field.add(), member, scope).oneof_index = index
+            elif isinstance(element, ast.Message):
+                self._message(out.nested_type.add(), element, scope)
+            elif isinstance(element, ast.Enum):
+                self._enum(out.enum_type.add(), element)
+            elif isinstance(element, ast.Reserved):
+                for text in element.ranges:
+                    start, _, end = (part.strip() for part in str(text).partition("to"))
+                    last = _MAX_FIELD if end == "max" else int(end or start)
+                    out.reserved_range.add(start=int(start), end=last + 1)
+                out.reserved_name.extend(element.names)
+        for name in synthetic:  # protoc puts proto3 optionals in synthetic oneofs, after the real ones
+            field = next(f for f in out.field if f.name == name)
+            field.oneof_index = len(out.oneof_decl)
+            out.oneof_decl.add(name=f"_{name}")
+
+    def _field(self, out: descriptor_pb2.FieldDescriptorProto, field: Any,
+               scope: list[str]) -> descriptor_pb2.FieldDescriptorProto:
+        out.name, out.number = field.name, field.number
+        cardinality = field.cardinality.value if field.cardinality is not None else "OPTIONAL"
+        out.label = _CARDINALITY.get(cardinality, 1)
+        self._set_type(out, field.type, scope)
+        for option in field.options:
+            if option.name == "default":
+                out.default_value = str(option.value).lower() if isinstance(option.value, bool) else str(option.value)
+            elif option.name in ("packed", "deprecated") and isinstance(option.value, bool):
+                setattr(out.options, option.name, option.value)
+        return out
+
+    def _set_type(self, out: descriptor_pb2.FieldDescriptorProto, name: str, scope: list[str]) -> None:
+        if name in _SCALAR_TYPES:
+            out.type = _SCALAR_TYPES[name]
+            return
+        out.type_name = self.resolve(name, scope)
+        out.type = _ENUM if self.kinds.get(out.type_name[1:]) == "enum" else _MESSAGE
+
+    def _map(self, out: descriptor_pb2.DescriptorProto, field: Any, scope: list[str]) -> None:
+        entry_name = "".join(part[:1].upper() + part[1:] for part in field.name.split("_")) + "Entry"
+        entry = out.nested_type.add(name=entry_name)
+        entry.options.map_entry = True
+        key = entry.field.add(name="key", number=1, label=1)
+        self._set_type(key, field.key_type, scope)
+        value = entry.field.add(name="value", number=2, label=1)
+        self._set_type(value, field.value_type, scope)
+        out.field.add(name=field.name, number=field.number, label=3, type=_MESSAGE,
+                      type_name="." + ".".join([*scope, entry_name]))
+
+    def _enum(self, out: descriptor_pb2.EnumDescriptorProto, enum: Any) -> None:
+        out.name = enum.name
+        for element in enum.elements:
+            if isinstance(element, ast.EnumValue):
+                out.value.add(name=element.name, number=element.number)
+            elif isinstance(element, ast.Option) and element.name == "allow_alias":
+                out.options.allow_alias = bool(element.value)
+
+    def _service(self, out: descriptor_pb2.ServiceDescriptorProto, service: Any, scope: list[str]) -> None:
+        out.name = service.name
+        for method in service.elements:
+            if isinstance(method, ast.Method):
+                out.method.add(name=method.name, input_type=self.resolve(method.input_type.type, scope),
+                               output_type=self.resolve(method.output_type.type, scope),
+                               client_streaming=method.input_type.stream, server_streaming=method.output_type.stream)
+
+
+def _set_option(options: descriptor_pb2.FileOptions, option: Any) -> None:
+    """A standard file option (java_package, go_package, ...); custom ones have no field here and are left out."""
+    field = options.DESCRIPTOR.fields_by_name.get(str(option.name))
+    if field is None:
+        return
+    try:
+        if field.type == field.TYPE_ENUM:
+            setattr(options, field.name, field.enum_type.values_by_name[str(option.value)].number)
+        else:
+            setattr(options, field.name, option.value)
+    except (KeyError, TypeError, ValueError):
+        pass

@@ -14,7 +14,7 @@ from typing import Any
 
 from tidelog.schema_registry import errors
 from tidelog.schema_registry.errors import RegistryError
-from tidelog.schema_registry.protobuf_descriptor import descriptor_to_text
+from tidelog.schema_registry.protobuf_descriptor import descriptor_to_text, text_to_descriptor
 from tidelog.schema_registry.records import (
     CONFIG,
     DELETE_SUBJECT,
@@ -74,6 +74,7 @@ class RegistryService:
         self.state = state or RegistryState()
         self._write_lock = asyncio.Lock()
         self._parsed: dict[int, ParsedSchema] = {}
+        self._serialized: dict[int, str] = {}  # id -> a Protobuf schema's base64 FileDescriptorProto
 
     # --- writes -------------------------------------------------------------------------------------------
 
@@ -319,6 +320,21 @@ class RegistryService:
             if self.state.referenced_by(subject, version):
                 raise RegistryError(errors.REFERENCE_EXISTS, "One or more references exist to the schema "
                                     f"{{magic=1,keytype=SCHEMA,subject={subject},version={version}}}.")
+
+    def formatted(self, value: SchemaValue, fmt: str) -> SchemaValue:
+        """`value` with its schema in the asked `?format=`: "serialized" gives a Protobuf schema as the base64
+        FileDescriptorProto confluent-kafka's serdes read; other formats and types answer the stored text."""
+        if fmt != "serialized" or value.schema_type != "PROTOBUF":
+            return value
+        serialized = self._serialized.get(value.id)
+        if serialized is None:
+            try:
+                serialized = text_to_descriptor(value.schema, self._resolve_references(value.references))
+            except (ValueError, TypeError, AttributeError) as e:
+                raise errors.invalid_schema(f"Invalid schema: cannot serialize it: {e}") from None
+            self._serialized[value.id] = serialized
+        return SchemaValue(value.subject, value.version, value.id, serialized, value.schema_type,
+                           value.references, value.deleted, value.extra)
 
     # --- schemas by id ------------------------------------------------------------------------------------
 
