@@ -271,3 +271,15 @@ def _global_state_restored(registry: Registry) -> Iterator[None]:
     yield
     assert registry.ok("GET", "/mode") == {"mode": "READWRITE"}
     assert registry.ok("GET", "/config") == {"compatibilityLevel": "BACKWARD"}
+
+
+def test_import_mode_keeps_the_given_ids(registry: Registry, subject: str) -> None:
+    mode = f"/mode/{subject}"
+    assert registry.error("POST", f"/subjects/{subject}/versions", {"schema": USER_V1, "id": 900_001,
+                                                                     "version": 3}) == (422, 42205)
+    assert registry.ok("PUT", mode, {"mode": "IMPORT"}) == {"mode": "IMPORT"}
+    imported = register(registry, subject, USER_BAD, id=900_001, version=3)
+    assert imported == {"id": 900_001, "version": 3}
+    assert registry.ok("GET", "/schemas/ids/900001")["schema"]
+    registry.ok("DELETE", mode)
+    assert registry.ok("GET", f"/subjects/{subject}/versions") == [3]
