@@ -66,7 +66,7 @@ def build_parser(client_commands: bool = True) -> argparse.ArgumentParser:
     serve.add_argument("--node-id", type=int, help="shortcut for node.id")
     serve.add_argument("--metrics-port", type=int,
                        help="Prometheus metrics HTTP port (-1 = off, the default; 0 = any free port)")
-    serve.add_argument("--schema-registry-port", type=int,
+    serve.add_argument("--schema-registry-port", type=int, metavar="PORT",
                        help="Confluent-compatible Schema Registry HTTP port (-1 = off, the default; 0 = any free port)")
     serve.add_argument("--fault-control-port", type=int, metavar="PORT",
                        help="tests only: script faults over a JSON-lines channel on 127.0.0.1:PORT "
