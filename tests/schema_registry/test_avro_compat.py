@@ -317,6 +317,9 @@ def test_references_are_known_names() -> None:
         '{"type": "enum", "name": "E", "symbols": ["A", "A"]}',
         '{"type": "enum", "name": "E", "symbols": ["A"], "default": "B"}',
         '{"type": "fixed", "name": "F"}',
+        '{"type": "fixed", "name": "F", "size": -1}',
+        '{"type": "record", "name": "X"}',
+        '{"type": "record", "name": "int", "fields": []}',
         '{"type": "array"}',
         '["int", "int"]',
         '["int", ["string"]]',
@@ -325,6 +328,15 @@ def test_references_are_known_names() -> None:
 def test_invalid_schemas_raise_invalid_schema(text: str) -> None:
     with pytest.raises(InvalidSchema):
         avro_text(text)
+
+
+def test_invalid_logical_types_are_kept_as_props_as_avro_java_does() -> None:
+    # LogicalTypes.fromSchemaIgnoreInvalid: the schema is valid, the logical type is just a prop
+    odd = avro({"type": "bytes", "logicalType": "decimal", "precision": 2, "scale": 5})
+    assert odd.canonical() == '{"type":"bytes","logicalType":"decimal","precision":2,"scale":5}'
+    assert avro({"type": "string", "logicalType": "no-such-type"}).canonical() == (
+        '{"type":"string","logicalType":"no-such-type"}'
+    )
 
 
 def test_unknown_schema_type_is_invalid() -> None:

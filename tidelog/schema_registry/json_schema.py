@@ -609,12 +609,13 @@ def _tuple(view: _View) -> list[Any] | None:
 def _all_items(view: _View) -> Any:
     """The schema of every item (items as a schema, when there is no tuple)."""
     items = view.raw.get("items")
-    return items if _tuple(view) is None and isinstance(items, dict | bool) else None
+    return items if _tuple(view) is None and isinstance(items, dict) else None
 
 
 def _additional_items(view: _View) -> Any:
-    """additionalItems, or 2020-12's items beside prefixItems: True when absent."""
-    if isinstance(view.raw.get("prefixItems"), list):
+    """additionalItems, or items beside prefixItems or as a boolean (as everit loads 2020-12): True when absent."""
+    items = view.raw.get("items")
+    if isinstance(view.raw.get("prefixItems"), list) or (isinstance(items, bool) and "additionalItems" not in view.raw):
         return view.raw.get("items", True)
     return view.raw.get("additionalItems", True)
 
