@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -108,6 +109,7 @@ def _setup(recognizer: Any) -> None:
 
 
 _PARSER = Parser(setup_lexer=_setup, setup_parser=_setup)
+_PARSER_LOCK = threading.Lock()  # ANTLR's runtime fills shared DFA caches as it parses: one parse at a time
 
 
 def _build_file(tree: ast.File) -> ProtoFile:
@@ -429,7 +431,8 @@ def _parse_text(text: str) -> ProtoFile:
     if not isinstance(text, str) or not text.strip():
         raise InvalidSchema("Invalid schema: empty")
     try:
-        tree = _PARSER.parse(text)
+        with _PARSER_LOCK:
+            tree = _PARSER.parse(text)
     except InvalidSchema:
         raise
     except (ValueError, TypeError, AttributeError, IndexError) as e:
