@@ -54,6 +54,8 @@ PAIRS: list[tuple[str, Any, Any, set[str]]] = [
     ("field added without default", record(f("id", "int")), record(f("id", "int"), f("n", "string")), {F}),
     ("field removed (it had no default)", record(f("id", "int"), f("n", "string")), record(f("id", "int")), {B}),
     ("field removed (it had a default)", record(f("id", "int"), f("n", "string", default="")), record(f("id", "int")), BOTH),
+    ("union default may match any branch (Avro 1.12)", record(f("id", "int")),
+     record(f("id", "int"), f("n", ["null", "string"], default="null")), BOTH),
     ("nullable field added with null default", record(f("id", "int")),
      record(f("id", "int"), f("n", ["null", "string"], default=None)), BOTH),
     ("int promoted to long", record(f("x", "int")), record(f("x", "long")), {B}),
@@ -256,6 +258,34 @@ def test_normalized_form_uses_full_names_and_sorted_props() -> None:
     )
 
 
+def test_normalize_then_canonical_keeps_props_and_drops_default_order() -> None:
+    # Confluent stores normalize().canonicalString(): field keys in Avro's order, props after the reserved keys,
+    # named types by short name in their namespace, "order" only when not ascending.
+    text = json.dumps({
+        "connect.name": "shop.Order", "namespace": "shop", "type": "record", "name": "Order",
+        "fields": [
+            {"default": None, "name": "line", "type": ["null", {
+                "type": "record", "name": "Line", "connect.name": "shop.Line",
+                "fields": [{"name": "at", "type": {"connect.version": 1, "type": "long", "connect.name": "x.Ts"}}]}]},
+            {"name": "next", "type": ["null", "Line"], "default": None, "doc": "say \"hi\""},
+        ],
+    })
+    expected = (
+        '{"type":"record","name":"Order","namespace":"shop","fields":[{"name":"line","type":["null",{"type":"record",'
+        '"name":"Line","fields":[{"name":"at","type":{"type":"long","connect.version":1,"connect.name":"x.Ts"}}],'
+        '"connect.name":"shop.Line"}],"default":null},{"name":"next","type":["null","Line"],"doc":"say \\"hi\\"",'
+        '"default":null}],"connect.name":"shop.Order"}'
+    )
+    parsed = avro_text(text)
+    assert parsed.canonical() == expected
+    assert parsed.normalized() == (
+        '{"type":"record","name":"Order","namespace":"shop","fields":[{"name":"line","type":["null",{"type":"record",'
+        '"name":"Line","fields":[{"name":"at","type":{"type":"long","connect.name":"x.Ts","connect.version":1}}],'
+        '"connect.name":"shop.Line"}],"default":null},{"name":"next","type":["null","Line"],"doc":"say \\"hi\\"",'
+        '"default":null}],"connect.name":"shop.Order"}'
+    )
+
+
 def test_references_are_known_names() -> None:
     address = json.dumps(record(f("street", "string"), name="Address"))
     user = avro(record(f("home", "com.example.Address"), f("work", "Address")), {"address.avsc": address})
@@ -282,10 +312,14 @@ def test_references_are_known_names() -> None:
         '{"type": "record", "name": "1abc", "fields": []}',
         '{"type": "record", "name": "X", "fields": [{"name": "a", "type": "int"}, {"name": "a", "type": "int"}]}',
         '{"type": "record", "name": "X", "fields": [{"name": "a", "type": "int", "default": "x"}]}',
+        '{"type": "record", "name": "X", "fields": [{"name": "a", "type": "string", "default": null}]}',
         '{"type": "record", "name": "X", "fields": [{"name": "a", "type": "Undefined"}]}',
         '{"type": "enum", "name": "E", "symbols": ["A", "A"]}',
         '{"type": "enum", "name": "E", "symbols": ["A"], "default": "B"}',
         '{"type": "fixed", "name": "F"}',
+        '{"type": "fixed", "name": "F", "size": -1}',
+        '{"type": "record", "name": "X"}',
+        '{"type": "record", "name": "int", "fields": []}',
         '{"type": "array"}',
         '["int", "int"]',
         '["int", ["string"]]',
@@ -294,6 +328,15 @@ def test_references_are_known_names() -> None:
 def test_invalid_schemas_raise_invalid_schema(text: str) -> None:
     with pytest.raises(InvalidSchema):
         avro_text(text)
+
+
+def test_invalid_logical_types_are_kept_as_props_as_avro_java_does() -> None:
+    # LogicalTypes.fromSchemaIgnoreInvalid: the schema is valid, the logical type is just a prop
+    odd = avro({"type": "bytes", "logicalType": "decimal", "precision": 2, "scale": 5})
+    assert odd.canonical() == '{"type":"bytes","logicalType":"decimal","precision":2,"scale":5}'
+    assert avro({"type": "string", "logicalType": "no-such-type"}).canonical() == (
+        '{"type":"string","logicalType":"no-such-type"}'
+    )
 
 
 def test_unknown_schema_type_is_invalid() -> None:

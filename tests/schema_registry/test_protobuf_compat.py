@@ -151,6 +151,8 @@ def test_references_resolve_types_in_other_files() -> None:
     v2 = proto(body, references={"common/money.proto": common_v2})
     assert v1.canonical() == v2.canonical()
     reasons = check_compatibility("BACKWARD", v2, [v1])
+    # the referenced message's own change is reported at its path, then the field that uses it
+    assert [r.split("'")[1] for r in reasons if r.startswith("{errorType")] == ["#/Money/1", "#/Order/1"]
     assert [r.split('"')[1] for r in reasons if r.startswith("{errorType")] == [
         "FIELD_SCALAR_KIND_CHANGED", "FIELD_NAMED_TYPE_CHANGED"
     ]

@@ -144,7 +144,10 @@ class _Parser:
             return node
         if kind == "fixed":
             node = self._named(raw, "fixed", namespace, _SCHEMA_RESERVED)
-            node.size = int(raw["size"])
+            size = raw.get("size")
+            if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+                raise InvalidSchema(f"Invalid or no size: {json.dumps(raw)}")
+            node.size = size
             return node
         props = {k: v for k, v in raw.items() if k not in _SCHEMA_RESERVED}
         if kind == "array":
@@ -168,6 +171,8 @@ class _Parser:
     def _named(self, raw: dict[str, Any], kind: str, namespace: str | None, reserved: frozenset[str]) -> Node:
         space = raw["namespace"] if "namespace" in raw else namespace
         name, space = _checked_split(raw["name"], space)
+        if _full(name, space) in PRIMITIVES:
+            raise InvalidSchema(f"Schemas may not be named after primitives: {name}")
         node = Node(kind, {k: v for k, v in raw.items() if k not in reserved}, name=name, space=space)
         node.doc = raw.get("doc")
         node.aliases = [_full(*_split(a, space)) for a in raw.get("aliases", [])]
@@ -177,6 +182,8 @@ class _Parser:
         return node
 
     def _record(self, raw: dict[str, Any], namespace: str | None, is_error: bool) -> Node:
+        if not isinstance(raw.get("fields"), list):
+            raise InvalidSchema(f"Record has no fields: {json.dumps(raw)}")
         node = self._named(raw, "record", namespace, _SCHEMA_RESERVED)
         node.is_error = is_error
         names: set[str] = set()
@@ -319,10 +326,34 @@ def _sorted_props(props: dict[str, Any], skip: tuple[str, ...] = ()) -> str:
     return "".join(f",{_dump(k)}:{_dump(props[k])}" for k in sorted(props) if k not in skip)
 
 
-def _logical(props: dict[str, Any]) -> tuple[str, tuple[str, ...]]:
+_LOGICAL_BASES = {
+    "decimal": ("bytes", "fixed"), "big-decimal": ("bytes",), "uuid": ("string", "fixed"), "date": ("int",),
+    "time-millis": ("int",), "time-micros": ("long",), "timestamp-millis": ("long",), "timestamp-micros": ("long",),
+    "timestamp-nanos": ("long",), "local-timestamp-millis": ("long",), "local-timestamp-micros": ("long",),
+    "local-timestamp-nanos": ("long",), "duration": ("fixed",),
+}
+
+
+def _valid_logical(node: Node) -> bool:
+    """Avro Java's LogicalTypes.fromSchemaIgnoreInvalid: a logical type it knows, on a type it fits."""
+    lt = node.props.get("logicalType")
+    if node.type not in _LOGICAL_BASES.get(lt, ()):  # type: ignore[arg-type]
+        return False
+    if lt == "decimal":
+        precision, scale = node.props.get("precision"), node.props.get("scale", 0)
+        if not isinstance(precision, int) or not isinstance(scale, int) or precision <= 0 or not 0 <= scale <= precision:
+            return False
+        return node.type != "fixed" or precision <= int((8 * node.size - 1) * 0.30102999566398120)  # log10(2): digits in a signed fixed
+    if node.type == "fixed":
+        return node.size == (16 if lt == "uuid" else 12)
+    return True
+
+
+def _logical(node: Node) -> tuple[str, tuple[str, ...]]:
     """The logicalType part of the normalized form, and the props it has already written."""
+    props = node.props
     lt = props.get("logicalType")
-    if not isinstance(lt, str):
+    if not isinstance(lt, str) or not _valid_logical(node):
         return "", ()
     out = f',"logicalType":{_dump(lt)}'
     if lt == "decimal":
@@ -338,7 +369,7 @@ def _normalized(node: Node, env: set[str]) -> str:
     t = node.type
     if t == "union":
         return "[" + ",".join(_normalized(b, env) for b in node.branches) + "]"
-    logical, written = _logical(node.props)
+    logical, written = _logical(node)
     if t in ("array", "map"):
         child = node.items if t == "array" else node.values
         assert child is not None
@@ -424,6 +455,18 @@ def _load(text: str) -> Any:
         raise InvalidSchema(f"Invalid schema: not JSON: {e}") from None
 
 
+def _without_logical_types(raw: Any, text: str) -> Any:
+    """The schema for fastavro's checks without logicalType keys: Avro Java ignores an invalid logical type
+    (LogicalTypes.fromSchemaIgnoreInvalid) and keeps it as a prop, where fastavro would refuse the schema."""
+    if "logicalType" not in text:
+        return raw
+    if isinstance(raw, dict):
+        return {k: _without_logical_types(v, text) for k, v in raw.items() if k != "logicalType"}
+    if isinstance(raw, list):
+        return [_without_logical_types(v, text) for v in raw]
+    return raw
+
+
 def parse(text: str, references: dict[str, str]) -> AvroSchema:
     raw = _load(text)
     fastavro_named: dict[str, Any] = {}
@@ -432,11 +475,12 @@ def parse(text: str, references: dict[str, str]) -> AvroSchema:
     try:
         for ref_text in references.values():
             ref_raw = _load(ref_text)
-            fastavro.parse_schema(ref_raw, named_schemas=fastavro_named, _write_hint=False)
             parser.parse(ref_raw, None)
+            fastavro.parse_schema(_without_logical_types(ref_raw, ref_text), named_schemas=fastavro_named,
+                                  _write_hint=False)
         referenced = list(named)
-        fastavro.parse_schema(raw, named_schemas=fastavro_named, _write_hint=False)
         root = parser.parse(raw, None)
+        fastavro.parse_schema(_without_logical_types(raw, text), named_schemas=fastavro_named, _write_hint=False)
     except InvalidSchema:
         raise
     except UnknownType as e:
