@@ -221,3 +221,27 @@ def test_protobuf_use_latest_version(registry_broker: BrokerHandle, client: Sche
                                                 "use.latest.version": True})
     payload = latest(order(id=9, item="jam"), ctx)
     assert payload is not None and payload[1:5] == registered[1:5]
+
+
+def test_schemas_topic_with_a_plain_consumer(registry_broker: BrokerHandle, client: SchemaRegistryClient) -> None:
+    """`_schemas` is an ordinary topic: any consumer reads Confluent's key/value JSON layout from it."""
+    subject = f"plain-{uuid.uuid4().hex[:8]}"
+    schema_id = client.register_schema(subject, Schema(json.dumps(USER), "AVRO"))
+    consumer = Consumer({"bootstrap.servers": registry_broker.bootstrap, "group.id": f"g-{subject}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe(["_schemas"])
+    found = None
+    try:
+        for _ in range(600):
+            message = consumer.poll(0.1)
+            if message is None or message.error() is not None or subject.encode() not in (message.key() or b""):
+                continue
+            found = message
+            break
+    finally:
+        consumer.close()
+    assert found is not None
+    assert json.loads(found.key()) == {"keytype": "SCHEMA", "subject": subject, "version": 1, "magic": 1}
+    value = json.loads(found.value())
+    assert (value["subject"], value["version"], value["id"], value["deleted"]) == (subject, 1, schema_id, False)
+    assert json.loads(value["schema"]) == json.loads(client.get_schema(schema_id).schema_str)
