@@ -18,6 +18,7 @@ from typing import Any
 from aiohttp import web
 
 from tidelog.schema_registry import errors
+from tidelog.schema_registry.auth import BasicAuth
 from tidelog.schema_registry.errors import RegistryError
 from tidelog.schema_registry.schemas import SCHEMA_TYPES
 from tidelog.schema_registry.service import RegistryService, parse_version, schema_json
@@ -84,8 +85,30 @@ def schema_id(request: web.Request) -> int:
         raise errors.schema_not_found(text) from None
 
 
-def build_app(service: RegistryService) -> web.Application:
-    app = web.Application(middlewares=[confluent_errors], client_max_size=MAX_BODY_BYTES)
+def is_write(request: web.Request) -> bool:
+    """Registrations, deletes and config or mode changes (lookups and compatibility checks POST too, but read)."""
+    if request.method in ("PUT", "DELETE"):
+        return True
+    return request.method == "POST" and request.path.startswith("/subjects/") and request.path.endswith("/versions")
+
+
+def authentication(auth: BasicAuth) -> Any:
+    @web.middleware
+    async def check(request: web.Request, handler: Handler) -> web.StreamResponse:
+        try:
+            auth.principal(request.headers.get("Authorization"), is_write(request))
+        except RegistryError as e:
+            response = error_answer(e)
+            response.headers["WWW-Authenticate"] = 'Basic realm="SchemaRegistry"'
+            return response
+        return await handler(request)
+
+    return check
+
+
+def build_app(service: RegistryService, auth: BasicAuth | None = None) -> web.Application:
+    middlewares = [confluent_errors] + ([authentication(auth)] if auth is not None and auth.enabled else [])
+    app = web.Application(middlewares=middlewares, client_max_size=MAX_BODY_BYTES)
     r = app.router
 
     def subject(request: web.Request) -> str:
@@ -218,6 +241,7 @@ class SchemaRegistryHttp:
             state.apply_raw(key, value)
             records += 1
         self.service = RegistryService(self.topic, state)
+        self.auth = BasicAuth(server.security)
         log.info("Schema registry: read %d _schemas record(s): %d subject(s), %d schema(s), next id %d",
                  records, len(state.versions), len(state.schemas), state.max_id + 1)
         self.loop = asyncio.new_event_loop()
@@ -250,7 +274,7 @@ class SchemaRegistryHttp:
         self.loop.close()
 
     async def _start(self, host: str, port: int) -> int:
-        self._runner = web.AppRunner(build_app(self.service), access_log=None, handle_signals=False)
+        self._runner = web.AppRunner(build_app(self.service, self.auth), access_log=None, handle_signals=False)
         await self._runner.setup()
         site = web.TCPSite(self._runner, host, port, reuse_address=True)
         await site.start()

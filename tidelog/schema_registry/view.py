@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 class BrokerServer(Protocol):
     config: Any  # BrokerConfig
+    security: Any  # BrokerSecurity: .listeners {name: ListenerSecurity}, .scram_store (HTTP Basic auth's users)
 
     @property
     def broker(self) -> Any: ...  # BrokerState: topics, log_manager, clock
