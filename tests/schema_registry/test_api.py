@@ -281,5 +281,8 @@ def test_import_mode_keeps_the_given_ids(registry: Registry, subject: str) -> No
     imported = register(registry, subject, USER_BAD, id=900_001, version=3)
     assert imported == {"id": 900_001, "version": 3}
     assert registry.ok("GET", "/schemas/ids/900001")["schema"]
+    # an imported version is never overwritten
+    assert registry.error("POST", f"/subjects/{subject}/versions", {"schema": USER_V1, "id": 900_002,
+                                                                     "version": 3}) == (422, 42205)
     registry.ok("DELETE", mode)
     assert registry.ok("GET", f"/subjects/{subject}/versions") == [3]

@@ -183,6 +183,9 @@ class RegistryService:
                                     "Subject is not in import mode: a schema id or version cannot be given")
             if not import_mode:
                 self._check_compatible(subject, parsed, [v for v in every if not v.deleted])
+            elif isinstance(wanted_version, int) and any(v.version == wanted_version for v in every):
+                raise RegistryError(errors.OPERATION_NOT_PERMITTED,
+                                    f"Overwriting version {wanted_version} of subject {subject} is not permitted")
             schema_id = self._choose_id(key, wanted_id)
             version = wanted_version if isinstance(wanted_version, int) and wanted_version > 0 else (
                 max((v.version for v in every), default=0) + 1)
