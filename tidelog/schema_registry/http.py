@@ -1,4 +1,4 @@
-"""Confluent Schema Registry's REST API on `schema.registry.port`: aiohttp on its own thread and event loop (as
+"""Confluent Schema Registry's REST API on `schema.registry.port` (HTTPS when the broker has a TLS listener): aiohttp on its own thread and event loop (as
 the console's), so parsing and comparing schemas never runs on the broker's loop; appends go to the broker's
 loop (`SchemasTopic.append`). Paths, payloads, content type and error bodies follow Confluent's
 (io.confluent.kafka.schemaregistry.rest.resources: SubjectsResource, SubjectVersionsResource, SchemasResource,
@@ -11,6 +11,7 @@ import asyncio
 import concurrent.futures
 import json
 import logging
+import ssl
 import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -25,6 +26,7 @@ from tidelog.schema_registry.service import RegistryService, parse_version, sche
 from tidelog.schema_registry.state import RegistryState
 from tidelog.schema_registry.store import SchemasTopic
 from tidelog.schema_registry.view import BrokerServer
+from tidelog.security.ssl_context import create_server_context
 
 log = logging.getLogger(__name__)
 
@@ -242,6 +244,7 @@ class SchemaRegistryHttp:
             records += 1
         self.service = RegistryService(self.topic, state)
         self.auth = BasicAuth(server.security)
+        self.ssl_context = https_context(server)
         log.info("Schema registry: read %d _schemas record(s): %d subject(s), %d schema(s), next id %d",
                  records, len(state.versions), len(state.schemas), state.max_id + 1)
         self.loop = asyncio.new_event_loop()
@@ -258,7 +261,7 @@ class SchemaRegistryHttp:
     @property
     def url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
+        return f"{'https' if self.ssl_context is not None else 'http'}://{host}:{self.port}"
 
     def _main(self, host: str, port: int, started: concurrent.futures.Future[int]) -> None:
         asyncio.set_event_loop(self.loop)
@@ -276,7 +279,7 @@ class SchemaRegistryHttp:
     async def _start(self, host: str, port: int) -> int:
         self._runner = web.AppRunner(build_app(self.service, self.auth), access_log=None, handle_signals=False)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, host, port, reuse_address=True)
+        site = web.TCPSite(self._runner, host, port, reuse_address=True, ssl_context=self.ssl_context)
         await site.start()
         return int(self._runner.addresses[0][1])
 
@@ -289,6 +292,17 @@ class SchemaRegistryHttp:
         if self._thread.is_alive():
             self.loop.call_soon_threadsafe(self.loop.stop)
             self._thread.join(30)
+
+
+def https_context(server: BrokerServer) -> ssl.SSLContext | None:
+    """With a TLS listener the registry speaks HTTPS with that listener's certificate (its first one); clients
+    are not asked for certificates: Basic credentials authenticate them."""
+    for name, sec in server.security.listeners.items():
+        if sec.uses_tls:
+            context = create_server_context(server.config, name)
+            context.verify_mode = ssl.CERT_NONE
+            return context
+    return None
 
 
 def start_schema_registry(server: BrokerServer, broker_loop: asyncio.AbstractEventLoop, host: str,
