@@ -174,6 +174,11 @@ def test_references_and_referencedby(registry: Registry, subject: str) -> None:
     assert registry.ok("GET", f"/subjects/{subject}-address/versions/1/referencedby") == [registered["id"]]
     # a referenced version cannot be deleted (42206)
     assert registry.error("DELETE", f"/subjects/{subject}-address/versions/1") == (422, 42206)
+    # a reference to version -1 is stored as the referenced subject's latest version
+    pinned = register(registry, subject + "-latest", person,
+                      references=[{"name": "ref.Address", "subject": subject + "-address", "version": -1}])
+    assert pinned["id"] == registered["id"]
+    assert registry.ok("GET", f"/subjects/{subject}-latest/versions/1")["references"] == refs
     missing = [{"name": "ref.Nope", "subject": subject + "-nope", "version": 1}]
     assert registry.error("POST", f"/subjects/{subject}/versions",
                           {"schema": person, "references": missing}) == (422, 42201)

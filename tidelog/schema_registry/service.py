@@ -111,29 +111,36 @@ class RegistryService:
         return (isinstance(ref, dict) and isinstance(ref.get("name"), str) and isinstance(ref.get("subject"), str)
                 and isinstance(ref.get("version"), int) and not isinstance(ref.get("version"), bool))
 
-    def _resolve_references(self, references: list[dict[str, Any]], out: dict[str, str] | None = None,
-                            depth: int = 0) -> dict[str, str]:
-        """Name -> schema text of every schema `references` reach, dependencies first (what the parser needs);
-        a reference to a version -1 is pinned to the subject's latest one."""
+    def _resolve_references(self, references: list[dict[str, Any]], deleted: bool = True,
+                            out: dict[str, str] | None = None, depth: int = 0) -> dict[str, str]:
+        """Name -> schema text of every schema `references` reach, dependencies first (what the parser needs).
+        A stored schema's references may name soft-deleted versions; a new registration's may not."""
         out = {} if out is None else out
         if depth > MAX_REFERENCE_DEPTH:
             raise errors.invalid_schema("Invalid references: nested too deeply")
         for ref in references:
-            value = self._version(ref["subject"], int(ref["version"]), deleted=False, missing=None)
+            value = self._version(ref["subject"], int(ref["version"]), deleted=deleted, missing=None)
             if value is None:
                 raise errors.invalid_schema(
                     f"Invalid schema reference {ref['name']}: subject {ref['subject']} version {ref['version']} "
                     "not found")
-            if ref["version"] == -1:
-                ref["version"] = value.version
             if ref["name"] in out:
                 continue
-            self._resolve_references(value.references, out, depth + 1)
+            self._resolve_references(value.references, True, out, depth + 1)
             out[ref["name"]] = value.schema
         return out
 
+    def _pin_references(self, references: list[dict[str, Any]]) -> None:
+        """A new registration's reference to version -1 names the subject's latest version (stored as such)."""
+        for ref in references:
+            if ref["version"] == -1:
+                latest = self._version(ref["subject"], -1, deleted=False, missing=None)
+                if latest is not None:
+                    ref["version"] = latest.version
+
     def _parse(self, schema_type: str, schema: str, references: list[dict[str, Any]]) -> ParsedSchema:
-        resolved = self._resolve_references(references)
+        self._pin_references(references)
+        resolved = self._resolve_references(references, deleted=False)
         try:
             return parse_schema(schema_type, schema, resolved)
         except InvalidSchema as e:
