@@ -203,6 +203,7 @@ def test_identical_schemas_canonicalise_equal_and_normalized_orders_fields() -> 
         'syntax = "proto3"; message A { string a = 19000; }',
         'syntax = "proto3"; import "missing.proto"; message A { string a = 1; }',
         'syntax = "proto4"; message A { string a = 1; }',
+        'edition = "2023"; message A { string a = 1; }',
     ],
 )
 def test_invalid_schemas_raise_invalid_schema(text: str) -> None:

@@ -455,6 +455,8 @@ def _parse_text(text: str) -> ProtoFile:
         raise InvalidSchema(f"Invalid schema: {type(e).__name__}: {e}") from None
     if tree.syntax not in (None, "proto2", "proto3"):
         raise InvalidSchema(f"Invalid schema: unknown syntax {tree.syntax!r}")
+    if tree.edition is not None:  # printed without it, the file would change meaning (field presence)
+        raise InvalidSchema("Invalid schema: protobuf editions are not supported")
     return _build_file(tree)
 
 
