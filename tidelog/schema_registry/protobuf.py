@@ -356,8 +356,6 @@ class _Printer:
         if name in SCALARS:
             return name
         full = _resolve(self.types, name, scope)
-        if full is None and name.lstrip(".").startswith(("google.", "confluent.")):
-            full = name.lstrip(".")  # a well-known type: written in full by convention
         return "." + full if full else name
 
     def compact(self, options: list[ast.Option]) -> str:
@@ -420,13 +418,6 @@ class ProtobufSchema:
             self._normalized = parse(self.normalized_form(), self._references).canonical()
         return self._normalized
 
-    def serialized(self, name: str = "default") -> str:
-        """`format=serialized`: the schema as a base64 serialized FileDescriptorProto (what confluent-kafka's
-        Python serializer and deserializer ask for)."""
-        from . import protobuf_descriptor
-
-        return protobuf_descriptor.serialized(self, name)
-
     @property
     def name(self) -> str | None:
         """The first message's full name (Confluent's ProtobufSchema.name())."""
@@ -437,15 +428,8 @@ class ProtobufSchema:
 
 
 def _parse_text(text: str) -> ProtoFile:
-    """A .proto file's text, or (as confluent-kafka's Python client sends it) a base64 FileDescriptorProto."""
     if not isinstance(text, str) or not text.strip():
         raise InvalidSchema("Invalid schema: empty")
-    if ";" not in text:
-        from . import protobuf_descriptor
-
-        descriptor = protobuf_descriptor.decode(text)
-        if descriptor is not None:
-            return protobuf_descriptor.to_file(descriptor)
     try:
         with _PARSER_LOCK:
             tree = _PARSER.parse(text)
