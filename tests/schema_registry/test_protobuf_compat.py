@@ -187,6 +187,9 @@ def test_identical_schemas_canonicalise_equal_and_normalized_orders_fields() -> 
     assert reordered.normalized() == a.normalized()
     nested = proto(msg("message Inner { int32 x = 1; } Inner i = 1;"))
     assert "  .acme.User.Inner i = 1;\n" in nested.normalized()
+    # a well-known type is not modelled, but written in full as Confluent does
+    stamped = proto('import "google/protobuf/timestamp.proto";\n' + msg("google.protobuf.Timestamp at = 1;"))
+    assert "  .google.protobuf.Timestamp at = 1;\n" in stamped.normalized()
 
 
 @pytest.mark.parametrize(

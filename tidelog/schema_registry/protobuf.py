@@ -356,6 +356,8 @@ class _Printer:
         if name in SCALARS:
             return name
         full = _resolve(self.types, name, scope)
+        if full is None and name.lstrip(".").startswith(("google.", "confluent.")):
+            full = name.lstrip(".")  # a well-known type: written in full by convention
         return "." + full if full else name
 
     def compact(self, options: list[ast.Option]) -> str:
