@@ -187,6 +187,9 @@ def test_identical_schemas_canonicalise_equal_and_normalized_orders_fields() -> 
     assert reordered.normalized() == a.normalized()
     nested = proto(msg("message Inner { int32 x = 1; } Inner i = 1;"))
     assert "  .acme.User.Inner i = 1;\n" in nested.normalized()
+    # a well-known type is not modelled, but written in full as Confluent does
+    stamped = proto('import "google/protobuf/timestamp.proto";\n' + msg("google.protobuf.Timestamp at = 1;"))
+    assert "  .google.protobuf.Timestamp at = 1;\n" in stamped.normalized()
 
 
 @pytest.mark.parametrize(
@@ -203,6 +206,7 @@ def test_identical_schemas_canonicalise_equal_and_normalized_orders_fields() -> 
         'syntax = "proto3"; message A { string a = 19000; }',
         'syntax = "proto3"; import "missing.proto"; message A { string a = 1; }',
         'syntax = "proto4"; message A { string a = 1; }',
+        'edition = "2023"; message A { string a = 1; }',
     ],
 )
 def test_invalid_schemas_raise_invalid_schema(text: str) -> None:

@@ -356,6 +356,8 @@ class _Printer:
         if name in SCALARS:
             return name
         full = _resolve(self.types, name, scope)
+        if full is None and name.lstrip(".").startswith(("google.", "confluent.")):
+            full = name.lstrip(".")  # a well-known type: written in full by convention
         return "." + full if full else name
 
     def compact(self, options: list[ast.Option]) -> str:
@@ -439,6 +441,8 @@ def _parse_text(text: str) -> ProtoFile:
         raise InvalidSchema(f"Invalid schema: {type(e).__name__}: {e}") from None
     if tree.syntax not in (None, "proto2", "proto3"):
         raise InvalidSchema(f"Invalid schema: unknown syntax {tree.syntax!r}")
+    if tree.edition is not None:  # printed without it, the file would change meaning (field presence)
+        raise InvalidSchema("Invalid schema: protobuf editions are not supported")
     return _build_file(tree)
 
 
