@@ -120,8 +120,8 @@ _DEFS: list[ConfigDef] = [
     ConfigDef("group.max.session.timeout.ms", I, 1_800_000, "Largest session timeout a member may ask for."),
     ConfigDef("group.max.size", I, INT_MAX, "Most members in one consumer group.", at_least(1)),
     # --- KIP-848 consumer groups (Kafka 4.0 defaults) ---
-    ConfigDef("group.coordinator.rebalance.protocols", LI, ["classic", "consumer"],
-              "Rebalance protocols the group coordinator accepts.", list_of("classic", "consumer")),
+    ConfigDef("group.coordinator.rebalance.protocols", LI, ["classic", "consumer", "streams"],
+              "Rebalance protocols the group coordinator accepts.", list_of("classic", "consumer", "streams")),
     ConfigDef("group.consumer.session.timeout.ms", I, 45_000, "Session timeout of consumer-protocol members.",
               at_least(1)),
     ConfigDef("group.consumer.heartbeat.interval.ms", I, 5_000, "Heartbeat interval given to consumer-protocol members.",
@@ -138,6 +138,16 @@ _DEFS: list[ConfigDef] = [
     ConfigDef("group.consumer.assignors", LI, ["uniform", "range"],
               "Server-side assignors of consumer groups; the first is the default."),
     ConfigDef("group.consumer.max.size", I, INT_MAX, "Most members in one consumer-protocol group.", at_least(1)),
+    # --- KIP-1071 streams groups (Kafka 4.4's GroupCoordinatorConfig defaults) ---
+    ConfigDef("group.streams.session.timeout.ms", I, 45_000, "Session timeout of streams-group members.",
+              at_least(1)),
+    ConfigDef("group.streams.heartbeat.interval.ms", I, 5_000, "Heartbeat interval given to streams-group members.",
+              at_least(1)),
+    ConfigDef("group.streams.num.standby.replicas", I, 0, "Standby replicas of each task of a streams group.",
+              at_least(0)),
+    ConfigDef("group.streams.max.size", I, INT_MAX, "Most members in one streams group.", at_least(1)),
+    ConfigDef("group.streams.rack.aware.assignment.tags", LI, [],
+              "Client tag keys every streams-group member must send (else MISSING_CLIENT_TAGS, heartbeat v1+)."),
     # --- KIP-932 share groups (Kafka 4.3's GroupCoordinatorConfig / ShareGroupConfig defaults) ---
     ConfigDef("group.share.session.timeout.ms", I, 45_000, "Session timeout of share-group members.", at_least(1)),
     ConfigDef("group.share.heartbeat.interval.ms", I, 5_000, "Heartbeat interval given to share-group members.",
