@@ -260,6 +260,8 @@ PREVIOUS_RELEASE = {  # byte for byte the layouts the landed main wrote (its own
     files.GROUP_CONFIGS.name: json.dumps({"version": 1, "groups": {"g": {"consumer.session.timeout.ms": "50000"}}},
                                          sort_keys=True, indent=1),
     files.SHARE_STATE.name: json.dumps({"version": 1, "groups": {}}, separators=(",", ":")),
+    # new with streams groups: its first layout
+    files.STREAMS_GROUPS.name: json.dumps({"version": 1, "groups": {}}, separators=(",", ":")),
     files.ACLS.name: json.dumps({"version": 1, "acls": [["TOPIC", "old", "LITERAL", "User:ann", "*", "READ", "ALLOW"]]},
                                 sort_keys=True, indent=1),
     files.SCRAM_CREDENTIALS.name: json.dumps({"version": 1, "users": {"ann": {"SCRAM-SHA-256": {
