@@ -20,13 +20,15 @@ from tidelog.testing import BrokerHandle, KafkaWire, run_broker
 
 HB, DESCRIBE, UPDATE = 88, 89, 93
 E = ErrorCode
-MISSING_SOURCE_TOPICS, MISSING_INTERNAL_TOPICS, STALE_TOPOLOGY, MISSING_CLIENT_TAGS = 1, 3, 0, 6
+STALE_TOPOLOGY, MISSING_SOURCE_TOPICS, MISSING_INTERNAL_TOPICS, ASSIGNMENT_DELAYED, MISSING_CLIENT_TAGS = 0, 1, 3, 5, 6
 CLOCK = ManualClock()
+NO_DELAY = {"group.streams.initial.rebalance.delay.ms": 0}
 
 
 @pytest.fixture(scope="module")
 def broker() -> Iterator[BrokerHandle]:
     with run_broker(clock=CLOCK, overrides={"group.streams.num.standby.replicas": 1,
+                                            "group.streams.initial.rebalance.delay.ms": 0,
                                             "group.streams.rack.aware.assignment.tags": "zone"}) as handle:
         yield handle
 
@@ -72,11 +74,13 @@ def hb(wire: KafkaWire, group: str, member: str, epoch: int, *, process: str = "
     def ids(ts: Tasks | None) -> list[Any] | None:
         return None if ts is None else [cls.TaskIds(subtopology_id=s, partitions=p) for s, p in ts.items()]
     joining = epoch == 0
+    if active is not None or standby is not None:  # the client sends the three lists together, or none
+        active, standby = active or {}, standby or {}
     return wire.request(HB, version, cls(
         group_id=group, member_id=member, member_epoch=epoch, endpoint_information_epoch=endpoint_epoch,
         instance_id=None, rack_id=None, rebalance_timeout_ms=30_000 if joining else -1, topology=topo,
         active_tasks=[] if joining else ids(active), standby_tasks=[] if joining else ids(standby),
-        warmup_tasks=[] if joining else None, process_id=process if joining else None,
+        warmup_tasks=[] if joining or active is not None else None, process_id=process if joining else None,
         user_endpoint=None if endpoint is None else cls.Endpoint(host=endpoint[0], port=endpoint[1]),
         client_tags=None if tags is None else [cls.KeyValue(key=k, value=v) for k, v in tags.items()],
         task_offsets=None, task_end_offsets=None, shutdown_application=False))
@@ -119,7 +123,7 @@ def test_two_members_tasks_handed_over_then_session_expiry_and_topology_update(b
     assert [topics.get(f"{g}-{n}").partitions for n in ("rep", "store-changelog", "agg-changelog")] == [4, 4, 4]
     assert topics.get(f"{g}-store-changelog").overrides.get("cleanup.policy") == "compact"
     a = hb(wire, g, "A", 1, active={})
-    assert (a.member_epoch, codes(a), flat(tasks(a.active_tasks))) == (2, [], ALL)
+    assert (a.member_epoch, a.status, flat(tasks(a.active_tasks))) == (2, None, ALL)
     assert tasks(a.standby_tasks) == {}  # one process: no standby anywhere else
     # B joins from another process: the target splits the tasks, but A still owns them all
     b = hb(wire, g, "B", 0, process="pb", topo=topology(g, "st-in"), tags=ZONE)
@@ -183,35 +187,51 @@ def test_two_members_tasks_handed_over_then_session_expiry_and_topology_update(b
     assert hb(wire, g, "A", 3, active={}).error_code == E.UNKNOWN_MEMBER_ID
     b = hb(wire, g, "B", 3, active=tasks(b.active_tasks))
     assert (b.member_epoch, flat(tasks(b.active_tasks)), flat(tasks(b.standby_tasks))) == (4, ALL, set())
-    # C joins with topology epoch 2: the group takes it; B is told its topology is stale
-    c = hb(wire, g, "C", 0, process="pc", topo=topology(g, "st-in", epoch=2), tags=ZONE)
-    assert c.error_code == 0 and describe(wire, g).topology.epoch == 2
-    b = hb(wire, g, "B", 4, active=tasks(b.active_tasks))
-    assert STALE_TOPOLOGY in codes(b)
-    # B leaves; C (after B's tasks are gone) owns them all
+    # a topology update is refused, as Kafka refuses it; a member with an older topology epoch joins, stale
+    r = hb(wire, g, "C", 0, process="pc", topo=topology(g, "st-in", epoch=2), tags=ZONE)
+    assert (r.error_code, r.error_message) == (E.INVALID_REQUEST, "Topology updates are not supported yet.")
+    c = hb(wire, g, "C", 0, process="pc", topo=topology(g, "st-in", epoch=0), tags=ZONE)
+    assert c.error_code == 0 and codes(c)[0] == STALE_TOPOLOGY and describe(wire, g).topology.epoch == 1
+    assert c.status[0].status_detail == "The member's topology epoch 0 is behind the group's topology epoch 1."
+    # B leaves; C (once B's tasks are released) owns them all
     left = hb(wire, g, "B", -1)
     assert (left.error_code, left.member_epoch) == (0, -1)
     c = hb(wire, g, "C", c.member_epoch, active={})
-    assert flat(tasks(c.active_tasks)) == ALL and describe(wire, g).members[0].member_id == "C"
+    assert flat(tasks(c.active_tasks)) == ALL and [m.member_id for m in describe(wire, g).members] == ["C"]
 
 
 def test_errors_and_statuses(wire: KafkaWire) -> None:
     create_topic(wire, "st-err", 2)
-    bad = request_class(HB)[1].Topology(epoch=1, subtopologies=[request_class(HB)[1].Topology.Subtopology(
-        subtopology_id="0", source_topics=[], source_topic_regex=[], state_changelog_topics=[],
-        repartition_sink_topics=[], repartition_source_topics=[], copartition_groups=[])])
-    assert hb(wire, "err1", "m", 0, topo=bad).error_code == E.STREAMS_INVALID_TOPOLOGY
+    bad = topology("err1", "st-err")
+    bad.subtopologies[0].state_changelog_topics[0].partitions = 3
+    r = hb(wire, "err1", "m", 0, topo=bad)
+    assert (r.error_code, r.error_message) == (E.STREAMS_INVALID_TOPOLOGY, "Changelog topic err1-store-changelog "
+                                               "must have an undefined partition count, but it is set to 3.")
+    regex = topology("err1", "st-err")
+    regex.subtopologies[0].source_topic_regex = ["st-.*"]
+    r = hb(wire, "err1", "m", 0, topo=regex)
+    assert (r.error_code, r.error_message) == (E.INVALID_REQUEST, "Regular expressions for source topics are not "
+                                               "supported yet.")
     r = hb(wire, "err1", "m", 0, topo=None)
     assert (r.error_code, r.error_message) == (E.INVALID_REQUEST, "Topology must be non-null when (re-)joining.")
-    assert hb(wire, "err1", "m", 5, active={}).error_code == E.GROUP_ID_NOT_FOUND
+    r = hb(wire, "err1", "m", 5, active={})
+    assert (r.error_code, r.error_message) == (E.GROUP_ID_NOT_FOUND, "Streams group err1 not found.")
     r = hb(wire, "err1", "m", 0, topo=topology("err1", "st-nope"), tags=ZONE)
     assert r.error_code == 0 and codes(r) == [MISSING_SOURCE_TOPICS]
     assert describe(wire, "err1").group_state == "NotReady"
     assert hb(wire, "err1", "other", 3, active={}).error_code == E.UNKNOWN_MEMBER_ID
     assert hb(wire, "err1", "m", 7, active={}).error_code == E.FENCED_MEMBER_EPOCH
-    # the same topology epoch with another topology, while another member is in the group
-    hb(wire, "err1", "m2", 0, topo=topology("err1", "st-nope"), tags=ZONE)
-    assert hb(wire, "err1", "m3", 0, topo=topology("err1", "st-err")).error_code == E.STREAMS_INVALID_TOPOLOGY_EPOCH
+    # the same topology epoch with another topology
+    r = hb(wire, "err1", "m3", 0, topo=topology("err1", "st-err"))
+    assert (r.error_code, r.error_message) == (E.INVALID_REQUEST, "Topology updates are not supported yet.")
+    # owned tasks the running topology does not have (throwIfRequestContainsInvalidTasks)
+    ok = hb(wire, "own1", "o", 0, topo=topology("own1", "st-err"), tags=ZONE)
+    ok = hb(wire, "own1", "o", ok.member_epoch, active={})
+    r = hb(wire, "own1", "o", ok.member_epoch, active={"7": [0]})
+    assert (r.error_code, r.error_message) == (E.INVALID_REQUEST, "Subtopology 7 does not exist in the topology.")
+    r = hb(wire, "own1", "o", ok.member_epoch, active={"0": [2]})
+    assert (r.error_code, r.error_message) == (E.INVALID_REQUEST, "Task 2 for subtopology 0 is invalid. Number of "
+                                               "tasks for this subtopology: 2")
     # MISSING_CLIENT_TAGS (status 6) only for heartbeat v1+ clients
     create_topic(wire, "st-tags", 1)
     v1 = hb(wire, "tags1", "t1", 0, topo=topology("tags1", "st-tags"))
@@ -229,16 +249,49 @@ def test_errors_and_statuses(wire: KafkaWire) -> None:
                               rebalance_timeout_ms=1000, subscribed_topic_names=["st-tags"], server_assignor=None,
                               topic_partitions=[]))
     assert r.error_code == E.GROUP_ID_NOT_FOUND
+    # a classic JoinGroup to it, and a streams heartbeat to a consumer group's id
+    j = request_class(11)[9]
+    r = wire.request(11, 9, j(group_id="tags1", session_timeout_ms=45000, rebalance_timeout_ms=1000, member_id="",
+                              group_instance_id=None, protocol_type="consumer",
+                              protocols=[j.JoinGroupRequestProtocol(name="range", metadata=b"")], reason=None))
+    assert r.error_code == E.INCONSISTENT_GROUP_PROTOCOL
+    cg = wire.request(68, 0, c(group_id="cg-not-streams", member_id="", member_epoch=0, instance_id=None,
+                               rack_id=None, rebalance_timeout_ms=1000, subscribed_topic_names=["st-tags"],
+                               server_assignor=None, topic_partitions=[]))
+    assert cg.error_code == 0
+    r = hb(wire, "cg-not-streams", "s", 0, topo=topology("cgs", "st-tags"))
+    assert (r.error_code, r.error_message) == (E.GROUP_ID_NOT_FOUND, "Group cg-not-streams is not a streams group.")
+
+
+def test_a_member_that_does_not_revoke_within_its_rebalance_timeout_is_fenced(broker: BrokerHandle,
+                                                                              wire: KafkaWire) -> None:
+    create_topic(wire, "st-rto", 2)
+    g = "rto"
+    a = hb(wire, g, "A", 0, process="pa", topo=topology(g, "st-rto"), tags=ZONE)
+    a = hb(wire, g, "A", a.member_epoch, active={})
+    owned = tasks(a.active_tasks)
+    assert len(flat(owned)) == 4
+    b = hb(wire, g, "B", 0, process="pb", topo=topology(g, "st-rto"), tags=ZONE)
+    a = hb(wire, g, "A", a.member_epoch, active=owned)  # asked to give two tasks up (rebalance timeout 30 s)
+    assert len(flat(tasks(a.active_tasks))) == 2
+    CLOCK.advance(20_000)
+    hb(wire, g, "A", a.member_epoch, active=owned)  # still owns them all: its session lives on, the revocation not
+    hb(wire, g, "B", b.member_epoch, active={})
+    CLOCK.advance(11_000)
+    broker.call(broker.state.groups.streams_groups.check_expirations)
+    assert hb(wire, g, "A", a.member_epoch, active=owned).error_code == E.UNKNOWN_MEMBER_ID
+    b = hb(wire, g, "B", b.member_epoch, active={})
+    assert flat(tasks(b.active_tasks)) == {(s, p) for s in ("0", "1") for p in range(2)}
 
 
 def test_group_survives_restart_and_is_deleted_when_empty(tmp_path: Path) -> None:
-    with run_broker(log_dir=tmp_path) as b, KafkaWire(b.bootstrap) as w:
+    with run_broker(log_dir=tmp_path, overrides=NO_DELAY) as b, KafkaWire(b.bootstrap) as w:
         create_topic(w, "st-keep", 2)
         r = hb(w, "keep", "K", 0, process="pk", topo=topology("keep", "st-keep"))
         r = hb(w, "keep", "K", r.member_epoch, active={})
         assert flat(tasks(r.active_tasks)) == {(s, p) for s in ("0", "1") for p in range(2)}
         before = describe(w, "keep")
-    with run_broker(log_dir=tmp_path) as b, KafkaWire(b.bootstrap) as w:
+    with run_broker(log_dir=tmp_path, overrides=NO_DELAY) as b, KafkaWire(b.bootstrap) as w:
         after = describe(w, "keep")
         assert (after.group_epoch, after.assignment_epoch, after.topology.epoch) == \
             (before.group_epoch, before.assignment_epoch, 1)
@@ -250,3 +303,27 @@ def test_group_survives_restart_and_is_deleted_when_empty(tmp_path: Path) -> Non
         dl = request_class(42)[2]
         assert w.request(42, 2, dl(groups_names=["keep"])).results[0].error_code == 0
         assert describe(w, "keep").error_code == E.GROUP_ID_NOT_FOUND
+
+
+def test_initial_rebalance_delay_on_the_injected_clock(tmp_path: Path) -> None:
+    """streams.initial.rebalance.delay.ms: members joining a new group get ASSIGNMENT_DELAYED and no tasks until
+    the delay runs out on the coordinator's timer; then one assignment covers them all."""
+    clock = ManualClock()
+    with run_broker(log_dir=tmp_path, clock=clock, overrides={"group.streams.initial.rebalance.delay.ms": 3000}) \
+            as b, KafkaWire(b.bootstrap) as w:
+        create_topic(w, "st-delay", 2)
+        streams = b.state.groups.streams_groups
+        a = hb(w, "delay", "A", 0, process="pa", topo=topology("delay", "st-delay"))
+        a = hb(w, "delay", "A", a.member_epoch, active={})  # the internal topics exist now
+        assert codes(a) == [ASSIGNMENT_DELAYED] and (a.member_epoch, tasks(a.active_tasks)) == (1, None)
+        b2 = hb(w, "delay", "B", 0, process="pb", topo=topology("delay", "st-delay"))
+        assert codes(b2) == [ASSIGNMENT_DELAYED] and flat(tasks(b2.active_tasks)) == set()
+        assert describe(w, "delay").group_state == "Assigning"
+        clock.advance(3000)
+        b.call(streams.check_expirations)
+        a = hb(w, "delay", "A", a.member_epoch, active={})
+        b2 = hb(w, "delay", "B", b2.member_epoch, active={})
+        assert a.status is None and a.member_epoch == b2.member_epoch == describe(w, "delay").assignment_epoch
+        assert flat(tasks(a.active_tasks)) | flat(tasks(b2.active_tasks)) == \
+            {(s, p) for s in ("0", "1") for p in range(2)}
+        assert len(flat(tasks(a.active_tasks))) == len(flat(tasks(b2.active_tasks))) == 2

@@ -146,6 +146,8 @@ _DEFS: list[ConfigDef] = [
     ConfigDef("group.streams.num.standby.replicas", I, 0, "Standby replicas of each task of a streams group.",
               at_least(0)),
     ConfigDef("group.streams.max.size", I, INT_MAX, "Most members in one streams group.", at_least(1)),
+    ConfigDef("group.streams.initial.rebalance.delay.ms", I, 3_000,
+              "How long a new streams group waits for more members before its first assignment.", at_least(0)),
     ConfigDef("group.streams.rack.aware.assignment.tags", LI, [],
               "Client tag keys every streams-group member must send (else MISSING_CLIENT_TAGS, heartbeat v1+)."),
     # --- KIP-932 share groups (Kafka 4.3's GroupCoordinatorConfig / ShareGroupConfig defaults) ---

@@ -66,7 +66,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     return cls(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None, member_id=m.member_id,
                member_epoch=m.member_epoch, heartbeat_interval_ms=result.heartbeat_interval_ms,
                task_offset_interval_ms=TASK_OFFSET_INTERVAL_MS,
-               status=[cls.Status(status_code=code, status_detail=detail) for code, detail in result.status],
+               status=[cls.Status(status_code=code, status_detail=detail) for code, detail in result.status]
+               if result.status else None,  # Kafka sends no list when no status holds
                active_tasks=_task_ids(cls, m.assigned.active) if send else None,
                standby_tasks=_task_ids(cls, m.assigned.standby) if send else None,
                warmup_tasks=_task_ids(cls, m.assigned.warmup) if send else None,

@@ -29,7 +29,7 @@ from typing import Any
 from tidelog.clock import Clock
 from tidelog.coordinator.group.classic.group import GroupMetadata, OffsetAndMetadata
 from tidelog.coordinator.group.streams import topology as tp
-from tidelog.coordinator.group.streams.assignor import AssignmentMember, Tasks, assign
+from tidelog.coordinator.group.streams.assignor import AssignmentMember, Tasks, TasksTuple, assign
 from tidelog.coordinator.group.streams.group import (
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
@@ -65,6 +65,7 @@ class StreamsGroupConfig:
     max_size: int = 2**31 - 1
     rack_aware_assignment_tags: tuple[str, ...] = ()
     enabled: bool = True
+    initial_rebalance_delay_ms: int = 3_000
 
     @classmethod
     def from_broker_config(cls, config: Any) -> StreamsGroupConfig:
@@ -84,7 +85,8 @@ class StreamsGroupConfig:
                    int(value("group.streams.heartbeat.interval.ms", 5_000)),
                    int(value("group.streams.num.standby.replicas", 0)),
                    int(value("group.streams.max.size", 2**31 - 1)),
-                   tuple(value("group.streams.rack.aware.assignment.tags", [])), "streams" in protocols)
+                   tuple(value("group.streams.rack.aware.assignment.tags", [])), "streams" in protocols,
+                   int(value("group.streams.initial.rebalance.delay.ms", 3_000)))
 
 
 @dataclass
@@ -177,11 +179,17 @@ class StreamsGroupCoordinator:
     # ---------------------------------------------------------------------------------------- heartbeat
     @staticmethod
     def validate(request: Any) -> None:
-        """throwIfStreamsGroupHeartbeatRequestIsInvalid."""
-        if not request.group_id:
-            raise HeartbeatError(E.INVALID_REQUEST, "GroupId can't be empty.")
+        """GroupCoordinatorService: throwIfStreamsGroupHeartbeatRequestIsUsingUnsupportedFeatures, then
+        throwIfStreamsGroupHeartbeatRequestIsInvalid (with throwIfInvalidTopology), in Kafka's order."""
+        if request.topology is not None:
+            for s in request.topology.subtopologies or []:
+                if s.source_topic_regex:
+                    raise HeartbeatError(E.INVALID_REQUEST, "Regular expressions for source topics are not "
+                                         "supported yet.")
         if not request.member_id:
             raise HeartbeatError(E.INVALID_REQUEST, "MemberId can't be empty.")
+        if not request.group_id:
+            raise HeartbeatError(E.INVALID_REQUEST, "GroupId can't be empty.")
         if request.instance_id is not None and request.instance_id == "":
             raise HeartbeatError(E.INVALID_REQUEST, "InstanceId can't be empty.")
         if request.rack_id is not None and request.rack_id == "":
@@ -190,24 +198,31 @@ class StreamsGroupCoordinator:
         if epoch == 0:
             if request.rebalance_timeout_ms == -1:
                 raise HeartbeatError(E.INVALID_REQUEST, "RebalanceTimeoutMs must be provided in first request.")
-            for name in ("active_tasks", "standby_tasks", "warmup_tasks"):
-                if getattr(request, name) is None or getattr(request, name):
-                    label = name.split("_")[0].capitalize()
-                    raise HeartbeatError(E.INVALID_REQUEST, f"{label}Tasks must be empty when (re-)joining.")
+            for name, label in (("active_tasks", "ActiveTasks"), ("standby_tasks", "StandbyTasks"),
+                                ("warmup_tasks", "WarmupTasks")):
+                if getattr(request, name):
+                    raise HeartbeatError(E.INVALID_REQUEST, f"{label} must be empty when (re-)joining.")
             if request.topology is None:
                 raise HeartbeatError(E.INVALID_REQUEST, "Topology must be non-null when (re-)joining.")
-            if request.process_id is None:
-                raise HeartbeatError(E.INVALID_REQUEST, "ProcessId must be non-null when (re-)joining.")
-        elif epoch > 0 or epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
-            if request.topology is not None:
-                raise HeartbeatError(E.INVALID_REQUEST, "Topology can only be provided when (re-)joining.")
-            if epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH and request.instance_id is None:
+            for s in request.topology.subtopologies or []:
+                for t in s.state_changelog_topics or []:
+                    if t.partitions != 0:
+                        raise HeartbeatError(E.STREAMS_INVALID_TOPOLOGY, f"Changelog topic {t.name} must have an "
+                                             f"undefined partition count, but it is set to {t.partitions}.")
+        elif epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            if request.instance_id is None:
                 raise HeartbeatError(E.INVALID_REQUEST, "InstanceId can't be null.")
-        else:
+        elif epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
             raise HeartbeatError(E.INVALID_REQUEST, f"MemberEpoch is {epoch}, but must be greater than or equal "
                                  "to -2.")
+        owned = (request.active_tasks, request.standby_tasks, request.warmup_tasks)
+        if any(t is not None for t in owned) and any(t is None for t in owned):
+            raise HeartbeatError(E.INVALID_REQUEST, "If one task-type is non-null, all must be non-null.")
+        if epoch != 0 and request.topology is not None:
+            raise HeartbeatError(E.INVALID_REQUEST, "Topology can only be provided when (re-)joining.")
 
     def heartbeat(self, request: Any, api_version: int, client_id: str, client_host: str) -> HeartbeatResult:
+        """GroupMetadataManager.streamsGroupHeartbeat (and streamsGroupLeave for epochs -1 and -2)."""
         self.validate(request)
         try:
             new_topology = tp.StreamsTopology.from_request(request.topology) if request.topology else None
@@ -221,106 +236,158 @@ class StreamsGroupCoordinator:
             if epoch != 0:
                 raise HeartbeatError(E.GROUP_ID_NOT_FOUND, f"Streams group {gid} not found.")
             other = self._other_group_type(gid) if self._other_group_type else None
-            if other is not None:
+            if other is not None:  # getOrCreateStreamsGroup: a group id holds one group type
                 raise HeartbeatError(E.GROUP_ID_NOT_FOUND, f"Group {gid} is not a streams group.")
             group = StreamsGroup(gid)
+        elif epoch == 0 and mid not in group.members and len(group.members) >= self.config.max_size:
+            raise HeartbeatError(E.GROUP_MAX_SIZE_REACHED, f"The streams group has reached its maximum capacity "
+                                 f"of {self.config.max_size} members.")
         member = group.members.get(mid)
-        is_new = member is None
+        owned_active = _tasks(request.active_tasks)
         if member is None:
             if epoch != 0:
                 raise HeartbeatError(E.UNKNOWN_MEMBER_ID, f"Member {mid} is not a member of group {gid}.")
-            if len(group.members) >= self.config.max_size:
-                raise HeartbeatError(E.GROUP_MAX_SIZE_REACHED, f"The streams group has reached its maximum "
-                                     f"capacity of {self.config.max_size} members.")
             member = StreamsGroupMember(mid)
-        elif epoch != 0:
-            self._check_epoch(member, epoch, _tasks(request.active_tasks))
-        before = member.copy()
+            is_new = True
+        else:
+            is_new = False
+            if epoch != 0:
+                self._check_epoch(member, epoch, owned_active)
+        # 2. the topology: set by the first member, kept otherwise (Kafka does not update a group's topology)
+        topology = group.topology
+        topology_changed = False
+        if new_topology is not None:
+            if topology is None:
+                topology, topology_changed = new_topology, True
+                log.info("streams group %s: member %s initialized the topology with epoch %d", gid, mid,
+                         new_topology.epoch)
+            elif topology.epoch <= new_topology.epoch and topology.to_json() != new_topology.to_json():
+                raise HeartbeatError(E.INVALID_REQUEST, "Topology updates are not supported yet.")
+        # 1. the member's metadata; an assignment-relevant change bumps the group epoch
         updated = member.copy()
-        bump = is_new
-        if request.instance_id is not None:
-            updated.instance_id = request.instance_id
         if request.rack_id is not None:
-            bump = bump or updated.rack_id != request.rack_id
             updated.rack_id = request.rack_id
         if request.rebalance_timeout_ms != -1:
             updated.rebalance_timeout_ms = request.rebalance_timeout_ms
+        if new_topology is not None:
+            updated.topology_epoch = new_topology.epoch
+        updated.client_id, updated.client_host = client_id, client_host
         if request.process_id is not None:
-            bump = bump or updated.process_id != request.process_id
             updated.process_id = request.process_id
-        if request.user_endpoint is not None:
-            endpoint = (request.user_endpoint.host, int(request.user_endpoint.port))
-            if endpoint != updated.user_endpoint:
-                updated.user_endpoint = endpoint
-                group.endpoint_epoch += 1
         if request.client_tags is not None:
-            tags = {kv.key: kv.value for kv in request.client_tags}
-            bump = bump or tags != updated.client_tags
-            updated.client_tags = tags
+            updated.client_tags = {kv.key: kv.value for kv in request.client_tags}
+        if request.user_endpoint is not None:
+            updated.user_endpoint = (request.user_endpoint.host, int(request.user_endpoint.port))
         if request.task_offsets is not None:
             updated.task_offsets = {(t.subtopology_id, t.partition): t.offset for t in request.task_offsets}
         if request.task_end_offsets is not None:
             updated.task_end_offsets = {(t.subtopology_id, t.partition): t.offset for t in request.task_end_offsets}
-        updated.client_id, updated.client_host = client_id, client_host
-        if new_topology is not None:
-            updated.topology_epoch = new_topology.epoch
-            current = group.topology
-            others = [m for m in group.members.values() if m.member_id != mid]
-            if current is None or not others or new_topology.epoch > current.epoch:
-                if current is None or current.to_json() != new_topology.to_json():
-                    group.topology = new_topology
-                    bump = True
-                    log.info("streams group %s: topology epoch %d set by member %s", gid, new_topology.epoch, mid)
-            elif new_topology.epoch == current.epoch and new_topology.to_json() != current.to_json():
-                raise HeartbeatError(E.STREAMS_INVALID_TOPOLOGY_EPOCH, f"Topology updated but topology epoch "
-                                     f"{new_topology.epoch} was not bumped.")
-        if request.shutdown_application:
-            group.shutdown_requested_by = mid
+        bump = is_new or topology_changed or _assignment_metadata(member) != _assignment_metadata(updated)
+        # 3. the topology on the topics that exist now
+        configured = tp.configure(topology, self._partitions_of) if topology is not None else None
+        if configured is not None and configured.ready:
+            self._check_owned_tasks(configured.tasks, request)
+        # nothing is changed before here: every check above refuses the heartbeat with the group as it was
         if gid not in self.groups:
             self.groups[gid] = group
             self._offsets_holder(gid)
+            delay = self._initial_delay(gid)
+            if delay > 0:  # streamsInitialRebalanceKey: the first assignment waits for more members
+                self.timer.schedule(("streams-initial-rebalance", gid), self._now() + delay,
+                                    lambda: self._on_initial_rebalance(gid))
+        group.topology = topology
+        group.topology_ready = configured is not None and configured.ready
         group.members[mid] = updated
-        configured = self._refresh_topology(group)
         signature = self._signature(group)
         if signature != group.metadata_signature:
             group.metadata_signature, bump = signature, True
+        standby = self._num_standby(gid)
+        if standby != group.last_num_standby:  # the assignment configs changed: reassign
+            group.last_num_standby, bump = standby, True
         if bump:
             group.group_epoch += 1
+        delayed = False
         if group.group_epoch > group.assignment_epoch:
-            self._compute_target(group)
-        owned = _tasks(request.active_tasks) if epoch != 0 else {}
-        reconciled = reconcile(group, updated, owned)
-        if not tuple_equal(reconciled.assigned, updated.assigned):
-            group.endpoint_epoch += 1
+            if self.timer.is_scheduled(("streams-initial-rebalance", gid)):
+                delayed = True  # the member gets an empty assignment meanwhile
+            else:
+                self._compute_target(group)
+        # 5. reconcile the member towards its target
+        if delayed:
+            reconciled = self._delayed(updated, max(1, group.assignment_epoch))
+        else:
+            reconciled = reconcile(group, updated, owned_active if epoch != 0 else {})
         group.members[mid] = reconciled
+        if request.shutdown_application:
+            group.shutdown_requested_by = mid
+        send = epoch == 0 or not tuple_equal(member.assigned, reconciled.assigned)
+        if send and reconciled.user_endpoint is not None:
+            group.endpoint_epoch += 1
         self._save()
         if configured is not None and configured.to_create:
-            self._create_internal_topics(group.group_id, configured)  # asked of the broker, as Kafka's coordinator
-        reconciled.session_deadline_ms = self._now() + self._session_timeout(gid)
+            self._create_internal_topics(gid, configured)  # asked of the broker after the answer, as Kafka does
+        now = self._now()
+        reconciled.session_deadline_ms = now + self._session_timeout(gid)
         if reconciled.state == MemberState.UNREVOKED_TASKS:
-            if before.state != MemberState.UNREVOKED_TASKS or before.rebalance_deadline_ms < 0:
-                reconciled.rebalance_deadline_ms = self._now() + max(reconciled.rebalance_timeout_ms, 0)
+            if member.state != MemberState.UNREVOKED_TASKS or member.rebalance_deadline_ms < 0:
+                reconciled.rebalance_deadline_ms = now + max(reconciled.rebalance_timeout_ms, 0)
+            else:
+                reconciled.rebalance_deadline_ms = member.rebalance_deadline_ms
         else:
             reconciled.rebalance_deadline_ms = -1
         self._schedule(gid, reconciled)
-        status = self._status(group, reconciled, api_version, configured)
-        send = epoch == 0 or not tuple_equal(before.assigned, reconciled.assigned) \
-            or before.member_epoch != reconciled.member_epoch
-        endpoints = self._endpoints(group) if request.endpoint_information_epoch < group.endpoint_epoch else None
+        status = self._status(group, reconciled, api_version, configured, delayed)
+        endpoints = self._endpoints(group, reconciled) \
+            if request.endpoint_information_epoch != group.endpoint_epoch else None
         return HeartbeatResult(reconciled, self._heartbeat_interval(gid), send, status, group.endpoint_epoch,
                                endpoints)
 
+    @staticmethod
+    def _delayed(member: StreamsGroupMember, epoch: int) -> StreamsGroupMember:
+        """During the initial rebalance delay a joining member is at epoch max(1, assignment epoch) with nothing
+        assigned (GroupMetadataManager: TasksTuple.EMPTY)."""
+        m = member.copy()
+        if m.member_epoch != epoch:
+            m.previous_member_epoch, m.member_epoch = m.member_epoch, epoch
+        m.assigned, m.pending_revocation, m.state = TasksTuple(), TasksTuple(), MemberState.STABLE
+        return m
+
+    def _initial_delay(self, group_id: str) -> int:
+        return self._group_int(group_id, "streams.initial.rebalance.delay.ms", self.config.initial_rebalance_delay_ms)
+
+    def _on_initial_rebalance(self, group_id: str) -> None:
+        """The delay is over: compute the target assignment for everyone who joined meanwhile."""
+        group = self.groups.get(group_id)
+        if group is None or group.group_epoch <= group.assignment_epoch:
+            return
+        self._compute_target(group)
+        self._save()
+
+    @staticmethod
+    def _check_owned_tasks(tasks: dict[str, int], request: Any) -> None:
+        """throwIfRequestContainsInvalidTasks, once the topology can run."""
+        for owned in (request.active_tasks, request.standby_tasks, request.warmup_tasks):
+            for t in owned or []:
+                if t.subtopology_id not in tasks:
+                    raise HeartbeatError(E.INVALID_REQUEST, f"Subtopology {t.subtopology_id} does not exist in the "
+                                         "topology.")
+                for p in t.partitions or []:
+                    if not 0 <= p < tasks[t.subtopology_id]:
+                        raise HeartbeatError(E.INVALID_REQUEST, f"Task {p} for subtopology {t.subtopology_id} is "
+                                             f"invalid. Number of tasks for this subtopology: "
+                                             f"{tasks[t.subtopology_id]}")
+
     def _check_epoch(self, member: StreamsGroupMember, received: int, owned: Tasks | None) -> None:
-        """throwIfStreamsGroupMemberEpochIsInvalid."""
+        """throwIfStreamsGroupMemberEpochIsInvalid: a lost response is tolerated at the previous epoch."""
         if received > member.member_epoch:
             raise HeartbeatError(E.FENCED_MEMBER_EPOCH, f"The streams group member has a greater member epoch "
                                  f"({received}) than the one known by the group coordinator "
-                                 f"({member.member_epoch}). The member must abandon all its tasks and rejoin.")
+                                 f"({member.member_epoch}). The member must abandon all its partitions and rejoin.")
         if received < member.member_epoch and (received != member.previous_member_epoch or owned is None
                                                or not ids(owned) <= ids(member.assigned.active)):
             raise HeartbeatError(E.FENCED_MEMBER_EPOCH, f"The streams group member has a smaller member epoch "
                                  f"({received}) than the one known by the group coordinator "
-                                 f"({member.member_epoch}). The member must abandon all its tasks and rejoin.")
+                                 f"({member.member_epoch}). The member must abandon all its partitions and rejoin.")
 
     def _refresh_topology(self, group: StreamsGroup) -> tp.ConfiguredTopology | None:
         """Configure the topology on the topics that exist now."""
@@ -352,6 +419,7 @@ class StreamsGroupCoordinator:
         return None if info is None else int(info.partitions)
 
     def _signature(self, group: StreamsGroup) -> str:
+        """What Kafka's metadata hash covers: the partition counts of the topology's topics."""
         if group.topology is None:
             return ""
         names = sorted({t for s in group.topology.subtopologies.values()
@@ -366,50 +434,53 @@ class StreamsGroupCoordinator:
         members = [AssignmentMember(m.member_id, m.process_id or m.member_id,
                                     _union(m.assigned.active, m.pending_revocation.active), m.assigned.standby)
                    for m in group.members.values()]
-        result = assign(members, counts, self._num_standby(group.group_id))
-        if any(mid not in group.target or not tuple_equal(group.target[mid], t) for mid, t in result.items()):
-            group.endpoint_epoch += 1
-        group.target = result
+        group.target = assign(members, counts, self._num_standby(group.group_id))
         group.assignment_epoch = group.group_epoch
 
     def _status(self, group: StreamsGroup, member: StreamsGroupMember, api_version: int,
-                configured: tp.ConfiguredTopology | None) -> list[tuple[int, str]]:
+                configured: tp.ConfiguredTopology | None, delayed: bool) -> list[tuple[int, str]]:
+        """The statuses in Kafka's order: stale topology, assignment delayed, the topology's configuration,
+        shutdown, then (v1+) missing client tags."""
         out: list[tuple[int, str]] = []
         if group.topology is not None and member.topology_epoch < group.topology.epoch:
             out.append((tp.STALE_TOPOLOGY, f"The member's topology epoch {member.topology_epoch} is behind the "
                         f"group's topology epoch {group.topology.epoch}."))
+        if delayed:
+            out.append((tp.ASSIGNMENT_DELAYED, "Assignment delayed due to the configured initial rebalance delay."))
         if configured is not None and configured.status is not None:
             out.append(configured.status)
         if group.shutdown_requested_by is not None:
-            out.append((tp.SHUTDOWN_APPLICATION, f"A KafkaStreams instance encountered a fatal error and requested "
-                        f"a shutdown for the entire application (member {group.shutdown_requested_by})."))
+            out.append((tp.SHUTDOWN_APPLICATION, f"Streams group member {group.shutdown_requested_by} encountered a "
+                        "fatal error and requested a shutdown for the entire application."))
         tags = self.config.rack_aware_assignment_tags
-        if api_version >= 1 and tags:  # MISSING_CLIENT_TAGS: only clients of v1+ know the code
+        if api_version >= 1 and tags:  # MISSING_CLIENT_TAGS: only v1+ clients know the code (KAFKA-20744)
             missing = [t for t in tags if t not in member.client_tags]
             if missing:
                 out.append((tp.MISSING_CLIENT_TAGS, f"The member does not provide the client tags "
                             f"{', '.join(missing)} that rack-aware assignment uses."))
         return out
 
-    def _endpoints(self, group: StreamsGroup) -> list[tuple[tuple[str, int], dict[str, set[int]],
-                                                             dict[str, set[int]]]]:
-        """EndpointToPartitionsManager: the source partitions of each endpoint's active and standby tasks."""
+    def _endpoints(self, group: StreamsGroup, member: StreamsGroupMember
+                   ) -> list[tuple[tuple[str, int], dict[str, set[int]], dict[str, set[int]]]]:
+        """maybeBuildEndpointToPartitions: every other member's endpoint, then this member's, each with the
+        source partitions of its active and standby tasks (EndpointToPartitionsManager)."""
         out = []
         subs = group.topology.subtopologies if group.topology else {}
-        for m in sorted(group.members.values(), key=lambda m: m.member_id):
-            if m.user_endpoint is None:
-                continue
-            def parts(tasks: Tasks) -> dict[str, set[int]]:
-                topics: dict[str, set[int]] = {}
-                for sid, ps in tasks.items():
-                    s = subs.get(sid)
-                    if s is None:
-                        continue
-                    for t in (*s.source_topics, *(r.name for r in s.repartition_source_topics)):
-                        n = self._partitions_of(t) or 0
-                        topics.setdefault(t, set()).update(p for p in ps if p < n)
-                return topics
-            out.append((m.user_endpoint, parts(m.assigned.active), parts(m.assigned.standby)))
+
+        def parts(tasks: Tasks) -> dict[str, set[int]]:
+            topics: dict[str, set[int]] = {}
+            for sid, ps in tasks.items():
+                s = subs.get(sid)
+                if s is None:
+                    continue
+                for t in (*s.source_topics, *(r.name for r in s.repartition_source_topics)):
+                    n = self._partitions_of(t) or 0
+                    topics.setdefault(t, set()).update(p for p in ps if p < n)
+            return topics
+        others = [m for mid, m in sorted(group.members.items()) if mid != member.member_id]
+        for m in [*others, member]:
+            if m.user_endpoint is not None:
+                out.append((m.user_endpoint, parts(m.assigned.active), parts(m.assigned.standby)))
         return out
 
     # ------------------------------------------------------------------------------------------- leave
@@ -487,6 +558,7 @@ class StreamsGroupCoordinator:
         if not group.is_empty():
             return E.NON_EMPTY_GROUP
         del self.groups[group_id]
+        self.timer.cancel(("streams-initial-rebalance", group_id))
         self._save()
         holder = self.classic.manager.get_group(group_id)
         return int(self.classic.manager.delete_group(holder)) if holder is not None else E.NONE
@@ -541,6 +613,13 @@ def _tasks(task_ids: Any) -> Tasks | None:
     for t in task_ids:
         out.setdefault(t.subtopology_id, set()).update(t.partitions or [])
     return out
+
+
+def _assignment_metadata(m: StreamsGroupMember) -> tuple[Any, ...]:
+    """The member metadata whose change Kafka persists and answers with a new group epoch
+    (hasStreamsMemberMetadataChanged)."""
+    return (m.rack_id, m.process_id, sorted(m.client_tags.items()), m.user_endpoint, m.topology_epoch,
+            m.rebalance_timeout_ms, m.instance_id)
 
 
 def _union(a: Tasks, b: Tasks) -> Tasks:

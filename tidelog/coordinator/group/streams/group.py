@@ -120,6 +120,7 @@ class StreamsGroup:
     topology: StreamsTopology | None = None
     metadata_signature: str = ""  # the partition counts the last target assignment saw
     endpoint_epoch: int = 0
+    last_num_standby: int = 0  # the assignment config the last target assignment used
     members: dict[str, StreamsGroupMember] = field(default_factory=dict)
     target: dict[str, TasksTuple] = field(default_factory=dict)
     shutdown_requested_by: str | None = None  # not persisted (Kafka keeps it in memory too)
@@ -157,6 +158,7 @@ class StreamsGroup:
         return {"group_epoch": self.group_epoch, "assignment_epoch": self.assignment_epoch,
                 "topology": self.topology.to_json() if self.topology else None,
                 "metadata_signature": self.metadata_signature, "endpoint_epoch": self.endpoint_epoch,
+                "num_standby": self.last_num_standby,
                 "members": {mid: m.to_json() for mid, m in self.members.items()},
                 "target": {mid: tuple_json(t) for mid, t in self.target.items()}}
 
@@ -164,7 +166,7 @@ class StreamsGroup:
     def from_json(cls, group_id: str, d: dict[str, Any]) -> StreamsGroup:
         return cls(group_id, int(d["group_epoch"]), int(d["assignment_epoch"]),
                    StreamsTopology.from_json(d["topology"]) if d["topology"] else None,
-                   str(d["metadata_signature"]), int(d["endpoint_epoch"]),
+                   str(d["metadata_signature"]), int(d["endpoint_epoch"]), int(d["num_standby"]),
                    {mid: StreamsGroupMember.from_json(mid, m) for mid, m in d["members"].items()},
                    {mid: tuple_from_json(t) for mid, t in d["target"].items()})
 

@@ -5,7 +5,6 @@ topology cannot run (missing source topics, incorrectly partitioned topics, miss
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,6 +17,7 @@ MISSING_SOURCE_TOPICS = 1
 INCORRECTLY_PARTITIONED_TOPICS = 2
 MISSING_INTERNAL_TOPICS = 3
 SHUTDOWN_APPLICATION = 4
+ASSIGNMENT_DELAYED = 5  # the group's initial rebalance delay is running (streams.initial.rebalance.delay.ms)
 MISSING_CLIENT_TAGS = 6  # Kafka 4.4, heartbeat v1+ (KAFKA-20744)
 
 
@@ -75,21 +75,14 @@ class StreamsTopology:
 
     @classmethod
     def from_request(cls, topology: Any) -> StreamsTopology:
-        """StreamsTopology.fromHeartbeatRequest, validated (STREAMS_INVALID_TOPOLOGY as Kafka's
-        throwIfStreamsGroupTopologyIsInvalid)."""
+        """StreamsTopology.fromHeartbeatRequest (the request was validated by the coordinator's validate())."""
         subs: dict[str, Subtopology] = {}
         for s in topology.subtopologies or []:
             sid = s.subtopology_id
-            if not sid:
-                raise _invalid("Subtopology id can't be empty.")
-            if sid in subs:
-                raise _invalid(f"Subtopology {sid} is defined more than once.")
             sources = list(s.source_topics or [])
             regex = list(s.source_topic_regex or [])
             repart = [_topic_info(t) for t in s.repartition_source_topics or []]
             changelogs = [_topic_info(t) for t in s.state_changelog_topics or []]
-            if not sources and not regex and not repart:
-                raise _invalid(f"Subtopology {sid} has no source topics.")
             groups: list[list[str]] = []
             for g in s.copartition_groups or []:
                 try:
@@ -100,20 +93,7 @@ class StreamsTopology:
                 groups.append(names)
             subs[sid] = Subtopology(sid, sources, regex, changelogs, list(s.repartition_sink_topics or []), repart,
                                     groups)
-        internal = [t.name for s in subs.values() for t in (*s.changelog_topics, *s.repartition_source_topics)]
-        for name in internal:  # org.apache.kafka.common.internals.Topic.validate
-            if not _LEGAL_NAME.fullmatch(name) or name in (".", ".."):
-                raise _invalid(f"Internal topic {name!r} has an invalid name.")
-        sinks = {t for s in subs.values() for t in s.repartition_sink_topics}
-        for s in subs.values():
-            for t in s.repartition_source_topics:
-                if t.partitions == 0 and t.name not in sinks:
-                    raise _invalid(f"Repartition source topic {t.name} of subtopology {s.subtopology_id} is "
-                                   f"written by no subtopology and has no partition count.")
         return cls(int(topology.epoch), subs)
-
-
-_LEGAL_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 
 
 def _invalid(message: str) -> KafkaError:
