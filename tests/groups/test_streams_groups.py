@@ -284,6 +284,22 @@ def test_a_member_that_does_not_revoke_within_its_rebalance_timeout_is_fenced(br
     assert flat(tasks(b.active_tasks)) == {(s, p) for s in ("0", "1") for p in range(2)}
 
 
+def test_standbys_only_for_stateful_subtopologies(broker: BrokerHandle, wire: KafkaWire) -> None:
+    """Kafka's StickyTaskAssignor gives standby replicas to the tasks of subtopologies with state only."""
+    create_topic(wire, "st-stateless", 2)
+    g = "stateless"
+    stateless = topology(g, "st-stateless")
+    stateless.subtopologies[1].state_changelog_topics = []  # subtopology 1 keeps no state
+    a = hb(wire, g, "A", 0, process="pa", topo=stateless, tags=ZONE)
+    a = hb(wire, g, "A", a.member_epoch, active={})
+    hb(wire, g, "B", 0, process="pb", topo=stateless, tags=ZONE)
+    group = broker.call(lambda: broker.state.groups.streams_groups.groups[g])
+    standbys = {(s, p) for t in group.target.values() for s, ps in t.standby.items() for p in ps}
+    actives = {(s, p) for t in group.target.values() for s, ps in t.active.items() for p in ps}
+    assert actives == {(s, p) for s in ("0", "1") for p in range(2)}
+    assert standbys == {("0", 0), ("0", 1)}
+
+
 def test_group_survives_restart_and_is_deleted_when_empty(tmp_path: Path) -> None:
     with run_broker(log_dir=tmp_path, overrides=NO_DELAY) as b, KafkaWire(b.bootstrap) as w:
         create_topic(w, "st-keep", 2)

@@ -1,12 +1,13 @@
 """Kafka's sticky task assignor for streams groups (group-coordinator's streams.assignor.StickyTaskAssignor), in
 its rules:
 
-1. Every task is an active task of exactly one member. A member keeps the active tasks it owns (current
-   assignment, or the previous target) while it is under its fair share (ceil(tasks / members)); the rest go,
-   one at a time in task order, to a member that had the task as a standby, else to the least-loaded member
-   (fewest tasks on its process, then fewest on the member, then member id).
-2. Each task gets `num_standby_replicas` standby tasks, each on a process that has neither the active task nor
-   another standby of it; a previous standby owner keeps it first; else the least-loaded eligible member.
+1. Every task is an active task of exactly one member. A member keeps the active tasks it owns while it is
+   under its quota (ceil(tasks / members)); then a member that had the task as a standby gets it, under the same
+   quota; the rest go, in task order, to the least-loaded process (tasks per member of the process), and there
+   to its member with the fewest tasks.
+2. Each task of a stateful subtopology (one with changelog topics) gets `num_standby_replicas` standby tasks,
+   each on a process that has neither the active task nor another replica of it: the task's previous active
+   owner first, then a previous standby owner, else the least-loaded eligible process's least-loaded member.
    Fewer eligible processes than replicas: fewer standbys, as Kafka.
 3. Warm-up tasks are not assigned by this assignor (Kafka's StickyTaskAssignor returns none either).
 """
@@ -46,7 +47,8 @@ def _tasks(ids: set[TaskId]) -> Tasks:
     return out
 
 
-def assign(members: list[AssignmentMember], task_counts: dict[str, int], num_standby: int) -> dict[str, TasksTuple]:
+def assign(members: list[AssignmentMember], task_counts: dict[str, int], num_standby: int,
+           stateful: set[str] | None = None) -> dict[str, TasksTuple]:
     members = sorted(members, key=lambda m: m.member_id)
     if not members:
         return {}
@@ -69,8 +71,15 @@ def assign(members: list[AssignmentMember], task_counts: dict[str, int], num_sta
                 give(m.member_id, task, active)
     previous_standby = {task: [m.member_id for m in members if task in _ids(m.standby)] for task in all_tasks}
 
-    def least_loaded(candidates: list[str], load: dict[str, set[TaskId]]) -> str:
-        return min(candidates, key=lambda mid: (process_load[process_of[mid]], len(load[mid]), mid))
+    members_of: dict[str, int] = {}
+    for m in members:
+        members_of[m.process_id] = members_of.get(m.process_id, 0) + 1
+
+    def load(mid: str) -> float:  # ProcessState.load: the process's tasks per member
+        return process_load[process_of[mid]] / members_of[process_of[mid]]
+
+    def least_loaded(candidates: list[str], tasks_of: dict[str, set[TaskId]]) -> str:
+        return min(candidates, key=lambda mid: (load(mid), len(tasks_of[mid]), mid))
 
     for task in all_tasks:
         if task in owner:
@@ -81,18 +90,27 @@ def assign(members: list[AssignmentMember], task_counts: dict[str, int], num_sta
         owner[task] = chosen
         give(chosen, task, active)
     standby: dict[str, set[TaskId]] = {m.member_id: set() for m in members}
-    if num_standby > 0:  # 2. standby replicas on other processes
+    previous_active = {task: m.member_id for m in members for task in _ids(m.active)}
+    if num_standby > 0:  # 2. standby replicas of stateful tasks on other processes
+        both = {mid: active[mid] | standby[mid] for mid in active}
         for task in all_tasks:
+            if stateful is not None and task[0] not in stateful:
+                continue
             used = {process_of[owner[task]]}
             for _ in range(num_standby):
                 eligible = [mid for mid in standby if process_of[mid] not in used]
                 if not eligible:
                     break
+                before = previous_active.get(task)
                 former = [mid for mid in previous_standby[task] if mid in eligible]
-                chosen = former[0] if former else \
-                    min(eligible, key=lambda mid: (process_load[process_of[mid]],
-                                                   len(active[mid]) + len(standby[mid]), mid))
+                if before in eligible:
+                    chosen = before
+                elif former:
+                    chosen = least_loaded(former, both)
+                else:
+                    chosen = least_loaded(eligible, both)
                 give(chosen, task, standby)
+                both[chosen].add(task)
                 used.add(process_of[chosen])
     return {m.member_id: TasksTuple(_tasks(active[m.member_id]), _tasks(standby[m.member_id]), {})
             for m in members}

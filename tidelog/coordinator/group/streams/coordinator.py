@@ -434,7 +434,9 @@ class StreamsGroupCoordinator:
         members = [AssignmentMember(m.member_id, m.process_id or m.member_id,
                                     _union(m.assigned.active, m.pending_revocation.active), m.assigned.standby)
                    for m in group.members.values()]
-        group.target = assign(members, counts, self._num_standby(group.group_id))
+        stateful = {sid for sid, s in group.topology.subtopologies.items() if s.changelog_topics} \
+            if group.topology else set()
+        group.target = assign(members, counts, self._num_standby(group.group_id), stateful)
         group.assignment_epoch = group.group_epoch
 
     def _status(self, group: StreamsGroup, member: StreamsGroupMember, api_version: int,
