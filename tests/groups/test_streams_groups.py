@@ -106,6 +106,21 @@ def flat(ts: Tasks | None) -> set[tuple[str, int]]:
     return {(s, p) for s, ps in (ts or {}).items() for p in ps}
 
 
+def settle(wire: KafkaWire, group: str, member: str, r: Any) -> tuple[Tasks, Tasks]:
+    """Heartbeat as a client does (reporting what it owns) until the group is Stable; checks on the way that
+    the member never holds a task as active and standby at once. Its (active, standby) tasks at the end."""
+    active, standby = tasks(r.active_tasks) or {}, tasks(r.standby_tasks) or {}
+    for _ in range(5):
+        r = hb(wire, group, member, r.member_epoch, active=active, standby=standby)
+        assert r.error_code == 0, r
+        if r.active_tasks is not None:
+            active, standby = tasks(r.active_tasks) or {}, tasks(r.standby_tasks) or {}
+        assert not flat(active) & flat(standby)
+        if describe(wire, group).group_state == "Stable":
+            return active, standby
+    raise AssertionError(f"{group} did not become Stable")
+
+
 ALL = {(s, p) for s in ("0", "1") for p in range(4)}
 ZONE = {"zone": "z1"}
 
@@ -141,8 +156,13 @@ def test_two_members_tasks_handed_over_then_session_expiry_and_topology_update(b
     a = hb(wire, g, "A", 2, active=tasks(a.active_tasks))
     assert (a.member_epoch, flat(tasks(a.active_tasks))) == (2, actives_a)
     assert hb(wire, g, "B", 3, active={}).active_tasks is None  # nothing released yet: nothing new to send
-    a = hb(wire, g, "A", 2, active=tasks(a.active_tasks))  # revoked: A moves to epoch 3
-    assert (a.member_epoch, flat(tasks(a.active_tasks)), flat(tasks(a.standby_tasks))) == (3, actives_a, actives_b)
+    tasks_of_a = tasks(a.active_tasks)
+    a = hb(wire, g, "A", 2, active=tasks_of_a)  # revoked: A moves to epoch 3
+    # its tasks did not change (nothing sent); a standby is not placed on the process that held the task active
+    # until the group saw it go
+    assert (a.member_epoch, a.active_tasks, a.standby_tasks) == (3, None, None)
+    a = hb(wire, g, "A", 3, active=tasks_of_a)
+    assert (flat(tasks(a.active_tasks)), flat(tasks(a.standby_tasks))) == (actives_a, actives_b)
     b = hb(wire, g, "B", 3, active={})
     assert (b.member_epoch, flat(tasks(b.active_tasks))) == (3, actives_b)
     d = describe(wire, g, description=True)
@@ -186,7 +206,10 @@ def test_two_members_tasks_handed_over_then_session_expiry_and_topology_update(b
     broker.call(broker.state.groups.streams_groups.check_expirations)
     assert hb(wire, g, "A", 3, active={}).error_code == E.UNKNOWN_MEMBER_ID
     b = hb(wire, g, "B", 3, active=tasks(b.active_tasks))
-    assert (b.member_epoch, flat(tasks(b.active_tasks)), flat(tasks(b.standby_tasks))) == (4, ALL, set())
+    # B drops its standbys of A's tasks; their active copies come once the group saw them go from B's process
+    assert (b.member_epoch, flat(tasks(b.active_tasks)), flat(tasks(b.standby_tasks))) == (4, actives_b, set())
+    b = hb(wire, g, "B", 4, active=tasks(b.active_tasks))
+    assert (b.member_epoch, flat(tasks(b.active_tasks)), b.standby_tasks) == (4, ALL, [])
     # a topology update is refused, as Kafka refuses it; a member with an older topology epoch joins, stale
     r = hb(wire, g, "C", 0, process="pc", topo=topology(g, "st-in", epoch=2), tags=ZONE)
     assert (r.error_code, r.error_message) == (E.INVALID_REQUEST, "Topology updates are not supported yet.")
@@ -196,8 +219,11 @@ def test_two_members_tasks_handed_over_then_session_expiry_and_topology_update(b
     # B leaves; C (once B's tasks are released) owns them all
     left = hb(wire, g, "B", -1)
     assert (left.error_code, left.member_epoch) == (0, -1)
-    c = hb(wire, g, "C", c.member_epoch, active={})
-    assert flat(tasks(c.active_tasks)) == ALL and [m.member_id for m in describe(wire, g).members] == ["C"]
+    # C first gives up its standbys (no process holds a task as active and standby), then takes every task
+    assert flat(tasks(c.standby_tasks))
+    owned_active, owned_standby = settle(wire, g, "C", c)
+    assert flat(owned_active) == ALL and flat(owned_standby) == set()
+    assert [m.member_id for m in describe(wire, g).members] == ["C"]
 
 
 def test_errors_and_statuses(wire: KafkaWire) -> None:
@@ -280,8 +306,8 @@ def test_a_member_that_does_not_revoke_within_its_rebalance_timeout_is_fenced(br
     CLOCK.advance(11_000)
     broker.call(broker.state.groups.streams_groups.check_expirations)
     assert hb(wire, g, "A", a.member_epoch, active=owned).error_code == E.UNKNOWN_MEMBER_ID
-    b = hb(wire, g, "B", b.member_epoch, active={})
-    assert flat(tasks(b.active_tasks)) == {(s, p) for s in ("0", "1") for p in range(2)}
+    active, standby = settle(wire, g, "B", b)
+    assert (flat(active), standby) == ({(s, p) for s in ("0", "1") for p in range(2)}, {})
 
 
 def test_standbys_only_for_stateful_subtopologies(broker: BrokerHandle, wire: KafkaWire) -> None:

@@ -316,7 +316,9 @@ class StreamsGroupCoordinator:
         if delayed:
             reconciled = self._delayed(updated, max(1, group.assignment_epoch))
         else:
-            reconciled = reconcile(group, updated, owned_active if epoch != 0 else {})
+            owned = TasksTuple() if epoch == 0 else None if request.active_tasks is None else \
+                TasksTuple(owned_active or {}, _tasks(request.standby_tasks) or {}, _tasks(request.warmup_tasks) or {})
+            reconciled = reconcile(group, updated, owned)
         group.members[mid] = reconciled
         if request.shutdown_application:
             group.shutdown_requested_by = mid

@@ -171,27 +171,65 @@ class StreamsGroup:
                    {mid: tuple_from_json(t) for mid, t in d["target"].items()})
 
 
-def reconcile(group: StreamsGroup, member: StreamsGroupMember, owned_active: Tasks | None) -> StreamsGroupMember:
-    """CurrentAssignmentBuilder.build: the member's next state towards the group's target assignment."""
+def _minus(a: TasksTuple, b: TasksTuple) -> TasksTuple:
+    return TasksTuple(tasks_of(ids(a.active) - ids(b.active)), tasks_of(ids(a.standby) - ids(b.standby)),
+                      tasks_of(ids(a.warmup) - ids(b.warmup)))
+
+
+def _all(t: TasksTuple) -> set[tuple[str, TaskId]]:
+    return {("a", x) for x in ids(t.active)} | {("s", x) for x in ids(t.standby)} | {("w", x) for x in ids(t.warmup)}
+
+
+def _is_empty(t: TasksTuple) -> bool:
+    return not (ids(t.active) or ids(t.standby) or ids(t.warmup))
+
+
+def reconcile(group: StreamsGroup, member: StreamsGroupMember, owned: TasksTuple | None) -> StreamsGroupMember:
+    """The streams CurrentAssignmentBuilder: `owned` is what the member reported (None: not reported)."""
     target_epoch = group.assignment_epoch
     target = group.target.get(member.member_id, TasksTuple())
     m = member.copy()
     if m.state == MemberState.UNREVOKED_TASKS:
-        if owned_active is None or ids(owned_active) & ids(m.pending_revocation.active):
+        if owned is None or _all(owned) & _all(m.pending_revocation):
             return m  # still owns what it must give up
-        m.pending_revocation, m.state = TasksTuple(), MemberState.STABLE
-    elif m.member_epoch == target_epoch and m.state == MemberState.STABLE:
+    elif m.state == MemberState.STABLE and m.member_epoch == target_epoch:
         return m
-    revoke = ids(m.assigned.active) - ids(target.active)
-    if revoke:
-        m.assigned = TasksTuple(tasks_of(ids(m.assigned.active) & ids(target.active)), tasks_of(
-            ids(m.assigned.standby) & ids(target.standby)), tasks_of(ids(m.assigned.warmup) & ids(target.warmup)))
-        m.pending_revocation = TasksTuple(tasks_of(revoke))
-        m.state = MemberState.UNREVOKED_TASKS
+    revoke = _minus(m.assigned, target)
+    kept = TasksTuple(tasks_of(ids(m.assigned.active) & ids(target.active)),
+                      tasks_of(ids(m.assigned.standby) & ids(target.standby)),
+                      tasks_of(ids(m.assigned.warmup) & ids(target.warmup)))
+    if not _is_empty(revoke) and (owned is None or _all(owned) & _all(revoke)):
+        m.assigned, m.pending_revocation, m.state = kept, revoke, MemberState.UNREVOKED_TASKS
         return m
-    withheld = ids(target.active) & group.owned_elsewhere(m.member_id)
-    m.assigned = TasksTuple(tasks_of(ids(target.active) - withheld), tasks_of(ids(target.standby)),
-                            tasks_of(ids(target.warmup)))
+    # tasks not released yet (isUnreleasedTask), on the group's current assignments (this member's included, as
+    # they were before this heartbeat): an active task some member still owns, or any task whose standby /
+    # warm-up copy, or active copy for a standby, is still on this member's process
+    active_owner: dict[TaskId, str] = {}
+    copies: dict[TaskId, set[str]] = {}
+    for other in group.members.values():
+        for t in ids(other.assigned.active) | ids(other.pending_revocation.active):
+            active_owner[t] = other.process_id
+        for t in ids(other.assigned.standby) | ids(other.pending_revocation.standby) | \
+                ids(other.assigned.warmup) | ids(other.pending_revocation.warmup):
+            copies.setdefault(t, set()).add(other.process_id)
+    here = m.process_id
+
+    def unreleased_active(t: TaskId) -> bool:
+        return t in active_owner or here in copies.get(t, set())
+
+    def unreleased_copy(t: TaskId) -> bool:
+        return active_owner.get(t) == here or here in copies.get(t, set())
+
+    withheld = False
+    parts: list[set[TaskId]] = []
+    for have, want, unreleased in ((ids(kept.active), ids(target.active), unreleased_active),
+                                   (ids(kept.standby), ids(target.standby), unreleased_copy),
+                                   (ids(kept.warmup), ids(target.warmup), unreleased_copy)):
+        pending = {t for t in want - have if not unreleased(t)}
+        withheld = withheld or bool(want - have - pending)
+        parts.append(have | pending)
+    m.assigned = TasksTuple(tasks_of(parts[0]), tasks_of(parts[1]), tasks_of(parts[2]))
+    m.pending_revocation = TasksTuple()
     if m.member_epoch != target_epoch:
         m.previous_member_epoch, m.member_epoch = m.member_epoch, target_epoch
     m.state = MemberState.UNRELEASED_TASKS if withheld else MemberState.STABLE
