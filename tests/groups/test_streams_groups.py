@@ -7,6 +7,7 @@ topology update, Kafka's errors and statuses (v1's MISSING_CLIENT_TAGS), API key
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -84,6 +85,20 @@ def hb(wire: KafkaWire, group: str, member: str, epoch: int, *, process: str = "
         user_endpoint=None if endpoint is None else cls.Endpoint(host=endpoint[0], port=endpoint[1]),
         client_tags=None if tags is None else [cls.KeyValue(key=k, value=v) for k, v in tags.items()],
         task_offsets=None, task_end_offsets=None, shutdown_application=False))
+
+
+def init_transactional(wire: KafkaWire, tid: str) -> Any:
+    """InitProducerId, retried as clients do while the transaction coordinator loads."""
+    cls = request_class(22)[4]
+    for _ in range(100):
+        r = wire.request(22, 4, cls(transactional_id=tid, transaction_timeout_ms=60000, producer_id=-1,
+                                    producer_epoch=-1))
+        if r.error_code not in (E.COORDINATOR_LOAD_IN_PROGRESS, E.COORDINATOR_NOT_AVAILABLE,
+                                E.CONCURRENT_TRANSACTIONS):
+            break
+        time.sleep(0.05)
+    assert r.error_code == 0, r
+    return r
 
 
 def tasks(ids: Any) -> Tasks | None:
@@ -189,6 +204,35 @@ def test_two_members_tasks_handed_over_then_session_expiry_and_topology_update(b
                                                                  topics=None)], require_stable=False))
     assert [(t.name, p.partition_index, p.committed_offset) for t in r.groups[0].topics for p in t.partitions] \
         == [("st-in", 0, 42)]
+    # Kafka Streams' exactly-once commits: TxnOffsetCommit checked against the member (StreamsGroup
+    # .validateOffsetCommit, transactional)
+    producer = init_transactional(wire, "app1-txn")
+    add = request_class(25)[3]
+    assert wire.request(25, 3, add(transactional_id="app1-txn", producer_id=producer.producer_id,
+                                   producer_epoch=producer.producer_epoch, group_id=g)).error_code == 0
+    tc = request_class(28)[3]
+    def txn_commit(member: str, epoch: int) -> int:
+        T = tc.TxnOffsetCommitRequestTopic
+        r = wire.request(28, 3, tc(transactional_id="app1-txn", group_id=g, producer_id=producer.producer_id,
+                                   producer_epoch=producer.producer_epoch, generation_id=epoch, member_id=member,
+                                   group_instance_id=None, topics=[T(name="st-in", partitions=[
+                                       T.TxnOffsetCommitRequestPartition(partition_index=1, committed_offset=7,
+                                                                         committed_leader_epoch=-1,
+                                                                         committed_metadata="")])]))
+        return int(r.topics[0].partitions[0].error_code)
+    assert (txn_commit("B", 2), txn_commit("Z", 3), txn_commit("B", 3)) == \
+        (E.ILLEGAL_GENERATION, E.UNKNOWN_MEMBER_ID, 0)
+    et = request_class(26)[3]
+    assert wire.request(26, 3, et(transactional_id="app1-txn", producer_id=producer.producer_id,
+                                  producer_epoch=producer.producer_epoch, committed=True)).error_code == 0
+    # OffsetDelete of a source topic of the running application is refused; ConsumerGroupDescribe names the type
+    od = request_class(47)[0]
+    r = wire.request(47, 0, od(group_id=g, topics=[od.OffsetDeleteRequestTopic(
+        name="st-in", partitions=[od.OffsetDeleteRequestTopic.OffsetDeleteRequestPartition(partition_index=0)])]))
+    assert (r.error_code, r.topics[0].partitions[0].error_code) == (0, E.GROUP_SUBSCRIBED_TO_TOPIC)
+    cgd = request_class(69)[0]
+    r = wire.request(69, 0, cgd(group_ids=[g], include_authorized_operations=False)).groups[0]
+    assert (r.error_code, r.error_message) == (E.GROUP_ID_NOT_FOUND, f"Group {g} is not a consumer group.")
     # ListGroups shows the streams type, DescribeGroups does not describe it, DeleteGroups refuses a live one
     lg = request_class(16)[5]
     listed = wire.request(16, 5, lg(states_filter=[], types_filter=["streams"])).groups

@@ -594,6 +594,39 @@ class StreamsGroupCoordinator:
         result: dict[TopicPartition, int] = self.classic.commit_offsets(group_id, "", None, -1, offsets)
         return result
 
+    def txn_commit_offsets(self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
+                           instance_id: str | None, member_epoch: int,
+                           offsets: dict[TopicPartition, OffsetAndMetadata]) -> dict[TopicPartition, int]:
+        """TxnOffsetCommit (Kafka Streams' exactly-once) to a streams group: StreamsGroup.validateOffsetCommit
+        with isTransactional: no member fields, or an empty group, need no member; else the member must exist
+        (UNKNOWN_MEMBER_ID) at that epoch (ILLEGAL_GENERATION). Staged in the offsets holder until the marker."""
+        group = self.groups[group_id]
+        error = E.NONE
+        anonymous = member_epoch == -1 and not member_id and instance_id is None
+        if not (member_epoch < 0 and group.is_empty()) and not anonymous:
+            member = group.members.get(member_id)
+            if member is None:
+                error = E.UNKNOWN_MEMBER_ID
+            elif member_epoch != member.member_epoch:
+                error = E.ILLEGAL_GENERATION
+        if error != E.NONE:
+            return dict.fromkeys(offsets, int(error))
+        self._offsets_holder(group_id)
+        result: dict[TopicPartition, int] = self.classic.txn_commit_offsets(
+            group_id, producer_id, producer_epoch, "", None, -1, offsets)
+        return result
+
+    def subscribed_topics(self, group_id: str) -> set[str]:
+        """StreamsGroup.isSubscribedToTopic: the source and repartition source topics of a running topology (of
+        a group with members: an empty application's offsets may be deleted)."""
+        group = self.groups.get(group_id)
+        if group is None or group.topology is None or group.is_empty():
+            return set()
+        if not tp.configure(group.topology, self._partitions_of).ready:
+            return set()
+        return {t for s in group.topology.subtopologies.values()
+                for t in (*s.source_topics, *(r.name for r in s.repartition_source_topics))}
+
     def validate_offset_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> int:
         """StreamsGroup.validateOffsetFetch (OffsetFetch v9+)."""
         group = self.groups.get(group_id)
