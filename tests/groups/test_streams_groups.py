@@ -413,3 +413,25 @@ def test_initial_rebalance_delay_on_the_injected_clock(tmp_path: Path) -> None:
         assert flat(tasks(a.active_tasks)) | flat(tasks(b2.active_tasks)) == \
             {(s, p) for s in ("0", "1") for p in range(2)}
         assert len(flat(tasks(a.active_tasks))) == len(flat(tasks(b2.active_tasks))) == 2
+
+
+def test_streams_version_0_turns_the_protocol_off(tmp_path: Path) -> None:
+    """KafkaApis.isStreamsGroupProtocolEnabled: with `streams.version` at 0 (a downgrade through UpdateFeatures)
+    the streams APIs stay advertised and answer UNSUPPORTED_VERSION; raising it again serves them."""
+    with run_broker(log_dir=tmp_path, overrides=NO_DELAY) as b, KafkaWire(b.bootstrap) as w:
+        create_topic(w, "st-feat", 1)
+        cls = request_class(57)[1]
+
+        def set_level(level: int) -> int:
+            key = cls.FeatureUpdateKey(feature="streams.version", max_version_level=level, upgrade_type=2 if level == 0 else 1,
+                                       allow_downgrade=level == 0)
+            r = w.request(57, 1, cls(timeout_ms=30_000, feature_updates=[key], validate_only=False))
+            return int(r.error_code or r.results[0].error_code)
+
+        assert set_level(0) == 0
+        assert hb(w, "feat", "f", 0, topo=topology("feat", "st-feat")).error_code == E.UNSUPPORTED_VERSION
+        assert describe(w, "feat").error_code == E.UNSUPPORTED_VERSION
+        assert set_level(1) == 0
+        assert hb(w, "feat", "f", 0, topo=topology("feat", "st-feat")).error_code == 0
+        v0 = describe(w, "feat", version=0)  # v0 carries none of v1's fields
+        assert (v0.error_code, v0.group_id, [m.member_id for m in v0.members]) == (0, "feat", ["f"])
