@@ -232,6 +232,7 @@ class StreamsGroupCoordinator:
         if epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
             return self._leave(gid, mid, epoch)
         group = self.groups.get(gid)
+        saved = None if group is None else group.to_json()  # a heartbeat that changes nothing writes nothing
         if group is None:
             if epoch != 0:
                 raise HeartbeatError(E.GROUP_ID_NOT_FOUND, f"Streams group {gid} not found.")
@@ -325,7 +326,8 @@ class StreamsGroupCoordinator:
         send = epoch == 0 or not tuple_equal(member.assigned, reconciled.assigned)
         if send and reconciled.user_endpoint is not None:
             group.endpoint_epoch += 1
-        self._save()
+        if group.to_json() != saved:
+            self._save()
         if configured is not None and configured.to_create:
             self._create_internal_topics(gid, configured)  # asked of the broker after the answer, as Kafka does
         now = self._now()
