@@ -312,7 +312,8 @@ def test_errors_and_statuses(wire: KafkaWire) -> None:
     u = request_class(UPDATE)[0]
     desc = u.TopologyDescription(subtopologies=[], global_stores=[])
     r = wire.request(UPDATE, 0, u(group_id="tags1", member_id="t1", topology_epoch=1, topology_description=desc))
-    assert r.error_code == E.UNSUPPORTED_VERSION
+    assert (r.error_code, r.error_message) == (E.UNSUPPORTED_VERSION, "The broker has no streams group topology "
+                                               "description plugin configured.")
     # a consumer-protocol heartbeat to a streams group's id
     c = request_class(68)[0]
     r = wire.request(68, 0, c(group_id="tags1", member_id="", member_epoch=0, instance_id=None, rack_id=None,
