@@ -369,6 +369,16 @@ def test_standbys_only_for_stateful_subtopologies(broker: BrokerHandle, wire: Ka
     actives = {(s, p) for t in group.target.values() for s, ps in t.active.items() for p in ps}
     assert actives == {(s, p) for s in ("0", "1") for p in range(2)}
     assert standbys == {("0", 0), ("0", 1)}
+    # the group's own streams.num.standby.replicas (GROUP config, KIP-1071) takes over at the next heartbeat
+    ia = request_class(44)[1]
+    R = ia.AlterConfigsResource
+    r = wire.request(44, 1, ia(resources=[R(resource_type=32, resource_name=g, configs=[R.AlterableConfig(
+        name="streams.num.standby.replicas", config_operation=0, value="0")])], validate_only=False))
+    assert r.responses[0].error_code == 0
+    before = broker.call(lambda: broker.state.groups.streams_groups.groups[g].group_epoch)
+    a = hb(wire, g, "A", a.member_epoch, active=tasks(a.active_tasks))
+    group = broker.call(lambda: broker.state.groups.streams_groups.groups[g])
+    assert group.group_epoch == before + 1 and not any(t.standby for t in group.target.values())
 
 
 def test_group_survives_restart_and_is_deleted_when_empty(tmp_path: Path) -> None:
