@@ -149,3 +149,28 @@ def test_walker_boundary_on_a_schema() -> None:
         check_limits(struct_v5, 5, True, _describe_groups_v5(MAX_ARRAY_LENGTH + 1), 0)
     with pytest.raises(WireError, match="remaining"):
         check_limits(struct_v5, 5, True, _uvarint(50_001) + b"\x01" * 20_000 + b"\x00\x00", 0)
+
+
+def _offset_commit(version: int, partitions: int) -> tuple[object, bytes]:
+    cls = request_class(8)[version]
+    T = cls.OffsetCommitRequestTopic
+    fields = dict(group_id="g", generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+                  retention_time_ms=-1, topics=[T(name="t", partitions=[
+                      T.OffsetCommitRequestPartition(partition_index=i, committed_offset=i, committed_leader_epoch=-1,
+                                                     commit_timestamp=-1, committed_metadata="m" * (i % 5))
+                      for i in range(partitions)])])
+    request = cls(**{k: v for k, v in fields.items() if k in {f.name for f in cls._struct.untagged_fields(version)}})
+    return cls, bytes(request.encode(version=version))
+
+
+@pytest.mark.parametrize("version", [2, 7, 8, 9])
+def test_the_walk_ends_where_a_valid_body_ends(version: int) -> None:
+    """The schema walk reads a valid kafka-python-encoded body to its last byte (classic and flexible, nested
+    struct arrays, nullable strings), so a large valid request is never refused by it."""
+    from tidelog.protocol.request_limits import _walk_struct
+
+    cls, body = _offset_commit(version, 3_000)
+    assert len(body) > MAX_TAGGED_FIELD_COUNT
+    flexible = bool(cls.flexible_version_q(version))
+    assert _walk_struct(cls._struct, version, flexible, body, 0, len(body)) == len(body)
+    check_limits(cls._struct, version, flexible, body, 0)

@@ -8,37 +8,23 @@ Never an UNKNOWN_SERVER_ERROR, never an ERROR log line. Both record walks (C and
 from __future__ import annotations
 
 import logging
-import struct
 import time
 import uuid
 
 import pytest
 from broker_testlib import create_topic, produce
+from hostile_batches import overflowing_batch
 
 from tests.walk_impls import walk_impl  # noqa: F401 - autouse: the C walk and the Python fallback
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import request_class
-from tidelog.protocol.record_batch import CRC_OFFSET, HEADER_SIZE, LOG_OVERHEAD, compute_crc, read_header
-from tidelog.protocol.records import encode_record, iter_records
+from tidelog.protocol.record_batch import read_header
+from tidelog.protocol.records import iter_records
 from tidelog.testing import BrokerHandle, KafkaWire
 
 LONG_MAX = (1 << 63) - 1
 LONG_MIN = -(1 << 63)
-_HEADER = struct.Struct(">qiibIhiqqqhii")
 DAY_MS = 86_400_000
-
-
-def overflowing_batch(base_ts: int, deltas: list[int]) -> bytes:
-    """An uncompressed v2 batch with BaseTimestamp `base_ts` and one record per timestamp delta (correct CRC; the
-    client's MaxTimestamp is set to the base, which the broker rewrites)."""
-    payload = b"".join(bytes(encode_record(i, d, b"k%d" % i, b"v%d" % i, [])) for i, d in enumerate(deltas))
-    size = HEADER_SIZE + len(payload)
-    out = bytearray(size)
-    _HEADER.pack_into(out, 0, 0, size - LOG_OVERHEAD, -1, 2, 0, 0, len(deltas) - 1, base_ts, base_ts, -1, -1, -1,
-                      len(deltas))
-    out[HEADER_SIZE:] = payload
-    struct.pack_into(">I", out, CRC_OFFSET, compute_crc(out, 0, size))
-    return bytes(out)
 
 
 def fetch_raw(client: KafkaWire, topic: str) -> bytes:
