@@ -73,7 +73,8 @@ API_TABLE: tuple[ApiEntry, ...] = (
     ApiEntry(ApiKey.OFFSET_FETCH, "offset_fetch", 1, 10),
     ApiEntry(ApiKey.LIST_GROUPS, "list_groups", 0, 5),
     ApiEntry(ApiKey.DESCRIBE_GROUPS, "describe_groups", 0, 6),
-    ApiEntry(ApiKey.DELETE_GROUPS, "delete_groups", 0, 2),
+    ApiEntry(ApiKey.DELETE_GROUPS, "delete_groups", 0, 3,
+             difference="added by Kafka 4.4 (a per-group ErrorMessage)"),
     ApiEntry(ApiKey.OFFSET_DELETE, "offset_delete", 0, 0),
     # KIP-848 consumer groups; ConsumerGroupHeartbeat v1 adds SubscribedTopicRegex (resolved on the broker)
     ApiEntry(ApiKey.CONSUMER_GROUP_HEARTBEAT, "consumer_group_heartbeat", 0, 1),
