@@ -73,7 +73,7 @@ def test_a_difference_without_a_reason_or_a_stale_one_is_refused() -> None:
     end_txn = next(e for e in API_TABLE if e.key == ApiKey.END_TXN)
     fetch = next(e for e in API_TABLE if e.key == ApiKey.FETCH)
     cut = ServedApi(ApiEntry(ApiKey.FETCH, "fetch", 4, 16), "notes", KAFKA_43[1])
-    stale = ServedApi(end_txn._replace(max_version=5), "notes", KAFKA_43[26])
+    stale = ServedApi(end_txn._replace(difference="KIP-890 part 2 is not implemented"), "notes", KAFKA_43[26])
     others = [ServedApi(e, "notes", KAFKA_43.get(int(e.key))) for e in API_TABLE
               if e not in (end_txn, fetch) and e.key != ApiKey.CREATE_PARTITIONS]
     found = problems([cut, stale, *others])
