@@ -16,8 +16,8 @@ from tidelog.testing import BrokerHandle, KafkaWire
 API_VERSIONS = 18
 KAFKA_43 = BROKER_API_VERSIONS[(4, 3)]
 
-# api key -> why its advertised range is not Kafka 4.3's (AddPartitionsToTxn 4-5, EndTxn 5 and TxnOffsetCommit 5
-# are KIP-890; 71/72 Kafka advertises only with a telemetry reporter plugin)
+# api key -> why its advertised range is not Kafka 4.3's (71/72 Kafka advertises only with a telemetry reporter
+# plugin)
 KNOWN_DIFFERENCES: dict[int, str] = {int(e.key): e.difference for e in API_TABLE if e.difference}
 
 

@@ -226,3 +226,30 @@ def test_txn_offset_commit_v4_still_needs_add_offsets(broker: Any) -> None:
         assert txn_offset_commit(wire, tid, p, "tv2-g4", TOPIC, 0, 5, version=5) == E.NONE
         assert end_txn_v5(wire, tid, p, commit=True)[0] == E.NONE
         assert committed_offset(wire, "tv2-g4", TOPIC, 0) == (5, E.NONE)
+
+
+def test_a_tv2_marker_must_be_above_the_partitions_epoch(broker: Any) -> None:
+    """KIP-1228: a TV2 marker carries the bumped epoch, so one at or below the producer's epoch in the partition
+    is late or a duplicate and is refused INVALID_PRODUCER_EPOCH; a TV0 marker only may not be below it."""
+    from tidelog.protocol.errors import KafkaError
+    from tidelog.storage import TopicPartition
+
+    tid = "tv2-late-marker"
+    with KafkaWire(broker.bootstrap) as wire:
+        p0 = init_v5(wire, tid)
+        assert produce_v12(wire, tid, p0, TOPIC, 0, [b"late-marker"]).error_code == E.NONE
+        _, p1 = end_txn_v5(wire, tid, p0, commit=True)
+    log = broker.call(lambda: broker.state.topics.log(TopicPartition(TOPIC, 0)))
+
+    def marker(epoch: int, version: int) -> Any:
+        def write() -> Any:
+            try:
+                return log.append_control_marker(p0.producer_id, epoch, 0, True, transaction_version=version)
+            except KafkaError as e:
+                return e.code
+        return broker.call(write)
+
+    assert marker(p1.epoch, 2) == E.INVALID_PRODUCER_EPOCH
+    assert marker(p0.epoch, 2) == E.INVALID_PRODUCER_EPOCH
+    assert marker(p0.epoch, 0) == E.INVALID_PRODUCER_EPOCH  # below the epoch: refused under either rule
+    assert marker(p1.epoch, 0).first_offset >= 0  # the TV0 rule takes an equal epoch
