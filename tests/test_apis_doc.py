@@ -45,9 +45,9 @@ def test_every_difference_from_kafka_43_has_a_reason() -> None:
     apis = served_apis()
     assert problems(apis) == []
     differing = {int(api.entry.key): api for api in apis if api.differs}
-    # the ones known today (KIP-890 part 2 / verification versions, KIP-714 without a plugin), so a range moving
-    # to Kafka's or away from it shows up here as well as in the generated table
-    assert set(differing) == {24, 26, 28, 71, 72}
+    # the ones known today (KIP-714 without a plugin), so a range moving to Kafka's or away from it shows up here as
+    # well as in the generated table
+    assert set(differing) == {71, 72}
     for api in differing.values():
         assert api.entry.difference.strip(), api.entry
         cell = api.difference()
