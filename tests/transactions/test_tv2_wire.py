@@ -88,6 +88,8 @@ def test_commit_and_abort_bump_the_epoch_each_time(broker: Any) -> None:
         # the zombie of the first epoch is fenced by the partition's producer state
         assert produce_v12(wire, tid, p0, TOPIC, 1, [b"zombie"], seq=1).error_code == E.INVALID_PRODUCER_EPOCH
         assert end_txn_v5(wire, tid, Producer(p0.producer_id, p0.epoch - 1), commit=True)[0] == E.PRODUCER_FENCED
+        # TxnOffsetCommit v5 of the zombie: the implicit add's PRODUCER_FENCED, as AddPartitionsToTxnManager maps it
+        assert txn_offset_commit(wire, tid, p0, group, TOPIC, 0, 99) == E.INVALID_PRODUCER_EPOCH
         assert end_txn_v5(wire, tid, Producer(p0.producer_id + 1000, p2.epoch), commit=True)[0] == \
             E.INVALID_PRODUCER_ID_MAPPING
     assert sorted(v for v in read_all(broker.bootstrap, TOPIC, "read_committed", 2) if v.startswith(b"loop")) == \

@@ -102,5 +102,7 @@ def _add_offsets_partition(ctx: RequestContext, request: Any) -> ErrorCode:
     groups = group_coordinator(ctx)
     groups.ensure_offsets_topic()  # the offsets partition must exist to take the marker
     tp = TopicPartition(GROUP_METADATA_TOPIC_NAME, groups.partition_for(request.group_id))
-    return txn_coordinator(ctx).handle_add_partitions(request.transactional_id, request.producer_id,
-                                                      request.producer_epoch, [tp], TV_2)
+    error = txn_coordinator(ctx).handle_add_partitions(request.transactional_id, request.producer_id,
+                                                       request.producer_epoch, [tp], TV_2)
+    # AddPartitionsToTxnManager answers a fenced epoch INVALID_PRODUCER_EPOCH (abortable for a TV2 producer)
+    return ErrorCode.INVALID_PRODUCER_EPOCH if error == ErrorCode.PRODUCER_FENCED else error
