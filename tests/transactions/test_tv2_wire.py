@@ -114,11 +114,17 @@ def test_an_abort_with_no_partition_bumps_the_epoch(broker: Any) -> None:
 
 def test_a_new_instance_fences_the_old_one(broker: Any) -> None:
     """InitProducerId of a second instance aborts the first one's open TV2 transaction with a bumped epoch
-    (its markers) and bumps once more for itself; the first instance's writes and EndTxn are refused."""
+    (its markers) and answers CONCURRENT_TRANSACTIONS; the retry bumps once more; the first instance's writes and
+    EndTxn are refused."""
     tid = "tv2-fence"
     with KafkaWire(broker.bootstrap) as old, KafkaWire(broker.bootstrap) as new:
         a = init_v5(old, tid)
         assert produce_v12(old, tid, a, TOPIC, 0, [b"fence-old"]).error_code == E.NONE
+        first = new.request(22, 5, request_class(22)[5](transactional_id=tid, transaction_timeout_ms=60000,
+                                                         producer_id=-1, producer_epoch=-1))
+        assert first.error_code == E.CONCURRENT_TRANSACTIONS  # the abort is under way: retry
+        assert txn_state(broker, tid).state.state_name == "CompleteAbort"
+        assert txn_state(broker, tid).producer_epoch == a.epoch + 1
         b = init_v5(new, tid)
         assert b == Producer(a.producer_id, a.epoch + 2)
         assert produce_v12(old, tid, a, TOPIC, 1, [b"fence-old-2"], seq=1).error_code == E.INVALID_PRODUCER_EPOCH

@@ -202,8 +202,11 @@ class TransactionCoordinator:
             error = self._fence_and_abort(meta)
             if error != E.NONE:
                 return InitProducerIdResult(error)
+            tv2 = meta.supports_epoch_bump
             meta = self.state.get(transactional_id) or meta
-            if meta.in_prepare:
+            if meta.in_prepare or tv2:
+                # Kafka answers CONCURRENT_TRANSACTIONS once the abort is under way and bumps again on the retry
+                # (prepareInitProducerIdTransit); a TV1 transaction keeps this node's one-step answer
                 return InitProducerIdResult(E.CONCURRENT_TRANSACTIONS)
         new = meta.transition(S.EMPTY)
         new.partitions = set()
