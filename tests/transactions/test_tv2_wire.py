@@ -261,3 +261,30 @@ def test_a_tv2_marker_must_be_above_the_partitions_epoch(broker: Any) -> None:
     assert marker(p0.epoch, 2) == E.INVALID_PRODUCER_EPOCH
     assert marker(p0.epoch, 0) == E.INVALID_PRODUCER_EPOCH  # below the epoch: refused under either rule
     assert marker(p1.epoch, 0).first_offset >= 0  # the TV0 rule takes an equal epoch
+
+
+def test_a_producer_fenced_at_the_last_epoch_rolls_over_on_its_next_end(broker: Any) -> None:
+    """A transaction timed out at epoch Short.MaxValue - 1 is aborted at Short.MaxValue (the fence never
+    overflows); the producer's abort is a retry answered with that epoch, and its next end moves it to a new
+    producer id at epoch 0 (endTransaction takes a next producer id whenever the epoch is exhausted)."""
+    tid = "tv2-fenced-max"
+    with KafkaWire(broker.bootstrap) as wire:
+        p = init_v5(wire, tid, timeout_ms=500)
+
+        def near_the_end() -> None:
+            coordinator = broker.state.txn_coordinator
+            meta = coordinator.state.get(tid).copy()
+            meta.producer_epoch = MAX_EPOCH - 1
+            assert coordinator.state.append_transaction_to_log(meta) == E.NONE
+
+        broker.call(near_the_end)
+        p = Producer(p.producer_id, MAX_EPOCH - 1)
+        assert produce_v12(wire, tid, p, TOPIC, 1, [b"fenced-max"]).error_code == E.NONE
+        deadline = time.monotonic() + 60
+        while txn_state(broker, tid).state.state_name != "CompleteAbort":
+            assert time.monotonic() < deadline, "the timed-out transaction was never aborted"
+            time.sleep(0.1)
+        assert end_txn_v5(wire, tid, p, commit=False) == (E.NONE, Producer(p.producer_id, MAX_EPOCH))
+        error, rolled = end_txn_v5(wire, tid, Producer(p.producer_id, MAX_EPOCH), commit=False)
+        assert error == E.NONE and rolled.producer_id != p.producer_id and rolled.epoch == 0
+    assert b"fenced-max" not in read_all(broker.bootstrap, TOPIC, "read_committed", 2)

@@ -241,8 +241,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any | None:
     added: dict[TopicPartition, ErrorCode] = {}
     if ctx.api_version >= IMPLICIT_ADD_SINCE and transactional_id and not txn_denied and acks in (-1, 0, 1) \
             and ctx.broker.features.level(TRANSACTION_VERSION) >= TV_2:
-        readable = names if writable is None else [n if n in writable else None for n in names]
-        added = _implicit_add(ctx, request, readable)
+        allowed = names if writable is None else [n if n in writable else None for n in names]
+        added = _implicit_add(ctx, request, allowed)
     for topic, name in zip(request.topic_data or [], names, strict=True):
         partitions = []
         for p in topic.partition_data or []:

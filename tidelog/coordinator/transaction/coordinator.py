@@ -361,7 +361,7 @@ class TransactionCoordinator:
         KIP-360 retries), a next producer id when the epoch is exhausted; then markers and CompleteX."""
         self.fault_hooks.at(TxnFaultPoint.BEFORE_PREPARE, meta.transactional_id)
         prepared = meta.transition(S.PREPARE_COMMIT if commit else S.PREPARE_ABORT)
-        if meta.is_producer_epoch_exhausted and meta.producer_epoch < MAX_PRODUCER_EPOCH:
+        if meta.is_producer_epoch_exhausted:
             prepared.next_producer_id = self._allocate_producer_id()
         else:
             prepared.next_producer_id = NO_PRODUCER_ID
