@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from tidelog.cleaner.record_stream import record_sections
 from tidelog.protocol.record_batch import RecordBatchHeader
-from tidelog.protocol.records import CorruptRecordError, records_payload
+from tidelog.protocol.records import CorruptRecordError
 
 
 def _varint(data: bytes | memoryview, p: int) -> tuple[int, int]:
@@ -29,15 +30,21 @@ def _varint(data: bytes | memoryview, p: int) -> tuple[int, int]:
 def scan_records(
     buf: bytes | bytearray | memoryview, pos: int, header: RecordBatchHeader
 ) -> Iterator[tuple[int, bytes | None, bool]]:
-    """Yield (offset, key or None, value is null) for each record of the batch at buf[pos]."""
-    data = records_payload(buf, pos, header)
-    if isinstance(data, memoryview):
-        data = data.tobytes()  # indexing bytes is much faster than indexing a memoryview
+    """Yield (offset, key or None, value is null) for each record of the batch at buf[pos] (a compressed one read
+    from a bounded stream: record_stream)."""
     base = header.base_offset
+    for data, count in record_sections(buf, pos, header):
+        if isinstance(data, memoryview):
+            data = data.tobytes()  # indexing bytes is much faster than indexing a memoryview
+        yield from _scan(data, count, base)
+
+
+def _scan(data: bytes, count: int, base: int) -> Iterator[tuple[int, bytes | None, bool]]:
+    """The records of one run of whole records (record_stream.record_sections)."""
     end = len(data)
     p = 0
     try:
-        for _ in range(header.records_count):
+        for _ in range(count):
             b = data[p]
             if b < 0x80:
                 length, p = (b >> 1) ^ -(b & 1), p + 1
