@@ -336,7 +336,8 @@ static inline int64_t thread_cpu_ns(void) {
 typedef struct {
     PyThreadState **save;
     int64_t *cpu0;
-    PyObject *inflater; /* record_stream.stream_inflater(codec, memoryview) -> object with read(n) -> bytes */
+    PyObject *inflater; /* record_stream.stream_inflater(codec, memoryview) -> an object with read(n) -> bytes,
+                         * or the whole section as bytes */
     PyObject *deflate;  /* records.compress(codec, data) -> bytes */
 } Codecs;
 
@@ -397,8 +398,20 @@ static int stream_open(Stream *s, const Codecs *cx, int codec, const uint8_t *da
     take_gil(cx);
     s->view = PyMemoryView_FromMemory((char *)data, (Py_ssize_t)len, PyBUF_READ);
     s->src = s->view != NULL ? PyObject_CallFunction(cx->inflater, "iO", codec, s->view) : NULL;
+    int rc = s->src != NULL ? 0 : -1;
+    if (s->src != NULL && PyBytes_Check(s->src)) { /* the whole section, inflated within the window in one call */
+        size_t n = (size_t)PyBytes_GET_SIZE(s->src);
+        s->buf = PyMem_RawMalloc(n ? n : 1);
+        if (s->buf != NULL) {
+            memcpy(s->buf, PyBytes_AS_STRING(s->src), n);
+            s->cap = s->len = n;
+            s->eof = 1;
+        }
+        rc = s->buf != NULL ? 0 : -1;
+        Py_CLEAR(s->src);
+    }
     drop_gil(cx);
-    return s->src != NULL ? 0 : -1;
+    return rc;
 }
 
 static void stream_close(Stream *s) {
