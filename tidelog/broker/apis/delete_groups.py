@@ -10,7 +10,7 @@ from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.security.authorizer import GROUP, Op, authorized_names
 
 API_KEY = 42
-NOTES = """only empty groups (classic, consumer or share; a share group's state goes with it)"""
+NOTES = """v3 (Kafka 4.4): a per-group ErrorMessage, null unless the failure carried a cause; only empty groups (classic, consumer, streams or share; a share or streams group's state goes with it)"""
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -19,6 +19,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     deletable = authorized_names(ctx, Op.DELETE, GROUP, names)  # KafkaApis.handleDeleteGroupsRequest
     allowed = [n for n in names if n in deletable]
     result: dict[str, int] = dict.fromkeys(names, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    messages: dict[str, str] = {}  # v3's ErrorMessage: null unless a failure carried a cause (Kafka 4.4)
     if allowed:
         try:
             groups = coordinator(ctx)
@@ -26,12 +27,20 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             mine = [n for n in allowed if consumer is not None and consumer.is_consumer_group(n)]
             share = groups.share_groups
             shared = [n for n in allowed if share is not None and share.is_share_group(n)]
-            result.update(groups.delete_groups([n for n in allowed if n not in mine and n not in shared]))
+            streams = groups.streams_groups
+            streaming = [n for n in allowed if streams is not None and streams.is_streams_group(n)]
+            result.update(groups.delete_groups([n for n in allowed
+                                                if n not in mine and n not in shared and n not in streaming]))
+            if streams is not None:  # NON_EMPTY_GROUP while it has members; its offsets go with it
+                result.update({n: streams.delete_group(n) for n in streaming})
             if consumer is not None:
                 result.update({n: consumer.delete_group(n) for n in mine})
             if share is not None:  # NON_EMPTY_GROUP while it has members
                 result.update({n: share.delete_group(n) for n in shared})
         except KafkaError as e:
             result.update(dict.fromkeys(allowed, e.code))
-    return cls(throttle_time_ms=0, results=[cls.DeletableGroupResult(group_id=n, error_code=result[n])
+            if e.message:
+                messages.update(dict.fromkeys(allowed, e.message))
+    return cls(throttle_time_ms=0, results=[cls.DeletableGroupResult(group_id=n, error_code=result[n],
+                                                                     error_message=messages.get(n))
                                             for n in names])
