@@ -1,30 +1,17 @@
 """A lean pass over the records of a batch for the cleaner: (offset, key, value-is-null) only.
 
 The map build and the keep/drop decision need nothing else, so this skips timestamps, values and headers by
-jumping over each record's length instead of decoding them (protocol.records.iter_records decodes everything;
-the cleaner still uses it for the batches it has to rebuild)."""
+jumping over each record's length instead of decoding them (record_stream.iter_batch_records decodes everything,
+for the batches the cleaner has to rebuild)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
 from tidelog.cleaner.record_stream import record_sections
+from tidelog.cleaner.record_stream import varint as _varint
 from tidelog.protocol.record_batch import RecordBatchHeader
 from tidelog.protocol.records import CorruptRecordError
-
-
-def _varint(data: bytes | memoryview, p: int) -> tuple[int, int]:
-    shift = 0
-    v = 0
-    while True:
-        b = data[p]
-        p += 1
-        v |= (b & 0x7F) << shift
-        if b < 0x80:
-            return (v >> 1) ^ -(v & 1), p
-        shift += 7
-        if shift > 63:
-            raise CorruptRecordError("varint too long")
 
 
 def scan_records(

@@ -37,8 +37,8 @@ def stream_inflater(codec: int, payload: bytes | memoryview) -> bytes | Inflater
     return inflater(codec, payload, _UNBOUNDED, zlib_header=True)
 
 
-def _length(data: bytes, p: int) -> tuple[int, int]:
-    """A record's zig-zag length varint at `p`; IndexError when `data` ends inside it."""
+def varint(data: bytes, p: int) -> tuple[int, int]:
+    """The zig-zag varint at `p` (a record's length, a field); IndexError when `data` ends inside it."""
     value = shift = 0
     while True:
         b = data[p]
@@ -83,7 +83,7 @@ class _Window:
         p, limit, n = start, len(data), 0
         while n < left:
             try:
-                length, q = _length(data, p)
+                length, q = varint(data, p)
             except IndexError:
                 return (start, p, n) if n else (start, p + 10, 0)
             if length < 0:
