@@ -7,8 +7,11 @@ parity tests compare tidelog's API_TABLE with.
   false) could not be read whole at the release: the apache/kafka snapshot reachable here is trunk of 2024-10
   (4.0.0-SNAPSHOT) and no kafka-clients 4.4.0 jar is reachable. So `KAFKA_44` is Kafka 4.3's answer plus the
   version changes in the message JSON between the tags 4.3.1 and 4.4.0-rc4 (1156b2752a, 2026-10-06), listed in
-  `KAFKA_44_CHANGES` with what each rests on. Where the 4.4 JSON itself was read (apache/kafka files at the
-  commits named below), its `validVersions` is quoted; the others come from the 4.3.1...4.4.0-rc4 commit log.
+  `KAFKA_44_CHANGES` with what each rests on. Where the JSON was read (apache/kafka files at the commits named
+  there, which carry these KIPs' changes; their dates could not be checked here), its `validVersions` is quoted;
+  the others come from the 4.3.1...4.4.0-rc4 commit log (KAFKA-20246, KAFKA-20444) as a third party recorded it.
+  Replace this table with one read from the 4.4.0 message JSON (or a kafka-python release that records 4.4) when
+  either can be had.
 """
 
 from __future__ import annotations
