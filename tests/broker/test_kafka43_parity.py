@@ -29,8 +29,8 @@ def advertised(bootstrap: str) -> dict[int, tuple[int, int]]:
     return {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
 
 
-def test_every_served_api_advertises_kafka_43_range_or_a_listed_difference(broker: BrokerHandle) -> None:
-    ours = advertised(broker.bootstrap)
+def test_every_served_api_advertises_kafka_43_range_or_a_listed_difference(tidelog_module_broker: BrokerHandle) -> None:
+    ours = advertised(tidelog_module_broker.bootstrap)
     assert set(ours) == {int(e.key) for e in API_TABLE}
     mismatched: dict[int, Any] = {}
     for key, ranges in sorted(ours.items()):
@@ -44,9 +44,9 @@ def test_every_served_api_advertises_kafka_43_range_or_a_listed_difference(broke
                                                            72: (0, 0)}
 
 
-def test_kafka_python_identifies_our_answer_as_kafka_4_3(broker: BrokerHandle) -> None:
+def test_kafka_python_identifies_our_answer_as_kafka_4_3(tidelog_module_broker: BrokerHandle) -> None:
     """kafka-python's probe reads 4.3 from DescribeLogDirs v5 and 4.2 from ListOffsets v11, both served."""
-    ours = advertised(broker.bootstrap)
+    ours = advertised(tidelog_module_broker.bootstrap)
     assert ours[35][1] >= 5 and ours[2][1] >= 11
     assert infer_broker_version_from_api_versions(ours) == (4, 3)
     # the markers below them are ours too: Produce v13 (4.1), ListOffsets v10 (4.0), Fetch v17 (3.9)
