@@ -1,12 +1,13 @@
 """`tidelog` console script.
 
     tidelog serve [--config server.properties] [--override name=value ...] [--port N] [--log-dirs DIRS]
-                  [--metrics-port N] [--log-format console|json] [--log-level INFO]
+                  [--metrics-port N] [--schema-registry-port N] [--log-format console|json] [--log-level INFO]
 
 Settings use Kafka's names. Precedence, lowest first: built-in defaults (listeners PLAINTEXT://localhost:9092,
 log.dirs ./data, node.id 1), the properties file, environment variables (TIDELOG_ + the name upper-cased with
 dots as underscores, e.g. TIDELOG_LOG_DIRS), convenience flags, then --override. Metrics are off unless
-metrics.port is set (--metrics-port 9308 is a good choice; 0 picks a free port).
+metrics.port is set (--metrics-port 9308 is a good choice; 0 picks a free port). The Schema Registry (Confluent's
+REST API, schemas on the `_schemas` topic) is off unless schema.registry.port is set (--schema-registry-port 8081).
 
     tidelog cleaner status [--url URL]          # every compacted partition's cleaning state (GET /api/cleaner)
     tidelog cleaner explain TOPIC [--url URL]  # one sentence per partition: what holds compaction back
@@ -65,6 +66,8 @@ def build_parser(client_commands: bool = True) -> argparse.ArgumentParser:
     serve.add_argument("--node-id", type=int, help="shortcut for node.id")
     serve.add_argument("--metrics-port", type=int,
                        help="Prometheus metrics HTTP port (-1 = off, the default; 0 = any free port)")
+    serve.add_argument("--schema-registry-port", type=int, metavar="PORT",
+                       help="Confluent-compatible Schema Registry HTTP port (-1 = off, the default; 0 = any free port)")
     serve.add_argument("--fault-control-port", type=int, metavar="PORT",
                        help="tests only: script faults over a JSON-lines channel on 127.0.0.1:PORT "
                             "(tidelog.testing.BrokerProcess; see tidelog/broker/fault_control.py)")
@@ -96,6 +99,8 @@ def serve_overrides(args: argparse.Namespace) -> dict[str, str]:
         overrides["node.id"] = str(args.node_id)
     if args.metrics_port is not None:
         overrides["metrics.port"] = str(args.metrics_port)
+    if args.schema_registry_port is not None:
+        overrides["schema.registry.port"] = str(args.schema_registry_port)
     overrides.update(dict(args.override))
     return overrides
 

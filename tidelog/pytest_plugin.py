@@ -17,6 +17,8 @@
 * `tidelog_session_broker`: one broker for the whole session (per pytest-xdist worker), for suites that prefer
   speed over isolation; pair it with `tidelog_topic`, a fresh topic per test (`@pytest.mark.tidelog(
   partitions=3, topic_configs={...})`), whose teardown also clears faults and resumes a paused broker.
+* `tidelog_schema_registry`: one broker per test module with the Schema Registry on (an ephemeral loopback port);
+  point Confluent's serializers at its `.schema_registry_url` and its `.bootstrap`.
 
 The plugin never emits a warning (kafka-python's schemas are loaded without its deprecated resource API), leaves
 no thread, file or port behind, and works under `-W error`, pytest-xdist and pytest-asyncio (the broker runs on
@@ -109,6 +111,12 @@ def tidelog_module_broker(request: pytest.FixtureRequest,
 @pytest.fixture(scope="session")
 def tidelog_session_broker() -> Iterator[BrokerHandle]:
     with run_broker() as broker:
+        yield broker
+
+
+@pytest.fixture(scope="module")
+def tidelog_schema_registry() -> Iterator[BrokerHandle]:
+    with run_broker(overrides={"schema.registry.port": 0}) as broker:
         yield broker
 
 

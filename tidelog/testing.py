@@ -82,6 +82,12 @@ class BrokerHandle(BrokerFaultsMixin, RecordsMixin):
     def bootstrap(self) -> str:
         return f"{self.host}:{self.port}"
 
+    @property
+    def schema_registry_url(self) -> str:
+        """The Schema Registry's base URL (a broker started with `schema.registry.port` >= 0), once it runs."""
+        registry = self.run_coroutine(self.server.wait_schema_registry())
+        return str(registry.url)
+
     def call(self, fn: Callable[[], T], timeout: float = 60.0) -> T:
         """Run `fn()` on the broker's event loop thread and return its result."""
         fut: Future[T] = Future()

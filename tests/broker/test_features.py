@@ -47,9 +47,11 @@ def test_api_versions_v4_reports_kafka_43_feature_levels(tidelog_module_broker: 
     with KafkaWire(tidelog_module_broker.bootstrap) as wire:
         supported, finalized, epoch = features(api_versions(wire, 4))
     assert supported == {"metadata.version": (7, 30), "kraft.version": (0, 1), "group.version": (0, 1),
-                         "eligible.leader.replicas.version": (0, 1), "share.version": (0, 1)}
+                         "eligible.leader.replicas.version": (0, 1), "share.version": (0, 1),
+                         "streams.version": (0, 1)}
     assert finalized == {"metadata.version": (30, 30), "kraft.version": (1, 1), "group.version": (1, 1),
-                         "eligible.leader.replicas.version": (1, 1), "share.version": (1, 1)}
+                         "eligible.leader.replicas.version": (1, 1), "share.version": (1, 1),
+                         "streams.version": (1, 1)}
     assert epoch >= 0
 
 

@@ -41,7 +41,7 @@ def test_every_served_api_advertises_kafka_43_range_or_a_listed_difference(tidel
     assert not mismatched, f"(tidelog, Kafka 4.3) ranges that differ without a `difference` reason: {mismatched}"
     # the differing ranges themselves, so a reason cannot outlive the range it explains unnoticed
     assert {key: ours[key] for key in KNOWN_DIFFERENCES} == {24: (0, 3), 26: (0, 4), 28: (0, 4), 71: (0, 0),
-                                                           72: (0, 0)}
+                                                           72: (0, 0), 88: (0, 1), 89: (0, 1), 93: (0, 0)}
 
 
 def test_kafka_python_identifies_our_answer_as_kafka_4_3(tidelog_module_broker: BrokerHandle) -> None:

@@ -78,6 +78,7 @@ TIDELOG_ONLY = {
     "log.flush.on.append": "tidelog: fsync every append",
     "metrics.port": "tidelog: Prometheus endpoint", "metrics.host": "tidelog: Prometheus endpoint",
     "console.enable": "tidelog: web console", "console.read.only": "tidelog: web console",
+    "schema.registry.port": "tidelog: Schema Registry", "schema.registry.host": "tidelog: Schema Registry",
     "cluster.id": "tidelog: cluster id for a new log dir (Kafka: kafka-storage format)",
     "log.message.timestamp.difference.max.ms": "removed in Kafka 4.0 (KIP-937)",
     "log.message.downconversion.enable": "removed in Kafka 4.0 (KIP-724)",

@@ -80,25 +80,25 @@ class Api:
             return str(response.read().decode())
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def writable_broker() -> Iterator[BrokerHandle]:
     with run_broker(overrides={"metrics.port": 0, "console.read.only": "false",
                                "log.cleaner.backoff.ms": 100}) as broker:
         yield broker
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def readonly_broker() -> Iterator[BrokerHandle]:
     with run_broker(overrides={"metrics.port": 0}, topics={"shown": 1}) as broker:  # console.read.only defaults on
         yield broker
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def api(writable_broker: BrokerHandle) -> Api:
     return Api(writable_broker)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def readonly_api(readonly_broker: BrokerHandle) -> Api:
     return Api(readonly_broker)
 

@@ -109,6 +109,14 @@ def test_every_file_a_broker_writes_is_declared_and_written_by_the_store(tmp_pat
             assert [m.value() for m in got] == [b"v"]
         finally:
             consumer.close()  # acknowledges what it got (implicit mode): the share state is written
+        hb = request_class(88)[1]  # a streams group joins: the streams groups file is written
+        sub = hb.Topology.Subtopology(subtopology_id="0", source_topics=["shared"], source_topic_regex=[],
+                                      state_changelog_topics=[], repartition_sink_topics=[],
+                                      repartition_source_topics=[], copartition_groups=[])
+        joined = wire.request(88, 1, hb(group_id="st", member_id="m", member_epoch=0, endpoint_information_epoch=-1,
+                                        rebalance_timeout_ms=1000, topology=hb.Topology(epoch=1, subtopologies=[sub]),
+                                        active_tasks=[], standby_tasks=[], warmup_tasks=[], process_id="p"))
+        assert joined.error_code == 0
     written = {p.name for p in tmp_path.glob("tidelog-*")}
     assert written == {f.name for f in files.ALL}
     for spec in files.ALL:
@@ -134,6 +142,7 @@ WRONG_SHAPE = {  # a JSON object that is not what each file's reader expects
     files.GROUP_CONFIGS.name: '{"groups": {"g": 3}}',
     files.SHARE_STATE.name: '{"groups": {"g": {"group_epoch": 1, "partitions": {"00:0": {}}}}}',
     files.TOPICS.name: '{"topics": []}',
+    files.STREAMS_GROUPS.name: '{"groups": {"g": {"group_epoch": "x"}}}',
 }
 
 
@@ -251,6 +260,8 @@ PREVIOUS_RELEASE = {  # byte for byte the layouts the landed main wrote (its own
     files.GROUP_CONFIGS.name: json.dumps({"version": 1, "groups": {"g": {"consumer.session.timeout.ms": "50000"}}},
                                          sort_keys=True, indent=1),
     files.SHARE_STATE.name: json.dumps({"version": 1, "groups": {}}, separators=(",", ":")),
+    # new with streams groups: its first layout
+    files.STREAMS_GROUPS.name: json.dumps({"version": 1, "groups": {}}, separators=(",", ":")),
     files.ACLS.name: json.dumps({"version": 1, "acls": [["TOPIC", "old", "LITERAL", "User:ann", "*", "READ", "ALLOW"]]},
                                 sort_keys=True, indent=1),
     files.SCRAM_CREDENTIALS.name: json.dumps({"version": 1, "users": {"ann": {"SCRAM-SHA-256": {

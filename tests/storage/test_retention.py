@@ -118,3 +118,30 @@ def test_delete_records_on_compacted_only_log_is_a_policy_violation(env: Env) ->
         delete_records(log, 1)
     assert exc.value.code == ErrorCode.POLICY_VIOLATION
     assert log.log_start_offset == 0
+
+
+def open_files_under(path: Path) -> list[str]:
+    found = []
+    for fd in Path("/proc/self/fd").iterdir():
+        try:
+            target = str(fd.readlink())
+        except OSError:
+            continue
+        if target.startswith(str(path)):
+            found.append(target)
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs Linux /proc to list open files")
+def test_shutdown_closes_segments_still_waiting_for_their_delete_delay(tmp_path: Path) -> None:
+    # A clean shutdown before file.delete.delay.ms has passed used to leave the `.deleted` segments' files open
+    # (in-process brokers of a test session ran out of descriptors); now they are unlinked and closed.
+    e = Env(tmp_path / "data", ManualClock())
+    log = e.log(config=DELETE)
+    fill(log, 4, per_segment=1)
+    e.clock.advance(20_000)
+    assert delete_old_segments(log, e.clock.milliseconds()) == 4
+    assert any(name.endswith(".deleted") for name in open_files_under(tmp_path))
+    e.close()
+    assert open_files_under(tmp_path) == []
+    assert not list((tmp_path / "data").rglob("*.deleted"))

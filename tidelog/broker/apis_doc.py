@@ -28,7 +28,6 @@ OTHER_KEYS_TABLE = "@@OTHER_KEYS_TABLE@@"
 
 _SHARE_STATE = ("share-group state kept by the share coordinator (KIP-932), sent between brokers; on one node the "
                 "share coordinator is part of the broker (`coordinator/share/`), nothing goes over the wire")
-_STREAMS_GROUPS = "streams groups (KIP-1071, Kafka Streams' rebalance protocol) are not implemented"
 _DELEGATION_TOKENS = "delegation tokens are not implemented (a SCRAM login with `tokenauth` is refused)"
 _ZOOKEEPER = "ZooKeeper-era inter-broker API, removed in Kafka 4.0; tidelog has no replication"
 _QUORUM = "KRaft traffic between controller voters; this node is the only voter of `__cluster_metadata`"
@@ -52,8 +51,6 @@ NOT_SERVED: dict[ApiKey, str] = {
     ApiKey.WRITE_SHARE_GROUP_STATE: _SHARE_STATE,
     ApiKey.DELETE_SHARE_GROUP_STATE: _SHARE_STATE,
     ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: _SHARE_STATE,
-    ApiKey.STREAMS_GROUP_HEARTBEAT: _STREAMS_GROUPS,
-    ApiKey.STREAMS_GROUP_DESCRIBE: _STREAMS_GROUPS,
     # not in Kafka 4.3's broker ApiVersions answer either
     ApiKey.LEADER_AND_ISR: _ZOOKEEPER,
     ApiKey.STOP_REPLICA: _ZOOKEEPER,

@@ -7,8 +7,9 @@ single node acting as broker and controller, so this module is both: it supports
 (0-1: level 1 serves the KIP-848 consumer protocol), `eligible.leader.replicas.version` (0-1: KIP-966, whose
 single-node part is the cluster-level min.insync.replicas, tidelog.broker.elr) and `share.version` (0-1: level 1
 serves share groups, KIP-932), all finalized at their latest level as `kafka-storage format --standalone` leaves
-a new 4.3 node. Features whose behaviour tidelog does not implement (transaction.version, streams.version) are
-neither supported nor finalized.
+a new 4.3 node, and `streams.version` (0-1: level 1 serves KIP-1071 streams groups; it needs metadata.version
+4.2-IV1). Features whose behaviour tidelog does not implement (transaction.version) are neither supported nor
+finalized.
 
 The finalized levels and their epoch (Kafka's offset of the last metadata record, here a counter bumped by
 every applied update) live in `<first log dir>/tidelog-features.json`, replaced atomically, because Kafka keeps
@@ -34,6 +35,7 @@ KRAFT_VERSION = "kraft.version"
 GROUP_VERSION = "group.version"  # Kafka's GroupVersion: 1 enables the consumer rebalance protocol (KIP-848)
 ELR_VERSION = "eligible.leader.replicas.version"  # Kafka's EligibleLeaderReplicasVersion (KIP-966)
 SHARE_VERSION = "share.version"  # Kafka's ShareVersion: 1 serves share groups (KIP-932)
+STREAMS_VERSION = "streams.version"  # Kafka's StreamsVersion: 1 serves streams groups (KIP-1071)
 
 # Kafka's MetadataVersion: feature level -> (release-IV, didMetadataChange), from MINIMUM_VERSION (3.3-IV3) to
 # Kafka 4.3's latest production level. A downgrade across a level that changed the metadata is refused.
@@ -54,6 +56,10 @@ BOOTSTRAP: dict[str, int] = {METADATA_VERSION: METADATA_VERSION_43, KRAFT_VERSIO
                              ELR_VERSION: 1, SHARE_VERSION: 1}
 # (feature, level) -> the levels of other features it needs (FeatureVersion.dependencies): ELR 1 needs 4.0-IV1.
 DEPENDENCIES: dict[tuple[str, int], dict[str, int]] = {(ELR_VERSION, 1): {METADATA_VERSION: 23}}
+# Kafka 4.2+: streams.version 0-1, level 1 bootstrapped on a new node and needing 4.2-IV1 (StreamsVersion.SV_1)
+SUPPORTED[STREAMS_VERSION] = (0, 1)
+BOOTSTRAP[STREAMS_VERSION] = 1
+DEPENDENCIES[(STREAMS_VERSION, 1)] = {METADATA_VERSION: 29}
 # FeatureUpdate.UpgradeType (UpdateFeatures v1+); v0's allow_downgrade maps to SAFE_DOWNGRADE.
 UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3
 

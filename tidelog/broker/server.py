@@ -18,7 +18,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.connection import Connection
 from tidelog.broker.endpoints import ListenerEndpoints
@@ -62,6 +62,9 @@ class Server:
         # Set once the logs are loaded and the services started; requests other than ApiVersions wait for it.
         self.ready = asyncio.Event()
         self._services_task: asyncio.Task[None] | None = None  # loading the coordinators after `ready`
+        # schema.registry.port >= 0: the Schema Registry (tidelog.schema_registry), started right after `ready`
+        self.schema_registry: Any = None
+        self._schema_registry_task: asyncio.Task[Any] | None = None
 
     @property
     def broker(self) -> BrokerState:
@@ -134,8 +137,36 @@ class Server:
         self.ready.set()
         if load_services_after_ready:
             self._services_task = asyncio.create_task(self._load_services_in_background(self.state))
+        if int(self.config.get("schema.registry.port")) >= 0:
+            self._schema_registry_task = asyncio.create_task(self._start_schema_registry())
         if warm_up:
             threading.Thread(target=self._warm_up, name="tidelog-warm-up", daemon=True).start()
+
+    async def _start_schema_registry(self) -> Any:
+        """Replay `_schemas` and open the registry's port on a worker thread (the loop keeps serving)."""
+        loop = asyncio.get_running_loop()
+        port, host = int(self.config.get("schema.registry.port")), str(self.config.get("schema.registry.host"))
+
+        def start() -> Any:
+            # lazy for start-up time: aiohttp and the schema libraries load only when the registry is on
+            from tidelog.schema_registry.http import start_schema_registry
+
+            return start_schema_registry(self, loop, host, port)
+
+        try:
+            self.schema_registry = await asyncio.to_thread(start)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("Starting the schema registry failed")
+            raise
+        return self.schema_registry
+
+    async def wait_schema_registry(self) -> Any:
+        """The running Schema Registry (tidelog.schema_registry.http.SchemaRegistryHttp), once it is started."""
+        if self._schema_registry_task is None:
+            raise RuntimeError("the schema registry is off (schema.registry.port=-1)")
+        return await asyncio.shield(self._schema_registry_task)
 
     def _build_and_load(self, load_handlers: bool) -> BrokerState:
         # lazy for start-up time: building the state imports storage, on this worker thread
@@ -212,7 +243,16 @@ class Server:
         if self._services_task is not None:
             self._services_task.cancel()
             await asyncio.gather(self._services_task, return_exceptions=True)
+        await self._stop_schema_registry()
         await self._close_listeners()
         if self.state is not None:
             self.state.shutdown()
+
+    async def _stop_schema_registry(self) -> None:
+        task, self._schema_registry_task = self._schema_registry_task, None
+        if task is not None:
+            await asyncio.gather(task, return_exceptions=True)  # a registry still starting finishes first
+        registry, self.schema_registry = self.schema_registry, None
+        if registry is not None:
+            await asyncio.to_thread(registry.shutdown)
 

@@ -120,8 +120,8 @@ _DEFS: list[ConfigDef] = [
     ConfigDef("group.max.session.timeout.ms", I, 1_800_000, "Largest session timeout a member may ask for."),
     ConfigDef("group.max.size", I, INT_MAX, "Most members in one consumer group.", at_least(1)),
     # --- KIP-848 consumer groups (Kafka 4.0 defaults) ---
-    ConfigDef("group.coordinator.rebalance.protocols", LI, ["classic", "consumer"],
-              "Rebalance protocols the group coordinator accepts.", list_of("classic", "consumer")),
+    ConfigDef("group.coordinator.rebalance.protocols", LI, ["classic", "consumer", "streams"],
+              "Rebalance protocols the group coordinator accepts.", list_of("classic", "consumer", "streams")),
     ConfigDef("group.consumer.session.timeout.ms", I, 45_000, "Session timeout of consumer-protocol members.",
               at_least(1)),
     ConfigDef("group.consumer.heartbeat.interval.ms", I, 5_000, "Heartbeat interval given to consumer-protocol members.",
@@ -138,6 +138,18 @@ _DEFS: list[ConfigDef] = [
     ConfigDef("group.consumer.assignors", LI, ["uniform", "range"],
               "Server-side assignors of consumer groups; the first is the default."),
     ConfigDef("group.consumer.max.size", I, INT_MAX, "Most members in one consumer-protocol group.", at_least(1)),
+    # --- KIP-1071 streams groups (Kafka 4.4's GroupCoordinatorConfig defaults) ---
+    ConfigDef("group.streams.session.timeout.ms", I, 45_000, "Session timeout of streams-group members.",
+              at_least(1)),
+    ConfigDef("group.streams.heartbeat.interval.ms", I, 5_000, "Heartbeat interval given to streams-group members.",
+              at_least(1)),
+    ConfigDef("group.streams.num.standby.replicas", I, 0, "Standby replicas of each task of a streams group.",
+              at_least(0)),
+    ConfigDef("group.streams.max.size", I, INT_MAX, "Most members in one streams group.", at_least(1)),
+    ConfigDef("group.streams.initial.rebalance.delay.ms", I, 3_000,
+              "How long a new streams group waits for more members before its first assignment.", at_least(0)),
+    ConfigDef("group.streams.rack.aware.assignment.tags", LI, [],
+              "Client tag keys every streams-group member must send (else MISSING_CLIENT_TAGS, heartbeat v1+)."),
     # --- KIP-932 share groups (Kafka 4.3's GroupCoordinatorConfig / ShareGroupConfig defaults) ---
     ConfigDef("group.share.session.timeout.ms", I, 45_000, "Session timeout of share-group members.", at_least(1)),
     ConfigDef("group.share.heartbeat.interval.ms", I, 5_000, "Heartbeat interval given to share-group members.",
@@ -355,6 +367,10 @@ _DEFS: list[ConfigDef] = [
     ConfigDef("console.enable", B, True, "tidelog: serve the web console and its /api/ on the metrics HTTP port."),
     ConfigDef("console.read.only", B, True,
               "tidelog: refuse the console's write actions (create/delete/alter/produce/reset) with 403."),
+    ConfigDef("schema.registry.port", I, -1,
+              "tidelog: Confluent Schema Registry REST port, schemas kept on _schemas (-1 = off, 0 = ephemeral).",
+              between(-1, 65_535)),
+    ConfigDef("schema.registry.host", S, "127.0.0.1", "tidelog: address the Schema Registry's HTTP server binds."),
     ConfigDef("cluster.id", S, None, "tidelog: cluster id written to meta.properties when a log dir is new."),
 ]
 

@@ -35,10 +35,13 @@ CLIENT_METRICS = MetadataFile("tidelog-client-metrics.json", 1)
 GROUP_CONFIGS = MetadataFile("tidelog-group-configs.json", 1)
 # ShareStateStore (coordinator/share/state_store.py): share-partition state (Kafka's __share_group_state).
 SHARE_STATE = MetadataFile("tidelog-share-state.json", 1, compact=True)
+# StreamsGroupStore (coordinator/group/streams/coordinator.py): KIP-1071 streams groups (Kafka's streams-group
+# records in __consumer_offsets).
+STREAMS_GROUPS = MetadataFile("tidelog-streams-groups.json", 1, compact=True)
 # AclStore (security/acl_store.py): ACL bindings.
 ACLS = MetadataFile("tidelog-acls.json", 1, private=True)
 # ScramCredentialStore (security/scram_store.py): SCRAM salts, StoredKeys and ServerKeys.
 SCRAM_CREDENTIALS = MetadataFile("tidelog-scram-credentials.json", 1, private=True)
 
 ALL: tuple[MetadataFile, ...] = (TOPICS, PRODUCER_IDS, FEATURES, QUOTAS, CLIENT_METRICS, GROUP_CONFIGS, SHARE_STATE,
-                                 ACLS, SCRAM_CREDENTIALS)
+                                 STREAMS_GROUPS, ACLS, SCRAM_CREDENTIALS)

@@ -99,6 +99,7 @@ class ApiKey(IntEnum):
     DESCRIBE_SHARE_GROUP_OFFSETS = 90
     ALTER_SHARE_GROUP_OFFSETS = 91
     DELETE_SHARE_GROUP_OFFSETS = 92
+    STREAMS_GROUP_TOPOLOGY_DESCRIPTION_UPDATE = 93
 
     @property
     def api_name(self) -> str:

@@ -426,6 +426,7 @@ class LogManager:
                 except OSError as e:
                     log.error("could not close %s cleanly: %s", tp, e)
                     failed_dirs.add(self._log_dir_of[tp])
+            self.scheduler.run_all()  # segments replaced or deleted still hold open files
             for log_dir in self.log_dirs:
                 if log_dir in failed_dirs or log_dir not in self._lock_fds:
                     continue

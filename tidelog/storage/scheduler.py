@@ -46,3 +46,16 @@ class Scheduler:
             except Exception:  # a failed unlink must not stop the others
                 log.exception("scheduled task %s failed", name)
             ran += 1
+
+    def run_all(self) -> int:
+        """Run every pending task now, due or not (shutdown: no fetch is left that could still read a `.deleted`
+        segment, and its open files must be closed; the next start would remove the files anyway)."""
+        with self._lock:
+            tasks = sorted(self._tasks)
+            self._tasks.clear()
+        for _, _, name, fn in tasks:
+            try:
+                fn()
+            except Exception:
+                log.exception("scheduled task %s failed", name)
+        return len(tasks)

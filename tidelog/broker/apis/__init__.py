@@ -32,6 +32,9 @@ class ApiEntry(NamedTuple):
 _OWN_REPORTER = ("Kafka advertises KIP-714's APIs only when a metrics-reporter plugin implements ClientTelemetry; "
                  "tidelog is its own reporter (Prometheus)")
 
+_KAFKA_44_STREAMS = ("Kafka 4.4's v1 (KIP-1331: int64 AcceptableRecoveryLag, TopologyDescriptionRequired, "
+                     "MISSING_CLIENT_TAGS; describe's topology description status and assignor name)")
+
 API_TABLE: tuple[ApiEntry, ...] = (
     ApiEntry(ApiKey.PRODUCE, "produce", 3, 13, advertised_min=0),
     ApiEntry(ApiKey.FETCH, "fetch", 4, 18),
@@ -83,6 +86,11 @@ API_TABLE: tuple[ApiEntry, ...] = (
     ApiEntry(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, "describe_share_group_offsets", 0, 1),  # v1: Lag
     ApiEntry(ApiKey.ALTER_SHARE_GROUP_OFFSETS, "alter_share_group_offsets", 0, 0),
     ApiEntry(ApiKey.DELETE_SHARE_GROUP_OFFSETS, "delete_share_group_offsets", 0, 0),
+    # KIP-1071 streams groups (tidelog.coordinator.group.streams) at Kafka 4.4's versions; 93 is KIP-1331 (4.4)
+    ApiEntry(ApiKey.STREAMS_GROUP_HEARTBEAT, "streams_group_heartbeat", 0, 1, difference=_KAFKA_44_STREAMS),
+    ApiEntry(ApiKey.STREAMS_GROUP_DESCRIBE, "streams_group_describe", 0, 1, difference=_KAFKA_44_STREAMS),
+    ApiEntry(ApiKey.STREAMS_GROUP_TOPOLOGY_DESCRIPTION_UPDATE, "streams_group_topology_description_update", 0, 0,
+             difference="KIP-1331's API key 93 is new in Kafka 4.4"),
     # idempotent and transactional producers, transaction coordinator
     ApiEntry(ApiKey.INIT_PRODUCER_ID, "init_producer_id", 0, 5),
     ApiEntry(ApiKey.ADD_PARTITIONS_TO_TXN, "add_partitions_to_txn", 0, 3,

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.context import RequestContext
 from tidelog.broker.elr import check_min_isr_change
-from tidelog.broker.features import GROUP_VERSION, SHARE_VERSION
+from tidelog.broker.features import GROUP_VERSION, SHARE_VERSION, STREAMS_VERSION
 from tidelog.broker.mutation_quota import ControllerMutationQuota
 from tidelog.broker.quotas import ANONYMOUS
 from tidelog.broker.topics import INTERNAL_TOPICS, validate_topic_name
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from tidelog.broker.topics import TopicInfo
     from tidelog.coordinator.group import GroupCoordinator
     from tidelog.coordinator.group.consumer.coordinator import ConsumerGroupCoordinator
+    from tidelog.coordinator.group.streams.coordinator import StreamsGroupCoordinator
     from tidelog.coordinator.share.coordinator import ShareGroupCoordinator
     from tidelog.coordinator.transaction import TransactionCoordinator
     from tidelog.storage.log import Log
@@ -92,6 +93,17 @@ def share_groups(ctx: RequestContext) -> ShareGroupCoordinator:
     groups: ShareGroupCoordinator | None = coordinator(ctx).share_groups
     if groups is None:
         raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "share group coordinator not running")
+    return groups
+
+
+def streams_groups(ctx: RequestContext) -> StreamsGroupCoordinator:
+    """The KIP-1071 coordinator; UNSUPPORTED_VERSION while `streams.version` is 0 or
+    `group.coordinator.rebalance.protocols` leaves out "streams" (KafkaApis.isStreamsGroupProtocolEnabled)."""
+    groups: StreamsGroupCoordinator | None = coordinator(ctx).streams_groups
+    if ctx.broker.features.level(STREAMS_VERSION) < 1 or (groups is not None and not groups.config.enabled):
+        raise KafkaError(ErrorCode.UNSUPPORTED_VERSION, "The streams group protocol is not enabled")
+    if groups is None:
+        raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "streams group coordinator not running")
     return groups
 
 

@@ -66,8 +66,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         group = coordinator.describe(group_id)
         if group is None:
             classic = coordinator.classic.describe_group(group_id)
-            message = (f"Group {group_id} is not a consumer group." if classic is not None
-                       and classic.protocol_type is not None else f"Group {group_id} not found.")
+            streams = coordinator.classic.streams_groups
+            other = (classic is not None and classic.protocol_type is not None) or \
+                (streams is not None and streams.is_streams_group(group_id))
+            message = f"Group {group_id} is not a consumer group." if other else f"Group {group_id} not found."
             out.append(error(ErrorCode.GROUP_ID_NOT_FOUND, message))
             continue
         members = [cls.DescribedGroup.Member(

@@ -40,7 +40,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         check_group(ctx, Op.READ, request.group_id)  # KafkaApis.handleConsumerGroupHeartbeat
         groups = consumer_groups(ctx)
         share = coordinator(ctx).share_groups
-        if share is not None and share.is_share_group(request.group_id):
+        streams = coordinator(ctx).streams_groups
+        if (share is not None and share.is_share_group(request.group_id)) or \
+                (streams is not None and streams.is_streams_group(request.group_id)):
             # the request is validated first (GroupCoordinatorService), then GroupMetadataManager.consumerGroup
             # finds a share group
             groups.validate(request)

@@ -10,7 +10,7 @@ from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.security.authorizer import GROUP, Op, authorized_names
 
 API_KEY = 42
-NOTES = """only empty groups (classic, consumer or share; a share group's state goes with it)"""
+NOTES = """only empty groups (classic, consumer, streams or share; a share or streams group's state goes with it)"""
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -26,7 +26,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             mine = [n for n in allowed if consumer is not None and consumer.is_consumer_group(n)]
             share = groups.share_groups
             shared = [n for n in allowed if share is not None and share.is_share_group(n)]
-            result.update(groups.delete_groups([n for n in allowed if n not in mine and n not in shared]))
+            streams = groups.streams_groups
+            streaming = [n for n in allowed if streams is not None and streams.is_streams_group(n)]
+            result.update(groups.delete_groups([n for n in allowed
+                                                if n not in mine and n not in shared and n not in streaming]))
+            if streams is not None:  # NON_EMPTY_GROUP while it has members; its offsets go with it
+                result.update({n: streams.delete_group(n) for n in streaming})
             if consumer is not None:
                 result.update({n: consumer.delete_group(n) for n in mine})
             if share is not None:  # NON_EMPTY_GROUP while it has members

@@ -13,7 +13,7 @@ from tidelog.security.authorizer import GROUP, Op, authorized_operations
 
 API_KEY = 15
 NOTES = """an unknown group is Dead; v6 adds GROUP_ID_NOT_FOUND and `error_message` for it (KIP-1043); a
-KIP-848 or share group is described the same way ("is not a classic group"); v3+ authorized operations: the
+KIP-848, streams or share group is described the same way ("is not a classic group"); v3+ authorized operations: the
 principal's allowed ones with an authorizer (INT32_MIN on GROUP_AUTHORIZATION_FAILED, as Kafka),
 READ/DELETE/DESCRIBE without one"""
 
@@ -42,8 +42,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             continue
         consumer = coordinator(ctx).consumer_groups
         share = coordinator(ctx).share_groups
+        streams = coordinator(ctx).streams_groups
         not_classic = (consumer is not None and consumer.is_consumer_group(group_id)) or \
-            (share is not None and share.is_share_group(group_id))
+            (share is not None and share.is_share_group(group_id)) or \
+            (streams is not None and streams.is_streams_group(group_id))
         if group is None or not_classic:
             # Kafka's GroupMetadataManager.describeGroups: an unknown group, or one that is not classic, is Dead;
             # v0-5 with no error, v6+ with GROUP_ID_NOT_FOUND and the exception's message (KIP-1043).

@@ -35,7 +35,8 @@ client_software_version, client_source_address, client_source_port); unknown nam
 INVALID_CONFIG), kept in `<first log dir>/tidelog-client-metrics.json`; deleting every config removes the
 subscription. GROUP configs (KIP-848 GroupConfig: names, types and the group.consumer.min/max bounds checked as
 Kafka does), kept in `<first log dir>/tidelog-group-configs.json`; consumer.session.timeout.ms and
-consumer.heartbeat.interval.ms act on that consumer group, the share.* / streams.* ones are only kept"""
+consumer.heartbeat.interval.ms act on that consumer group, streams.session.timeout.ms, heartbeat.interval.ms and
+num.standby.replicas on that streams group, the share.* ones are only kept"""
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 _OP_NAMES = {SET: "SET", DELETE: "DELETE", APPEND: "APPEND", SUBTRACT: "SUBTRACT"}

@@ -13,7 +13,7 @@ from tidelog.security.authorizer import Op
 
 API_KEY = 11
 NOTES = """v0 kept for librdkafka's feature checks (KAFKA-19444); a classic consumer joining a live KIP-848
-group becomes its member (answered at once, no leader); a share group's id: INCONSISTENT_GROUP_PROTOCOL"""
+group becomes its member (answered at once, no leader); a share or streams group's id: INCONSISTENT_GROUP_PROTOCOL"""
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -35,11 +35,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             # KIP-394: v4+ dynamic members must first obtain a member id
             require_known_member_id=version >= 4 and not (version >= 5 and request.group_instance_id),
         )
-        share = groups.share_groups
-        if share is not None and share.is_share_group(request.group_id) and \
+        share, streams = groups.share_groups, groups.streams_groups
+        other_type = (share is not None and share.is_share_group(request.group_id)) or \
+            (streams is not None and streams.is_streams_group(request.group_id))
+        if other_type and \
                 groups.config.group_min_session_timeout_ms <= request.session_timeout_ms \
                 <= groups.config.group_max_session_timeout_ms:
-            # GroupMetadataManager.classicGroupJoin: the id is a share group's (checked after the session timeout)
+            # GroupMetadataManager.classicGroupJoin: the id is a share or streams group's (after the session timeout)
             return build_response(version, JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, ""))
         consumer = groups.consumer_groups
         if consumer is not None and consumer.is_consumer_group(request.group_id):

@@ -11,12 +11,14 @@ from tidelog.protocol.messages import response_class
 from tidelog.security.authorizer import GROUP, Op, authorize_cluster, authorized_names
 
 API_KEY = 16
-NOTES = """v4 state filter, v5 type filter (`classic`, `consumer`, `share`); share groups are listed with
-protocol type `share` and state `Empty` or `Stable`"""
+NOTES = """v4 state filter, v5 type filter (`classic`, `consumer`, `share`, `streams`); share groups are listed
+with protocol type `share` and state `Empty` or `Stable`; streams groups with protocol type `streams` and Kafka's
+StreamsGroupState (`Empty`, `NotReady`, `Assigning`, `Reconciling`, `Stable`)"""
 
 GROUP_TYPE_CLASSIC = "classic"
 GROUP_TYPE_CONSUMER = "consumer"
 GROUP_TYPE_SHARE = "share"
+GROUP_TYPE_STREAMS = "streams"
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -48,6 +50,18 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             continue
         listed.append(cls.ListedGroup(group_id=sg.group_id, protocol_type=GROUP_TYPE_SHARE, group_state=sg.state,
                                       group_type=GROUP_TYPE_SHARE))
+    streams = coordinator(ctx).streams_groups
+    streams_groups = streams.list_groups() if streams is not None else []
+    if streams_groups and not authorize_cluster(ctx, Op.DESCRIBE):
+        visible_st = authorized_names(ctx, Op.DESCRIBE, GROUP, [g.group_id for g in streams_groups])
+        streams_groups = [g for g in streams_groups if g.group_id in visible_st]
+    streams_ids = {g.group_id for g in streams_groups}
+    for st in streams_groups:  # GroupMetadataManager.listGroups: StreamsGroup, protocol type "streams"
+        state = st.state.value
+        if (states and state.lower() not in states) or (types and GROUP_TYPE_STREAMS not in types):
+            continue
+        listed.append(cls.ListedGroup(group_id=st.group_id, protocol_type=GROUP_TYPE_STREAMS, group_state=state,
+                                      group_type=GROUP_TYPE_STREAMS))
     for cg in consumer_groups:
         state = cg.state.value
         if (states and state.lower() not in states) or (types and GROUP_TYPE_CONSUMER not in types):
@@ -55,7 +69,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         listed.append(cls.ListedGroup(group_id=cg.group_id, protocol_type="consumer", group_state=state,
                                       group_type=GROUP_TYPE_CONSUMER))
     for g in groups:
-        if g.group_id in consumer_ids:
+        if g.group_id in consumer_ids or g.group_id in streams_ids:
             continue  # the offsets of a consumer group, kept by the classic coordinator
         if states and g.state.value.lower() not in states:
             continue

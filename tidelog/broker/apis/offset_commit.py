@@ -90,7 +90,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         # ShareGroup.validateOffsetCommit: "Group X is not a consumer group.", at every version
         errors.update(dict.fromkeys(offsets, ErrorCode.GROUP_ID_NOT_FOUND))
         offsets = {}
-    if consumer is not None and consumer.is_consumer_group(request.group_id):
+    streams = coordinator(ctx).streams_groups if offsets else None
+    if streams is not None and streams.is_streams_group(request.group_id):
+        # KIP-1071 group: StreamsGroup.validateOffsetCommit (the member epoch, OffsetCommit v9+)
+        errors.update(streams.commit_offsets(request.group_id, request.member_id or "",
+                                             request.generation_id_or_member_epoch, version, offsets))
+    elif consumer is not None and consumer.is_consumer_group(request.group_id):
         # KIP-848 group: the member epoch is validated as the generation (ConsumerGroup.validateOffsetCommit)
         errors.update(consumer.commit_offsets(request.group_id, request.member_id or "",
                                               request.generation_id_or_member_epoch, version, offsets))

@@ -12,7 +12,8 @@ from tidelog.storage import TopicPartition
 
 API_KEY = 47
 NOTES = """drops committed offsets of topics the group no longer subscribes to; DELETE on the group, READ per
-topic (TOPIC_AUTHORIZATION_FAILED); a share group's id: GROUP_ID_NOT_FOUND"""
+topic (TOPIC_AUTHORIZATION_FAILED); a share group's id: GROUP_ID_NOT_FOUND; a live streams group's source topics:
+GROUP_SUBSCRIBED_TO_TOPIC"""
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -28,9 +29,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         share = coordinator(ctx).share_groups
         if share is not None and share.is_share_group(request.group_id):  # ShareGroup.validateOffsetDelete
             raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {request.group_id} is not a consumer group.")
+        streams = coordinator(ctx).streams_groups
+        subscribed = streams.subscribed_topics(request.group_id) if streams is not None else set()
+        busy = {tp: ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC for tp in partitions if tp.topic in subscribed}
         error, errors = coordinator(ctx).delete_offsets(request.group_id,
-                                                        [tp for tp in partitions if tp not in denied])
-        errors = {**errors, **denied}
+                                                        [tp for tp in partitions if tp not in denied and tp not in busy])
+        errors = {**errors, **busy, **denied}
     except KafkaError as e:
         error, errors = e.code, {}
     if error != ErrorCode.NONE:

@@ -40,6 +40,9 @@ def _fetch(ctx: RequestContext, group_id: str, topics: list[Any] | None, require
         return e.code, []
     if member is not None and consumer is not None:
         error = consumer.validate_offset_fetch(group_id, member[0], member[1])
+        streams = coordinator(ctx).streams_groups
+        if streams is not None and streams.is_streams_group(group_id):  # StreamsGroup.validateOffsetFetch
+            error = streams.validate_offset_fetch(group_id, member[0], member[1])
         if error != ErrorCode.NONE:
             return error, []
     partitions = None

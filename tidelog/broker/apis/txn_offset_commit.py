@@ -62,9 +62,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             error = ErrorCode.GROUP_ID_NOT_FOUND  # ShareGroup.validateOffsetCommit: "is not a consumer group"
         if error == ErrorCode.NONE:
             groups = group_coordinator(ctx)
-            consumer = groups.consumer_groups
-            # a KIP-848 group validates the member epoch itself (ConsumerGroup.validateOffsetCommit)
-            target = consumer if consumer is not None and consumer.is_consumer_group(request.group_id) else groups
+            consumer, streams = groups.consumer_groups, groups.streams_groups
+            # a KIP-848 or streams group validates the member epoch itself (ConsumerGroup / StreamsGroup
+            # .validateOffsetCommit)
+            target = consumer if consumer is not None and consumer.is_consumer_group(request.group_id) else \
+                streams if streams is not None and streams.is_streams_group(request.group_id) else groups
             results = target.txn_commit_offsets(
                 request.group_id, request.producer_id, request.producer_epoch,
                 request.member_id if version >= 3 else "",

@@ -28,6 +28,11 @@ from tidelog.coordinator.group.classic.group import GroupMetadata, GroupState, O
 from tidelog.coordinator.group.config import GroupCoordinatorConfig
 from tidelog.coordinator.group.consumer.coordinator import ConsumerGroupConfig, ConsumerGroupCoordinator
 from tidelog.coordinator.group.store import GROUP_METADATA_TOPIC_NAME, TopicOffsetsStore
+from tidelog.coordinator.group.streams.coordinator import (
+    StreamsGroupConfig,
+    StreamsGroupCoordinator,
+    StreamsGroupStore,
+)
 from tidelog.coordinator.share.coordinator import ShareGroupConfig, ShareGroupCoordinator
 from tidelog.coordinator.share.state_store import ShareStateStore
 
@@ -68,9 +73,28 @@ def create_group_coordinator(broker_config: BrokerConfig, clock: Clock, topics: 
         """The type of a group of this id the other coordinators have (a share group id is refused then)."""
         if coordinator.consumer_groups.groups.get(group_id) is not None:
             return "consumer"
+        streams = coordinator.streams_groups
+        if streams is not None and streams.is_streams_group(group_id):
+            return "streams"
         return "classic" if group_id in coordinator.groups else None
+
+    def not_streams_type(group_id: str) -> str | None:
+        """The type of a live group of this id that is not a streams group (an offsets-only classic group, as a
+        streams group's committed offsets are kept, is none)."""
+        if coordinator.consumer_groups.groups.get(group_id) is not None:
+            return "consumer"
+        share = coordinator.share_groups
+        if share is not None and share.is_share_group(group_id):
+            return "share"
+        classic = coordinator.manager.get_group(group_id)
+        if classic is not None and (classic.protocol_type or classic.members):
+            return "classic"
+        return None
 
     coordinator.share_groups = ShareGroupCoordinator(topics, clock, ShareGroupConfig.from_broker_config(broker_config),
                                                      ShareStateStore(broker_config.log_dirs[0]), group_configs,
                                                      other_group_type)
+    coordinator.streams_groups = StreamsGroupCoordinator(
+        coordinator, topics, clock, StreamsGroupConfig.from_broker_config(broker_config),
+        StreamsGroupStore(broker_config.log_dirs[0]), group_configs, not_streams_type)
     return coordinator

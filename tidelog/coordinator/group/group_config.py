@@ -2,8 +2,9 @@
 (Incremental)AlterConfigs on a GROUP resource, shown by DescribeConfigs, listed by ListConfigResources and kept in
 `<first log dir>/tidelog-group-configs.json`. A group may have configs before it exists or after it is deleted
 (KIP-1142). consumer.session.timeout.ms and consumer.heartbeat.interval.ms apply to that consumer-protocol
-group's members, the share.* ones to that share group (tidelog.coordinator.share); the streams.* ones are
-validated and kept as Kafka keeps them and act on nothing here (this broker serves no streams groups)."""
+group's members, the share.* ones to that share group (tidelog.coordinator.share); streams.session.timeout.ms,
+streams.heartbeat.interval.ms and streams.num.standby.replicas to that streams group (coordinator/group/streams);
+the other streams.* ones are validated and kept as Kafka keeps them."""
 
 from __future__ import annotations
 

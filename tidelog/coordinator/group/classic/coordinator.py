@@ -47,6 +47,7 @@ class GroupCoordinator:
         self.timer = DeadlineTimer(clock.monotonic_ms, "group coordinator")
         self.consumer_groups: Any = None  # KIP-848 ConsumerGroupCoordinator, set by create_group_coordinator
         self.share_groups: Any = None  # KIP-932 ShareGroupCoordinator, set by create_group_coordinator
+        self.streams_groups: Any = None  # KIP-1071 StreamsGroupCoordinator, set by create_group_coordinator
 
     # ---------------------------------------------------------------------------------------- lifecycle
     def startup(self) -> None:
@@ -55,6 +56,8 @@ class GroupCoordinator:
             self.consumer_groups.load()  # consumer-group records, after the offsets they share
         if self.share_groups is not None:
             self.share_groups.load()
+        if self.streams_groups is not None:
+            self.streams_groups.load()
         for group in self.manager.groups.values():
             self._schedule_group(group)
         self._schedule_retention_check()
