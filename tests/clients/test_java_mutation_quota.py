@@ -17,8 +17,6 @@ from tidelog.testing import BrokerHandle, KafkaWire
 
 from .conftest import JVM_FLAGS, ROOT, JavaClient
 
-pytestmark = pytest.mark.java
-
 SOURCE = ROOT / "tests" / "java" / "MutationQuotaAdmin.java"
 
 
@@ -29,7 +27,7 @@ def mutation_admin(java_client: JavaClient) -> str:
 
 
 # 2 samples of 1 s: a burst of quota * 2 partitions.
-pytestmark = pytest.mark.tidelog(overrides={"quota.window.num": 2, "quota.window.size.seconds": 1})
+pytestmark = [pytest.mark.java, pytest.mark.tidelog(overrides={"quota.window.num": 2, "quota.window.size.seconds": 1})]
 
 
 def set_mutation_rate(bootstrap: str, client_id: str, rate: float) -> None:

@@ -11,13 +11,11 @@ from tidelog.testing import BrokerHandle
 from .clients_lib import PARTITIONS, check_outcome, read_all
 from .conftest import TxnJava
 
-pytestmark = pytest.mark.java
-
 OVERRIDES = {"group.initial.rebalance.delay.ms": 0, "transaction.state.log.num.partitions": 5,
              "offsets.topic.num.partitions": 5}
 
 
-pytestmark = pytest.mark.tidelog(overrides=OVERRIDES)
+pytestmark = [pytest.mark.java, pytest.mark.tidelog(overrides=OVERRIDES)]
 
 
 def test_java_commit_and_abort(tidelog_module_broker: BrokerHandle, txn_java: TxnJava) -> None:
