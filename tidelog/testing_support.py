@@ -179,16 +179,17 @@ class RecordsMixin:
         return int(answer.base_offset)
 
     def create_topic(self, name: str, spec: int | Mapping[str, Any] = 1, *,
-                     configs: Mapping[str, Any] | None = None) -> None:
-        """Create `name`: `spec` is the partition count or {"partitions": n, "configs": {name: value}};
-        `configs` adds topic configs (`create_topic("t", 3, configs={"cleanup.policy": "compact"})`)."""
+                     configs: Mapping[str, Any] | None = None) -> bytes:
+        """Create `name` and return its topic id (16 bytes): `spec` is the partition count or {"partitions": n,
+        "configs": {name: value}}; `configs` adds topic configs (`create_topic("t", 3, configs={...})`)."""
         if isinstance(spec, int):
             partitions, merged = spec, {}
         else:
             partitions = int(spec.get("partitions", 1))
             merged = dict(spec.get("configs", {}))
         merged.update(configs or {})
-        self.state.topics.create_topic(name, partitions, 1, {k: str(v) for k, v in merged.items()})
+        info = self.state.topics.create_topic(name, partitions, 1, {k: str(v) for k, v in merged.items()})
+        return bytes(info.topic_id)
 
     def records(self, topic: str, partition: int | None = None) -> list[TopicRecord]:
         """Every record of `topic` (or one partition) up to the high watermark, ordered by partition then

@@ -34,15 +34,6 @@ def wait_until(cond: Any, timeout: float = 30.0) -> None:
         time.sleep(0.02)
 
 
-def create_topic(broker: BrokerHandle, name: str, partitions: int) -> bytes:
-    cls = request_class(19)
-    t = cls.CreatableTopic(name=name, num_partitions=partitions, replication_factor=1, assignments=[], configs=[])
-    with KafkaWire(broker.bootstrap) as wire:
-        r = wire.request(19, 7, cls[7](topics=[t], timeout_ms=30000, validate_only=False))
-    assert r.topics[0].error_code == 0
-    return bytes(uuid.UUID(str(r.topics[0].topic_id)).bytes)
-
-
 def produce(broker: BrokerHandle, topic: str, count: int, partition: int = 0, **config: Any) -> None:
     p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0, **config, **QUIET})
     for i in range(count):
@@ -83,7 +74,7 @@ def drain(consumers: list[ShareConsumer], want: int, seconds: float = 30, ack: A
 
 
 def test_two_share_consumers_split_one_partition_and_get_each_record_once(tidelog_module_broker: BrokerHandle) -> None:
-    create_topic(tidelog_module_broker, "sh-split", 1)
+    tidelog_module_broker.create_topic("sh-split", 1)
     group = "sh-split-g"
     earliest(tidelog_module_broker, group)
     produce(tidelog_module_broker, "sh-split", 200)
@@ -101,7 +92,7 @@ def test_two_share_consumers_split_one_partition_and_get_each_record_once(tidelo
 
 
 def test_records_produced_before_the_group_starts_are_not_delivered_by_default(tidelog_module_broker: BrokerHandle) -> None:
-    create_topic(tidelog_module_broker, "sh-latest", 1)
+    tidelog_module_broker.create_topic("sh-latest", 1)
     produce(tidelog_module_broker, "sh-latest", 5)
     c = share_consumer(tidelog_module_broker, "sh-latest-g")
     try:
@@ -114,7 +105,7 @@ def test_records_produced_before_the_group_starts_are_not_delivered_by_default(t
 
 
 def test_release_redelivers_and_reject_archives(tidelog_module_broker: BrokerHandle) -> None:
-    create_topic(tidelog_module_broker, "sh-ack", 1)
+    tidelog_module_broker.create_topic("sh-ack", 1)
     group = "sh-ack-g"
     earliest(tidelog_module_broker, group)
     produce(tidelog_module_broker, "sh-ack", 4)
@@ -203,7 +194,7 @@ def joined(wire: KafkaWire, group: str, topic: str) -> str:
 
 
 def test_heartbeat_errors_and_sharing(tidelog_module_broker: BrokerHandle) -> None:
-    create_topic(tidelog_module_broker, "sh-hb", 1)
+    tidelog_module_broker.create_topic("sh-hb", 1)
     with KafkaWire(tidelog_module_broker.bootstrap) as wire:
         assert (heartbeat(wire, "sh-hb-g", "").error_code, heartbeat(wire, "sh-hb-g", "").error_message) == (
             E.INVALID_REQUEST, "MemberId can't be empty.")
@@ -229,7 +220,7 @@ def test_heartbeat_errors_and_sharing(tidelog_module_broker: BrokerHandle) -> No
 
 
 def test_share_session_epochs(tidelog_module_broker: BrokerHandle) -> None:
-    topic_id = create_topic(tidelog_module_broker, "sh-sess", 1)
+    topic_id = tidelog_module_broker.create_topic("sh-sess", 1)
     g = "sh-sess-g"
     with KafkaWire(tidelog_module_broker.bootstrap) as wire:
         m = joined(wire, g, "sh-sess")
@@ -255,7 +246,7 @@ def test_locks_time_out_on_the_clock_and_the_delivery_limit_archives(tmp_path: P
         tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
     clock = ManualClock()
     handle = tidelog_broker_factory(tmp_path, clock=clock)
-    topic_id = create_topic(handle, "sh-lock", 1)
+    topic_id = handle.create_topic("sh-lock", 1)
     earliest(handle, "sh-lock-g", share_delivery_count_limit="2")  # the group's own limit (KIP-1240)
     produce(handle, "sh-lock", 3)
     with KafkaWire(handle.bootstrap) as wa, KafkaWire(handle.bootstrap) as wb:
@@ -275,7 +266,7 @@ def test_locks_time_out_on_the_clock_and_the_delivery_limit_archives(tmp_path: P
 
 
 def test_a_closed_connection_releases_its_records_without_counting_them(tidelog_module_broker: BrokerHandle) -> None:
-    topic_id = create_topic(tidelog_module_broker, "sh-conn", 1)
+    topic_id = tidelog_module_broker.create_topic("sh-conn", 1)
     earliest(tidelog_module_broker, "sh-conn-g")
     produce(tidelog_module_broker, "sh-conn", 2)
     with KafkaWire(tidelog_module_broker.bootstrap) as wire:
@@ -297,7 +288,7 @@ def test_a_closed_connection_releases_its_records_without_counting_them(tidelog_
 
 
 def test_read_committed_skips_aborted_records_and_waits_for_open_transactions(tidelog_module_broker: BrokerHandle) -> None:
-    topic_id = create_topic(tidelog_module_broker, "sh-txn", 1)
+    topic_id = tidelog_module_broker.create_topic("sh-txn", 1)
     earliest(tidelog_module_broker, "sh-txn-g", share_isolation_level="read_committed")
     p = Producer({"bootstrap.servers": tidelog_module_broker.bootstrap, "transactional.id": "sh-txn-p", **QUIET})
     p.init_transactions(30)
@@ -320,7 +311,7 @@ def test_read_committed_skips_aborted_records_and_waits_for_open_transactions(ti
 def test_acknowledged_state_survives_a_restart(tmp_path: Path,
         tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
     handle = tidelog_broker_factory(tmp_path)
-    topic_id = create_topic(handle, "sh-restart", 1)
+    topic_id = handle.create_topic("sh-restart", 1)
     earliest(handle, "sh-restart-g")
     produce(handle, "sh-restart", 4)
     with KafkaWire(handle.bootstrap) as wire:
@@ -338,7 +329,7 @@ def test_share_version_0_turns_share_groups_off(tmp_path: Path,
         tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
     handle = tidelog_broker_factory(tmp_path)
     with KafkaWire(handle.bootstrap) as wire:
-        create_topic(handle, "sh-off", 1)
+        handle.create_topic("sh-off", 1)
         assert update(wire, [("share.version", 0, SAFE)]).error_code == 0
         assert heartbeat(wire, "sh-off-g", member(), topics=["sh-off"]).error_code == E.UNSUPPORTED_VERSION
         assert share_fetch(wire, "sh-off-g", member(), 0, {}).error_code == E.UNSUPPORTED_VERSION
@@ -350,7 +341,7 @@ def test_share_version_0_turns_share_groups_off(tmp_path: Path,
 def test_a_failed_state_write_rolls_the_acknowledgement_back(tmp_path: Path,
         tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
     handle = tidelog_broker_factory(tmp_path)
-    topic_id = create_topic(handle, "sh-write", 1)
+    topic_id = handle.create_topic("sh-write", 1)
     earliest(handle, "sh-write-g")
     produce(handle, "sh-write", 2)
     with KafkaWire(handle.bootstrap) as wire:
@@ -369,7 +360,7 @@ def test_a_failed_state_write_rolls_the_acknowledgement_back(tmp_path: Path,
 def test_a_partition_in_error_does_not_end_the_long_poll(tidelog_module_broker: BrokerHandle) -> None:
     import threading
 
-    topic_id = create_topic(tidelog_module_broker, "sh-poll", 1)
+    topic_id = tidelog_module_broker.create_topic("sh-poll", 1)
     earliest(tidelog_module_broker, "sh-poll-g")
     with KafkaWire(tidelog_module_broker.bootstrap) as wire:
         m = joined(wire, "sh-poll-g", "sh-poll")
@@ -390,7 +381,7 @@ def test_transactional_offsets_to_a_share_group_are_refused(tidelog_module_broke
     from confluent_kafka import Consumer, KafkaException
     from confluent_kafka import TopicPartition as TP
 
-    create_topic(tidelog_module_broker, "sh-txoff", 1)
+    tidelog_module_broker.create_topic("sh-txoff", 1)
     with KafkaWire(tidelog_module_broker.bootstrap) as wire:
         joined(wire, "sh-txoff-g", "sh-txoff")
     p = Producer({"bootstrap.servers": tidelog_module_broker.bootstrap, "transactional.id": "sh-txoff-p", **QUIET})
