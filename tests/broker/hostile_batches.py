@@ -34,6 +34,19 @@ def raw_batch(payload: bytes, count: int, attributes: int = 0, last_offset_delta
     return bytes(out)
 
 
+def overflowing_batch(base_ts: int, deltas: list[int]) -> bytes:
+    """An uncompressed v2 batch with BaseTimestamp `base_ts` and one record per timestamp delta (correct CRC; the
+    client's MaxTimestamp is set to the base, which the broker rewrites): a sum past the int64 range wraps."""
+    payload = b"".join(bytes(encode_record(i, d, b"k%d" % i, b"v%d" % i, [])) for i, d in enumerate(deltas))
+    size = HEADER_SIZE + len(payload)
+    out = bytearray(size)
+    _HEADER.pack_into(out, 0, 0, size - LOG_OVERHEAD, -1, 2, 0, 0, len(deltas) - 1, base_ts, base_ts, -1, -1, -1,
+                      len(deltas))
+    out[HEADER_SIZE:] = payload
+    struct.pack_into(">I", out, CRC_OFFSET, compute_crc(out, 0, size))
+    return bytes(out)
+
+
 def records(n: int, value: bytes = b"value") -> bytes:
     return b"".join(bytes(encode_record(i, i, b"key-%d" % i, value, [("h", b"x")])) for i in range(n))
 

@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 from broker_testlib import batch
+from hostile_batches import overflowing_batch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.errors import UnsatisfiedAssumption
@@ -74,7 +75,10 @@ def _records_values() -> list[bytes | None]:
     good = batch(2)
     bad_crc = bytearray(good)
     bad_crc[-1] ^= 1
-    return [good, bytes(bad_crc), b"", b"\x00" * 70, None, good[:30]]
+    # BaseTimestamp + TimestampDelta past the int64 range, both signs (wraps as Java longs; issue #33)
+    overflow_up = overflowing_batch(2**63 - 10, [0, 100])
+    overflow_down = overflowing_batch(-(2**63) + 10, [0, -100])
+    return [good, bytes(bad_crc), b"", b"\x00" * 70, None, good[:30], overflow_up, overflow_down]
 
 
 def _value(draw: Any, field: Any, version: int, nulls: bool) -> Any:

@@ -49,7 +49,7 @@ def test_each_client_first_version_is_answered(tidelog_module_broker: BrokerHand
     if version >= 3:  # KIP-584 feature levels: tests/broker/test_features.py
         assert {f.name for f in response.finalized_features} == {
             "metadata.version", "kraft.version", "group.version", "eligible.leader.replicas.version",
-            "share.version", "streams.version"}
+            "share.version", "streams.version", "transaction.version"}
         assert response.finalized_features_epoch >= 0
 
 

@@ -48,10 +48,10 @@ def test_api_versions_v4_reports_kafka_43_feature_levels(tidelog_module_broker: 
         supported, finalized, epoch = features(api_versions(wire, 4))
     assert supported == {"metadata.version": (7, 30), "kraft.version": (0, 1), "group.version": (0, 1),
                          "eligible.leader.replicas.version": (0, 1), "share.version": (0, 1),
-                         "streams.version": (0, 1)}
+                         "streams.version": (0, 1), "transaction.version": (0, 2)}
     assert finalized == {"metadata.version": (30, 30), "kraft.version": (1, 1), "group.version": (1, 1),
                          "eligible.leader.replicas.version": (1, 1), "share.version": (1, 1),
-                         "streams.version": (1, 1)}
+                         "streams.version": (1, 1), "transaction.version": (2, 2)}
     assert epoch >= 0
 
 
@@ -75,8 +75,10 @@ def test_api_versions_v3_leaves_out_features_with_minimum_zero(tidelog_module_br
                                          "downgrade is not supported in this version."),
     ([("kraft.version", 0, SAFE)], "Invalid update version 0 for feature kraft.version. Can't downgrade the "
                                    "version of this feature."),
-    ([("transaction.version", 2, 1)], "Invalid update version 2 for feature transaction.version. Local controller 1 "
-                                      "does not support this feature."),
+    ([("transaction.version", 3, 1)], "Invalid update version 3 for feature transaction.version. Local controller 1 "
+                                      "only supports versions SupportedVersionRange[min_version:0, max_version:2]"),
+    ([("no.such.version", 1, 1)], "Invalid update version 1 for feature no.such.version. Local controller 1 "
+                                  "does not support this feature."),
     ([("group.version", 2, 1)], "Invalid update version 2 for feature group.version. Local controller 1 only "
                                 "supports versions SupportedVersionRange[min_version:0, max_version:1]"),
     ([("metadata.version", -1, 1)], "Invalid update version -1 for feature metadata.version. A feature version "

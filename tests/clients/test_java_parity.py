@@ -39,10 +39,11 @@ def test_java_admin_features_and_quorum(tidelog_module_broker: Any, parity_admin
     described = steps["describe_features"]
     assert described["supported"] == {"metadata.version": [7, 30], "kraft.version": [0, 1], "group.version": [0, 1],
                                       "eligible.leader.replicas.version": [0, 1], "share.version": [0, 1],
-                                      "streams.version": [0, 1]}
+                                      "streams.version": [0, 1], "transaction.version": [0, 2]}
     assert described["finalized"] == {"metadata.version": [30, 30], "kraft.version": [1, 1],
                                       "group.version": [1, 1], "eligible.leader.replicas.version": [1, 1],
-                                      "share.version": [1, 1], "streams.version": [1, 1]}
+                                      "share.version": [1, 1], "streams.version": [1, 1],
+                                      "transaction.version": [2, 2]}
     assert described["epoch"] >= 0
     too_new = steps["update_too_new"]["error"]
     assert too_new["class"] == "InvalidUpdateVersionException"

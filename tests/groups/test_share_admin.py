@@ -482,3 +482,44 @@ def test_acls(secure: SecureBrokerHandle) -> None:
         [g] = describe(root, group)
         assert (g.error_code, [m.member_id for m in g.members]) == (0, [member])
         assert {tp.topic_id for tp in g.members[0].assignment.topic_partitions} == {open_id, secret_id}
+
+
+def delete_records(wire: KafkaWire, topic: str, partition: int, offset: int) -> None:
+    cls = request_class(21)[2]
+    T = cls.DeleteRecordsTopic
+    r = wire.request(21, 2, cls(topics=[T(name=topic, partitions=[
+        T.DeleteRecordsPartition(partition_index=partition, offset=offset)])], timeout_ms=30_000))
+    assert r.topics[0].partitions[0].error_code == 0, r
+
+
+def test_lag_is_the_persisted_summary_before_and_after_a_restart(tmp_path: Path,
+        tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
+    """Lag = high watermark - StartOffset - DeliveryCompleteCount, both from the state as last written (Kafka's
+    ReadShareGroupStateSummary): a start offset the partition moved in memory only (the log start passed it) does
+    not mix with a count taken from memory, and a restart reads the same summary back."""
+    group = "sa-lag-g"
+    handle = tidelog_broker_factory(tmp_path)
+    with KafkaWire(handle.bootstrap) as w:
+        topic_id = create_topic(w, "sa-lag", 1)
+        assert altered(alter(w, group, {"sa-lag": {0: 0}})) == [("sa-lag", 0, 0)]
+        produce(handle, "sa-lag", {0: 10})
+        member, _ = join(w, group, ["sa-lag"])
+        got = share_fetch(w, group, member, 0, topic_id, 0)
+        assert [(r.first_offset, r.last_offset) for t in got.responses for p in t.partitions
+                for r in p.acquired_records] == [(0, 9)]
+        share_fetch(w, group, member, 1, topic_id, 0, acks=[(0, 1), (3, 3)])  # written: start 2, offset 3 done
+        assert offsets(describe_offsets(w, group, {"sa-lag": [0]})) == {("sa-lag", 0): (2, 7, 0)}  # 10 - 2 - 1
+        # the log start passes offsets 2-4: the next fetch moves the partition's start in memory, writes nothing
+        delete_records(w, "sa-lag", 0, 5)
+        share_fetch(w, group, member, 2, topic_id, 0)
+        assert offsets(describe_offsets(w, group, {"sa-lag": [0]})) == {("sa-lag", 0): (2, 7, 0)}
+    handle.restart()
+    with KafkaWire(handle.bootstrap) as w:
+        assert offsets(describe_offsets(w, group, {"sa-lag": [0]})) == {("sa-lag", 0): (5, 5, 0)}
+        # 5-6 accepted now, 7-9 still in flight
+        member, _ = join(w, group, ["sa-lag"])
+        got = share_fetch(w, group, member, 0, topic_id, 0)
+        assert [(r.first_offset, r.last_offset) for t in got.responses for p in t.partitions
+                for r in p.acquired_records] == [(5, 9)]
+        share_fetch(w, group, member, 1, topic_id, 0, acks=[(5, 6)])
+        assert offsets(describe_offsets(w, group, {"sa-lag": [0]})) == {("sa-lag", 0): (7, 3, 0)}

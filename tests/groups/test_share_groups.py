@@ -395,3 +395,61 @@ def test_transactional_offsets_to_a_share_group_are_refused(tidelog_module_broke
     finally:
         metadata.close()
         p.abort_transaction(30)
+
+
+# --- a waiting ShareFetch is woken when records become acquirable (Kafka's DelayedShareFetch completion) ----------
+
+LONG_WAIT_MS = 30_000  # what the fetch would wait without a wake; each test's answer comes well before it
+
+
+def parked(broker: BrokerHandle, count: int = 1) -> None:
+    """Until `count` fetches wait in the purgatory (so the wake, not the first attempt, delivers the records)."""
+    wait_until(lambda: broker.call(broker.state.purgatory.num_delayed) >= count)
+
+
+def test_released_records_wake_a_waiting_share_fetch(tidelog_module_broker: BrokerHandle) -> None:
+    topic_id = tidelog_module_broker.create_topic("sh-wake-rel", 1)
+    group = "sh-wake-rel-g"
+    earliest(tidelog_module_broker, group)
+    produce(tidelog_module_broker, "sh-wake-rel", 3)
+    with KafkaWire(tidelog_module_broker.bootstrap) as wa, KafkaWire(tidelog_module_broker.bootstrap) as wb:
+        a, b = joined(wa, group, "sh-wake-rel"), joined(wb, group, "sh-wake-rel")
+        assert acquired(share_fetch(wa, group, a, 0, {topic_id: [0]})) == {0: [(0, 2, 1)]}
+        cls = request_class(FETCH)[1]
+        waiting = cls(group_id=group, member_id=b, share_session_epoch=0, max_wait_ms=LONG_WAIT_MS, min_bytes=1,
+                      max_bytes=1 << 20, max_records=500, batch_size=500, forgotten_topics_data=[],
+                      topics=[cls.FetchTopic(topic_id=uuid.UUID(bytes=topic_id), partitions=[
+                          cls.FetchTopic.FetchPartition(partition_index=0, partition_max_bytes=0,
+                                                        acknowledgement_batches=[])])])
+        started = time.monotonic()
+        wb.send(FETCH, 1, waiting)
+        parked(tidelog_module_broker)
+        released = share_ack(wa, group, a, 1, {(topic_id, 0): [(0, 2, [2])]})  # RELEASE
+        assert [p.error_code for t in released.responses for p in t.partitions] == [0]
+        _, answer = wb.receive(FETCH, 1)
+        waited = time.monotonic() - started
+    assert acquired(answer) == {0: [(0, 2, 2)]}
+    assert waited < LONG_WAIT_MS / 1000 / 2, f"answered after {waited:.1f} s: the release did not wake the fetch"
+
+
+def test_a_lock_timeout_wakes_a_waiting_share_fetch(tmp_path: Path,
+        tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
+    short_locks = {"group.share.min.record.lock.duration.ms": 1000, "group.share.record.lock.duration.ms": 1000}
+    handle = tidelog_broker_factory(tmp_path, overrides=short_locks)
+    _lock_timeout_wakes(handle)
+
+
+def _lock_timeout_wakes(broker: BrokerHandle) -> None:
+    topic_id = broker.create_topic("sh-wake-lock", 1)
+    group = "sh-wake-lock-g"
+    earliest(broker, group)
+    produce(broker, "sh-wake-lock", 2)
+    with KafkaWire(broker.bootstrap) as wa, KafkaWire(broker.bootstrap) as wb:
+        a, b = joined(wa, group, "sh-wake-lock"), joined(wb, group, "sh-wake-lock")
+        assert acquired(share_fetch(wa, group, a, 0, {topic_id: [0]})) == {0: [(0, 1, 1)]}
+        started = time.monotonic()
+        # b waits up to 30 s; a's lock times out after 1 s and b gets the records then
+        answer = share_fetch(wb, group, b, 0, {topic_id: [0]}, max_wait_ms=LONG_WAIT_MS)
+        waited = time.monotonic() - started
+    assert acquired(answer) == {0: [(0, 1, 2)]}
+    assert waited < LONG_WAIT_MS / 1000 / 2, f"answered after {waited:.1f} s: the lock timeout did not wake it"

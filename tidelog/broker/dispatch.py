@@ -45,6 +45,7 @@ from tidelog.protocol.messages import encode_response, request_class
 from tidelog.protocol.produce_codec import FLEXIBLE_MIN_VERSION as PRODUCE_FLEXIBLE_MIN_VERSION
 from tidelog.protocol.produce_codec import decode_produce_request
 from tidelog.protocol.request_checks import check_nulls
+from tidelog.protocol.request_limits import check_limits
 from tidelog.protocol.wire import EncodedResponse, Piece
 
 if TYPE_CHECKING:
@@ -286,8 +287,10 @@ def decode_request(header: RequestHeader, frame: memoryview, name: str) -> Any:
     except (KeyError, IndexError) as exc:
         raise ProtocolError(f"no {name} v{version} request schema: {exc!r}", traceback=True) from exc
     try:
-        if cls.flexible_version_q(version):
+        flexible = bool(cls.flexible_version_q(version))
+        if flexible:
             pos = skip_tagged_fields(frame, pos)
+        check_limits(cls._struct, version, flexible, frame, pos)  # Kafka 4.4's array/tagged-field caps: close
         request = cls.decode(frame[pos:], version=version)
         check_nulls(request, version)  # Kafka's readers refuse a null non-nullable field: close
         return request

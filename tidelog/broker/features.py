@@ -5,11 +5,13 @@ the controller changes finalized levels through UpdateFeatures (Kafka's FeatureC
 single node acting as broker and controller, so this module is both: it supports `metadata.version` (levels
 7 = 3.3-IV3 up to 30 = 4.3-IV0, Kafka 4.3's latest production level), `kraft.version` (0-1), `group.version`
 (0-1: level 1 serves the KIP-848 consumer protocol), `eligible.leader.replicas.version` (0-1: KIP-966, whose
-single-node part is the cluster-level min.insync.replicas, tidelog.broker.elr) and `share.version` (0-1: level 1
-serves share groups, KIP-932), all finalized at their latest level as `kafka-storage format --standalone` leaves
-a new 4.3 node, and `streams.version` (0-1: level 1 serves KIP-1071 streams groups; it needs metadata.version
-4.2-IV1). Features whose behaviour tidelog does not implement (transaction.version) are neither supported nor
-finalized.
+single-node part is the cluster-level min.insync.replicas, tidelog.broker.elr), `share.version` (0-1: level 1
+serves share groups, KIP-932), `streams.version` (0-1: level 1 serves KIP-1071 streams groups; it needs
+metadata.version 4.2-IV1) and `transaction.version` (0-2: level 1 writes `__transaction_state` values in the
+flexible v1 layout, level 2 adds Produce v12's implicit partition add and the coordinator's per-transaction epoch
+bump of KIP-890 part 2, tidelog.coordinator.transaction), all finalized at their latest level as
+`kafka-storage format --standalone` leaves a new 4.3 node. A data dir finalized before tidelog knew
+transaction.version has no entry for it: level 0 until UpdateFeatures raises it, as after a Kafka upgrade.
 
 The finalized levels and their epoch (Kafka's offset of the last metadata record, here a counter bumped by
 every applied update) live in `<first log dir>/tidelog-features.json`, replaced atomically, because Kafka keeps
@@ -36,6 +38,7 @@ GROUP_VERSION = "group.version"  # Kafka's GroupVersion: 1 enables the consumer 
 ELR_VERSION = "eligible.leader.replicas.version"  # Kafka's EligibleLeaderReplicasVersion (KIP-966)
 SHARE_VERSION = "share.version"  # Kafka's ShareVersion: 1 serves share groups (KIP-932)
 STREAMS_VERSION = "streams.version"  # Kafka's StreamsVersion: 1 serves streams groups (KIP-1071)
+TRANSACTION_VERSION = "transaction.version"  # Kafka's TransactionVersion: 2 is KIP-890 part 2 (TV2)
 
 # Kafka's MetadataVersion: feature level -> (release-IV, didMetadataChange), from MINIMUM_VERSION (3.3-IV3) to
 # Kafka 4.3's latest production level. A downgrade across a level that changed the metadata is refused.
@@ -51,15 +54,14 @@ METADATA_VERSION_43 = 30
 
 # name -> (min, max) this node supports (Kafka's BrokerFeatures / QuorumFeatures for the features above).
 SUPPORTED: dict[str, tuple[int, int]] = {METADATA_VERSION: (7, METADATA_VERSION_43), KRAFT_VERSION: (0, 1),
-                                          GROUP_VERSION: (0, 1), ELR_VERSION: (0, 1), SHARE_VERSION: (0, 1)}
+                                          GROUP_VERSION: (0, 1), ELR_VERSION: (0, 1), SHARE_VERSION: (0, 1),
+                                          STREAMS_VERSION: (0, 1), TRANSACTION_VERSION: (0, 2)}
 BOOTSTRAP: dict[str, int] = {METADATA_VERSION: METADATA_VERSION_43, KRAFT_VERSION: 1, GROUP_VERSION: 1,
-                             ELR_VERSION: 1, SHARE_VERSION: 1}
-# (feature, level) -> the levels of other features it needs (FeatureVersion.dependencies): ELR 1 needs 4.0-IV1.
-DEPENDENCIES: dict[tuple[str, int], dict[str, int]] = {(ELR_VERSION, 1): {METADATA_VERSION: 23}}
-# Kafka 4.2+: streams.version 0-1, level 1 bootstrapped on a new node and needing 4.2-IV1 (StreamsVersion.SV_1)
-SUPPORTED[STREAMS_VERSION] = (0, 1)
-BOOTSTRAP[STREAMS_VERSION] = 1
-DEPENDENCIES[(STREAMS_VERSION, 1)] = {METADATA_VERSION: 29}
+                             ELR_VERSION: 1, SHARE_VERSION: 1, STREAMS_VERSION: 1, TRANSACTION_VERSION: 2}
+# (feature, level) -> the levels of other features it needs (FeatureVersion.dependencies): ELR 1 needs 4.0-IV1,
+# streams.version 1 needs 4.2-IV1 (StreamsVersion.SV_1).
+DEPENDENCIES: dict[tuple[str, int], dict[str, int]] = {(ELR_VERSION, 1): {METADATA_VERSION: 23},
+                                                       (STREAMS_VERSION, 1): {METADATA_VERSION: 29}}
 # FeatureUpdate.UpgradeType (UpdateFeatures v1+); v0's allow_downgrade maps to SAFE_DOWNGRADE.
 UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3
 

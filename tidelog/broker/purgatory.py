@@ -77,6 +77,11 @@ class FetchPurgatory:
     def _on_append(self, log_obj: Log) -> None:
         self._wake(id(log_obj))
 
+    def wake(self, log_obj: Log) -> None:
+        """Wake what waits on `log_obj` though nothing was appended: share records released or acknowledged
+        (a woken fetch that finds nothing new waits again for what is left of its time)."""
+        self._wake(id(log_obj))
+
     def _wake(self, key: int) -> None:
         with self._lock:
             futures = list(self._waiters.get(key, ()))

@@ -32,6 +32,7 @@ from tidelog.clock import Clock
 from tidelog.config.broker_config import BrokerConfig
 from tidelog.metadata import files as metadata_files
 from tidelog.security.manager import BrokerSecurity
+from tidelog.storage import TopicPartition
 from tidelog.storage.checkpoints import random_kafka_uuid, uuid_to_base64
 from tidelog.storage.fault_hooks import NO_FAULTS, FaultHooks, FaultPoint
 from tidelog.storage.log_manager import LogManager
@@ -195,9 +196,18 @@ class BrokerState:
 
         # the coordinator persists to __consumer_offsets through the TopicManager
         groups = create_group_coordinator(self.config, self.clock, self.topics, lambda: self.group_configs)
+        if groups.share_groups is not None:
+            groups.share_groups.on_available = self._share_records_available
         txn = create_transaction_coordinator(self, lambda: groups)
         cleaner = create_log_cleaner(self.config, self.clock, self.log_manager, self.topics, self.metrics)
         return BrokerServices(groups, txn, cleaner)
+
+    def _share_records_available(self, topic_id: bytes, partition: int) -> None:
+        """Share records of a partition became acquirable: the ShareFetches parked on its log try again now."""
+        info = self.topics.by_id(topic_id)
+        log_obj = self.topics.log(TopicPartition(info.name, partition)) if info is not None else None
+        if log_obj is not None:
+            self.purgatory.wake(log_obj)
 
     def start_services(self, services: BrokerServices) -> None:
         """After load_logs(), on the loop thread (the coordinators arm loop timers): replay __consumer_offsets

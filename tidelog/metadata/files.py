@@ -25,7 +25,9 @@ def _features_v1_to_v2(document: Document) -> Document:
 TOPICS = MetadataFile("tidelog-topics.json", 1, on_damage=OnDamage.SET_ASIDE)
 # ProducerIdManager (broker/producer_ids.py): the end of the last reserved producer id block.
 PRODUCER_IDS = MetadataFile("tidelog-producer-ids.json", 1)
-# FeatureControl (broker/features.py): finalized feature levels and their epoch.
+# FeatureControl (broker/features.py): finalized feature levels and their epoch. A feature tidelog learns later
+# (transaction.version) needs no new layout: absent from an older file it reads as level 0, as an upgraded Kafka
+# data dir keeps it until UpdateFeatures raises it (tests/transactions/test_tv2_restart.py).
 FEATURES = MetadataFile("tidelog-features.json", 2, migrations={1: _features_v1_to_v2})
 # ClientQuotaStore (broker/quotas.py): client quotas by entity.
 QUOTAS = MetadataFile("tidelog-quotas.json", 1)

@@ -104,6 +104,10 @@ static PyObject *read_string(const uint8_t *d, Py_ssize_t end, Py_ssize_t *pos, 
     return s;
 }
 
+/* Kafka 4.4's generated readers' caps (MessageUtil.MAX_ARRAY_LENGTH, MAX_TAGGED_FIELD_COUNT), as wire.py's. */
+#define MAX_ARRAY_LENGTH 1000000
+#define MAX_TAGGED_FIELD_COUNT 10000
+
 static int read_array_length(const uint8_t *d, Py_ssize_t end, Py_ssize_t *pos, int flexible, Py_ssize_t *out) {
     int64_t n;
     if (read_length(d, end, pos, flexible, 4, &n) < 0)
@@ -117,7 +121,12 @@ static int read_array_length(const uint8_t *d, Py_ssize_t end, Py_ssize_t *pos, 
         return -1;
     }
     if (n > end - *pos) {
-        PyErr_Format(WireError, "array length %lld exceeds the request", (long long)n);
+        PyErr_Format(WireError, "array length %lld exceeds the %lld bytes remaining", (long long)n,
+                     (long long)(end - *pos));
+        return -1;
+    }
+    if (n > MAX_ARRAY_LENGTH) {
+        PyErr_Format(WireError, "array length %lld exceeds the maximum of %d", (long long)n, MAX_ARRAY_LENGTH);
         return -1;
     }
     *out = (Py_ssize_t)n;
@@ -128,6 +137,16 @@ static int skip_tagged_fields(const uint8_t *d, Py_ssize_t end, Py_ssize_t *pos)
     int64_t count, tag, size;
     if (read_uvarint(d, end, pos, &count) < 0)
         return -1;
+    if (count > end - *pos) {
+        PyErr_Format(WireError, "%lld tagged fields exceed the %lld bytes remaining", (long long)count,
+                     (long long)(end - *pos));
+        return -1;
+    }
+    if (count > MAX_TAGGED_FIELD_COUNT) {
+        PyErr_Format(WireError, "%lld tagged fields exceed the maximum of %d", (long long)count,
+                     MAX_TAGGED_FIELD_COUNT);
+        return -1;
+    }
     for (int64_t i = 0; i < count; i++) {
         if (read_uvarint(d, end, pos, &tag) < 0 || read_uvarint(d, end, pos, &size) < 0)
             return -1;

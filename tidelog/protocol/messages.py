@@ -55,7 +55,7 @@ _MESSAGES: dict[int, tuple[str, str, str]] = {
     35: ("admin.cluster", "DescribeLogDirsRequest", "DescribeLogDirsResponse"),
     36: ("sasl", "SaslAuthenticateRequest", "SaslAuthenticateResponse"),
     37: ("admin.topics", "CreatePartitionsRequest", "CreatePartitionsResponse"),
-    42: ("admin.groups", "DeleteGroupsRequest", "DeleteGroupsResponse"),
+    42: ("tidelog.protocol.kafka44", "DeleteGroupsRequest", "DeleteGroupsResponse"),  # v3: Kafka 4.4
     43: ("admin.topics", "ElectLeadersRequest", "ElectLeadersResponse"),
     44: ("admin.configs", "IncrementalAlterConfigsRequest", "IncrementalAlterConfigsResponse"),
     45: ("admin.topics", "AlterPartitionReassignmentsRequest", "AlterPartitionReassignmentsResponse"),

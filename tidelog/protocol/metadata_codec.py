@@ -23,6 +23,7 @@ from tidelog.protocol.wire import (
     EncodedResponse,
     WireError,
     array_length_bytes,
+    check_array_length,
     read_int32,
     read_string,
     read_uvarint,
@@ -206,8 +207,7 @@ def decode_metadata_request(frame: memoryview, pos: int, version: int) -> Metada
             raise WireError(f"bad array length {n}" if n != -1 else "non-nullable array was serialized as null")
         topics = None
     else:
-        if n > end - pos:  # every entry takes at least one byte: a forged count cannot make us loop
-            raise WireError(f"array length {n} exceeds the request")
+        check_array_length(n, end - pos)
         topics = []
         for _ in range(n):
             topic_id: uuid.UUID | None = None

@@ -60,3 +60,9 @@ def write_uvarint(out: bytearray, n: int) -> None:
 def write_varint(out: bytearray, n: int) -> None:
     """Zig-zag over 64 bits: covers varint and varlong alike (their encodings agree for int32 values)."""
     write_uvarint(out, ((n << 1) ^ (n >> 63)) & 0xFFFFFFFFFFFFFFFF)
+
+
+def int64(n: int) -> int:
+    """`n` as Java's 64-bit `long` arithmetic leaves it (two's-complement wrap-around): what Kafka computes for
+    a record's BaseTimestamp + TimestampDelta (DefaultRecord.readFrom) and for its timestamp checks."""
+    return ((n + 0x8000000000000000) & 0xFFFFFFFFFFFFFFFF) - 0x8000000000000000

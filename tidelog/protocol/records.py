@@ -27,6 +27,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from tidelog.protocol import codec_libs
+from tidelog.protocol.primitives import int64
 from tidelog.protocol.record_batch import (
     COMPRESSION_MASK,
     CONTROL_FLAG,
@@ -231,7 +232,8 @@ def iter_records(buf: bytes | bytearray | memoryview, pos: int = 0) -> Iterator[
             headers.append((hkey, hval))
         if p - start != length:
             raise CorruptRecordError("record length does not match its fields")
-        yield Record(base_offset + offset_delta, max_ts if log_append else base_ts + ts_delta,
+        # Java long arithmetic, as DefaultRecord.readFrom: a sum past the int64 range wraps around
+        yield Record(base_offset + offset_delta, max_ts if log_append else int64(base_ts + ts_delta),
                      key, value, tuple(headers))
     if p != end:
         raise CorruptRecordError(f"{end - p} bytes left after the last record")
@@ -304,7 +306,8 @@ def build_batch(
     for rec in recs:
         if rec.timestamp > max_ts:
             max_ts = rec.timestamp
-        payload += encode_record(rec.offset - base_offset, rec.timestamp - ts_origin, rec.key, rec.value,
+        # the delta in Java long arithmetic (MemoryRecordsBuilder): a wrapped timestamp reads back as it was
+        payload += encode_record(rec.offset - base_offset, int64(rec.timestamp - ts_origin), rec.key, rec.value,
                                  rec.headers)
     if timestamp_type == LOG_APPEND_TIME:
         max_ts = log_append_time

@@ -25,6 +25,10 @@ INT16 = struct.Struct(">h")
 INT32 = struct.Struct(">i")
 INT64 = struct.Struct(">q")
 EMPTY_TAGGED_FIELDS = b"\x00"
+# Kafka 4.4's generated readers (MessageUtil.MAX_ARRAY_LENGTH, MAX_TAGGED_FIELD_COUNT): an array or a tagged-field
+# section claiming more is refused before anything is allocated for it, and the connection closes.
+MAX_ARRAY_LENGTH = 1_000_000
+MAX_TAGGED_FIELD_COUNT = 10_000
 
 
 class WireError(ValueError):
@@ -51,6 +55,7 @@ def write_uvarint(value: int) -> bytes:
 def skip_tagged_fields(buf: Buffer, pos: int) -> int:
     """Skip a tagged-field section (unknown tags are ignored, as Kafka does)."""
     count, pos = read_uvarint(buf, pos)
+    check_tagged_field_count(count, len(buf) - pos)
     for _ in range(count):
         _tag, pos = read_uvarint(buf, pos)
         size, pos = read_uvarint(buf, pos)
@@ -58,6 +63,23 @@ def skip_tagged_fields(buf: Buffer, pos: int) -> int:
         if pos > len(buf):
             raise WireError("truncated tagged field")
     return pos
+
+
+def check_array_length(n: int, remaining: int) -> None:
+    """Kafka's generated readers' checks on an array's count, in their order: every element takes at least one
+    byte (a forged count cannot make us loop), then the 4.4 cap."""
+    if n > remaining:
+        raise WireError(f"array length {n} exceeds the {remaining} bytes remaining")
+    if n > MAX_ARRAY_LENGTH:
+        raise WireError(f"array length {n} exceeds the maximum of {MAX_ARRAY_LENGTH}")
+
+
+def check_tagged_field_count(count: int, remaining: int) -> None:
+    """Kafka's generated readers' checks on a tagged-field count: at most one per remaining byte, then the 4.4 cap."""
+    if count > remaining:
+        raise WireError(f"{count} tagged fields exceed the {remaining} bytes remaining")
+    if count > MAX_TAGGED_FIELD_COUNT:
+        raise WireError(f"{count} tagged fields exceed the maximum of {MAX_TAGGED_FIELD_COUNT}")
 
 
 def read_int16(buf: memoryview, pos: int) -> tuple[int, int]:
@@ -120,8 +142,7 @@ def read_array_length(buf: memoryview, pos: int, flexible: bool, nullable: bool 
         n, pos = read_int32(buf, pos)
     if n < -1 or (n == -1 and not nullable):
         raise WireError(f"bad array length {n}" if n < -1 else "non-nullable array was serialized as null")
-    if n > len(buf) - pos:  # every element takes at least one byte: a forged count cannot make us loop
-        raise WireError(f"array length {n} exceeds the request")
+    check_array_length(n, len(buf) - pos)
     return max(n, 0), pos
 
 

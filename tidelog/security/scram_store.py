@@ -24,7 +24,6 @@ MECHANISMS: dict[str, tuple[int, Any]] = {"SCRAM-SHA-256": (1, hashlib.sha256), 
 MECHANISM_BY_TYPE = {type_id: name for name, (type_id, _) in MECHANISMS.items()}
 MIN_ITERATIONS = 4096  # ScramMechanism.minIterations
 MAX_ITERATIONS = 16384  # ScramControlManager: the largest iteration count accepted
-MIN_SALT_BYTES = 12
 
 
 @dataclass(frozen=True)
@@ -154,10 +153,6 @@ class ScramCredentialStore:
                 fail(up.user, ErrorCode.UNACCEPTABLE_CREDENTIAL, f"Too many iterations: {up.iterations}")
             elif not up.salt or not up.salted_password:
                 fail(up.user, ErrorCode.UNACCEPTABLE_CREDENTIAL, "Salt and salted password must not be empty")
-            elif len(up.salt) < MIN_SALT_BYTES:
-                # Kafka takes any non-empty salt; the SCRAM library (scramp) requires RFC 7677's 12 bytes, so a
-                # shorter one is refused here rather than stored and then failing every login.
-                fail(up.user, ErrorCode.UNACCEPTABLE_CREDENTIAL, f"Salt must be at least {MIN_SALT_BYTES} bytes")
         with self._lock:
             changed = False
             for user, mech_type in deletions:

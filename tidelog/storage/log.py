@@ -358,6 +358,7 @@ class Log:
         commit: bool,
         timestamp_ms: int | None = None,
         defer_flush: bool = False,
+        transaction_version: int = 0,
     ) -> LogAppendInfo:
         """Write a COMMIT/ABORT marker for `producer_id` (Kafka's WriteTxnMarkers path: one control batch,
         transactional, base sequence -1, key version 0 + type, value version 0 + coordinator epoch;
@@ -365,7 +366,16 @@ class Log:
         advances the LSO and wakes fetch waiters. A marker without an open transaction is still written,
         as Kafka does. Raises KafkaError(INVALID_PRODUCER_EPOCH) for an epoch older than the producer's
         (ProducerAppendInfo.checkProducerEpoch) and TRANSACTION_COORDINATOR_FENCED for an older
-        coordinator epoch. `defer_flush` as for append_as_leader (then `LogManager.flush_appended`)."""
+        coordinator epoch. `defer_flush` as for append_as_leader (then `LogManager.flush_appended`).
+        `transaction_version` 2: the marker of a transactions-v2 end carries the bumped epoch, so it must be above
+        the producer's epoch here; one that is not is late or a duplicate and is refused INVALID_PRODUCER_EPOCH
+        (KIP-1228, ProducerAppendInfo.checkProducerEpoch)."""
+        if transaction_version >= 2:
+            entry = self.producer_state_manager.producers.get(producer_id)
+            if entry is not None and producer_epoch <= entry.producer_epoch:
+                raise KafkaError(ErrorCode.INVALID_PRODUCER_EPOCH,
+                                 f"marker epoch {producer_epoch} of producer {producer_id} is not above "
+                                 f"{entry.producer_epoch} (TV2)")
         ts = self.clock.milliseconds() if timestamp_ms is None else timestamp_ms
         key = _CONTROL_KEY.pack(0, CONTROL_TYPE_COMMIT if commit else CONTROL_TYPE_ABORT)
         value = _CONTROL_VALUE.pack(0, coordinator_epoch)

@@ -35,6 +35,7 @@ from tidelog.config.log_config import LONG_MAX, LogConfig
 from tidelog.protocol import record_walk
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.inflaters import CorruptPayloadError, inflater, lz4_whole
+from tidelog.protocol.primitives import int64
 from tidelog.protocol.record_batch import (
     HEADER_SIZE,
     LOG_OVERHEAD,
@@ -165,10 +166,13 @@ def _record_errors(buf: Buffer, pos: int, h: RecordBatchHeader, walk: RecordWalk
     """Kafka's per-record checks (LogValidator.validateRecord): a null key on a compacted topic, then a CreateTime
     timestamp out of range. Raises INVALID_RECORD, or INVALID_TIMESTAMP when any error is a timestamp error,
     with every record's error in `record_errors` (Produce v8+)."""
-    lo = now_ms - config.message_timestamp_before_max_ms
-    hi = now_ms + config.message_timestamp_after_max_ms
+    before, after = config.message_timestamp_before_max_ms, config.message_timestamp_after_max_ms
+    lo, hi = now_ms - before, now_ms + after
+    # the per-record pass when a bound may be crossed or a BaseTimestamp + TimestampDelta leaves int64 (it then
+    # wraps, as in Kafka, and the wrapped timestamp is what is checked)
     ts_bad = (check_ts and not h.is_log_append_time and walk.count > 0
-              and (h.base_timestamp + walk.min_ts_delta < lo or h.base_timestamp + walk.max_ts_delta > hi))
+              and (h.base_timestamp + walk.min_ts_delta < max(lo, _INT64_MIN)
+                   or h.base_timestamp + walk.max_ts_delta > min(hi, LONG_MAX)))
     if not walk.null_key_indexes and not ts_bad:
         return
     deltas = _walk(buf, pos, h, False, True, max_decompressed_bytes).ts_deltas if ts_bad else None
@@ -179,13 +183,26 @@ def _record_errors(buf: Buffer, pos: int, h: RecordBatchHeader, walk: RecordWalk
         if index in null_keys:
             errors.append((index, "Compacted topic cannot accept message without key."))
         elif deltas is not None:
-            ts = h.base_timestamp + deltas[index]
-            if ts != NO_TIMESTAMP and not lo <= ts <= hi:
+            ts = int64(h.base_timestamp + deltas[index])
+            # LogValidator.recordHasInvalidTimestamp, in Java long arithmetic (a difference may wrap too)
+            diff = int64(now_ms - ts)
+            if ts != NO_TIMESTAMP and (diff > before or int64(-diff) > after):
                 code = ErrorCode.INVALID_TIMESTAMP
                 errors.append((index, f"Timestamp {ts} of message with offset {index} is out of range. "
-                                      f"The timestamp should be within [{lo}, {hi}]"))
+                                      f"The timestamp should be within [{int64(lo)}, {int64(hi)}]"))
     if errors:
         raise _record_errors_error(code, errors)
+
+
+def _records_max_timestamp(buf: Buffer, pos: int, h: RecordBatchHeader, walk: RecordWalk,
+                           max_decompressed_bytes: int) -> int:
+    """The largest record timestamp. A BaseTimestamp + TimestampDelta past the int64 range wraps around as in
+    Kafka (Java long arithmetic), so the largest is then found record by record."""
+    low, high = h.base_timestamp + walk.min_ts_delta, h.base_timestamp + walk.max_ts_delta
+    if _INT64_MIN <= low and high <= LONG_MAX:
+        return high
+    deltas = _walk(buf, pos, h, False, True, max_decompressed_bytes).ts_deltas or []
+    return max(int64(h.base_timestamp + delta) for delta in deltas)
 
 
 def validate_records(records: bytes | bytearray | memoryview, config: LogConfig, next_offset: int,
@@ -256,7 +273,7 @@ def validate_records(records: bytes | bytearray | memoryview, config: LogConfig,
             if h.is_log_append_time or walk.count == 0:
                 records_max = h.max_timestamp
             else:
-                records_max = h.base_timestamp + walk.max_ts_delta
+                records_max = _records_max_timestamp(buf, pos, h, walk, max_decompressed_bytes)
             batch_max_ts = _stamp_timestamps(buf, pos, h, log_append, now_ms, records_max)
             if out_parts is not None:
                 out_parts.append(buf[pos:pos + h.size])

@@ -73,7 +73,8 @@ API_TABLE: tuple[ApiEntry, ...] = (
     ApiEntry(ApiKey.OFFSET_FETCH, "offset_fetch", 1, 10),
     ApiEntry(ApiKey.LIST_GROUPS, "list_groups", 0, 5),
     ApiEntry(ApiKey.DESCRIBE_GROUPS, "describe_groups", 0, 6),
-    ApiEntry(ApiKey.DELETE_GROUPS, "delete_groups", 0, 2),
+    ApiEntry(ApiKey.DELETE_GROUPS, "delete_groups", 0, 3,
+             difference="added by Kafka 4.4 (a per-group ErrorMessage)"),
     ApiEntry(ApiKey.OFFSET_DELETE, "offset_delete", 0, 0),
     # KIP-848 consumer groups; ConsumerGroupHeartbeat v1 adds SubscribedTopicRegex (resolved on the broker)
     ApiEntry(ApiKey.CONSUMER_GROUP_HEARTBEAT, "consumer_group_heartbeat", 0, 1),
@@ -93,14 +94,10 @@ API_TABLE: tuple[ApiEntry, ...] = (
              difference="KIP-1331's API key 93 is new in Kafka 4.4"),
     # idempotent and transactional producers, transaction coordinator
     ApiEntry(ApiKey.INIT_PRODUCER_ID, "init_producer_id", 0, 5),
-    ApiEntry(ApiKey.ADD_PARTITIONS_TO_TXN, "add_partitions_to_txn", 0, 3,
-             difference="those are the broker-to-coordinator verification form (KIP-890 part 1); clients use 0-3, "
-                        "and on one node Produce asks the transaction coordinator directly"),
+    ApiEntry(ApiKey.ADD_PARTITIONS_TO_TXN, "add_partitions_to_txn", 0, 5),  # 4-5: KIP-890 batched/verify form
     ApiEntry(ApiKey.ADD_OFFSETS_TO_TXN, "add_offsets_to_txn", 0, 4),
-    ApiEntry(ApiKey.END_TXN, "end_txn", 0, 4,
-             difference="KIP-890 part 2 (transaction version 2: epoch bump per transaction) is not implemented"),
-    ApiEntry(ApiKey.TXN_OFFSET_COMMIT, "txn_offset_commit", 0, 4,
-             difference="KIP-890 part 2 (transaction version 2) is not implemented"),
+    ApiEntry(ApiKey.END_TXN, "end_txn", 0, 5),  # v5: transactions v2 (KIP-890 part 2)
+    ApiEntry(ApiKey.TXN_OFFSET_COMMIT, "txn_offset_commit", 0, 5),  # v5: implicit offsets-partition add
     ApiEntry(ApiKey.DESCRIBE_PRODUCERS, "describe_producers", 0, 0),
     ApiEntry(ApiKey.DESCRIBE_TRANSACTIONS, "describe_transactions", 0, 0),
     ApiEntry(ApiKey.LIST_TRANSACTIONS, "list_transactions", 0, 2),

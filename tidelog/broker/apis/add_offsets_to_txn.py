@@ -1,6 +1,6 @@
 """AddOffsetsToTxn (key 25): adds the group's `__consumer_offsets` partition to the transaction, so its
 TxnOffsetCommit records get the transaction's marker. v4 only adds the TRANSACTION_ABORTABLE error code
-(never sent here); v5 (KIP-890 part 2) is not offered.
+(never sent here). A transactions-v2 producer (KIP-890 part 2) skips it: TxnOffsetCommit v5 adds the partition.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from tidelog.storage import TopicPartition
 
 API_KEY = 25
 NOTES = """adds the group's `__consumer_offsets` partition; WRITE on the transactional id, then READ on the
-group (GROUP_AUTHORIZATION_FAILED); v5 (KIP-890 part 2) not offered"""
+group (GROUP_AUTHORIZATION_FAILED); a TV2 producer skips it (TxnOffsetCommit v5 adds the partition)"""
 PRODUCER_FENCED_SINCE = 2
 
 

@@ -14,8 +14,7 @@ from tidelog.security.scram_store import Upsertion
 
 API_KEY = 51
 NOTES = """ALTER on the cluster; only StoredKey/ServerKey kept (`tidelog-scram-credentials.json`, mode 0600);
-iterations 4096–16384; salts under 12 bytes refused (UNACCEPTABLE_CREDENTIAL; Kafka takes any, the SCRAM
-library needs RFC 7677's 12)"""
+iterations 4096–16384; any non-empty salt, as Kafka (under RFC 7677's 12 bytes too)"""
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:

@@ -10,7 +10,7 @@ from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.security.authorizer import GROUP, Op, authorized_names
 
 API_KEY = 42
-NOTES = """only empty groups (classic, consumer, streams or share; a share or streams group's state goes with it)"""
+NOTES = """v3 (Kafka 4.4): a per-group ErrorMessage, null unless the failure carried a cause; only empty groups (classic, consumer, streams or share; a share or streams group's state goes with it)"""
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -19,6 +19,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     deletable = authorized_names(ctx, Op.DELETE, GROUP, names)  # KafkaApis.handleDeleteGroupsRequest
     allowed = [n for n in names if n in deletable]
     result: dict[str, int] = dict.fromkeys(names, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    messages: dict[str, str] = {}  # v3's ErrorMessage: null unless a failure carried a cause (Kafka 4.4)
     if allowed:
         try:
             groups = coordinator(ctx)
@@ -38,5 +39,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 result.update({n: share.delete_group(n) for n in shared})
         except KafkaError as e:
             result.update(dict.fromkeys(allowed, e.code))
-    return cls(throttle_time_ms=0, results=[cls.DeletableGroupResult(group_id=n, error_code=result[n])
+            if e.message:
+                messages.update(dict.fromkeys(allowed, e.message))
+    return cls(throttle_time_ms=0, results=[cls.DeletableGroupResult(group_id=n, error_code=result[n],
+                                                                     error_message=messages.get(n))
                                             for n in names])

@@ -22,7 +22,7 @@ an unknown topic, a partition out of range or one never initialized), LeaderEpoc
 -1); null Topics: every partition the group has state for or its members subscribe to (topics the caller may not
 DESCRIBE left out); named topics the caller may not DESCRIBE are TOPIC_AUTHORIZATION_FAILED per partition. v1
 Lag = high watermark − StartOffset − DeliveryCompleteCount (records past the start already acknowledged or
-archived), -1 while StartOffset is -1; Kafka reports -1 also between an AlterShareGroupOffsets and the
+archived; both as last written together, as Kafka's persisted summary), -1 while StartOffset is -1; Kafka reports -1 also between an AlterShareGroupOffsets and the
 share-partition's next write (its DeliveryCompleteCount is unknown until then), tidelog the lag at once (0 for a
 start past the high watermark). GROUP DESCRIBE per group; UNSUPPORTED_VERSION in each group while `share.version`
 is 0"""
@@ -35,8 +35,7 @@ ZERO_UUID = uuid.UUID(int=0)
 def _summaries(groups: ShareGroupCoordinator, group_id: str) -> dict[tuple[bytes, int], tuple[int, int]]:
     """(topic id, partition) -> (persisted start offset, DeliveryCompleteCount) of the group's share-partitions
     (Kafka's ReadShareGroupStateSummary)."""
-    done = groups.delivery_complete_counts(group_id)
-    return {key: (start, done.get(key, 0)) for key, start in groups.start_offsets(group_id).items()}
+    return groups.state_summaries(group_id)
 
 
 def _partition(ctx: RequestContext, P: Any, name: str, index: int, summary: tuple[int, int] | None) -> Any:

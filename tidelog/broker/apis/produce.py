@@ -1,10 +1,11 @@
 """Produce (key 0): append one record batch per partition (Kafka's ProduceRequest and LogValidator, Kafka's LogValidator).
 
 Served 3-13, advertised from 0 (KAFKA-18659: librdkafka < 2.11.1 only compresses when Produce v0 is in the
-broker's range; nobody actually sends v0-2 because clients pick the highest common version). v12 is served as
-v11: a transactional client only relies on v12's implicit partition add (KIP-890 part 2) when the finalized
-`transaction.version` is 2, which tidelog never finalizes. v13 names topics by id (KIP-516): an unknown id is
-answered UNKNOWN_TOPIC_ID per partition, and the response echoes the id.
+broker's range; nobody actually sends v0-2 because clients pick the highest common version). A transactional
+batch must go to a partition of its ongoing transaction (KIP-890 part 1; refused INVALID_TXN_STATE through v10,
+TRANSACTION_ABORTABLE from v11), except that v12+ on a node that finalizes `transaction.version` 2 adds the
+partition to the transaction itself (KIP-890 part 2, Kafka's AddPartitionsToTxnManager `addPartition`). v13 names
+topics by id (KIP-516): an unknown id is answered UNKNOWN_TOPIC_ID per partition, and the response echoes the id.
 """
 
 from __future__ import annotations
@@ -41,13 +42,18 @@ log = logging.getLogger(__name__)
 
 API_KEY = 0
 NOTES = """v0–2 advertised but refused, as Kafka 4 does (KAFKA-18659: librdkafka < 2.11.1, e.g. kcat 2.0.2,
-only compresses when Produce v0 is in range). v12 served as v11 (its KIP-890 part 2 implicit partition add
-needs `transaction.version` 2, never finalized here). v13 names topics by id (KIP-516): unknown id →
+only compresses when Produce v0 is in range). Transactional batches verified against the transaction (KIP-890
+part 1: INVALID_TXN_STATE through v10, TRANSACTION_ABORTABLE from v11); v12+ with `transaction.version` 2 adds
+the partition to the transaction (KIP-890 part 2). v13 names topics by id (KIP-516): unknown id →
 UNKNOWN_TOPIC_ID per partition, WRITE checked on the resolved name, the response echoes the id. acks=0 gets no
 response"""
 
 ADMIN_CLIENT_ID = "__admin_client"  # Kafka lets only this client id write to internal topics
 ZSTD_MIN_VERSION = 7  # KIP-110
+ABORTABLE_SINCE = 11  # KIP-890 part 1: TRANSACTION_ABORTABLE instead of INVALID_TXN_STATE
+IMPLICIT_ADD_SINCE = 12  # KIP-890 part 2: the partition joins the transaction with its first batch
+TRANSACTION_VERSION = "transaction.version"
+TV_2 = 2
 TOPIC_ID_MIN_VERSION = 13  # KIP-516
 
 
@@ -79,7 +85,49 @@ def _verify_transaction(ctx: RequestContext, tp: TopicPartition, records: bytes 
         return ErrorCode.NOT_ENOUGH_REPLICAS
     header = read_header(records)
     coordinator = services.txn_coordinator
-    return coordinator.verify_transactional_produce(tp, header.producer_id, header.producer_epoch)
+    error = coordinator.verify_transactional_produce(tp, header.producer_id, header.producer_epoch)
+    if error == ErrorCode.INVALID_TXN_STATE and ctx.api_version >= ABORTABLE_SINCE:
+        return ErrorCode.TRANSACTION_ABORTABLE  # AddPartitionsToTxnManager keeps the 120 for v11+
+    return error
+
+
+def _implicit_add(ctx: RequestContext, request: Any, names: list[str | None]) -> dict[TopicPartition, ErrorCode]:
+    """KIP-890 part 2 (Produce v12+, `transaction.version` 2): every existing partition that receives a
+    transactional batch joins the producer's transaction in one coordinator call, as the partition leader's
+    AddPartitionsToTxn (verifyOnly false) does; the coordinator's answer per partition, with Kafka's mapping of
+    PRODUCER_FENCED to INVALID_PRODUCER_EPOCH and of an unavailable coordinator to NOT_ENOUGH_REPLICAS."""
+    topics = ctx.broker.topics
+    wanted: list[TopicPartition] = []
+    producer: tuple[int, int] | None = None
+    for topic, name in zip(request.topic_data or [], names, strict=True):
+        if name is None or (info := topics.get(name)) is None or info.internal:
+            continue
+        for p in topic.partition_data or []:
+            records = p.records
+            if records is None or not 0 <= p.index < info.partitions or not _transactional(records) \
+                    or records[ATTRIBUTES_OFFSET + 1] & CONTROL_FLAG:
+                continue
+            header = read_header(records)
+            if producer is None:
+                producer = (header.producer_id, header.producer_epoch)
+            if producer == (header.producer_id, header.producer_epoch):
+                wanted.append(TopicPartition(name, p.index))
+    if producer is None:
+        return {}
+    services = ctx.broker.services.get_or_none()
+    if services is None:
+        return dict.fromkeys(wanted, ErrorCode.NOT_ENOUGH_REPLICAS)
+    try:
+        error = services.txn_coordinator.handle_add_partitions(request.transactional_id, producer[0], producer[1],
+                                                               wanted, TV_2)
+    except KafkaError as e:
+        error = e.code
+    if error == ErrorCode.PRODUCER_FENCED:
+        error = ErrorCode.INVALID_PRODUCER_EPOCH
+    elif error in (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                   ErrorCode.NOT_COORDINATOR):
+        error = ErrorCode.NOT_ENOUGH_REPLICAS
+    return dict.fromkeys(wanted, error)
 
 
 def _writable_log(topics: TopicManager, tp: TopicPartition, records: bytes | memoryview | None, version: int, acks: int,
@@ -105,12 +153,13 @@ def _writable_log(topics: TopicManager, tp: TopicPartition, records: bytes | mem
 
 
 def _append(ctx: RequestContext, tp: TopicPartition, records: bytes | memoryview | None, acks: int,
-            pending: list[tuple[Log, LogAppendInfo, PartitionProduceResponse]]) -> PartitionProduceResponse:
+            pending: list[tuple[Log, LogAppendInfo, PartitionProduceResponse]],
+            added: dict[TopicPartition, ErrorCode]) -> PartitionProduceResponse:
     log_obj = _writable_log(ctx.broker.topics, tp, records, ctx.api_version, acks, ctx.client_id)
     if not isinstance(log_obj, Log):
         return log_obj
     assert records is not None
-    error = _verify_transaction(ctx, tp, records)
+    error = added[tp] if tp in added else _verify_transaction(ctx, tp, records)
     if error != ErrorCode.NONE:
         return _result(error)
     return _append_to(log_obj, records, pending)
@@ -189,6 +238,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any | None:
                                                                     transactional_id)
         writable = authorized_names(ctx, Op.WRITE, TOPIC, [n for n in names if n is not None])
     pending: list[tuple[Log, LogAppendInfo, PartitionProduceResponse]] = []
+    added: dict[TopicPartition, ErrorCode] = {}
+    if ctx.api_version >= IMPLICIT_ADD_SINCE and transactional_id and not txn_denied and acks in (-1, 0, 1) \
+            and ctx.broker.features.level(TRANSACTION_VERSION) >= TV_2:
+        allowed = names if writable is None else [n if n in writable else None for n in names]
+        added = _implicit_add(ctx, request, allowed)
     for topic, name in zip(request.topic_data or [], names, strict=True):
         partitions = []
         for p in topic.partition_data or []:
@@ -202,7 +256,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any | None:
                 result = _result(ErrorCode.INVALID_REQUIRED_ACKS)
             else:
                 tp = TopicPartition(name, p.index)
-                result = _guarded(tp, _append, ctx, tp, p.records, acks, pending)
+                result = _guarded(tp, _append, ctx, tp, p.records, acks, pending, added)
             result.index = p.index
             partitions.append(result)
         results.append((_response_key(ctx, topic, name), partitions))

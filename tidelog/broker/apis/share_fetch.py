@@ -29,7 +29,7 @@ sessions keyed by (group, member), closed by epoch -1 or the connection; piggyba
 (persisted before the answer); whole log batches, MaxRecords a soft limit shared by the partitions;
 `share.record.lock.duration.ms`, `group.share.delivery.count.limit`, `group.share.partition.max.record.locks`,
 `share.isolation.level` (read_committed: up to the LSO, aborted records archived); long poll on appends up to
-MaxWaitMs (records released or timed out meanwhile are found when the wait ends, Kafka wakes the fetch at once);
+MaxWaitMs, woken at once (as Kafka) by records released, acknowledged or whose acquisition lock times out;
 partitions tried in an order rotating with the session epoch"""
 
 
@@ -114,6 +114,7 @@ async def _fetch(ctx: RequestContext, groups: Any, session: ShareSession, reques
         named = {key: topics.by_id(key[0]) for key in keys}
         readable = authorized_names(ctx, Op.READ, TOPIC, {i.name for i in named.values() if i is not None})
         logs = []
+        tried: list[PartitionKey] = []  # acquired from (their timed-out locks were just expired)
         got = 0
         left = max_records
         for key in keys:
@@ -139,6 +140,7 @@ async def _fetch(ctx: RequestContext, groups: Any, session: ShareSession, reques
                 continue
             answer.error, answer.message = ErrorCode.NONE, None
             logs.append(log_obj)
+            tried.append(key)
             if acquired.ranges:
                 answer.records, answer.acquired = acquired.records, acquired.ranges
                 count = sum(r.last_offset - r.first_offset + 1 for r in acquired.ranges)
@@ -147,7 +149,12 @@ async def _fetch(ctx: RequestContext, groups: Any, session: ShareSession, reques
         remaining = int((deadline - loop.time()) * 1000)
         if got or remaining <= 0 or not logs:
             return
-        if not await ctx.broker.purgatory.wait_for_append(logs, remaining):
+        # an acquisition lock timing out meanwhile makes records acquirable: wake then too (Kafka's lock-timeout
+        # task completes the DelayedShareFetch); appends, releases and acknowledgements wake it through the purgatory
+        lock_deadline = groups.next_lock_deadline(session.group_id, tried)
+        until_lock = None if lock_deadline is None else max(1, lock_deadline - ctx.broker.clock.milliseconds())
+        wait = remaining if until_lock is None else min(remaining, until_lock)
+        if not await ctx.broker.purgatory.wait_for_append(logs, wait) and wait == remaining:
             # the wait ran out: one last attempt (DelayedShareFetch.onExpiration), then answer
             deadline = loop.time()
         if not ctx.broker.share_sessions.is_current(session):

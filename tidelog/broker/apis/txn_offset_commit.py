@@ -1,7 +1,8 @@
 """TxnOffsetCommit (key 28): offsets committed as part of a transaction (sendOffsetsToTransaction). They are
 written to `__consumer_offsets` in a transactional batch and stay pending until the transaction's marker;
-v3+ carries the consumer's generation/member id so a zombie is fenced (KIP-447). v5 (KIP-890 part 2) is not
-offered.
+v3+ carries the consumer's generation/member id so a zombie is fenced (KIP-447). v5 is transactions v2 (KIP-890
+part 2): the group's `__consumer_offsets` partition joins the transaction here, so a TV2 producer sends no
+AddOffsetsToTxn (Kafka's GroupCoordinator verification with `addPartition`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from tidelog.broker.apis._shared import (
 )
 from tidelog.broker.apis._shared import coordinator as group_coordinator
 from tidelog.broker.context import RequestContext
-from tidelog.coordinator.group import OffsetAndMetadata
+from tidelog.coordinator.group import GROUP_METADATA_TOPIC_NAME, OffsetAndMetadata
+from tidelog.coordinator.transaction.metadata import TV_2
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import response_class
 from tidelog.security.authorizer import Op
@@ -25,8 +27,10 @@ from tidelog.storage import TopicPartition
 API_KEY = 28
 NOTES = """offsets pending until the transaction's marker; v3+ generation/member fencing (KIP-447); WRITE on
 the transactional id and READ on the group (each failing every partition), READ per topic (its partitions
-TOPIC_AUTHORIZATION_FAILED, the others still committed); v5 not offered"""
+TOPIC_AUTHORIZATION_FAILED, the others still committed); v5 (KIP-890 part 2) adds the group's offsets partition
+to the transaction itself"""
 PRODUCER_FENCED_SINCE = 2
+IMPLICIT_ADD_SINCE = 5  # TV2: the broker adds `__consumer_offsets` to the transaction (no AddOffsetsToTxn)
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -55,8 +59,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             raise KafkaError(denied, None)
         if not offsets:
             raise KafkaError(ErrorCode.NONE, None)  # every topic unreadable: nothing reaches the coordinator
-        error = txn_coordinator(ctx).check_txn_offset_commit(request.transactional_id, request.producer_id,
-                                                             request.producer_epoch)
+        error = ErrorCode.NONE
+        if version >= IMPLICIT_ADD_SINCE:
+            error = _add_offsets_partition(ctx, request)
+        if error == ErrorCode.NONE:
+            error = txn_coordinator(ctx).check_txn_offset_commit(request.transactional_id, request.producer_id,
+                                                                 request.producer_epoch)
         share = group_coordinator(ctx).share_groups if error == ErrorCode.NONE else None
         if share is not None and share.is_share_group(request.group_id):
             error = ErrorCode.GROUP_ID_NOT_FOUND  # ShareGroup.validateOffsetCommit: "is not a consumer group"
@@ -88,3 +96,15 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                                      PRODUCER_FENCED_SINCE))
             for i in ids])
         for name, ids in order])
+
+
+def _add_offsets_partition(ctx: RequestContext, request: Any) -> ErrorCode:
+    """KIP-890 part 2: the group's `__consumer_offsets` partition joins the transaction as TV2 (what Kafka's
+    GroupCoordinator asks of the transaction coordinator through AddPartitionsToTxnManager for v5+)."""
+    groups = group_coordinator(ctx)
+    groups.ensure_offsets_topic()  # the offsets partition must exist to take the marker
+    tp = TopicPartition(GROUP_METADATA_TOPIC_NAME, groups.partition_for(request.group_id))
+    error = txn_coordinator(ctx).handle_add_partitions(request.transactional_id, request.producer_id,
+                                                       request.producer_epoch, [tp], TV_2)
+    # AddPartitionsToTxnManager answers a fenced epoch INVALID_PRODUCER_EPOCH (abortable for a TV2 producer)
+    return ErrorCode.INVALID_PRODUCER_EPOCH if error == ErrorCode.PRODUCER_FENCED else error

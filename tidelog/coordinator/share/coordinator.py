@@ -106,6 +106,10 @@ class ShareGroupCoordinator:
         self._other_group_type = other_group_type  # "classic" / "consumer" when another coordinator has the id
         self.groups: dict[str, ShareGroup] = {}
         self.partitions: dict[str, dict[tuple[bytes, int], SharePartition]] = {}
+        # (topic id, partition) whose records may be acquirable again (released, acknowledged): the broker wakes
+        # the ShareFetches waiting on it (Kafka's completeDelayedShareFetchRequest after an acknowledgement or a
+        # release); lock timeouts end those waits through `next_lock_deadline`
+        self.on_available: Callable[[bytes, int], None] | None = None
 
     # --- start-up and persistence ----------------------------------------------------------------------------
 
@@ -130,7 +134,7 @@ class ShareGroupCoordinator:
             raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"Cannot write the share-group state: {exc}") from exc
         for parts in self.partitions.values():
             for sp in parts.values():
-                sp.persisted_start = sp.start_offset
+                sp.mark_persisted()
 
     # --- group configs ----------------------------------------------------------------------------------------
 
@@ -362,18 +366,32 @@ class ShareGroupCoordinator:
                     sp.restore(saved)
                     if results[key][0] == ErrorCode.NONE:
                         results[key] = (e.code, e.message)
+        self._available([key for key, _, _ in changed if results[key][0] == ErrorCode.NONE])
         return results
 
     def release_member(self, group_id: str, member_id: str) -> None:
         """The member's share session closed: every record it holds in the group is available again."""
-        changed = False
-        for sp in self.partitions.get(group_id, {}).values():
-            changed = sp.release_member(member_id) or changed
-        if changed:
+        released = [key for key, sp in self.partitions.get(group_id, {}).items() if sp.release_member(member_id)]
+        if released:
             try:
                 self._save()
             except KafkaError:
                 pass  # released in memory (logged); the next write carries it, as Kafka keeps a timed-out lock's
+        self._available(released)
+
+    def _available(self, keys: list[tuple[bytes, int]]) -> None:
+        if self.on_available is not None:
+            for topic_id, partition in keys:
+                self.on_available(topic_id, partition)
+
+    def next_lock_deadline(self, group_id: str, keys: list[tuple[bytes, int]]) -> int | None:
+        """When the first acquisition lock on these partitions of the group times out (the broker clock's ms),
+        None when none is held: a ShareFetch waiting on them wakes then (Kafka's lock-timeout task completes the
+        delayed share fetch)."""
+        parts = self.partitions.get(group_id, {})
+        deadlines = [d for key in keys if (sp := parts.get(key)) is not None
+                     and (d := sp.next_lock_deadline()) is not None]
+        return min(deadlines) if deadlines else None
 
     # --- share group offsets (Describe/Alter/DeleteShareGroupOffsets) -----------------------------------------
 
@@ -381,6 +399,12 @@ class ShareGroupCoordinator:
         """(topic id, partition) -> the persisted start offset (-1 before the first write), for the group's
         initialized partitions."""
         return {key: sp.persisted_start for key, sp in self.partitions.get(group_id, {}).items()}
+
+    def state_summaries(self, group_id: str) -> dict[tuple[bytes, int], tuple[int, int]]:
+        """(topic id, partition) -> (start offset, DeliveryCompleteCount) as last written together (Kafka's
+        ReadShareGroupStateSummary): the lag DescribeShareGroupOffsets computes from them is consistent whatever
+        the partition did in memory since."""
+        return {key: (sp.persisted_start, sp.persisted_done) for key, sp in self.partitions.get(group_id, {}).items()}
 
     def alter_start_offsets(self, group_id: str, offsets: dict[tuple[bytes, int], int]) -> None:
         """AlterShareGroupOffsets on an empty (or new) share group: fresh state at each given start offset."""
@@ -406,11 +430,6 @@ class ShareGroupCoordinator:
         group"), else None."""
         return self._other_group_type(group_id)
 
-    def delivery_complete_counts(self, group_id: str) -> dict[tuple[bytes, int], int]:
-        """(topic id, partition) -> Kafka's DeliveryCompleteCount: the offsets between the start offset and the
-        end of the in-flight window that are done (acknowledged or archived), i.e. not in flight."""
-        return {key: max(0, sp.end_offset - sp.start_offset - len(sp.records))
-                for key, sp in self.partitions.get(group_id, {}).items()}
 
     def delete_topic_state(self, group_id: str, topic_id: bytes) -> bool:
         """DeleteShareGroupOffsets of one topic: its partitions start again from share.auto.offset.reset."""

@@ -77,6 +77,7 @@ class SharePartition:
     records: dict[int, InFlight] = field(default_factory=dict)  # in flight: AVAILABLE or ACQUIRED
     state_epoch: int = 0
     persisted_start: int = -1  # the SPSO last written (DescribeShareGroupOffsets: -1 until the first write)
+    persisted_done: int = 0  # the DeliveryCompleteCount last written, with persisted_start (Kafka's state summary)
 
     # --- what the state machine does ----------------------------------------------------------------------
 
@@ -91,6 +92,21 @@ class SharePartition:
         if changed:
             self._advance()
         return changed
+
+    def delivery_complete_count(self) -> int:
+        """Offsets between the start offset and the end of the in-flight window that are done (acknowledged or
+        archived), i.e. not in flight: Kafka's DeliveryCompleteCount."""
+        return max(0, self.end_offset - self.start_offset - len(self.records))
+
+    def mark_persisted(self) -> None:
+        """The state was written: DescribeShareGroupOffsets reports this start offset and count, together, until
+        the next write (Kafka answers it from the share coordinator's persisted summary, never from memory)."""
+        self.persisted_start, self.persisted_done = self.start_offset, self.delivery_complete_count()
+
+    def next_lock_deadline(self) -> int | None:
+        """When the first acquisition lock held now times out (None: nothing is acquired)."""
+        deadlines = [rec.lock_deadline_ms for rec in self.records.values() if rec.state == ACQUIRED]
+        return min(deadlines) if deadlines else None
 
     def first_fetch_offset(self) -> int:
         """Where an acquisition reads the log from: the first available in-flight offset, else end_offset."""

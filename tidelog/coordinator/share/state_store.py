@@ -34,10 +34,10 @@ def _parse(document: Any) -> dict[str, tuple[int, list[SharePartition]]]:
         for key, state in group["partitions"].items():
             topic_hex, _, partition = str(key).partition(":")
             records = {int(offset): InFlight(AVAILABLE, int(count)) for offset, count in state.get("in_flight", [])}
-            start = int(state["start_offset"])
-            out.append(SharePartition(str(group_id), bytes.fromhex(topic_hex), int(partition), start,
-                                      int(state["end_offset"]), records, int(state.get("state_epoch", 0)),
-                                      persisted_start=start))
+            sp = SharePartition(str(group_id), bytes.fromhex(topic_hex), int(partition), int(state["start_offset"]),
+                                int(state["end_offset"]), records, int(state.get("state_epoch", 0)))
+            sp.mark_persisted()  # as read back: the summary DescribeShareGroupOffsets reports
+            out.append(sp)
     return groups
 
 

@@ -1,4 +1,10 @@
-"""Kafka's `TransactionCoordinator` on a single node (KIP-98, KIP-360, KIP-447, KIP-890 part 1).
+"""Kafka's `TransactionCoordinator` on a single node (KIP-98, KIP-360, KIP-447, KIP-890 parts 1 and 2).
+
+Transactions v2 (KIP-890 part 2) are chosen per request, as Kafka does: EndTxn v5+ and AddPartitionsToTxn v4+
+(and the partition leader's implicit add of Produce v12+ / TxnOffsetCommit v5+) are TV2, every older version
+TV0. A TV2 transaction end bumps the epoch (PrepareCommit/PrepareAbort carry epoch + 1, the markers too), rolls
+the producer id over when the epoch would pass Short.MaxValue - 1 (next_producer_id, taken at CompleteX), answers
+the client the producer id and epoch it continues with, and may abort with no partition at all.
 
 Every handler runs on the event loop thread and finishes its log writes before it returns, so state changes
 of one transactional id never interleave. EndTxn writes PrepareCommit/PrepareAbort, then the markers, then
@@ -24,7 +30,14 @@ from tidelog.coordinator.timer import DeadlineTimer
 from tidelog.coordinator.transaction.config import TransactionConfig
 from tidelog.coordinator.transaction.fault_hooks import TxnFaultPoint
 from tidelog.coordinator.transaction.marker_channel import TransactionMarkerChannelManager
-from tidelog.coordinator.transaction.metadata import TransactionMetadata, TransactionState
+from tidelog.coordinator.transaction.metadata import (
+    MAX_PRODUCER_EPOCH,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    TV_2,
+    TransactionMetadata,
+    TransactionState,
+)
 from tidelog.coordinator.transaction.metrics import register_metrics
 from tidelog.coordinator.transaction.state_manager import TransactionStateManager
 from tidelog.protocol.errors import ErrorCode
@@ -32,6 +45,8 @@ from tidelog.storage import TopicPartition
 from tidelog.storage.fault_hooks import NO_FAULTS
 
 log = logging.getLogger(__name__)
+
+TRANSACTION_VERSION_FEATURE = "transaction.version"  # Kafka's TransactionVersion.FEATURE_NAME
 
 E = ErrorCode
 S = TransactionState
@@ -42,6 +57,15 @@ class InitProducerIdResult:
     error: ErrorCode
     producer_id: int = -1
     producer_epoch: int = -1
+
+
+@dataclass(slots=True)
+class EndTxnResult:
+    """EndTxn's answer; v5 carries the producer id and epoch the client continues with (-1 on errors)."""
+
+    error: ErrorCode
+    producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = NO_PRODUCER_EPOCH
 
 
 class TransactionCoordinator:
@@ -178,8 +202,11 @@ class TransactionCoordinator:
             error = self._fence_and_abort(meta)
             if error != E.NONE:
                 return InitProducerIdResult(error)
+            tv2 = meta.supports_epoch_bump
             meta = self.state.get(transactional_id) or meta
-            if meta.in_prepare:
+            if meta.in_prepare or tv2:
+                # Kafka answers CONCURRENT_TRANSACTIONS once the abort is under way and bumps again on the retry
+                # (prepareInitProducerIdTransit); a TV1 transaction keeps this node's one-step answer
                 return InitProducerIdResult(E.CONCURRENT_TRANSACTIONS)
         new = meta.transition(S.EMPTY)
         new.partitions = set()
@@ -212,7 +239,9 @@ class TransactionCoordinator:
         return E.NONE, meta
 
     def handle_add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                              partitions: Iterable[TopicPartition]) -> ErrorCode:
+                              partitions: Iterable[TopicPartition], client_transaction_version: int = 0) -> ErrorCode:
+        """AddPartitionsToTxn; `client_transaction_version` 2 for v4+ and the implicit adds of KIP-890 part 2
+        (Kafka's TransactionVersion.transactionVersionForAddPartitionsToTxn), recorded with the transaction."""
         error, meta = self._check_producer(transactional_id, producer_id, producer_epoch)
         if meta is None:
             return error
@@ -228,10 +257,23 @@ class TransactionCoordinator:
             new.partitions = set()
             new.txn_start_timestamp_ms = self.clock.milliseconds()
         new.partitions |= wanted
+        new.client_transaction_version = client_transaction_version  # TransactionMetadata.prepareAddPartitions
         error = self.state.append_transaction_to_log(new)
         if error == E.NONE and meta.state is not S.ONGOING:
             self._schedule_timeout(transactional_id)
         return error
+
+    def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                          partitions: Iterable[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+        """AddPartitionsToTxn v4+ with VerifyOnly (Kafka's handleVerifyPartitionsInTransaction): each partition
+        NONE if it is in the transaction, else TRANSACTION_ABORTABLE; the producer's errors for all of them."""
+        wanted = list(partitions)
+        error, meta = self._check_producer(transactional_id, producer_id, producer_epoch)
+        if meta is not None and meta.in_prepare:
+            error = E.CONCURRENT_TRANSACTIONS
+        if meta is None or error != E.NONE:
+            return dict.fromkeys(wanted, error)
+        return {tp: E.NONE if tp in meta.partitions else E.TRANSACTION_ABORTABLE for tp in wanted}
 
     def check_txn_offset_commit(self, transactional_id: str, producer_id: int, producer_epoch: int) -> ErrorCode:
         """TxnOffsetCommit from a producer this coordinator does not know as is gets Kafka's producer errors."""
@@ -242,6 +284,17 @@ class TransactionCoordinator:
 
     # ---------------------------------------------------------------------------------------- EndTxn
     def handle_end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> ErrorCode:
+        """EndTxn v0-4 (TV0: the epoch stays)."""
+        return self.end_transaction(transactional_id, producer_id, producer_epoch, commit, 0).error
+
+    def end_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
+                        client_transaction_version: int) -> EndTxnResult:
+        """EndTxn; `client_transaction_version` 2 for v5+ (TransactionVersion.transactionVersionForEndTxn)."""
+        if client_transaction_version >= TV_2:
+            return self._end_txn_v2(transactional_id, producer_id, producer_epoch, commit)
+        return EndTxnResult(self._end_txn_v1(transactional_id, producer_id, producer_epoch, commit))
+
+    def _end_txn_v1(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> ErrorCode:
         error, meta = self._check_producer(transactional_id, producer_id, producer_epoch)
         if meta is None:
             return error
@@ -257,6 +310,82 @@ class TransactionCoordinator:
         if state is S.PREPARE_ABORT:
             return E.INVALID_TXN_STATE if commit else E.CONCURRENT_TRANSACTIONS
         return E.INVALID_TXN_STATE  # Empty, Dead, PrepareEpochFence
+
+    def _end_txn_v2(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> EndTxnResult:
+        """Kafka's TransactionCoordinator.endTransaction for TV2: the same epoch as the coordinator's starts the
+        next end; the epoch before the bump (or the exhausted one before a producer id rollover) is a retry of an
+        end that completed, answered with the current producer id and epoch."""
+        unavailable = self._unavailable()
+        if unavailable is not None:
+            return EndTxnResult(unavailable)
+        meta = self.state.get(transactional_id)
+        if meta is None or meta.state is S.DEAD:
+            return EndTxnResult(E.INVALID_PRODUCER_ID_MAPPING)
+        retry_on_overflow = (meta.previous_producer_id == producer_id and producer_epoch == MAX_PRODUCER_EPOCH - 1
+                             and meta.producer_epoch == 0)
+        retry_on_bump = meta.producer_id == producer_id and meta.producer_epoch == producer_epoch + 1
+        if meta.producer_id != producer_id and not retry_on_overflow:
+            return EndTxnResult(E.INVALID_PRODUCER_ID_MAPPING)
+        state = meta.state
+        if state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            valid_epoch = retry_on_bump
+        elif state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
+            valid_epoch = retry_on_bump or retry_on_overflow or producer_epoch == meta.producer_epoch
+        else:
+            valid_epoch = producer_epoch == meta.producer_epoch
+        if not valid_epoch:
+            return EndTxnResult(E.PRODUCER_FENCED)
+        is_retry = retry_on_bump or retry_on_overflow
+        current = EndTxnResult(E.NONE, meta.producer_id, meta.producer_epoch)
+        invalid = EndTxnResult(E.INVALID_TXN_STATE)
+        if state is S.ONGOING:
+            return self._end_transaction_v2(meta, commit, no_partition_added=False)
+        if state is S.COMPLETE_COMMIT:
+            if commit:
+                return current if is_retry else invalid
+            return invalid if is_retry else self._end_transaction_v2(meta, False, no_partition_added=True)
+        if state is S.COMPLETE_ABORT:
+            if commit:
+                return invalid
+            return current if is_retry else self._end_transaction_v2(meta, False, no_partition_added=True)
+        if state is S.PREPARE_COMMIT:
+            return EndTxnResult(E.CONCURRENT_TRANSACTIONS) if commit else invalid
+        if state is S.PREPARE_ABORT:
+            return invalid if commit else EndTxnResult(E.CONCURRENT_TRANSACTIONS)
+        if state is S.EMPTY and not commit:
+            return self._end_transaction_v2(meta, False, no_partition_added=True)
+        return invalid  # Empty commit, PrepareEpochFence
+
+    def _end_transaction_v2(self, meta: TransactionMetadata, commit: bool, no_partition_added: bool) -> EndTxnResult:
+        """TransactionMetadata.prepareAbortOrCommit with TV2: epoch + 1 (the epoch before it is remembered for
+        KIP-360 retries), a next producer id when the epoch is exhausted; then markers and CompleteX."""
+        self.fault_hooks.at(TxnFaultPoint.BEFORE_PREPARE, meta.transactional_id)
+        prepared = meta.transition(S.PREPARE_COMMIT if commit else S.PREPARE_ABORT)
+        if meta.is_producer_epoch_exhausted:
+            prepared.next_producer_id = self._allocate_producer_id()
+        else:
+            prepared.next_producer_id = NO_PRODUCER_ID
+        # an epoch already at Short.MaxValue (a fenced producer) aborts without overflowing
+        prepared.producer_epoch = min(meta.producer_epoch + 1, MAX_PRODUCER_EPOCH)
+        prepared.last_producer_epoch = meta.producer_epoch
+        prepared.client_transaction_version = TV_2
+        if no_partition_added:
+            # no partition, so no start time: Kafka uses the time of this end
+            prepared.partitions = set()
+            prepared.txn_start_timestamp_ms = self.clock.milliseconds()
+        error = self.state.append_transaction_to_log(prepared)
+        if error != E.NONE:
+            return EndTxnResult(error)
+        self.fault_hooks.at(TxnFaultPoint.AFTER_PREPARE, meta.transactional_id)
+        # the client continues with what CompleteX will hold (Kafka answers once the prepare record is durable)
+        if prepared.next_producer_id != NO_PRODUCER_ID:
+            answer = EndTxnResult(E.NONE, prepared.next_producer_id, 0)
+        else:
+            answer = EndTxnResult(E.NONE, prepared.producer_id, prepared.producer_epoch)
+        cached = self.state.get(meta.transactional_id)
+        if cached is not None:
+            self._send_markers_and_complete(cached)
+        return answer
 
     def _end_transaction(self, meta: TransactionMetadata, commit: bool) -> ErrorCode:
         self.fault_hooks.at(TxnFaultPoint.BEFORE_PREPARE, meta.transactional_id)
@@ -280,6 +409,12 @@ class TransactionCoordinator:
         self.fault_hooks.at(TxnFaultPoint.BEFORE_COMPLETE, prepared.transactional_id)
         complete = prepared.transition(S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT)
         complete.partitions = set()
+        if prepared.supports_epoch_bump and prepared.next_producer_id != NO_PRODUCER_ID:
+            # TransactionMetadata.prepareComplete: the epoch overflowed, the producer continues on the new id
+            complete.previous_producer_id = prepared.producer_id
+            complete.producer_id = prepared.next_producer_id
+            complete.producer_epoch = 0
+        complete.next_producer_id = NO_PRODUCER_ID
         if self.state.append_transaction_to_log(complete) == E.NONE:
             self.completed[commit] += 1
         else:
@@ -289,7 +424,13 @@ class TransactionCoordinator:
         """Kafka's prepareFenceProducerEpoch + abort: the epoch is bumped (unless exhausted) so the old
         producer's writes and EndTxn are refused, then the transaction is aborted with the new epoch."""
         fenced = meta.transition(S.PREPARE_EPOCH_FENCE)
-        if not meta.is_producer_epoch_exhausted:
+        if meta.supports_epoch_bump:
+            # a TV2 transaction: one bump, up to Short.MaxValue (prepareFenceProducerEpoch; the abort that follows
+            # does not bump again and takes no new producer id, TransactionCoordinator.endTransaction)
+            fenced.producer_epoch = min(meta.producer_epoch + 1, MAX_PRODUCER_EPOCH)
+            fenced.last_producer_epoch = NO_PRODUCER_EPOCH
+            fenced.next_producer_id = NO_PRODUCER_ID
+        elif not meta.is_producer_epoch_exhausted:
             fenced.producer_epoch += 1
         prepared = fenced.transition(S.PREPARE_ABORT)
         error = self.state.append_transaction_to_log(prepared)
@@ -353,7 +494,12 @@ def create_transaction_coordinator(broker: Any, groups: Callable[[], Any] | None
     gives the group coordinator (default `broker.groups`; the broker passes the one it is starting, since
     completing prepared transactions at start-up writes markers before the state's coordinators are served)."""
     config = TransactionConfig.from_broker_config(broker.config)
-    state = TransactionStateManager(broker.topics, config, broker.clock)
+    features = getattr(broker, "features", None)
+
+    def transaction_version() -> int:
+        return features.level(TRANSACTION_VERSION_FEATURE) if features is not None else 0
+
+    state = TransactionStateManager(broker.topics, config, broker.clock, transaction_version)
     markers = TransactionMarkerChannelManager(broker.topics, groups or (lambda: broker.groups), broker.clock)
     coordinator = TransactionCoordinator(state, markers, broker.producer_ids.generate_producer_id, config,
                                          broker.clock, getattr(broker, "fault_hooks", None))

@@ -13,7 +13,7 @@ from typing import Any
 from tidelog.coordinator.group.store import GROUP_METADATA_TOPIC_NAME
 from tidelog.coordinator.transaction.fault_hooks import TxnFaultPoint
 from tidelog.coordinator.transaction.metadata import TransactionMetadata
-from tidelog.protocol.errors import KafkaError
+from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.storage.fault_hooks import NO_FAULTS
 
 log = logging.getLogger(__name__)
@@ -42,10 +42,23 @@ class TransactionMarkerChannelManager:
                 # the topic was deleted meanwhile: nothing left to mark (Kafka drops UNKNOWN_TOPIC_OR_PARTITION)
                 prepared.partitions.discard(tp)
                 continue
+            tv2 = prepared.supports_epoch_bump
             try:
                 log_.append_control_marker(prepared.producer_id, prepared.producer_epoch, COORDINATOR_EPOCH,
-                                           commit, self._clock.milliseconds())
-            except (KafkaError, OSError) as e:
+                                           commit, self._clock.milliseconds(), transaction_version=2 if tv2 else 0)
+            except KafkaError as e:
+                if tv2 and e.code == ErrorCode.INVALID_PRODUCER_EPOCH:
+                    # the partition is at this epoch or later: this marker is there already (written before a
+                    # crash); Kafka's marker handler stops sending it (TransactionMarkerRequestCompletionHandler)
+                    log.info("%s marker of transactional id %s already in %s: %s", "COMMIT" if commit else "ABORT",
+                             prepared.transactional_id, tp, e)
+                    prepared.partitions.discard(tp)
+                    continue
+                log.warning("writing %s marker of transactional id %s to %s failed: %s",
+                            "COMMIT" if commit else "ABORT", prepared.transactional_id, tp, e)
+                ok = False
+                continue
+            except OSError as e:
                 log.warning("writing %s marker of transactional id %s to %s failed: %s",
                             "COMMIT" if commit else "ABORT", prepared.transactional_id, tp, e)
                 ok = False

@@ -10,6 +10,7 @@ from tidelog.storage import TopicPartition
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 MAX_PRODUCER_EPOCH = 32_767
+TV_2 = 2  # Kafka's TransactionVersion.TV_2: the epoch is bumped at every transaction end (KIP-890 part 2)
 
 
 class TransactionState(IntEnum):
@@ -48,7 +49,8 @@ VALID_PREVIOUS_STATES: dict[TransactionState, frozenset[TransactionState]] = {
     S.EMPTY: frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
     S.ONGOING: frozenset({S.ONGOING, S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
     S.PREPARE_COMMIT: frozenset({S.ONGOING}),
-    S.PREPARE_ABORT: frozenset({S.ONGOING, S.PREPARE_EPOCH_FENCE}),
+    # TV2 may abort a transaction with no partition (Empty, or after the last one completed): KIP-890 part 2
+    S.PREPARE_ABORT: frozenset({S.ONGOING, S.PREPARE_EPOCH_FENCE, S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
     S.COMPLETE_COMMIT: frozenset({S.PREPARE_COMMIT}),
     S.COMPLETE_ABORT: frozenset({S.PREPARE_ABORT}),
     S.DEAD: frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
@@ -72,6 +74,10 @@ class TransactionMetadata:
     txn_last_update_timestamp_ms: int = -1
     last_producer_epoch: int = NO_PRODUCER_EPOCH  # the epoch before the last bump (KIP-360 retries)
     previous_producer_id: int = NO_PRODUCER_ID
+    # KIP-890 part 2: the producer id a TV2 transaction end moves to when the epoch is exhausted (set while
+    # prepared), and the transaction version of the client that began the transaction
+    next_producer_id: int = NO_PRODUCER_ID
+    client_transaction_version: int = 0
 
     def copy(self) -> TransactionMetadata:
         return replace(self, partitions=set(self.partitions))
@@ -88,6 +94,10 @@ class TransactionMetadata:
     @property
     def in_prepare(self) -> bool:
         return self.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT)
+
+    @property
+    def supports_epoch_bump(self) -> bool:
+        return self.client_transaction_version >= TV_2
 
     @property
     def is_producer_epoch_exhausted(self) -> bool:

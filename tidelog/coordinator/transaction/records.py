@@ -2,9 +2,9 @@
 
 Key: INT16 version 0, then TransactionLogKey v0 (`TransactionalId: string`). Value: INT16 version, then
 TransactionLogValue v0 (classic encoding) or v1 (flexible: compact strings/arrays, tagged fields
-PreviousProducerId (0), NextProducerId (1), ClientTransactionVersion (2)). Kafka writes v0 unless the
-transaction uses transaction version 2 (KIP-890 part 2), which this node does not offer, so we write v0 and
-read both. A tombstone (null value) removes an expired transactional id.
+PreviousProducerId (0), NextProducerId (1), ClientTransactionVersion (2)). As Kafka, v1 is written once the
+finalized `transaction.version` is at least 1 (TransactionVersion.transactionLogValueVersion), v0 below; both are
+read, and tags this node does not know are kept. A tombstone (null value) removes an expired transactional id.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ start (load()) rebuilds exactly what was acknowledged.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from tidelog.clock import Clock
@@ -37,14 +37,21 @@ def _append_error(code: ErrorCode) -> ErrorCode:
     return ErrorCode.UNKNOWN_SERVER_ERROR
 
 
-def to_value(meta: TransactionMetadata) -> rec.TransactionLogValue:
+def to_value(meta: TransactionMetadata, transaction_version: int = 0) -> rec.TransactionLogValue:
+    """The record of `meta`; `transaction_version` is the finalized `transaction.version`: from level 1 the value is
+    written in the flexible v1 layout with the tagged fields KIP-890 adds (TransactionVersion.transactionLogValueVersion)."""
     # Kafka writes a null partition list for Empty (and an empty one otherwise)
     partitions = None if meta.state is TransactionState.EMPTY else meta.topics()
-    return rec.TransactionLogValue(
+    value = rec.TransactionLogValue(
         producer_id=meta.producer_id, producer_epoch=meta.producer_epoch, transaction_timeout_ms=meta.txn_timeout_ms,
         transaction_status=int(meta.state), transaction_partitions=partitions,
         transaction_last_update_timestamp_ms=meta.txn_last_update_timestamp_ms,
-        transaction_start_timestamp_ms=meta.txn_start_timestamp_ms)
+        transaction_start_timestamp_ms=meta.txn_start_timestamp_ms, version=1 if transaction_version >= 1 else 0)
+    if value.version >= 1:
+        value.previous_producer_id = meta.previous_producer_id
+        value.next_producer_id = meta.next_producer_id
+        value.client_transaction_version = meta.client_transaction_version
+    return value
 
 
 def from_value(transactional_id: str, value: rec.TransactionLogValue) -> TransactionMetadata:
@@ -52,12 +59,16 @@ def from_value(transactional_id: str, value: rec.TransactionLogValue) -> Transac
     return TransactionMetadata(
         transactional_id, value.producer_id, value.producer_epoch, value.transaction_timeout_ms,
         TransactionState(value.transaction_status), partitions, value.transaction_start_timestamp_ms,
-        value.transaction_last_update_timestamp_ms, previous_producer_id=value.previous_producer_id)
+        value.transaction_last_update_timestamp_ms, previous_producer_id=value.previous_producer_id,
+        next_producer_id=value.next_producer_id, client_transaction_version=value.client_transaction_version)
 
 
 class TransactionStateManager:
-    def __init__(self, topics: Any, config: TransactionConfig, clock: Clock) -> None:
+    def __init__(self, topics: Any, config: TransactionConfig, clock: Clock,
+                 transaction_version: Callable[[], int] = lambda: 0) -> None:
         self._topics = topics
+        # the finalized `transaction.version` (Kafka's TransactionStateManager.transactionVersionLevel)
+        self.transaction_version_level = transaction_version
         self.config = config
         self.clock = clock
         self.num_partitions = config.transaction_state_log_num_partitions
@@ -110,7 +121,8 @@ class TransactionStateManager:
         """Write `new` as the id's state; on success it replaces the cached metadata."""
         new.txn_last_update_timestamp_ms = self.clock.milliseconds()
         try:
-            self._append(new.transactional_id, rec.encode_value(to_value(new)))
+            self._append(new.transactional_id,
+                         rec.encode_value(to_value(new, self.transaction_version_level())))
         except KafkaError as e:
             log.warning("writing transactional id %s (%s) to %s failed: %s", new.transactional_id,
                         new.state.state_name, TRANSACTION_STATE_TOPIC_NAME, e.code.name)

@@ -9,6 +9,7 @@ import hmac
 from collections.abc import Callable
 
 import scramp
+import scramp.core
 
 from tidelog.security.sasl import SaslAuthenticationError
 from tidelog.security.scram_store import ScramCredential
@@ -22,6 +23,28 @@ class _UnknownUser(Exception):
     pass
 
 
+class _AnySalt(scramp.core.Salt):  # type: ignore[misc]
+    """A salt of any non-empty length: Kafka's ScramCredential takes whatever salt AlterUserScramCredentials
+    stored (confluent-kafka's tests use 8 bytes), where scramp insists on RFC 7677's 12."""
+
+    MIN_LENGTH = 1
+
+
+class _KafkaAuthFn:
+    """scramp's AuthFn (the credential lookup the server calls with the client-first user), with `_AnySalt`.
+    A lookup that raises becomes the ScramException scramp's own wrapper raises."""
+
+    def __init__(self, lookup: Callable[[str], tuple[bytes, bytes, bytes, int]]) -> None:
+        self._lookup = lookup
+
+    def __call__(self, username: object) -> tuple[scramp.core.Salt, bytes, bytes, scramp.core.IterationCount]:
+        try:
+            salt, stored_key, server_key, iterations = self._lookup(str(username))
+        except Exception as exc:  # noqa: BLE001 - as scramp.core.AuthFn: the caller sees a ScramException
+            raise scramp.ScramException("auth_fn exception", scramp.core.ServerError.NO_RESOURCES) from exc
+        return _AnySalt(salt), stored_key, server_key, scramp.core.IterationCount(iterations)
+
+
 class ScramSaslServer:
     def __init__(self, mechanism: str, lookup: Callable[[str, str], ScramCredential | None]) -> None:
         self.mechanism = mechanism
@@ -30,6 +53,7 @@ class ScramSaslServer:
         self.authorization_id = ""
         self.session_expiration_ms: int | None = None
         self._server = scramp.ScramMechanism(mechanism).make_server(self._auth_info)
+        self._server.auth_fn = _KafkaAuthFn(self._auth_info)  # salts under 12 bytes too, as Kafka
         self._step = 0
         self._username = ""
         self._unknown_user = False
