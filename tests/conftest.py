@@ -18,6 +18,9 @@ if not any(ep.name == "tidelog" for ep in importlib.metadata.entry_points(group=
         tidelog_bootstrap,
         tidelog_broker,
         tidelog_broker_factory,
+        tidelog_broker_overrides,
+        tidelog_module_broker,
+        tidelog_schema_registry,
         tidelog_session_broker,
         tidelog_topic,
     )

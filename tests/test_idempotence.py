@@ -4,6 +4,7 @@ including across a broker restart."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ from tidelog.config.broker_config import BrokerConfig
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.storage import TopicPartition
 from tidelog.storage.log_manager import LogManager
-from tidelog.testing import KafkaWire
+from tidelog.testing import BrokerHandle, KafkaWire
 
 
 def build_batch(producer_id: int, epoch: int, base_sequence: int, values: list[bytes],
@@ -106,40 +107,40 @@ def _produce(bootstrap: str, topic: str, batch: bytes, version: int = 8) -> tupl
     return p.error_code, p.base_offset
 
 
-def test_raw_produce_replay_and_gap_across_restart(tmp_path: Path) -> None:
+def test_raw_produce_replay_and_gap_across_restart(tmp_path: Path,
+        tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
     from kafka import KafkaConsumer
     from kafka import TopicPartition as KafkaTopicPartition
     from kafka.admin import KafkaAdminClient, NewTopic
 
-    from tidelog.testing import run_broker
 
     pid = 4242
-    with run_broker(log_dir=tmp_path) as b:
-        admin = KafkaAdminClient(bootstrap_servers=b.bootstrap)
-        admin.create_topics([NewTopic("idem", 1, 1)])
-        admin.close()
-        assert _produce(b.bootstrap, "idem", build_batch(pid, 0, 0, [b"r0", b"r1"])) == (0, 0)
-        assert _produce(b.bootstrap, "idem", build_batch(pid, 0, 2, [b"r2"])) == (0, 2)
-        # the same request again: acknowledged with the original offset, not appended
-        assert _produce(b.bootstrap, "idem", build_batch(pid, 0, 2, [b"r2"])) == (0, 2)
-        err, _ = _produce(b.bootstrap, "idem", build_batch(pid, 0, 9, [b"gap"]))
-        assert err == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
-        assert _produce(b.bootstrap, "idem", build_batch(pid, 0, 3, [b"r3"])) == (0, 3)
-    with run_broker(log_dir=tmp_path) as b:
-        assert _produce(b.bootstrap, "idem", build_batch(pid, 0, 3, [b"r3"])) == (0, 3)
-        err, _ = _produce(b.bootstrap, "idem", build_batch(pid, 0, 6, [b"gap"]))
-        assert err == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
-        assert _produce(b.bootstrap, "idem", build_batch(pid, 0, 4, [b"r4"])) == (0, 4)
-        consumer = KafkaConsumer(bootstrap_servers=b.bootstrap, auto_offset_reset="earliest",
-                                 consumer_timeout_ms=5000, enable_auto_commit=False)
-        consumer.assign([KafkaTopicPartition("idem", 0)])
-        values = [m.value for m in consumer]
-        consumer.close()
-        assert values == [b"r0", b"r1", b"r2", b"r3", b"r4"]
+    b = tidelog_broker_factory(log_dir=tmp_path)
+    admin = KafkaAdminClient(bootstrap_servers=b.bootstrap)
+    admin.create_topics([NewTopic("idem", 1, 1)])
+    admin.close()
+    assert _produce(b.bootstrap, "idem", build_batch(pid, 0, 0, [b"r0", b"r1"])) == (0, 0)
+    assert _produce(b.bootstrap, "idem", build_batch(pid, 0, 2, [b"r2"])) == (0, 2)
+    # the same request again: acknowledged with the original offset, not appended
+    assert _produce(b.bootstrap, "idem", build_batch(pid, 0, 2, [b"r2"])) == (0, 2)
+    err, _ = _produce(b.bootstrap, "idem", build_batch(pid, 0, 9, [b"gap"]))
+    assert err == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert _produce(b.bootstrap, "idem", build_batch(pid, 0, 3, [b"r3"])) == (0, 3)
+    b.restart()
+    assert _produce(b.bootstrap, "idem", build_batch(pid, 0, 3, [b"r3"])) == (0, 3)
+    err, _ = _produce(b.bootstrap, "idem", build_batch(pid, 0, 6, [b"gap"]))
+    assert err == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert _produce(b.bootstrap, "idem", build_batch(pid, 0, 4, [b"r4"])) == (0, 4)
+    consumer = KafkaConsumer(bootstrap_servers=b.bootstrap, auto_offset_reset="earliest",
+                             consumer_timeout_ms=5000, enable_auto_commit=False)
+    consumer.assign([KafkaTopicPartition("idem", 0)])
+    values = [m.value for m in consumer]
+    consumer.close()
+    assert values == [b"r0", b"r1", b"r2", b"r3", b"r4"]
 
 
-def test_init_producer_id_over_the_wire_is_unique_across_restart(tmp_path: Path) -> None:
-    from tidelog.testing import run_broker
+def test_init_producer_id_over_the_wire_is_unique_across_restart(tmp_path: Path,
+        tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
 
     def init(bootstrap: str, transactional_id: str | None = None, version: int = 4) -> tuple[int, int, int]:
         from tidelog.protocol.messages import request_class
@@ -150,20 +151,21 @@ def test_init_producer_id_over_the_wire_is_unique_across_restart(tmp_path: Path)
             resp = wire.request(22, version, req)
         return resp.error_code, resp.producer_id, resp.producer_epoch
 
-    with run_broker(log_dir=tmp_path) as b:
-        first = [init(b.bootstrap) for _ in range(3)]
-        assert all(err == 0 and epoch == 0 for err, _, epoch in first)
-        assert len({pid for _, pid, _ in first}) == 3
-        # a transactional id gets its producer id from the same blocks (the transaction coordinator)
-        err, txn_pid, txn_epoch = init(b.bootstrap, "txn-1")
-        assert (err, txn_epoch) == (0, 0) and txn_pid not in {pid for _, pid, _ in first}
-        assert init(b.bootstrap, "")[0] == ErrorCode.INVALID_REQUEST
-    with run_broker(log_dir=tmp_path) as b:
-        again = [init(b.bootstrap, version=0) for _ in range(2)]
+    b = tidelog_broker_factory(log_dir=tmp_path)
+    first = [init(b.bootstrap) for _ in range(3)]
+    assert all(err == 0 and epoch == 0 for err, _, epoch in first)
+    assert len({pid for _, pid, _ in first}) == 3
+    # a transactional id gets its producer id from the same blocks (the transaction coordinator)
+    err, txn_pid, txn_epoch = init(b.bootstrap, "txn-1")
+    assert (err, txn_epoch) == (0, 0) and txn_pid not in {pid for _, pid, _ in first}
+    assert init(b.bootstrap, "")[0] == ErrorCode.INVALID_REQUEST
+    b.restart()
+    again = [init(b.bootstrap, version=0) for _ in range(2)]
     assert not {pid for _, pid, _ in again} & {pid for _, pid, _ in first}
 
 
-def test_idempotent_producers_of_every_python_client(tmp_path: Path) -> None:
+def test_idempotent_producers_of_every_python_client(tmp_path: Path,
+        tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
     """librdkafka, kafka-python and aiokafka with idempotence on: InitProducerId, then sequenced batches, each
     client with its own producer id."""
     import asyncio
@@ -174,46 +176,45 @@ def test_idempotent_producers_of_every_python_client(tmp_path: Path) -> None:
     from kafka.admin import KafkaAdminClient, NewTopic
 
     from tidelog.protocol.record_batch import iter_batches
-    from tidelog.testing import run_broker
 
-    with run_broker(log_dir=tmp_path) as b:
-        admin = KafkaAdminClient(bootstrap_servers=b.bootstrap)
-        admin.create_topics([NewTopic(name, 1, 1) for name in ("idem-rd", "idem-kp", "idem-aio")])
-        admin.close()
-        rd = Producer({"bootstrap.servers": b.bootstrap, "enable.idempotence": True})
-        for i in range(50):
-            rd.produce("idem-rd", value=b"%d" % i, partition=0)
-        assert rd.flush(60) == 0
-        kp = KafkaProducer(bootstrap_servers=b.bootstrap, enable_idempotence=True, acks="all")
-        for i in range(50):
-            kp.send("idem-kp", value=b"%d" % i, partition=0)
-        kp.flush(60)
-        kp.close()
+    b = tidelog_broker_factory(log_dir=tmp_path)
+    admin = KafkaAdminClient(bootstrap_servers=b.bootstrap)
+    admin.create_topics([NewTopic(name, 1, 1) for name in ("idem-rd", "idem-kp", "idem-aio")])
+    admin.close()
+    rd = Producer({"bootstrap.servers": b.bootstrap, "enable.idempotence": True})
+    for i in range(50):
+        rd.produce("idem-rd", value=b"%d" % i, partition=0)
+    assert rd.flush(60) == 0
+    kp = KafkaProducer(bootstrap_servers=b.bootstrap, enable_idempotence=True, acks="all")
+    for i in range(50):
+        kp.send("idem-kp", value=b"%d" % i, partition=0)
+    kp.flush(60)
+    kp.close()
 
-        async def aio() -> None:
-            p = AIOKafkaProducer(bootstrap_servers=b.bootstrap, enable_idempotence=True)
-            await p.start()
-            try:
-                for i in range(50):
-                    await p.send_and_wait("idem-aio", b"%d" % i, partition=0)
-            finally:
-                await p.stop()
+    async def aio() -> None:
+        p = AIOKafkaProducer(bootstrap_servers=b.bootstrap, enable_idempotence=True)
+        await p.start()
+        try:
+            for i in range(50):
+                await p.send_and_wait("idem-aio", b"%d" % i, partition=0)
+        finally:
+            await p.stop()
 
-        asyncio.run(aio())
+    asyncio.run(aio())
 
-        pids = {}
-        for topic in ("idem-rd", "idem-kp", "idem-aio"):
-            data = b.call(lambda t=topic: b.state.topics.log(TopicPartition(t, 0)).read(0, 1 << 20, 1 << 62, True))
-            headers = [h for _, h in iter_batches(data)]
-            assert sum(h.records_count for h in headers) == 50
-            assert len({h.producer_id for h in headers}) == 1 and headers[0].producer_id >= 0
-            # sequences are contiguous from 0
-            seq = 0
-            for h in headers:
-                assert h.base_sequence == seq
-                seq += h.last_offset_delta + 1
-            pids[topic] = headers[0].producer_id
-        assert len(set(pids.values())) == 3
+    pids = {}
+    for topic in ("idem-rd", "idem-kp", "idem-aio"):
+        data = b.call(lambda t=topic: b.state.topics.log(TopicPartition(t, 0)).read(0, 1 << 20, 1 << 62, True))
+        headers = [h for _, h in iter_batches(data)]
+        assert sum(h.records_count for h in headers) == 50
+        assert len({h.producer_id for h in headers}) == 1 and headers[0].producer_id >= 0
+        # sequences are contiguous from 0
+        seq = 0
+        for h in headers:
+            assert h.base_sequence == seq
+            seq += h.last_offset_delta + 1
+        pids[topic] = headers[0].producer_id
+    assert len(set(pids.values())) == 3
 
 
 def test_sequence_rules_on_log(tmp_path: Path) -> None:

@@ -7,8 +7,13 @@
   `@pytest.mark.tidelog(overrides={"num.partitions": 3}, topics={"orders": 3, "events": {"partitions": 1,
   "configs": {"cleanup.policy": "compact"}}})`.
 * `tidelog_bootstrap`: its "127.0.0.1:PORT" string.
-* `tidelog_broker_factory`: `factory(log_dir=None, overrides=None, clock=None, port=0, topics=None)` starts
-  more brokers (each stopped at teardown), e.g. with `auto.create.topics.enable=false` or on a kept log dir.
+* `tidelog_broker_factory`: `factory(log_dir=None, overrides=None, clock=None, port=0, topics=None, **more)`
+  starts more brokers (each stopped at teardown; `more` is passed to `run_broker`: registry, faults,
+  fault_hooks, load_services_after_ready), e.g. with `auto.create.topics.enable=false` or on a kept log dir.
+* `tidelog_module_broker`: one broker shared by the tests of a module (unique topic and group names per test
+  keep them apart). It takes the module's marker (`pytestmark = pytest.mark.tidelog(overrides={...},
+  topics={...})`) and the `tidelog_broker_overrides` fixture, which a module overrides when its settings are
+  computed (e.g. from another fixture); the fixture's overrides win over the marker's.
 * `tidelog_session_broker`: one broker for the whole session (per pytest-xdist worker), for suites that prefer
   speed over isolation; pair it with `tidelog_topic`, a fresh topic per test (`@pytest.mark.tidelog(
   partitions=3, topic_configs={...})`), whose teardown also clears faults and resumes a paused broker.
@@ -68,9 +73,10 @@ def tidelog_broker_factory() -> Iterator[Callable[..., BrokerHandle]]:
 
         def factory(log_dir: str | Path | None = None, overrides: Mapping[str, Any] | None = None,
                     clock: Any = None, port: int = 0,
-                    topics: Mapping[str, int | Mapping[str, Any]] | None = None) -> BrokerHandle:
+                    topics: Mapping[str, int | Mapping[str, Any]] | None = None, **more: Any) -> BrokerHandle:
+            """`more`: the other keyword arguments of `run_broker` (registry, faults, fault_hooks, ...)."""
             return stack.enter_context(run_broker(log_dir=log_dir, port=port, overrides=overrides, clock=clock,
-                                                  topics=topics))
+                                                  topics=topics, **more))
 
         yield factory
 
@@ -84,6 +90,22 @@ def tidelog_broker(request: pytest.FixtureRequest,
 @pytest.fixture
 def tidelog_bootstrap(tidelog_broker: BrokerHandle) -> str:
     return tidelog_broker.bootstrap
+
+
+@pytest.fixture(scope="module")
+def tidelog_broker_overrides() -> Mapping[str, Any]:
+    """Broker settings for `tidelog_module_broker`; override this fixture in a module or conftest."""
+    return {}
+
+
+@pytest.fixture(scope="module")
+def tidelog_module_broker(request: pytest.FixtureRequest,
+                          tidelog_broker_overrides: Mapping[str, Any]) -> Iterator[BrokerHandle]:
+    """One broker for the module: the module marker's arguments, with `tidelog_broker_overrides` on top."""
+    kwargs = _marker_kwargs(request, _BROKER_KWARGS)
+    kwargs["overrides"] = {**(kwargs.get("overrides") or {}), **tidelog_broker_overrides}
+    with run_broker(**kwargs) as broker:
+        yield broker
 
 
 @pytest.fixture(scope="session")

@@ -76,6 +76,7 @@ class BrokerHandle(BrokerFaultsMixin, RecordsMixin):
         self._clock = clock
         self._registry = registry
         self._controls = ServerControls(server)
+        self.settings: dict[str, str] = {}  # what run_broker configured; restart(overrides) starts from it
 
     @property
     def bootstrap(self) -> str:
@@ -100,6 +101,10 @@ class BrokerHandle(BrokerFaultsMixin, RecordsMixin):
         self.loop.call_soon_threadsafe(run)
         return fut.result(timeout)
 
+    def wire(self) -> KafkaWire:
+        """A raw-protocol client connected to this broker (close it, or use it as a context manager)."""
+        return KafkaWire(self.bootstrap)
+
     def run_coroutine(self, coro: Coroutine[Any, Any, T], timeout: float = START_TIMEOUT_S) -> T:
         """Run `coro` on the broker's event loop and wait for its result."""
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
@@ -114,11 +119,18 @@ class BrokerHandle(BrokerFaultsMixin, RecordsMixin):
     async def _drop_connections(self) -> int:
         return await self._controls.drop_connections()
 
-    async def _restart(self) -> None:
+    async def _restart(self, overrides: Mapping[str, Any] | None = None) -> None:
         await self.server.stop()
+        if overrides:
+            self.settings = {**self.settings, **_settings(overrides)}
+            self._config = BrokerConfig.load(None, {}, self.settings)
         server = Server(self._config, self._clock, self._registry, faults=self.faults)
         await server.start(sock=listen_socket(self.host, self.port))
         self.state, self.server, self._controls = server.broker, server, ServerControls(server)
+
+
+def _settings(overrides: Mapping[str, Any]) -> dict[str, str]:
+    return {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in overrides.items()}
 
 
 def _new_loop() -> asyncio.AbstractEventLoop:
@@ -148,7 +160,7 @@ def run_broker(log_dir: str | os.PathLike[str] | None = None, port: int = 0,
         log_dir = tmp
     log_dir = str(log_dir)
     settings: dict[str, str] = {"listeners": f"PLAINTEXT://127.0.0.1:{port}", "log.dirs": log_dir}
-    settings.update({k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in (overrides or {}).items()})
+    settings.update(_settings(overrides or {}))
     config = BrokerConfig.load(None, {}, settings)
     injector = faults if faults is not None else FaultInjector()
     if fault_hooks is not None:
@@ -168,6 +180,7 @@ def run_broker(log_dir: str | os.PathLike[str] | None = None, port: int = 0,
             ready.set_exception(exc)
             return
         handle = BrokerHandle(server.broker, server, loop, log_dir, injector, config, clock, registry)
+        handle.settings = settings
         ready.set_result(handle)
         try:
             await stop_event.wait()

@@ -8,11 +8,13 @@ Fault controls (`BrokerFaultsMixin`), each returning once the broker has done it
 * `pause()` / `resume()`: the listener closes and every connection is dropped, so clients see a down broker
   (connection refused); `resume()` listens on the same port again with all state kept (nothing is reloaded).
 * `drop_connections() -> int`: close every client connection now (the listener stays open).
-* `restart()`: a clean shutdown (flush, checkpoints) and a start on the same port and log directory; `.state`
+* `restart(overrides=None)`: a clean shutdown (flush, checkpoints) and a start on the same port and log
+  directory, with `overrides` applied to the settings if given; `.state`
   and `.server` are new objects afterwards, the FaultInjector (and what is injected in it) stays.
 
 Record helpers (`RecordsMixin`) read the broker's logs directly (no consumer, no group):
-`records(topic)`, `wait_for_records(topic, n)`, `committed_offsets(group)`, `create_topic(name, spec)`.
+`records(topic)`, `wait_for_records(topic, n)`, `committed_offsets(group)`, `create_topic(name, spec)`, and
+`produce(topic, records, partition)`, which writes through a Produce request on a real connection.
 """
 
 from __future__ import annotations
@@ -21,15 +23,17 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from typing import Any, NamedTuple, TypeVar
 
+from tidelog.protocol.messages import request_class
 from tidelog.protocol.record_batch import iter_batches
-from tidelog.protocol.records import iter_records
+from tidelog.protocol.records import Record, build_batch, iter_records
 from tidelog.storage import TopicPartition
 
 T = TypeVar("T")
 WAIT_TIMEOUT_S = 30.0
+PRODUCE, PRODUCE_VERSION = 0, 9
 
 
 class TopicRecord(NamedTuple):
@@ -60,7 +64,7 @@ class BrokerFaultsMixin:
     async def _drop_connections(self) -> int:  # pragma: no cover
         raise NotImplementedError
 
-    async def _restart(self) -> None:  # pragma: no cover
+    async def _restart(self, overrides: Mapping[str, Any] | None = None) -> None:  # pragma: no cover
         raise NotImplementedError
 
     def inject_errors(self, api: str | int, errors: list[str | int] | tuple[str | int, ...],
@@ -89,8 +93,10 @@ class BrokerFaultsMixin:
     def drop_connections(self) -> int:
         return self.run_coroutine(self._drop_connections())
 
-    def restart(self) -> None:
-        self.run_coroutine(self._restart())
+    def restart(self, overrides: Mapping[str, Any] | None = None) -> None:
+        """A clean shutdown and a start on the same port and log dir; `overrides` change settings for the new
+        start (e.g. a static config that differs from the one the data dir was first started with)."""
+        self.run_coroutine(self._restart(overrides))
 
 
 class ProcessFaultsMixin:
@@ -151,14 +157,39 @@ class RecordsMixin:
     def call(self, fn: Callable[[], T], timeout: float = 60.0) -> T:  # pragma: no cover
         raise NotImplementedError
 
-    def create_topic(self, name: str, spec: int | Mapping[str, Any] = 1) -> None:
-        """Create `name`: `spec` is the partition count or {"partitions": n, "configs": {name: value}}."""
+    def wire(self) -> Any:  # pragma: no cover - a KafkaWire on the broker, provided by the handle
+        raise NotImplementedError
+
+    def produce(self, topic: str, records: Iterable[bytes | None | tuple[bytes | None, bytes | None]],
+                partition: int = 0, timestamp: int | None = None) -> int:
+        """Write `records` (values, or (key, value) pairs) to one partition as one batch through a Produce
+        request on a real connection (acks=all); returns the batch's base offset, AssertionError if refused."""
+        ts = int(time.time() * 1000) if timestamp is None else timestamp
+        pairs = [r if isinstance(r, tuple) else (None, r) for r in records]
+        batch = build_batch([Record(i, ts, k, v) for i, (k, v) in enumerate(pairs)], 0)
+        cls = request_class(PRODUCE)[PRODUCE_VERSION]
+        data = cls.TopicProduceData(name=topic, partition_data=[
+            cls.TopicProduceData.PartitionProduceData(index=partition, records=bytes(batch))])
+        with self.wire() as wire:
+            response = wire.request(PRODUCE, PRODUCE_VERSION, cls(transactional_id=None, acks=-1,
+                                                                   timeout_ms=30_000, topic_data=[data]))
+        [answer] = response.responses[0].partition_responses
+        if answer.error_code:
+            raise AssertionError(f"{topic}-{partition}: produce refused with error {answer.error_code}")
+        return int(answer.base_offset)
+
+    def create_topic(self, name: str, spec: int | Mapping[str, Any] = 1, *,
+                     configs: Mapping[str, Any] | None = None) -> bytes:
+        """Create `name` and return its topic id (16 bytes): `spec` is the partition count or {"partitions": n,
+        "configs": {name: value}}; `configs` adds topic configs (`create_topic("t", 3, configs={...})`)."""
         if isinstance(spec, int):
-            partitions, configs = spec, {}
+            partitions, merged = spec, {}
         else:
             partitions = int(spec.get("partitions", 1))
-            configs = {k: str(v) for k, v in dict(spec.get("configs", {})).items()}
-        self.state.topics.create_topic(name, partitions, 1, configs)
+            merged = dict(spec.get("configs", {}))
+        merged.update(configs or {})
+        info = self.state.topics.create_topic(name, partitions, 1, {k: str(v) for k, v in merged.items()})
+        return bytes(info.topic_id)
 
     def records(self, topic: str, partition: int | None = None) -> list[TopicRecord]:
         """Every record of `topic` (or one partition) up to the high watermark, ordered by partition then

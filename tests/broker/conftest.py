@@ -1,5 +1,5 @@
-"""Fixtures for the broker suites: one in-process broker per test module and a raw-protocol client on it.
-Modules that need a differently configured broker define their own `broker` fixture."""
+"""Fixtures for the broker suites: a raw-protocol client on the module's broker (the plugin's
+`tidelog_module_broker`; a module configures it with `pytestmark = pytest.mark.tidelog(overrides=...)`)."""
 
 from __future__ import annotations
 
@@ -7,17 +7,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from tidelog.testing import BrokerHandle, KafkaWire, run_broker
-
-
-@pytest.fixture(scope="module")
-def broker() -> Iterator[BrokerHandle]:
-    with run_broker() as handle:
-        yield handle
+from tidelog.testing import BrokerHandle, KafkaWire
 
 
 @pytest.fixture
-def client(broker: BrokerHandle) -> Iterator[KafkaWire]:
+def client(tidelog_module_broker: BrokerHandle) -> Iterator[KafkaWire]:
     # 120 s: long-poll fetches and a loaded 2-core machine; the broker answers far sooner when it works.
-    with KafkaWire(broker.bootstrap, client_id="raw-test", timeout=120) as c:
+    with KafkaWire(tidelog_module_broker.bootstrap, client_id="raw-test", timeout=120) as c:
         yield c

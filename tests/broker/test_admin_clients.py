@@ -5,36 +5,35 @@ partitions and delete; error codes map to the clients' exceptions; topic ids and
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Callable, Iterator
 
 import pytest
 
-from tidelog.testing import BrokerHandle, run_broker
+from tidelog.testing import BrokerHandle
 
 TIMEOUT = 60
 
 
 @pytest.fixture
-def kp_admin(broker: BrokerHandle) -> Iterator[object]:
+def kp_admin(tidelog_module_broker: BrokerHandle) -> Iterator[object]:
     from kafka.admin import KafkaAdminClient
 
-    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=TIMEOUT * 1000)
+    admin = KafkaAdminClient(bootstrap_servers=tidelog_module_broker.bootstrap, request_timeout_ms=TIMEOUT * 1000)
     yield admin
     admin.close()
 
 
 @pytest.fixture
-def ck_admin(broker: BrokerHandle) -> object:
+def ck_admin(tidelog_module_broker: BrokerHandle) -> object:
     from confluent_kafka.admin import AdminClient
 
-    return AdminClient({"bootstrap.servers": broker.bootstrap})
+    return AdminClient({"bootstrap.servers": tidelog_module_broker.bootstrap})
 
 
 # --- kafka-python ---
 
 
-def test_kafka_python_create_describe_alter_delete(broker: BrokerHandle, kp_admin) -> None:
+def test_kafka_python_create_describe_alter_delete(tidelog_module_broker: BrokerHandle, kp_admin) -> None:
     from kafka.admin import AlterConfigOp, ConfigResource, ConfigResourceType, NewPartitions
 
     result = kp_admin.create_topics(
@@ -62,11 +61,11 @@ def test_kafka_python_create_describe_alter_delete(broker: BrokerHandle, kp_admi
         ConfigResourceType.TOPIC, "kp-topic",
         {"retention.ms": (AlterConfigOp.DELETE, None), "segment.ms": "60000"})])
     assert altered["topic"]["kp-topic"] == "OK"
-    info = broker.call(lambda: broker.state.topics.get("kp-topic"))
+    info = tidelog_module_broker.call(lambda: tidelog_module_broker.state.topics.get("kp-topic"))
     assert info.overrides == {"cleanup.policy": "compact", "segment.ms": "60000"}
 
     kp_admin.create_partitions({"kp-topic": NewPartitions(total_count=5)})
-    assert broker.call(lambda: broker.state.topics.get("kp-topic").partitions) == 5
+    assert tidelog_module_broker.call(lambda: tidelog_module_broker.state.topics.get("kp-topic").partitions) == 5
     described = kp_admin.describe_topics(["kp-topic"])[0]
     assert len(described["partitions"]) == 5
 
@@ -74,7 +73,7 @@ def test_kafka_python_create_describe_alter_delete(broker: BrokerHandle, kp_admi
     assert "kp-topic" not in kp_admin.list_topics()
 
 
-def test_kafka_python_errors(broker: BrokerHandle, kp_admin) -> None:
+def test_kafka_python_errors(tidelog_module_broker: BrokerHandle, kp_admin) -> None:
     from kafka.admin import NewPartitions
     from kafka.errors import (
         InvalidConfigurationError,
@@ -106,18 +105,18 @@ def test_kafka_python_errors(broker: BrokerHandle, kp_admin) -> None:
     assert "kp-dup" in names and not names & {"kp-rf", "kp-cfg", "kp/bad", "kp_col"}
 
 
-def test_kafka_python_delete_by_topic_id(broker: BrokerHandle, kp_admin) -> None:
+def test_kafka_python_delete_by_topic_id(tidelog_module_broker: BrokerHandle, kp_admin) -> None:
     created = kp_admin.create_topics({"kp-by-id": {"num_partitions": 1, "replication_factor": 1}})
     topic_id = created["topics"][0]["topic_id"]
     assert topic_id and uuid.UUID(str(topic_id)).int != 0
     kp_admin.delete_topics([uuid.UUID(str(topic_id))])
-    assert broker.call(lambda: broker.state.topics.get("kp-by-id")) is None
+    assert tidelog_module_broker.call(lambda: tidelog_module_broker.state.topics.get("kp-by-id")) is None
 
 
 # --- confluent-kafka (librdkafka) ---
 
 
-def test_confluent_create_describe_alter_delete(broker: BrokerHandle, ck_admin) -> None:
+def test_confluent_create_describe_alter_delete(tidelog_module_broker: BrokerHandle, ck_admin) -> None:
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import (
         AlterConfigOpType,
@@ -150,18 +149,18 @@ def test_confluent_create_describe_alter_delete(broker: BrokerHandle, ck_admin) 
         ConfigEntry("max.message.bytes", None, incremental_operation=AlterConfigOpType.DELETE),
     ])
     ck_admin.incremental_alter_configs([alter], request_timeout=TIMEOUT)[alter].result(timeout=TIMEOUT)
-    info = broker.call(lambda: broker.state.topics.get("ck-topic"))
+    info = tidelog_module_broker.call(lambda: tidelog_module_broker.state.topics.get("ck-topic"))
     assert info.overrides == {"cleanup.policy": "compact", "retention.ms": "7200000"}
 
     ck_admin.create_partitions([NewPartitions("ck-topic", 3)], request_timeout=TIMEOUT)["ck-topic"].result(
         timeout=TIMEOUT)
-    assert broker.call(lambda: broker.state.topics.get("ck-topic").partitions) == 3
+    assert tidelog_module_broker.call(lambda: tidelog_module_broker.state.topics.get("ck-topic").partitions) == 3
     with pytest.raises(KafkaException) as info_exc:
         ck_admin.create_partitions([NewPartitions("ck-topic", 2)], request_timeout=TIMEOUT)["ck-topic"].result(
             timeout=TIMEOUT)
     assert info_exc.value.args[0].name() == "INVALID_PARTITIONS"
 
-    broker_resource = ConfigResource(ConfigResource.Type.BROKER, str(broker.state.node_id))
+    broker_resource = ConfigResource(ConfigResource.Type.BROKER, str(tidelog_module_broker.state.node_id))
     broker_configs = ck_admin.describe_configs([broker_resource], request_timeout=TIMEOUT)[broker_resource].result(
         timeout=TIMEOUT)
     assert broker_configs["num.partitions"].value == "1"
@@ -204,37 +203,36 @@ def test_confluent_already_exists(ck_admin) -> None:
 # --- restart ---
 
 
-def test_topic_ids_and_configs_survive_restart(tmp_path: Path) -> None:
+def test_topic_ids_and_configs_survive_restart(tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
     from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
 
-    data = tmp_path / "data"
-    with run_broker(log_dir=data) as b:
-        admin = KafkaAdminClient(bootstrap_servers=b.bootstrap, request_timeout_ms=TIMEOUT * 1000)
-        try:
-            created = admin.create_topics({"durable": {"num_partitions": 3, "replication_factor": 1,
-                                                       "configs": {"cleanup.policy": "compact"}}})
-            topic_id = created["topics"][0]["topic_id"]
-            admin.create_topics({"doomed": {"num_partitions": 1, "replication_factor": 1}})
-            admin.delete_topics(["doomed"])
-        finally:
-            admin.close()
-    with run_broker(log_dir=data) as b:
-        admin = KafkaAdminClient(bootstrap_servers=b.bootstrap, request_timeout_ms=TIMEOUT * 1000)
-        try:
-            described = admin.describe_topics(["durable"])[0]
-            assert len(described["partitions"]) == 3
-            assert uuid.UUID(str(described["topic_id"])) == uuid.UUID(str(topic_id))
-            configs = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, "durable")])
-            assert configs["topic"]["durable"]["cleanup.policy"]["value"] == "compact"
-            assert "doomed" not in admin.list_topics()
-            log_config = b.call(lambda: b.state.topics.log(
-                __import__("tidelog.storage").storage.TopicPartition("durable", 2)).config)
-            assert log_config.compact
-        finally:
-            admin.close()
+    b = tidelog_broker_factory()
+    admin = KafkaAdminClient(bootstrap_servers=b.bootstrap, request_timeout_ms=TIMEOUT * 1000)
+    try:
+        created = admin.create_topics({"durable": {"num_partitions": 3, "replication_factor": 1,
+                                                   "configs": {"cleanup.policy": "compact"}}})
+        topic_id = created["topics"][0]["topic_id"]
+        admin.create_topics({"doomed": {"num_partitions": 1, "replication_factor": 1}})
+        admin.delete_topics(["doomed"])
+    finally:
+        admin.close()
+    b.restart()  # a clean shutdown and a start on the same log dir
+    admin = KafkaAdminClient(bootstrap_servers=b.bootstrap, request_timeout_ms=TIMEOUT * 1000)
+    try:
+        described = admin.describe_topics(["durable"])[0]
+        assert len(described["partitions"]) == 3
+        assert uuid.UUID(str(described["topic_id"])) == uuid.UUID(str(topic_id))
+        configs = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, "durable")])
+        assert configs["topic"]["durable"]["cleanup.policy"]["value"] == "compact"
+        assert "doomed" not in admin.list_topics()
+        log_config = b.call(lambda: b.state.topics.log(
+            __import__("tidelog.storage").storage.TopicPartition("durable", 2)).config)
+        assert log_config.compact
+    finally:
+        admin.close()
 
 
-def test_kafka_python_list_config_resources(broker: BrokerHandle, kp_admin) -> None:
+def test_kafka_python_list_config_resources(tidelog_module_broker: BrokerHandle, kp_admin) -> None:
     """ListConfigResources v1 (KIP-1142) as KafkaApis.handleListConfigResources answers it: no types means every
     type (client-metrics subscriptions, this broker as BROKER and BROKER_LOGGER, every topic, internal ones
     too); a type list filters; v0 (ListClientMetricsResources) lists client metrics only; a type the version
@@ -249,8 +247,8 @@ def test_kafka_python_list_config_resources(broker: BrokerHandle, kp_admin) -> N
     kp_admin.alter_configs([ConfigResource(
         ConfigResourceType.CLIENT_METRICS, "lcr-metrics",
         {"metrics": (AlterConfigOp.SET, "org.apache.kafka.producer.")})])
-    node = str(broker.call(lambda: broker.state.node_id))
-    topics = broker.call(lambda: broker.state.topics.names())
+    node = str(tidelog_module_broker.call(lambda: tidelog_module_broker.state.node_id))
+    topics = tidelog_module_broker.call(lambda: tidelog_module_broker.state.topics.names())
     assert "lcr-topic" in topics
 
     everything = kp_admin.list_config_resources()
@@ -261,7 +259,7 @@ def test_kafka_python_list_config_resources(broker: BrokerHandle, kp_admin) -> N
     with pytest.raises(UnsupportedVersionError):
         kp_admin.list_config_resources([ConfigResourceType.UNKNOWN])
 
-    with KafkaWire(broker.bootstrap) as wire:
+    with KafkaWire(tidelog_module_broker.bootstrap) as wire:
         v0 = wire.request(74, 0, request_class(74)[0]())
     assert (v0.error_code, [(r.resource_name, r.resource_type) for r in v0.config_resources]) == (
         0, [("lcr-metrics", int(ConfigResourceType.CLIENT_METRICS))])

@@ -12,21 +12,15 @@ import pytest
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import request_class
 from tidelog.storage import TopicPartition
-from tidelog.testing import BrokerHandle, KafkaWire, run_broker
+from tidelog.testing import BrokerHandle, KafkaWire
 
 ELECTION_NOT_NEEDED = 84
 NO_REASSIGNMENT_IN_PROGRESS = 85
 
 
-@pytest.fixture(scope="module")
-def broker() -> Iterator[BrokerHandle]:
-    with run_broker() as handle:
-        yield handle
-
-
 @pytest.fixture
-def wire(broker: BrokerHandle) -> Iterator[KafkaWire]:
-    with KafkaWire(broker.bootstrap) as w:
+def wire(tidelog_module_broker: BrokerHandle) -> Iterator[KafkaWire]:
+    with KafkaWire(tidelog_module_broker.bootstrap) as w:
         yield w
 
 
@@ -48,18 +42,18 @@ def produce(bootstrap: str, topic: str, partition: int, n: int) -> None:
 
 
 @pytest.mark.parametrize("version", [1, 2, 3, 4, 5])
-def test_describe_log_dirs_reports_every_partition_and_its_size(broker: BrokerHandle, wire: KafkaWire,
+def test_describe_log_dirs_reports_every_partition_and_its_size(tidelog_module_broker: BrokerHandle, wire: KafkaWire,
                                                                  version: int) -> None:
     create(wire, "dld", 3)
-    produce(broker.bootstrap, "dld", 1, 5)
+    produce(tidelog_module_broker.bootstrap, "dld", 1, 5)
     cls = request_class(35)
     everything = wire.request(35, version, cls[version](topics=None))
     assert len(everything.results) == 1
     result = everything.results[0]
-    assert result.error_code == 0 and result.log_dir == str(broker.state.log_manager.log_dirs[0])
+    assert result.error_code == 0 and result.log_dir == str(tidelog_module_broker.state.log_manager.log_dirs[0])
     topics = {t.name: {p.partition_index: p for p in t.partitions} for t in result.topics}
     assert sorted(topics["dld"]) == [0, 1, 2]
-    assert topics["dld"][1].partition_size == broker.state.log_manager.get_log(TopicPartition("dld", 1)).size_in_bytes()
+    assert topics["dld"][1].partition_size == tidelog_module_broker.state.log_manager.get_log(TopicPartition("dld", 1)).size_in_bytes()
     assert topics["dld"][1].partition_size > 0 and topics["dld"][0].partition_size == 0
     assert all(p.offset_lag == 0 and not p.is_future_key for p in topics["dld"].values())
     if version >= 4:
@@ -68,9 +62,9 @@ def test_describe_log_dirs_reports_every_partition_and_its_size(broker: BrokerHa
     assert [(t.name, [p.partition_index for p in t.partitions]) for t in some.results[0].topics] == [("dld", [2])]
 
 
-def test_describe_producers_lists_the_idempotent_producer(broker: BrokerHandle, wire: KafkaWire) -> None:
+def test_describe_producers_lists_the_idempotent_producer(tidelog_module_broker: BrokerHandle, wire: KafkaWire) -> None:
     create(wire, "dprod", 2)
-    produce(broker.bootstrap, "dprod", 0, 5)
+    produce(tidelog_module_broker.bootstrap, "dprod", 0, 5)
     cls = request_class(61)
     r = wire.request(61, 0, cls[0](topics=[cls.TopicRequest(name="dprod", partition_indexes=[0, 1, 7])]))
     parts = {p.partition_index: p for p in r.topics[0].partitions}
@@ -92,9 +86,9 @@ def test_list_partition_reassignments_is_empty(wire: KafkaWire) -> None:
 
 
 @pytest.mark.parametrize("version", [0, 1])
-def test_alter_partition_reassignments(broker: BrokerHandle, wire: KafkaWire, version: int) -> None:
+def test_alter_partition_reassignments(tidelog_module_broker: BrokerHandle, wire: KafkaWire, version: int) -> None:
     create(wire, "apr", 2)
-    node = broker.state.node_id
+    node = tidelog_module_broker.state.node_id
     cls = request_class(45)
     T = cls.ReassignableTopic
     P = T.ReassignablePartition
@@ -133,7 +127,7 @@ def test_elect_leaders_is_never_needed(wire: KafkaWire, version: int) -> None:
     assert r.replica_election_results == []
 
 
-def test_describe_topic_partitions_pages_with_a_cursor(broker: BrokerHandle, wire: KafkaWire) -> None:
+def test_describe_topic_partitions_pages_with_a_cursor(tidelog_module_broker: BrokerHandle, wire: KafkaWire) -> None:
     create(wire, "dtp-a", 3)
     create(wire, "dtp-b", 4)
     cls = request_class(75)
@@ -149,9 +143,9 @@ def test_describe_topic_partitions_pages_with_a_cursor(broker: BrokerHandle, wir
                 assert t.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and t.partitions == []
                 continue
             assert t.error_code == 0 and t.topic_id != uuid.UUID(int=0)
-            assert broker.state.topics.get(t.name).topic_id == t.topic_id.bytes
+            assert tidelog_module_broker.state.topics.get(t.name).topic_id == t.topic_id.bytes
             for p in t.partitions:
-                assert p.leader_id == broker.state.node_id and p.replica_nodes == p.isr_nodes == [p.leader_id]
+                assert p.leader_id == tidelog_module_broker.state.node_id and p.replica_nodes == p.isr_nodes == [p.leader_id]
                 seen.append((t.name, p.partition_index))
             assert len(t.partitions) <= 2
         if r.next_cursor is None:

@@ -11,21 +11,18 @@ import pytest
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import request_class
-from tidelog.testing import BrokerHandle, KafkaWire, run_broker
+from tidelog.testing import BrokerHandle, KafkaWire
 
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
-@pytest.fixture(scope="module")
-def broker() -> Iterator[BrokerHandle]:
-    with run_broker(overrides={"log.segment.bytes": "2097152"}) as handle:
-        yield handle
+pytestmark = pytest.mark.tidelog(overrides={"log.segment.bytes": "2097152"})
 
 
 @pytest.fixture
-def wire(broker: BrokerHandle) -> Iterator[KafkaWire]:
-    with KafkaWire(broker.bootstrap) as w:
+def wire(tidelog_module_broker: BrokerHandle) -> Iterator[KafkaWire]:
+    with KafkaWire(tidelog_module_broker.bootstrap) as w:
         yield w
 
 
@@ -92,11 +89,11 @@ def overrides(broker: BrokerHandle, topic: str) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("version", range(2, 8))
-def test_create_topics_every_version(broker: BrokerHandle, wire: KafkaWire, version: int) -> None:
+def test_create_topics_every_version(tidelog_module_broker: BrokerHandle, wire: KafkaWire, version: int) -> None:
     name = f"create-v{version}"
     result = create(wire, version, (name, 2, 1, {"cleanup.policy": "compact"}))[name]
     assert result.error_code == 0
-    info = broker.call(lambda: broker.state.topics.get(name))
+    info = tidelog_module_broker.call(lambda: tidelog_module_broker.state.topics.get(name))
     assert info.partitions == 2 and info.overrides == {"cleanup.policy": "compact"}
     if version >= 5:
         assert (result.num_partitions, result.replication_factor) == (2, 1)
@@ -110,11 +107,11 @@ def test_create_topics_every_version(broker: BrokerHandle, wire: KafkaWire, vers
     assert again.error_code == ErrorCode.TOPIC_ALREADY_EXISTS and again.error_message
 
 
-def test_create_topics_defaults_and_validate_only(broker: BrokerHandle, wire: KafkaWire) -> None:
+def test_create_topics_defaults_and_validate_only(tidelog_module_broker: BrokerHandle, wire: KafkaWire) -> None:
     result = create(wire, 7, ("dry-run", -1, -1, {"retention.ms": "1000"}), validate_only=True)["dry-run"]
     assert result.error_code == 0 and result.num_partitions == 1 and result.replication_factor == 1
     assert {c.name: c.value for c in result.configs}["retention.ms"] == "1000"
-    assert broker.call(lambda: broker.state.topics.get("dry-run")) is None
+    assert tidelog_module_broker.call(lambda: tidelog_module_broker.state.topics.get("dry-run")) is None
     result = create(wire, 7, ("defaults", -1, -1, {}))["defaults"]
     assert (result.error_code, result.num_partitions) == (0, 1)
 
@@ -132,20 +129,20 @@ def test_create_topics_defaults_and_validate_only(broker: BrokerHandle, wire: Ka
         (("null-value", 1, 1, {"retention.ms": None}), ErrorCode.INVALID_CONFIG),
     ],
 )
-def test_create_topics_errors(broker: BrokerHandle, wire: KafkaWire, topic: tuple, code: ErrorCode) -> None:
+def test_create_topics_errors(tidelog_module_broker: BrokerHandle, wire: KafkaWire, topic: tuple, code: ErrorCode) -> None:
     result = create(wire, 7, topic)[topic[0]]
     assert result.error_code == code, result
     assert result.error_message
     assert result.topic_id in (None, uuid.UUID(int=0))  # kafka-python decodes the zero uuid as None
-    assert broker.call(lambda: broker.state.topics.get(topic[0])) is None
+    assert tidelog_module_broker.call(lambda: tidelog_module_broker.state.topics.get(topic[0])) is None
 
 
-def test_create_topics_collision_duplicates_and_assignments(broker: BrokerHandle, wire: KafkaWire) -> None:
+def test_create_topics_collision_duplicates_and_assignments(tidelog_module_broker: BrokerHandle, wire: KafkaWire) -> None:
     assert create(wire, 7, ("col.lide", 1, 1, {}))["col.lide"].error_code == 0
     assert create(wire, 7, ("col_lide", 1, 1, {}))["col_lide"].error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
     dup = create(wire, 7, ("twice", 1, 1, {}), ("twice", 1, 1, {}))
     assert dup["twice"].error_code == ErrorCode.INVALID_REQUEST
-    node = broker.state.node_id
+    node = tidelog_module_broker.state.node_id
     ok = create(wire, 7, ("manual", -1, -1, {}), assignments={0: [node], 1: [node]})["manual"]
     assert (ok.error_code, ok.num_partitions) == (0, 2)
     mixed = create(wire, 7, ("manual-mixed", 2, -1, {}), assignments={0: [node]})["manual-mixed"]
@@ -157,7 +154,7 @@ def test_create_topics_collision_duplicates_and_assignments(broker: BrokerHandle
 
 
 @pytest.mark.parametrize("version", range(1, 7))
-def test_delete_topics_by_name(broker: BrokerHandle, wire: KafkaWire, version: int) -> None:
+def test_delete_topics_by_name(tidelog_module_broker: BrokerHandle, wire: KafkaWire, version: int) -> None:
     name = f"delete-v{version}"
     assert create(wire, 7, (name, 1, 1, {}))[name].error_code == 0
     cls = request_class(20)
@@ -169,10 +166,10 @@ def test_delete_topics_by_name(broker: BrokerHandle, wire: KafkaWire, version: i
     results = {r.name: r for r in wire.request(20, version, req).responses}
     assert results[name].error_code == 0
     assert results["never-was"].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    assert broker.call(lambda: broker.state.topics.get(name)) is None
+    assert tidelog_module_broker.call(lambda: tidelog_module_broker.state.topics.get(name)) is None
 
 
-def test_delete_topics_by_id(broker: BrokerHandle, wire: KafkaWire) -> None:
+def test_delete_topics_by_id(tidelog_module_broker: BrokerHandle, wire: KafkaWire) -> None:
     created = create(wire, 7, ("delete-by-id", 2, 1, {}))["delete-by-id"]
     cls = request_class(20)
     unknown = uuid.uuid4()
@@ -183,11 +180,11 @@ def test_delete_topics_by_id(broker: BrokerHandle, wire: KafkaWire) -> None:
     assert (results[0].name, results[0].topic_id, results[0].error_code) == ("delete-by-id", created.topic_id, 0)
     assert results[1].error_code == ErrorCode.UNKNOWN_TOPIC_ID
     assert results[2].error_code == ErrorCode.INVALID_REQUEST
-    assert broker.call(lambda: broker.state.topics.get("delete-by-id")) is None
+    assert tidelog_module_broker.call(lambda: tidelog_module_broker.state.topics.get("delete-by-id")) is None
 
 
 @pytest.mark.parametrize("version", range(0, 4))
-def test_create_partitions(broker: BrokerHandle, wire: KafkaWire, version: int) -> None:
+def test_create_partitions(tidelog_module_broker: BrokerHandle, wire: KafkaWire, version: int) -> None:
     name = f"grow-v{version}"
     assert create(wire, 7, (name, 1, 1, {}))[name].error_code == 0
     cls = request_class(37)
@@ -202,18 +199,18 @@ def test_create_partitions(broker: BrokerHandle, wire: KafkaWire, version: int) 
         return wire.request(37, version, req).results[0]
 
     assert grow(3, validate_only=True).error_code == 0
-    assert broker.call(lambda: broker.state.topics.get(name).partitions) == 1
+    assert tidelog_module_broker.call(lambda: tidelog_module_broker.state.topics.get(name).partitions) == 1
     assert grow(3).error_code == 0
-    assert broker.call(lambda: broker.state.topics.get(name).partitions) == 3
+    assert tidelog_module_broker.call(lambda: tidelog_module_broker.state.topics.get(name).partitions) == 3
     assert grow(2).error_code == ErrorCode.INVALID_PARTITIONS
     assert grow(3).error_code == ErrorCode.INVALID_PARTITIONS
     assert grow(5, topic_name="no-such-topic").error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    assert grow(5, assignments=[[broker.state.node_id]]).error_code == ErrorCode.INVALID_REPLICA_ASSIGNMENT
-    assert grow(4, assignments=[[broker.state.node_id]]).error_code == 0
+    assert grow(5, assignments=[[tidelog_module_broker.state.node_id]]).error_code == ErrorCode.INVALID_REPLICA_ASSIGNMENT
+    assert grow(4, assignments=[[tidelog_module_broker.state.node_id]]).error_code == 0
 
 
 @pytest.mark.parametrize("version", range(1, 5))
-def test_describe_topic_configs(broker: BrokerHandle, wire: KafkaWire, version: int) -> None:
+def test_describe_topic_configs(tidelog_module_broker: BrokerHandle, wire: KafkaWire, version: int) -> None:
     name = f"describe-v{version}"
     assert create(wire, 7, (name, 1, 1, {"retention.ms": "3600000"}))[name].error_code == 0
     result = describe(wire, version, TOPIC, name, docs=True)
@@ -237,15 +234,15 @@ def test_describe_topic_configs(broker: BrokerHandle, wire: KafkaWire, version: 
     assert [(c.name, c.synonyms) for c in only.configs] == [("retention.ms", [])]
 
 
-def test_describe_errors(broker: BrokerHandle, wire: KafkaWire) -> None:
+def test_describe_errors(tidelog_module_broker: BrokerHandle, wire: KafkaWire) -> None:
     assert describe(wire, 4, TOPIC, "no-such-topic").error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     assert describe(wire, 4, TOPIC, "bad name!").error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
     assert describe(wire, 4, BROKER, "99").error_code == ErrorCode.INVALID_REQUEST
     assert describe(wire, 4, 99, "x").error_code == ErrorCode.INVALID_REQUEST
 
 
-def test_describe_broker_configs(broker: BrokerHandle, wire: KafkaWire) -> None:
-    result = describe(wire, 4, BROKER, str(broker.state.node_id))
+def test_describe_broker_configs(tidelog_module_broker: BrokerHandle, wire: KafkaWire) -> None:
+    result = describe(wire, 4, BROKER, str(tidelog_module_broker.state.node_id))
     assert result.error_code == 0
     configs = {c.name: c for c in result.configs}
     assert (configs["log.segment.bytes"].value, configs["log.segment.bytes"].config_source) == ("2097152", 4)
@@ -258,22 +255,22 @@ def test_describe_broker_configs(broker: BrokerHandle, wire: KafkaWire) -> None:
     cluster = describe(wire, 4, BROKER, "")
     assert cluster.error_code == 0  # only KIP-966's cluster-level min.insync.replicas, written at the first start
     assert [(c.name, c.value, c.config_source) for c in cluster.configs] == [("min.insync.replicas", "1", 3)]
-    loggers = describe(wire, 4, BROKER_LOGGER, str(broker.state.node_id))
+    loggers = describe(wire, 4, BROKER_LOGGER, str(tidelog_module_broker.state.node_id))
     assert loggers.error_code == 0 and "root" in {c.name for c in loggers.configs}
 
 
 @pytest.mark.parametrize("version", range(0, 2))
-def test_incremental_alter_topic(broker: BrokerHandle, wire: KafkaWire, version: int) -> None:
+def test_incremental_alter_topic(tidelog_module_broker: BrokerHandle, wire: KafkaWire, version: int) -> None:
     name = f"incr-v{version}"
     assert create(wire, 7, (name, 1, 1, {"max.message.bytes": "2000", "cleanup.policy": "compact"}))[name].error_code == 0
     ok = incremental(wire, version, TOPIC, name, [("retention.ms", SET, "7200000"), ("max.message.bytes", DELETE, None),
                                                   ("cleanup.policy", APPEND, "delete")])
     assert ok.error_code == 0 and ok.error_message is None
-    assert overrides(broker, name) == {"retention.ms": "7200000", "cleanup.policy": "compact,delete"}
-    lg = broker.call(lambda: broker.state.topics.log_config(name))
+    assert overrides(tidelog_module_broker, name) == {"retention.ms": "7200000", "cleanup.policy": "compact,delete"}
+    lg = tidelog_module_broker.call(lambda: tidelog_module_broker.state.topics.log_config(name))
     assert lg.retention_ms == 7_200_000 and lg.max_message_bytes == 1_048_588 and lg.compact and lg.delete
     assert incremental(wire, version, TOPIC, name, [("cleanup.policy", SUBTRACT, "compact")]).error_code == 0
-    assert overrides(broker, name)["cleanup.policy"] == "delete"
+    assert overrides(tidelog_module_broker, name)["cleanup.policy"] == "delete"
     # validate_only and errors leave the overrides alone
     assert incremental(wire, version, TOPIC, name, [("retention.ms", SET, "1")], validate_only=True).error_code == 0
     assert incremental(wire, version, TOPIC, name, [("retention.ms", APPEND, "1")]).error_code == ErrorCode.INVALID_CONFIG
@@ -282,27 +279,27 @@ def test_incremental_alter_topic(broker: BrokerHandle, wire: KafkaWire, version:
     dup = incremental(wire, version, TOPIC, name, [("retention.ms", SET, "5"), ("retention.ms", DELETE, None)])
     assert dup.error_code == ErrorCode.INVALID_REQUEST
     assert incremental(wire, version, TOPIC, name, [("retention.ms", 9, "5")]).error_code == ErrorCode.INVALID_REQUEST
-    assert overrides(broker, name) == {"retention.ms": "7200000", "cleanup.policy": "delete"}
+    assert overrides(tidelog_module_broker, name) == {"retention.ms": "7200000", "cleanup.policy": "delete"}
     assert incremental(wire, version, TOPIC, "missing-topic", [("retention.ms", SET, "1")]).error_code == (
         ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     )
 
 
 @pytest.mark.parametrize("version", range(0, 3))
-def test_alter_configs_replaces_override_set(broker: BrokerHandle, wire: KafkaWire, version: int) -> None:
+def test_alter_configs_replaces_override_set(tidelog_module_broker: BrokerHandle, wire: KafkaWire, version: int) -> None:
     name = f"alter-v{version}"
     assert create(wire, 7, (name, 1, 1, {"retention.ms": "1000", "cleanup.policy": "compact"}))[name].error_code == 0
     assert alter(wire, version, TOPIC, name, {"segment.ms": "60000"}).error_code == 0
-    assert overrides(broker, name) == {"segment.ms": "60000"}
+    assert overrides(tidelog_module_broker, name) == {"segment.ms": "60000"}
     assert alter(wire, version, TOPIC, name, {"segment.ms": "1"}, validate_only=True).error_code == 0
     assert alter(wire, version, TOPIC, name, {"segment.ms": "x"}).error_code == ErrorCode.INVALID_CONFIG
     assert alter(wire, version, TOPIC, name, {"segment.ms": None}).error_code == ErrorCode.INVALID_REQUEST
-    assert overrides(broker, name) == {"segment.ms": "60000"}
+    assert overrides(tidelog_module_broker, name) == {"segment.ms": "60000"}
     assert alter(wire, version, TOPIC, "missing-topic", {}).error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
-def test_broker_dynamic_configs(broker: BrokerHandle, wire: KafkaWire) -> None:
-    node = str(broker.state.node_id)
+def test_broker_dynamic_configs(tidelog_module_broker: BrokerHandle, wire: KafkaWire) -> None:
+    node = str(tidelog_module_broker.state.node_id)
     static = incremental(wire, 1, BROKER, node, [("num.partitions", SET, "3")])
     assert static.error_code == ErrorCode.INVALID_REQUEST
     assert alter(wire, 2, BROKER, node, {"num.partitions": "3"}).error_code == ErrorCode.INVALID_REQUEST
@@ -310,7 +307,7 @@ def test_broker_dynamic_configs(broker: BrokerHandle, wire: KafkaWire) -> None:
         ErrorCode.INVALID_REQUEST
     )
     assert incremental(wire, 1, BROKER, node, [("log.cleaner.backoff.ms", SET, "5000")]).error_code == 0
-    assert broker.call(lambda: broker.state.config.log_cleaner_backoff_ms) == 5000
+    assert tidelog_module_broker.call(lambda: tidelog_module_broker.state.config.log_cleaner_backoff_ms) == 5000
     entry = {c.name: c for c in describe(wire, 4, BROKER, node).configs}["log.cleaner.backoff.ms"]
     assert (entry.value, entry.config_source) == ("5000", 2)
     assert [(s.source, s.value) for s in entry.synonyms] == [(2, "5000"), (5, "15000")]
@@ -324,15 +321,15 @@ def test_broker_dynamic_configs(broker: BrokerHandle, wire: KafkaWire) -> None:
         ErrorCode.INVALID_REQUEST  # ConfigAdminManager: append on a non-list broker config
     )
     assert incremental(wire, 1, BROKER, node, [("log.cleanup.policy", APPEND, "compact")]).error_code == 0
-    assert broker.call(lambda: broker.state.config.get("log.cleanup.policy")) == ["delete", "compact"]
+    assert tidelog_module_broker.call(lambda: tidelog_module_broker.state.config.get("log.cleanup.policy")) == ["delete", "compact"]
     assert incremental(wire, 1, BROKER, node, [("log.cleanup.policy", DELETE, None)]).error_code == 0
     assert incremental(wire, 1, BROKER, node, [("log.cleaner.backoff.ms", DELETE, None)]).error_code == 0
     assert incremental(wire, 1, BROKER, "", [("log.retention.ms", DELETE, None)]).error_code == 0
-    assert broker.call(lambda: broker.state.config.log_cleaner_backoff_ms) == 15000
+    assert tidelog_module_broker.call(lambda: tidelog_module_broker.state.config.log_cleaner_backoff_ms) == 15000
 
 
-def test_broker_logger_levels(broker: BrokerHandle, wire: KafkaWire) -> None:
-    node = str(broker.state.node_id)
+def test_broker_logger_levels(tidelog_module_broker: BrokerHandle, wire: KafkaWire) -> None:
+    node = str(tidelog_module_broker.state.node_id)
     assert incremental(wire, 1, BROKER_LOGGER, node, [("tidelog.broker.topics", SET, "DEBUG")]).error_code == 0
     levels = {c.name: c.value for c in describe(wire, 4, BROKER_LOGGER, node, keys=["tidelog.broker.topics"]).configs}
     assert levels == {"tidelog.broker.topics": "DEBUG"}
@@ -343,7 +340,7 @@ def test_broker_logger_levels(broker: BrokerHandle, wire: KafkaWire) -> None:
     assert alter(wire, 2, BROKER_LOGGER, node, {"tidelog.broker.topics": "INFO"}).error_code == ErrorCode.INVALID_REQUEST
 
 
-def test_duplicate_resources_are_refused(broker: BrokerHandle, wire: KafkaWire) -> None:
+def test_duplicate_resources_are_refused(tidelog_module_broker: BrokerHandle, wire: KafkaWire) -> None:
     assert create(wire, 7, ("dup-res", 1, 1, {}))["dup-res"].error_code == 0
     cls = request_class(44)
     res = cls.AlterConfigsResource
@@ -351,10 +348,10 @@ def test_duplicate_resources_are_refused(broker: BrokerHandle, wire: KafkaWire) 
               configs=[res.AlterableConfig(name="retention.ms", config_operation=SET, value="5")])
     responses = wire.request(44, 1, cls[1](resources=[one, one], validate_only=False)).responses
     assert [r.error_code for r in responses] == [ErrorCode.INVALID_REQUEST] * 2
-    assert overrides(broker, "dup-res") == {}
+    assert overrides(tidelog_module_broker, "dup-res") == {}
 
 
-def test_too_many_partitions_per_request(broker: BrokerHandle, wire: KafkaWire) -> None:
+def test_too_many_partitions_per_request(tidelog_module_broker: BrokerHandle, wire: KafkaWire) -> None:
     results = create(wire, 7, ("huge-a", 6000, 1, {}), ("huge-b", 6000, 1, {}))
     assert [r.error_code for r in results.values()] == [ErrorCode.POLICY_VIOLATION] * 2
-    assert broker.call(lambda: broker.state.topics.get("huge-a")) is None
+    assert tidelog_module_broker.call(lambda: tidelog_module_broker.state.topics.get("huge-a")) is None

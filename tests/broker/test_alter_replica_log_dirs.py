@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ import pytest
 
 from tidelog.protocol.messages import request_class
 from tidelog.storage.fault_hooks import FaultPoint
-from tidelog.testing import BrokerProcess, KafkaWire, run_broker
+from tidelog.testing import BrokerHandle, BrokerProcess, KafkaWire
 
 TOPIC = "moving"
 
@@ -103,52 +104,51 @@ def expected(n: int) -> list[bytes]:
     return [b"v%06d" % i for i in range(n)]
 
 
-def test_move_between_dirs_online(tmp_path: Path) -> None:
+def test_move_between_dirs_online(tmp_path: Path, tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
     a, b = tmp_path / "a", tmp_path / "b"
-    with run_broker(tmp_path / "unused", overrides={"log.dirs": f"{a},{b}"}) as broker:
-        create_topic(broker.bootstrap)
-        source = str(broker.state.log_manager.log_dir_of(_tp(0)))
-        target = str(b) if source == str(a) else str(a)
-        produce(broker.bootstrap, 0, 300)  # several closed segments
-        assert alter(broker.bootstrap, {target: [(TOPIC, 0)]}) == {(TOPIC, 0): 0}
-        produce(broker.bootstrap, 300, 100)  # during (and after) the move
-        wait_moved(broker.bootstrap, target)
-        dirs = describe(broker.bootstrap)
-        assert (TOPIC, 0, False) not in dirs[source]
-        assert not any(k[2] for d in dirs.values() for k in d)  # no future replica left
-        assert dirs[target][(TOPIC, 0, False)][0] == broker.call(
-            lambda: broker.state.log_manager.get_log(_tp(0)).size_in_bytes())
-        produce(broker.bootstrap, 400, 50)
-        assert consume_all(broker.bootstrap) == expected(450)
-        on_disk = partition_dirs(tmp_path)
-        assert f"{TOPIC}-0" not in on_disk[Path(source).name] and f"{TOPIC}-0" in on_disk[Path(target).name]
-        assert not [n for names in on_disk.values() for n in names if n.endswith(("-future", "-delete"))]
-        # moving to where it already is: nothing to do
-        assert alter(broker.bootstrap, {target: [(TOPIC, 0)]}) == {(TOPIC, 0): 0}
-    with run_broker(tmp_path / "unused", overrides={"log.dirs": f"{a},{b}"}) as broker:
-        assert str(broker.state.log_manager.log_dir_of(_tp(0))) == target
-        assert consume_all(broker.bootstrap) == expected(450)
+    broker = tidelog_broker_factory(tmp_path / "unused", overrides={"log.dirs": f"{a},{b}"})
+    broker.create_topic(TOPIC, 2, configs={"segment.bytes": "20000"})
+    source = str(broker.state.log_manager.log_dir_of(_tp(0)))
+    target = str(b) if source == str(a) else str(a)
+    produce(broker.bootstrap, 0, 300)  # several closed segments
+    assert alter(broker.bootstrap, {target: [(TOPIC, 0)]}) == {(TOPIC, 0): 0}
+    produce(broker.bootstrap, 300, 100)  # during (and after) the move
+    wait_moved(broker.bootstrap, target)
+    dirs = describe(broker.bootstrap)
+    assert (TOPIC, 0, False) not in dirs[source]
+    assert not any(k[2] for d in dirs.values() for k in d)  # no future replica left
+    assert dirs[target][(TOPIC, 0, False)][0] == broker.call(
+        lambda: broker.state.log_manager.get_log(_tp(0)).size_in_bytes())
+    produce(broker.bootstrap, 400, 50)
+    assert consume_all(broker.bootstrap) == expected(450)
+    on_disk = partition_dirs(tmp_path)
+    assert f"{TOPIC}-0" not in on_disk[Path(source).name] and f"{TOPIC}-0" in on_disk[Path(target).name]
+    assert not [n for names in on_disk.values() for n in names if n.endswith(("-future", "-delete"))]
+    # moving to where it already is: nothing to do
+    assert alter(broker.bootstrap, {target: [(TOPIC, 0)]}) == {(TOPIC, 0): 0}
+    broker.restart()
+    assert str(broker.state.log_manager.log_dir_of(_tp(0))) == target
+    assert consume_all(broker.bootstrap) == expected(450)
 
 
-def test_errors_as_kafka(tmp_path: Path) -> None:
+def test_errors_as_kafka(tmp_path: Path, tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
     a, b = tmp_path / "a", tmp_path / "b"
-    with run_broker(tmp_path / "unused", overrides={"log.dirs": f"{a},{b}"}) as broker:
-        create_topic(broker.bootstrap)
-        got = alter(broker.bootstrap, {str(tmp_path / "nope"): [(TOPIC, 0)], str(b): [("no-such-topic", 0)]},
-                    version=1)
-        assert got == {(TOPIC, 0): 57, ("no-such-topic", 0): 3}  # LOG_DIR_NOT_FOUND, UNKNOWN_TOPIC_OR_PARTITION
-        assert alter(broker.bootstrap, {str(b): [(TOPIC, 9)]}) == {(TOPIC, 9): 3}
+    broker = tidelog_broker_factory(tmp_path / "unused", overrides={"log.dirs": f"{a},{b}"})
+    broker.create_topic(TOPIC, 2, configs={"segment.bytes": "20000"})
+    got = alter(broker.bootstrap, {str(tmp_path / "nope"): [(TOPIC, 0)], str(b): [("no-such-topic", 0)]},
+                version=1)
+    assert got == {(TOPIC, 0): 57, ("no-such-topic", 0): 3}  # LOG_DIR_NOT_FOUND, UNKNOWN_TOPIC_OR_PARTITION
+    assert alter(broker.bootstrap, {str(b): [(TOPIC, 9)]}) == {(TOPIC, 9): 3}
 
 
-def test_cluster_alter_is_authorized(tmp_path: Path) -> None:
+def test_cluster_alter_is_authorized(tmp_path: Path, tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
     a, b = tmp_path / "a", tmp_path / "b"
     overrides = {"log.dirs": f"{a},{b}",
                  "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"}
-    with run_broker(tmp_path / "unused", overrides=overrides, topics={TOPIC: 1}) as broker:
-        # ANONYMOUS has no CLUSTER ALTER ACL: every partition is refused, even an unknown dir's
-        got = alter(broker.bootstrap, {str(b): [(TOPIC, 0)], str(tmp_path / "nope"): [("other", 1)]})
-        assert got == {(TOPIC, 0): 31, ("other", 1): 31}  # CLUSTER_AUTHORIZATION_FAILED
-        assert broker.state.log_manager.preferred_log_dirs() == {}  # nothing recorded, nothing moved
+    broker = tidelog_broker_factory(tmp_path / "unused", overrides=overrides, topics={TOPIC: 1})
+    got = alter(broker.bootstrap, {str(b): [(TOPIC, 0)], str(tmp_path / "nope"): [("other", 1)]})
+    assert got == {(TOPIC, 0): 31, ("other", 1): 31}  # CLUSTER_AUTHORIZATION_FAILED
+    assert broker.state.log_manager.preferred_log_dirs() == {}  # nothing recorded, nothing moved
 
 
 class HoldAt:
@@ -165,30 +165,30 @@ class HoldAt:
             assert self.release.wait(60)
 
 
-def test_describe_log_dirs_shows_the_future_replica_while_moving(tmp_path: Path) -> None:
+def test_describe_log_dirs_shows_the_future_replica_while_moving(tmp_path: Path, tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
     a, b = tmp_path / "a", tmp_path / "b"
     hooks = HoldAt(FaultPoint.ALTER_DIR_FUTURE_COPIED)
-    with run_broker(tmp_path / "unused", overrides={"log.dirs": f"{a},{b}"}, fault_hooks=hooks) as broker:
-        create_topic(broker.bootstrap)
-        source = str(broker.state.log_manager.log_dir_of(_tp(0)))
-        target = str(b) if source == str(a) else str(a)
-        produce(broker.bootstrap, 0, 300)
-        assert alter(broker.bootstrap, {target: [(TOPIC, 0)]}) == {(TOPIC, 0): 0}
-        assert hooks.reached.wait(60)
-        try:
-            dirs = describe(broker.bootstrap)
-            assert (TOPIC, 0, False) in dirs[source] and (TOPIC, 0, False) not in dirs[target]
-            # everything appended so far is copied; the swap waits
-            assert dirs[target][(TOPIC, 0, True)] == (dirs[source][(TOPIC, 0, False)][0], 0)
-            produce(broker.bootstrap, 300, 50)  # appends go on while the future replica is held back
-            dirs = describe(broker.bootstrap)
-            size, lag = dirs[target][(TOPIC, 0, True)]
-            assert 0 < size < dirs[source][(TOPIC, 0, False)][0] and lag == 50
-        finally:
-            hooks.release.set()
-        wait_moved(broker.bootstrap, target)
-        assert not any(k[2] for d in describe(broker.bootstrap).values() for k in d)
-        assert consume_all(broker.bootstrap) == expected(350)
+    broker = tidelog_broker_factory(tmp_path / "unused", overrides={"log.dirs": f"{a},{b}"}, fault_hooks=hooks)
+    broker.create_topic(TOPIC, 2, configs={"segment.bytes": "20000"})
+    source = str(broker.state.log_manager.log_dir_of(_tp(0)))
+    target = str(b) if source == str(a) else str(a)
+    produce(broker.bootstrap, 0, 300)
+    assert alter(broker.bootstrap, {target: [(TOPIC, 0)]}) == {(TOPIC, 0): 0}
+    assert hooks.reached.wait(60)
+    try:
+        dirs = describe(broker.bootstrap)
+        assert (TOPIC, 0, False) in dirs[source] and (TOPIC, 0, False) not in dirs[target]
+        # everything appended so far is copied; the swap waits
+        assert dirs[target][(TOPIC, 0, True)] == (dirs[source][(TOPIC, 0, False)][0], 0)
+        produce(broker.bootstrap, 300, 50)  # appends go on while the future replica is held back
+        dirs = describe(broker.bootstrap)
+        size, lag = dirs[target][(TOPIC, 0, True)]
+        assert 0 < size < dirs[source][(TOPIC, 0, False)][0] and lag == 50
+    finally:
+        hooks.release.set()
+    wait_moved(broker.bootstrap, target)
+    assert not any(k[2] for d in describe(broker.bootstrap).values() for k in d)
+    assert consume_all(broker.bootstrap) == expected(350)
 
 
 def _tp(p: int) -> Any:

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from broker_testlib import batch, create_topic
+from broker_testlib import batch
 from hostile_batches import overflowing_batch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -30,7 +30,7 @@ from hypothesis.errors import UnsatisfiedAssumption
 
 from tidelog.broker.apis import API_TABLE, ApiEntry
 from tidelog.protocol.messages import request_class, response_class
-from tidelog.testing import BrokerHandle, KafkaWire, run_broker
+from tidelog.testing import BrokerHandle, KafkaWire
 
 # ~30 s for all APIs on this machine. Deeper by hand now and then: TIDELOG_FUZZ_EXAMPLES=2500 (~6 min) found an
 # OffsetCommit overflow 40 had not.
@@ -57,11 +57,7 @@ class _ErrorLog(logging.Handler):
         self.records.append(record)
 
 
-@pytest.fixture(scope="module")
-def fuzz_broker() -> Iterator[BrokerHandle]:
-    with run_broker(overrides={"group.initial.rebalance.delay.ms": 0}) as b:
-        create_topic(b.bootstrap, TOPIC, partitions=2)
-        yield b
+pytestmark = pytest.mark.tidelog(overrides={"group.initial.rebalance.delay.ms": 0}, topics={TOPIC: 2})
 
 
 @pytest.fixture(scope="module")
@@ -190,7 +186,7 @@ _APIS = [_served_versions(entry) for entry in API_TABLE]
 
 
 @pytest.mark.parametrize(("name", "api_key", "versions"), _APIS, ids=[a[0] for a in _APIS])
-def test_fuzzed_requests_never_raise_in_a_handler(fuzz_broker: BrokerHandle, error_log: _ErrorLog, name: str,
+def test_fuzzed_requests_never_raise_in_a_handler(tidelog_module_broker: BrokerHandle, error_log: _ErrorLog, name: str,
                                                   api_key: int, versions: list[int]) -> None:
     assert versions, f"kafka-python has no request schema for any served version of {name}"
     outcomes: dict[str, int] = {}
@@ -209,7 +205,7 @@ def test_fuzzed_requests_never_raise_in_a_handler(fuzz_broker: BrokerHandle, err
             raise UnsatisfiedAssumption() from None
         body = _mutate(data.draw, body)
         before = len(error_log.records)
-        outcome = _exchange(fuzz_broker.bootstrap, api_key, version, body)
+        outcome = _exchange(tidelog_module_broker.bootstrap, api_key, version, body)
         outcomes[outcome] = outcomes.get(outcome, 0) + 1
         new = error_log.records[before:]
         assert not new, (f"{name} v{version} logged an error: " + "; ".join(
@@ -220,7 +216,7 @@ def test_fuzzed_requests_never_raise_in_a_handler(fuzz_broker: BrokerHandle, err
     assert outcomes.get("response", 0) > 0, f"{name}: {outcomes}"
     # the broker still answers everyone
     cls = request_class(3)[12]
-    with KafkaWire(fuzz_broker.bootstrap) as wire:
+    with KafkaWire(tidelog_module_broker.bootstrap) as wire:
         meta = wire.request(3, 12, cls(topics=None, allow_auto_topic_creation=False,
                                        include_topic_authorized_operations=False))
     assert meta.brokers
@@ -270,7 +266,7 @@ _FAULTED_APIS = [a for a in _APIS if a[1] != 18]  # ApiVersions cannot be faulte
 
 @pytest.mark.parametrize(("name", "api_key", "versions"), _FAULTED_APIS, ids=[a[0] for a in _FAULTED_APIS])
 def test_a_handler_exception_is_answered_with_the_apis_error_response(
-        fuzz_broker: BrokerHandle, error_log: _ErrorLog, name: str, api_key: int, versions: list[int]) -> None:
+        tidelog_module_broker: BrokerHandle, error_log: _ErrorLog, name: str, api_key: int, versions: list[int]) -> None:
     """Kafka's error policy (KafkaApis.handleError): an exception inside any handler is answered with that API's
     own error response, UNKNOWN_SERVER_ERROR in every error field, logged once; the connection stays open (an
     acks=0 Produce, which has no response, closes it as Kafka does)."""
@@ -286,12 +282,12 @@ def test_a_handler_exception_is_answered_with_the_apis_error_response(
             body = bytes(request.encode(version=version))
         except Exception:  # noqa: BLE001 - a value kafka-python cannot encode at this version
             raise UnsatisfiedAssumption() from None
-        fuzz_broker.faults.clear()
-        fuzz_broker.inject_handler_exceptions(api_key)
+        tidelog_module_broker.faults.clear()
+        tidelog_module_broker.inject_handler_exceptions(api_key)
         before = len(error_log.records)
-        response, open_ = _exchange_answer(fuzz_broker.bootstrap, api_key, version, body)
-        reached = fuzz_broker.faults.pending_handler_exceptions(api_key) == 0
-        fuzz_broker.faults.clear()
+        response, open_ = _exchange_answer(tidelog_module_broker.bootstrap, api_key, version, body)
+        reached = tidelog_module_broker.faults.pending_handler_exceptions(api_key) == 0
+        tidelog_module_broker.faults.clear()
         if not reached:  # refused before its handler (e.g. a value its decoder rejects): not this test's case
             raise UnsatisfiedAssumption()
         logged = [r for r in error_log.records[before:] if "correlation id 1000" in r.getMessage()]

@@ -37,9 +37,9 @@ def ranges(response: Any) -> dict[int, tuple[int, int]]:
         (0, None, None),  # aiokafka
     ],
 )
-def test_each_client_first_version_is_answered(tidelog_broker: BrokerHandle, version: int, name: str | None,
+def test_each_client_first_version_is_answered(tidelog_module_broker: BrokerHandle, version: int, name: str | None,
                                                software_version: str | None) -> None:
-    with KafkaWire(tidelog_broker.bootstrap) as wire:
+    with KafkaWire(tidelog_module_broker.bootstrap) as wire:
         response = wire.request(API_VERSIONS, version, api_versions(version, name, software_version))
     assert response.error_code == ErrorCode.NONE
     advertised = ranges(response)
@@ -53,12 +53,12 @@ def test_each_client_first_version_is_answered(tidelog_broker: BrokerHandle, ver
         assert response.finalized_features_epoch >= 0
 
 
-def test_advertised_ranges_follow_the_api_table(tidelog_broker: BrokerHandle) -> None:
+def test_advertised_ranges_follow_the_api_table(tidelog_module_broker: BrokerHandle) -> None:
     import importlib
 
     from tidelog.broker.apis import API_TABLE
 
-    with KafkaWire(tidelog_broker.bootstrap) as wire:
+    with KafkaWire(tidelog_module_broker.bootstrap) as wire:
         response = wire.request(API_VERSIONS, 4, api_versions(4, "apache-kafka-java", "3.9.0"))
     advertised = ranges(response)
     assert set(advertised) == {int(e.key) for e in API_TABLE}
@@ -72,9 +72,9 @@ def test_advertised_ranges_follow_the_api_table(tidelog_broker: BrokerHandle) ->
     assert advertised[0][0] == 0  # Produce advertises 0 (KAFKA-18659) so old librdkafka keeps compression on
 
 
-def test_flexible_response_uses_header_v0(tidelog_broker: BrokerHandle) -> None:
+def test_flexible_response_uses_header_v0(tidelog_module_broker: BrokerHandle) -> None:
     """KIP-511: a header-v1 tagged byte here breaks librdkafka ("Protocol parse failure for ApiVersion v3")."""
-    with KafkaWire(tidelog_broker.bootstrap) as wire:
+    with KafkaWire(tidelog_module_broker.bootstrap) as wire:
         wire.send(API_VERSIONS, 3, api_versions(3, "librdkafka", "2.0.2"))
         data = wire.read_frame()
     correlation_id, error_code, count = struct.unpack_from(">ihB", data, 0)
@@ -83,8 +83,8 @@ def test_flexible_response_uses_header_v0(tidelog_broker: BrokerHandle) -> None:
     assert count >= 2  # compact array length + 1, straight after the error code
 
 
-def test_too_new_version_gets_v0_error_body_and_connection_stays(tidelog_broker: BrokerHandle) -> None:
-    with KafkaWire(tidelog_broker.bootstrap) as wire:
+def test_too_new_version_gets_v0_error_body_and_connection_stays(tidelog_module_broker: BrokerHandle) -> None:
+    with KafkaWire(tidelog_module_broker.bootstrap) as wire:
         # v5 does not exist: the body layout is unknown, so send something arbitrary after a v2 header.
         wire.sock.sendall(wire.frame(API_VERSIONS, 5, b"\x0bkafka-java\x063.9.9\x00"))
         correlation_id, response = wire.receive(API_VERSIONS, 0)
@@ -97,9 +97,9 @@ def test_too_new_version_gets_v0_error_body_and_connection_stays(tidelog_broker:
 
 
 @pytest.mark.parametrize(("name", "software_version"), [("bad name!", "1.0"), ("java", "-1.0"), ("", "1")])
-def test_invalid_software_name_is_invalid_request(tidelog_broker: BrokerHandle, name: str,
+def test_invalid_software_name_is_invalid_request(tidelog_module_broker: BrokerHandle, name: str,
                                                   software_version: str) -> None:
-    with KafkaWire(tidelog_broker.bootstrap) as wire:
+    with KafkaWire(tidelog_module_broker.bootstrap) as wire:
         wire.send(API_VERSIONS, 3, api_versions(3, name, software_version))
         # Kafka encodes this error in the request's version (v3, empty api_keys); kafka-python's decoder
         # would assume v0 for any error, so check the bytes: header v0, error, empty compact array.
@@ -110,14 +110,14 @@ def test_invalid_software_name_is_invalid_request(tidelog_broker: BrokerHandle, 
         assert wire.request(API_VERSIONS, 0, api_versions(0)).error_code == ErrorCode.NONE
 
 
-def test_null_client_id_is_accepted(tidelog_broker: BrokerHandle) -> None:
-    with KafkaWire(tidelog_broker.bootstrap, client_id=None) as wire:
+def test_null_client_id_is_accepted(tidelog_module_broker: BrokerHandle) -> None:
+    with KafkaWire(tidelog_module_broker.bootstrap, client_id=None) as wire:
         assert wire.request(API_VERSIONS, 2, api_versions(2)).error_code == ErrorCode.NONE
 
 
 @pytest.mark.kcat
-def test_kcat_negotiates_v3(tidelog_broker: BrokerHandle) -> None:
-    out = subprocess.run(["kcat", "-b", tidelog_broker.bootstrap, "-L", "-d", "protocol", "-m", "30"],
+def test_kcat_negotiates_v3(tidelog_module_broker: BrokerHandle) -> None:
+    out = subprocess.run(["kcat", "-b", tidelog_module_broker.bootstrap, "-L", "-d", "protocol", "-m", "30"],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "ApiVersionRequest (v3)" in out.stderr or "ApiVersion" in out.stderr
@@ -125,10 +125,10 @@ def test_kcat_negotiates_v3(tidelog_broker: BrokerHandle) -> None:
     assert "broker 1 at" in out.stdout
 
 
-def test_kafka_python_infers_a_release_with_idempotence(tidelog_broker: BrokerHandle) -> None:
+def test_kafka_python_infers_a_release_with_idempotence(tidelog_module_broker: BrokerHandle) -> None:
     from kafka import KafkaAdminClient
 
-    admin = KafkaAdminClient(bootstrap_servers=tidelog_broker.bootstrap, request_timeout_ms=60000)
+    admin = KafkaAdminClient(bootstrap_servers=tidelog_module_broker.bootstrap, request_timeout_ms=60000)
     try:
         # kafka-python 3 guesses the broker release from the advertised ranges and turns idempotence
         # off below 0.11 (docs/PROTOCOL.md); ours must read as a modern release.

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from broker_testlib import create_topic
 
 from tidelog.broker.quota_managers import QuotaManagers
 from tidelog.broker.quotas import ClientQuotaStore
@@ -18,7 +18,7 @@ from tidelog.clock import ManualClock
 from tidelog.protocol.api_keys import ApiKey
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import request_class, response_class
-from tidelog.testing import BrokerHandle, KafkaWire, run_broker
+from tidelog.testing import BrokerHandle, KafkaWire
 
 DESCRIBE, ALTER = 48, 49
 EXACT, DEFAULT, ANY = 0, 1, 2
@@ -54,8 +54,10 @@ DEFAULT_CLIENT = (("client-id", None),)
 BOB_DEFAULT_CLIENT = (("client-id", None), ("user", "bob"))
 
 
-def test_alter_and_describe_follow_kafkas_rules(tmp_path: Path) -> None:
-    with run_broker(tmp_path) as broker, KafkaWire(broker.bootstrap) as wire:
+def test_alter_and_describe_follow_kafkas_rules(tmp_path: Path,
+                                               tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
+    broker = tidelog_broker_factory(tmp_path)  # its own: the test starts from no quotas and restarts it
+    with KafkaWire(broker.bootstrap) as wire:
         changes: list[tuple[dict[str, str | None], dict[str, float | None]]] = [
             ({"user": "alice", "client-id": "app"}, {"producer_byte_rate": 1024, "consumer_byte_rate": 2048}),
             ({"user": "alice"}, {"request_percentage": 25.5}),
@@ -95,7 +97,8 @@ def test_alter_and_describe_follow_kafkas_rules(tmp_path: Path) -> None:
             assert response.error_code == ErrorCode.INVALID_REQUEST and response.entries is None
         before = entries(describe(wire, []))
     # durable: a restarted broker describes the same quotas
-    with run_broker(tmp_path) as broker, KafkaWire(broker.bootstrap) as wire:
+    broker.restart()
+    with KafkaWire(broker.bootstrap) as wire:
         assert entries(describe(wire, [], version=0)) == before
         assert before[(("user", "dave"),)] == {"consumer_byte_rate": 512}
 
@@ -128,11 +131,8 @@ def test_throttle_time_is_kafkas_windowed_rate_formula(tmp_path: Path) -> None:
 QUOTA = 200_000  # bytes per second
 
 
-@pytest.fixture(scope="module")
-def quota_broker() -> Any:
-    # 2 samples of 1 s: the burst a new client gets before its first throttle is one window, not ten.
-    with run_broker(overrides={"quota.window.num": 2, "quota.window.size.seconds": 1}) as handle:
-        yield handle
+# 2 samples of 1 s: the burst a new client gets before its first throttle is one window, not ten.
+pytestmark = pytest.mark.tidelog(overrides={"quota.window.num": 2, "quota.window.size.seconds": 1})
 
 
 def _produce_for(bootstrap: str, client_id: str, topic: str, seconds: float, out: dict[str, Any]) -> None:
@@ -158,10 +158,10 @@ def _rate(acked: list[tuple[float, int]], start: float, end: float) -> float:
 
 
 @pytest.mark.slow
-def test_producer_and_consumer_are_held_to_their_byte_rate(quota_broker: BrokerHandle) -> None:
-    bootstrap = quota_broker.bootstrap
-    create_topic(bootstrap, "quota-in")
-    create_topic(bootstrap, "quota-free")
+def test_producer_and_consumer_are_held_to_their_byte_rate(tidelog_module_broker: BrokerHandle) -> None:
+    bootstrap = tidelog_module_broker.bootstrap
+    tidelog_module_broker.create_topic("quota-in")
+    tidelog_module_broker.create_topic("quota-free")
     with KafkaWire(bootstrap) as wire:
         assert alter(wire, [({"client-id": "slow-producer"}, {"producer_byte_rate": QUOTA}),
                             ({"client-id": "slow-consumer"}, {"consumer_byte_rate": QUOTA})]) == [(0, None)] * 2
@@ -179,7 +179,7 @@ def test_producer_and_consumer_are_held_to_their_byte_rate(quota_broker: BrokerH
     assert measured < QUOTA * 1.25, measured
     # kafka-python saw the throttle_time_ms in its responses (KIP-219 client-side metric)
     assert slow["metrics"]["throttle-time-max"] > 0 and free["metrics"]["throttle-time-max"] == 0
-    metrics = quota_broker.state.quotas.produce.metrics()
+    metrics = tidelog_module_broker.state.quotas.produce.metrics()
     by_client = {client: (rate, throttle) for _, client, rate, throttle in metrics}
     assert by_client["slow-producer"][1] > 0  # throttled
     assert by_client["free-producer"][1] == 0  # beside it, never throttled
@@ -201,30 +201,31 @@ def test_producer_and_consumer_are_held_to_their_byte_rate(quota_broker: BrokerH
     first = received[0][0]
     measured = _rate(received, first + 1.0, received[-1][0])
     assert measured < QUOTA * 1.25, measured
-    fetch = {client: throttle for _, client, _, throttle in quota_broker.state.quotas.fetch.metrics()}
+    fetch = {client: throttle for _, client, _, throttle in tidelog_module_broker.state.quotas.fetch.metrics()}
     assert fetch["slow-consumer"] > 0
 
 
-def test_throttled_produce_reports_throttle_time_on_the_wire(quota_broker: BrokerHandle) -> None:
+def test_throttled_produce_reports_throttle_time_on_the_wire(tidelog_module_broker: BrokerHandle) -> None:
     from broker_testlib import batch, produce_request
 
-    create_topic(quota_broker.bootstrap, "quota-wire")
-    with KafkaWire(quota_broker.bootstrap) as admin:
+    tidelog_module_broker.create_topic("quota-wire")
+    with KafkaWire(tidelog_module_broker.bootstrap) as admin:
         assert alter(admin, [({"client-id": "wire-limited"}, {"producer_byte_rate": 10_000})]) == [(0, None)]
     records = batch(40, value=b"v" * 1000)
-    with KafkaWire(quota_broker.bootstrap, client_id="wire-limited") as wire:
+    with KafkaWire(tidelog_module_broker.bootstrap, client_id="wire-limited") as wire:
         throttles = [wire.request(0, 9, produce_request("quota-wire", 0, records)).throttle_time_ms
                      for _ in range(3)]
     assert throttles[0] > 0, throttles  # 40 kB against 10 kB/s over a 1 s window: over at once
-    with KafkaWire(quota_broker.bootstrap, client_id="wire-unlimited") as wire:
+    with KafkaWire(tidelog_module_broker.bootstrap, client_id="wire-unlimited") as wire:
         assert [wire.request(0, 9, produce_request("quota-wire", 0, records)).throttle_time_ms
                 for _ in range(3)] == [0, 0, 0]
 
 
-def test_entity_type_given_twice_with_a_default_name_is_invalid_request() -> None:
+def test_entity_type_given_twice_with_a_default_name_is_invalid_request(
+        tidelog_module_broker: BrokerHandle) -> None:
     """A type repeated with one default (null) name: INVALID_REQUEST, not a handler failure (found by the API
     fuzz: the names of one type do not compare when one is null)."""
-    with run_broker() as broker, KafkaWire(broker.bootstrap) as wire:
+    with KafkaWire(tidelog_module_broker.bootstrap) as wire:
         cls = request_class(ALTER)[1]
         E = cls.EntryData
         entry = E(entity=[E.EntityData(entity_type="user", entity_name=None),

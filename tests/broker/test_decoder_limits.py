@@ -50,62 +50,62 @@ def _assert_serving(broker: BrokerHandle) -> None:
 
 @pytest.mark.parametrize("body", [_describe_groups_v5(MAX_ARRAY_LENGTH + 1), _describe_groups_v0(MAX_ARRAY_LENGTH + 1)],
                          ids=["compact", "classic"])
-def test_array_over_the_cap_closes_the_connection(broker: BrokerHandle, body: bytes) -> None:
+def test_array_over_the_cap_closes_the_connection(tidelog_module_broker: BrokerHandle, body: bytes) -> None:
     version = 5 if body[0] != 0 else 0
-    with KafkaWire(broker.bootstrap) as wire:
+    with KafkaWire(tidelog_module_broker.bootstrap) as wire:
         wire.send(DESCRIBE_GROUPS, version, body)
         assert wire.is_closed()
-    _assert_serving(broker)
+    _assert_serving(tidelog_module_broker)
 
 
-def test_array_over_the_cap_is_refused_without_building_it(broker: BrokerHandle) -> None:
+def test_array_over_the_cap_is_refused_without_building_it(tidelog_module_broker: BrokerHandle) -> None:
     """Three million one-byte elements: kafka-python would build a list of three million entries (24 MB of
     pointers alone); the refusal allocates about the frame's own size."""
     body = _describe_groups_v5(3 * MAX_ARRAY_LENGTH)
     tracemalloc.start()
     try:
         tracemalloc.reset_peak()
-        with KafkaWire(broker.bootstrap) as wire:
+        with KafkaWire(tidelog_module_broker.bootstrap) as wire:
             wire.send(DESCRIBE_GROUPS, 5, body)
             assert wire.is_closed()
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
     assert peak < 3 * len(body), f"peak {peak} bytes traced for a {len(body)}-byte frame"
-    _assert_serving(broker)
+    _assert_serving(tidelog_module_broker)
 
 
-def test_tagged_fields_over_the_cap_close_the_connection(broker: BrokerHandle) -> None:
-    with KafkaWire(broker.bootstrap) as wire:
+def test_tagged_fields_over_the_cap_close_the_connection(tidelog_module_broker: BrokerHandle) -> None:
+    with KafkaWire(tidelog_module_broker.bootstrap) as wire:
         wire.send(DESCRIBE_GROUPS, 5, _describe_groups_v5(1, tags=MAX_TAGGED_FIELD_COUNT + 1))
         assert wire.is_closed()
-    _assert_serving(broker)
+    _assert_serving(tidelog_module_broker)
 
 
-def test_tagged_fields_at_the_cap_are_read(broker: BrokerHandle) -> None:
+def test_tagged_fields_at_the_cap_are_read(tidelog_module_broker: BrokerHandle) -> None:
     """10,000 unknown tags are allowed (Kafka keeps them as unknown tagged fields): the request is answered."""
-    with KafkaWire(broker.bootstrap) as wire:
+    with KafkaWire(tidelog_module_broker.bootstrap) as wire:
         response = wire.request(DESCRIBE_GROUPS, 5, _describe_groups_v5(1, tags=MAX_TAGGED_FIELD_COUNT))
         assert [(g.error_code, g.group_state) for g in response.groups] == [(0, "Dead")]
 
 
-def test_request_header_tagged_fields_over_the_cap_close_the_connection(broker: BrokerHandle) -> None:
+def test_request_header_tagged_fields_over_the_cap_close_the_connection(tidelog_module_broker: BrokerHandle) -> None:
     """Request header v2's tagged fields come before the body: the same cap, for every flexible API."""
     header = struct.pack(">hhih", METADATA, 12, 1, -1) + _tags(MAX_TAGGED_FIELD_COUNT + 1)
     body = _uvarint(0) + b"\x00\x00" + b"\x00"  # no topics, no auto-creation, no authorized operations, no tags
-    with KafkaWire(broker.bootstrap) as wire:
+    with KafkaWire(tidelog_module_broker.bootstrap) as wire:
         wire.sock.sendall(struct.pack(">i", len(header) + len(body)) + header + body)
         assert wire.is_closed()
-    _assert_serving(broker)
+    _assert_serving(tidelog_module_broker)
 
 
-def test_metadata_topics_over_the_cap_close_the_connection(broker: BrokerHandle) -> None:
+def test_metadata_topics_over_the_cap_close_the_connection(tidelog_module_broker: BrokerHandle) -> None:
     """Metadata's hand decoder: a v9 topic array of 1,000,001 entries (null-free: empty name, no tags)."""
     body = _uvarint(MAX_ARRAY_LENGTH + 2) + b"\x01\x00" * (MAX_ARRAY_LENGTH + 1) + b"\x00\x00\x00"
-    with KafkaWire(broker.bootstrap) as wire:
+    with KafkaWire(tidelog_module_broker.bootstrap) as wire:
         wire.send(METADATA, 9, body)
         assert wire.is_closed()
-    _assert_serving(broker)
+    _assert_serving(tidelog_module_broker)
 
 
 def _produce_v9(partitions: int, tags: int = 0) -> bytes:
@@ -119,11 +119,11 @@ def _produce_v9(partitions: int, tags: int = 0) -> bytes:
 
 @pytest.mark.parametrize("body", [_produce_v9(MAX_ARRAY_LENGTH + 1), _produce_v9(1, tags=MAX_TAGGED_FIELD_COUNT + 1)],
                          ids=["partitions", "tagged-fields"])
-def test_produce_over_the_cap_closes_the_connection(broker: BrokerHandle, body: bytes) -> None:
-    with KafkaWire(broker.bootstrap) as wire:
+def test_produce_over_the_cap_closes_the_connection(tidelog_module_broker: BrokerHandle, body: bytes) -> None:
+    with KafkaWire(tidelog_module_broker.bootstrap) as wire:
         wire.send(PRODUCE, 9, body)
         assert wire.is_closed()
-    _assert_serving(broker)
+    _assert_serving(tidelog_module_broker)
 
 
 @pytest.mark.parametrize("body", [_produce_v9(MAX_ARRAY_LENGTH + 1), _produce_v9(1, tags=MAX_TAGGED_FIELD_COUNT + 1),

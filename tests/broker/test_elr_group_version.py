@@ -5,19 +5,19 @@ KIP-848 APIs answering UNSUPPORTED_VERSION at group.version 0. Real sockets; a r
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
-from tests.broker.broker_testlib import create_topic
 from tests.broker.test_admin_wire import alter, describe, incremental
 from tests.broker.test_features import SAFE, api_versions, features, update
 from tests.groups.test_consumer_group_wire import heartbeat
 from tidelog.broker.features import FILE_NAME
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import request_class
-from tidelog.testing import KafkaWire, run_broker
+from tidelog.testing import BrokerHandle, KafkaWire
 
 BROKER, TOPIC = 4, 2
 SET, DELETE = 0, 1
@@ -38,33 +38,35 @@ def outcome(result: Any) -> tuple[int, str | None]:
     return result.error_code, result.error_message
 
 
-def test_new_node_has_a_cluster_level_min_isr_that_topics_inherit(tmp_path: Path) -> None:
+def test_new_node_has_a_cluster_level_min_isr_that_topics_inherit(tmp_path: Path, tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
     """The confluent-kafka suite's test_incremental_alter_configs on Kafka 4.1+: min.insync.replicas is a
     non-default entry of every topic, from the cluster level, written with the static value at the first start."""
-    with run_broker(tmp_path, overrides={"min.insync.replicas": "2"}) as handle:
-        create_topic(handle.bootstrap, "elr-topic", 1, {"compression.type": "gzip"})
-        admin = AdminClient({"bootstrap.servers": handle.bootstrap})
-        resource = ConfigResource(ResourceType.TOPIC, "elr-topic", incremental_configs=[
-            ConfigEntry("retention.ms", "10000", incremental_operation=AlterConfigOpType.SET)])
-        for future in admin.incremental_alter_configs([resource]).values():
-            future.result(30)
-        described = admin.describe_configs([ConfigResource(ResourceType.TOPIC, "elr-topic")])
-        entries = next(iter(described.values())).result(30)
-        non_default = {name: e.value for name, e in entries.items() if not e.is_default}
-        assert non_default == {"compression.type": "gzip", "min.insync.replicas": "2", "retention.ms": "10000"}
-        assert entries["min.insync.replicas"].source == DYNAMIC_DEFAULT
-        with KafkaWire(handle.bootstrap) as wire:
-            assert min_isr(wire, BROKER, "") == ("2", DYNAMIC_DEFAULT)
+    handle = tidelog_broker_factory(tmp_path, overrides={"min.insync.replicas": "2"})
+    handle.create_topic("elr-topic", 1, configs={"compression.type": "gzip"})
+    admin = AdminClient({"bootstrap.servers": handle.bootstrap})
+    resource = ConfigResource(ResourceType.TOPIC, "elr-topic", incremental_configs=[
+        ConfigEntry("retention.ms", "10000", incremental_operation=AlterConfigOpType.SET)])
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(30)
+    described = admin.describe_configs([ConfigResource(ResourceType.TOPIC, "elr-topic")])
+    entries = next(iter(described.values())).result(30)
+    non_default = {name: e.value for name, e in entries.items() if not e.is_default}
+    assert non_default == {"compression.type": "gzip", "min.insync.replicas": "2", "retention.ms": "10000"}
+    assert entries["min.insync.replicas"].source == DYNAMIC_DEFAULT
+    with KafkaWire(handle.bootstrap) as wire:
+        assert min_isr(wire, BROKER, "") == ("2", DYNAMIC_DEFAULT)
     # written once: a later static value does not replace it (Kafka writes the record at activation only)
-    with run_broker(tmp_path, overrides={"min.insync.replicas": "3"}) as handle, KafkaWire(handle.bootstrap) as wire:
+    handle.restart(overrides={"min.insync.replicas": "3"})
+    with KafkaWire(handle.bootstrap) as wire:
         assert min_isr(wire, BROKER, "") == ("2", DYNAMIC_DEFAULT)
         assert min_isr(wire, TOPIC, "elr-topic") == ("2", DYNAMIC_DEFAULT)
 
 
-def test_elr_refuses_broker_level_min_isr_and_removing_the_cluster_level_one(tmp_path: Path) -> None:
-    with run_broker(tmp_path) as handle, KafkaWire(handle.bootstrap) as wire:
+def test_elr_refuses_broker_level_min_isr_and_removing_the_cluster_level_one(tmp_path: Path, tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
+    handle = tidelog_broker_factory(tmp_path)
+    with KafkaWire(handle.bootstrap) as wire:
         node = str(handle.state.node_id)
-        create_topic(handle.bootstrap, "elr-alter", 1)
+        handle.create_topic("elr-alter")
         for validate_only in (True, False):
             assert outcome(incremental(wire, 1, BROKER, node, [("min.insync.replicas", SET, "2")],
                                        validate_only)) == (ErrorCode.INVALID_CONFIG, BROKER_LEVEL)
@@ -89,8 +91,9 @@ def test_elr_refuses_broker_level_min_isr_and_removing_the_cluster_level_one(tmp
         assert handle.call(lambda: handle.state.topics.log_config("elr-alter").min_insync_replicas) == 3
 
 
-def test_elr_off_allows_broker_level_and_raising_it_again_restores_the_rules(tmp_path: Path) -> None:
-    with run_broker(tmp_path) as handle, KafkaWire(handle.bootstrap) as wire:
+def test_elr_off_allows_broker_level_and_raising_it_again_restores_the_rules(tmp_path: Path, tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
+    handle = tidelog_broker_factory(tmp_path)
+    with KafkaWire(handle.bootstrap) as wire:
         node = str(handle.state.node_id)
         assert update(wire, [(ELR, 0, SAFE)]).error_code == 0
         assert ELR not in features(api_versions(wire, 4))[1]
@@ -104,18 +107,20 @@ def test_elr_off_allows_broker_level_and_raising_it_again_restores_the_rules(tmp
         assert min_isr(wire, BROKER, node) == ("1", DYNAMIC_DEFAULT)
         assert outcome(incremental(wire, 1, BROKER, node, [("min.insync.replicas", SET, "2")])) == (
             ErrorCode.INVALID_CONFIG, BROKER_LEVEL)
-    with run_broker(tmp_path) as handle, KafkaWire(handle.bootstrap) as wire:
+    handle.restart()
+    with KafkaWire(handle.bootstrap) as wire:
         assert features(api_versions(wire, 4))[1][ELR] == (1, 1)
         assert min_isr(wire, BROKER, "") == ("1", DYNAMIC_DEFAULT)
 
 
-def test_a_data_dir_from_before_elr_keeps_it_off_until_upgraded(tmp_path: Path) -> None:
+def test_a_data_dir_from_before_elr_keeps_it_off_until_upgraded(tmp_path: Path, tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
     """An older tidelog had no ELR: its node stays at level 0, like a Kafka cluster upgraded in place, until
     UpdateFeatures raises it; its KIP-848 groups keep working (group.version reads as 1)."""
     (tmp_path / FILE_NAME).write_text(json.dumps({"version": 1, "epoch": 3,
                                                   "finalized": {"metadata.version": 30, "kraft.version": 1}}))
-    with run_broker(tmp_path) as handle, KafkaWire(handle.bootstrap) as wire:
-        create_topic(handle.bootstrap, "old-dir", 1)
+    handle = tidelog_broker_factory(tmp_path)
+    with KafkaWire(handle.bootstrap) as wire:
+        handle.create_topic("old-dir")
         finalized = features(api_versions(wire, 4))[1]
         assert ELR not in finalized and finalized[GROUP] == (1, 1)
         assert min_isr(wire, BROKER, "") is None
@@ -124,10 +129,11 @@ def test_a_data_dir_from_before_elr_keeps_it_off_until_upgraded(tmp_path: Path) 
         assert min_isr(wire, TOPIC, "old-dir") == ("1", DYNAMIC_DEFAULT)
 
 
-def test_elr_needs_metadata_version_4_0_iv1(tmp_path: Path) -> None:
+def test_elr_needs_metadata_version_4_0_iv1(tmp_path: Path, tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
     (tmp_path / FILE_NAME).write_text(json.dumps({"version": 2, "epoch": 3, "finalized": {
         "metadata.version": 22, "kraft.version": 1, "group.version": 1}}))
-    with run_broker(tmp_path) as handle, KafkaWire(handle.bootstrap) as wire:
+    handle = tidelog_broker_factory(tmp_path)
+    with KafkaWire(handle.bootstrap) as wire:
         refused = update(wire, [(ELR, 1, 1)])
         assert outcome(refused) == (ErrorCode.INVALID_UPDATE_VERSION, (
             "Invalid update version 1 for feature eligible.leader.replicas.version. eligible.leader.replicas.version "
@@ -142,10 +148,10 @@ def consumer_group_describe(wire: KafkaWire, groups: list[str]) -> Any:
     return wire.request(69, 0, cls(group_ids=groups, include_authorized_operations=False))
 
 
-def test_group_version_0_turns_the_consumer_protocol_off(tmp_path: Path) -> None:
-    with run_broker(tmp_path, overrides={"group.initial.rebalance.delay.ms": 0}) as handle, \
-            KafkaWire(handle.bootstrap) as wire:
-        create_topic(handle.bootstrap, "gv-topic", 2)
+def test_group_version_0_turns_the_consumer_protocol_off(tmp_path: Path, tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
+    handle = tidelog_broker_factory(tmp_path, overrides={"group.initial.rebalance.delay.ms": 0})
+    with KafkaWire(handle.bootstrap) as wire:
+        handle.create_topic("gv-topic", 2)
         joined = heartbeat(wire, "gv-group", topics=["gv-topic"], owned={})
         assert joined.error_code == 0 and joined.member_epoch > 0
         assert update(wire, [(GROUP, 0, SAFE)]).error_code == 0
@@ -160,7 +166,8 @@ def test_group_version_0_turns_the_consumer_protocol_off(tmp_path: Path) -> None
             ("gv-group", ErrorCode.UNSUPPORTED_VERSION), ("gv-other", ErrorCode.UNSUPPORTED_VERSION)]
         # the APIs stay advertised (Kafka's ApiVersions does not hide them), and the level survives a restart
         assert {k.api_key for k in api_versions(wire, 4).api_keys} >= {68, 69}
-    with run_broker(tmp_path) as handle, KafkaWire(handle.bootstrap) as wire:
+    handle.restart()
+    with KafkaWire(handle.bootstrap) as wire:
         assert heartbeat(wire, "gv-other", topics=["gv-topic"], owned={}).error_code == ErrorCode.UNSUPPORTED_VERSION
         assert update(wire, [(GROUP, 1, 1)]).error_code == 0
         rejoined = heartbeat(wire, "gv-other", topics=["gv-topic"], owned={})

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ import pytest
 from tidelog.broker.features import FILE_NAME
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import request_class
-from tidelog.testing import BrokerHandle, KafkaWire, run_broker
+from tidelog.testing import BrokerHandle, KafkaWire
 
 API_VERSIONS, DESCRIBE_QUORUM, UPDATE_FEATURES = 18, 55, 57
 INVALID_UPDATE_VERSION = 95
@@ -42,8 +43,8 @@ def update(wire: KafkaWire, changes: list[tuple[str, int, int]], validate_only: 
                                                       validate_only=validate_only))
 
 
-def test_api_versions_v4_reports_kafka_43_feature_levels(broker: BrokerHandle) -> None:
-    with KafkaWire(broker.bootstrap) as wire:
+def test_api_versions_v4_reports_kafka_43_feature_levels(tidelog_module_broker: BrokerHandle) -> None:
+    with KafkaWire(tidelog_module_broker.bootstrap) as wire:
         supported, finalized, epoch = features(api_versions(wire, 4))
     assert supported == {"metadata.version": (7, 30), "kraft.version": (0, 1), "group.version": (0, 1),
                          "eligible.leader.replicas.version": (0, 1), "share.version": (0, 1),
@@ -54,9 +55,9 @@ def test_api_versions_v4_reports_kafka_43_feature_levels(broker: BrokerHandle) -
     assert epoch >= 0
 
 
-def test_api_versions_v3_leaves_out_features_with_minimum_zero(broker: BrokerHandle) -> None:
+def test_api_versions_v3_leaves_out_features_with_minimum_zero(tidelog_module_broker: BrokerHandle) -> None:
     """KAFKA-17011: a v3 reader cannot take a supported minimum of 0, so only metadata.version is listed."""
-    with KafkaWire(broker.bootstrap) as wire:
+    with KafkaWire(tidelog_module_broker.bootstrap) as wire:
         supported, finalized, _ = features(api_versions(wire, 3))
     assert supported == {"metadata.version": (7, 30)}
     assert finalized["metadata.version"] == (30, 30)
@@ -85,16 +86,16 @@ def test_api_versions_v3_leaves_out_features_with_minimum_zero(broker: BrokerHan
     ([("metadata.version", 30, 7)], "Invalid update version 30 for feature metadata.version. The controller does "
                                     "not support the given upgrade type."),
 ])
-def test_update_features_refusals(broker: BrokerHandle, changes: list[tuple[str, int, int]], message: str) -> None:
-    with KafkaWire(broker.bootstrap) as wire:
+def test_update_features_refusals(tidelog_module_broker: BrokerHandle, changes: list[tuple[str, int, int]], message: str) -> None:
+    with KafkaWire(tidelog_module_broker.bootstrap) as wire:
         for validate_only in (True, False):
             response = update(wire, changes, validate_only)
             assert (response.error_code, response.error_message) == (INVALID_UPDATE_VERSION, message)
         assert features(api_versions(wire, 4))[1]["metadata.version"] == (30, 30)
 
 
-def test_update_features_v0_v1_carry_per_feature_results(broker: BrokerHandle) -> None:
-    with KafkaWire(broker.bootstrap) as wire:
+def test_update_features_v0_v1_carry_per_feature_results(tidelog_module_broker: BrokerHandle) -> None:
+    with KafkaWire(tidelog_module_broker.bootstrap) as wire:
         for version in (0, 1):
             ok = update(wire, [("metadata.version", 30, 1), ("kraft.version", 1, 1)], version=version)
             assert ok.error_code == 0
@@ -104,14 +105,16 @@ def test_update_features_v0_v1_carry_per_feature_results(broker: BrokerHandle) -
         assert [(r.feature, r.error_code) for r in bad.results] == [("metadata.version", INVALID_UPDATE_VERSION)]
 
 
-def test_update_features_upgrade_downgrade_and_restart(tmp_path: Path) -> None:
+def test_update_features_upgrade_downgrade_and_restart(tmp_path: Path,
+                                                       tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
     """A node whose levels were finalized by 4.2 (metadata.version 29): upgrade to 4.3, safe downgrade across
     levels without metadata changes, validate_only changes nothing, and the levels survive a restart. The file
     was written by a tidelog that did not know group.version yet but served KIP-848: it reads as level 1."""
     (tmp_path / FILE_NAME).write_text(json.dumps({"version": 1, "epoch": 5,
                                                   "finalized": {"metadata.version": 29, "kraft.version": 1}}))
     levels = {"kraft.version": (1, 1), "group.version": (1, 1)}
-    with run_broker(tmp_path) as handle, KafkaWire(handle.bootstrap) as wire:
+    handle = tidelog_broker_factory(tmp_path)
+    with KafkaWire(handle.bootstrap) as wire:
         assert features(api_versions(wire, 4))[1:] == ({"metadata.version": (29, 29), **levels}, 5)
         assert update(wire, [("metadata.version", 30, 1)], validate_only=True).error_code == 0
         assert features(api_versions(wire, 4))[1]["metadata.version"] == (29, 29)
@@ -123,10 +126,11 @@ def test_update_features_upgrade_downgrade_and_restart(tmp_path: Path) -> None:
         # a downgrade to a newer level is refused
         response = update(wire, [("kraft.version", 1, SAFE), ("metadata.version", 31, SAFE)])
         assert response.error_code == INVALID_UPDATE_VERSION
-    stored = json.loads((tmp_path / FILE_NAME).read_text())
+    stored = json.loads((tmp_path / FILE_NAME).read_text())  # written when the update is applied
     assert stored["finalized"] == {"metadata.version": 30, "kraft.version": 1, "group.version": 1}
     assert stored["epoch"] == 7 and stored["version"] == 2
-    with run_broker(tmp_path) as handle, KafkaWire(handle.bootstrap) as wire:
+    handle.restart()
+    with KafkaWire(handle.bootstrap) as wire:
         assert features(api_versions(wire, 4))[1:] == ({"metadata.version": (30, 30), **levels}, 7)
 
 
@@ -138,8 +142,8 @@ def describe_quorum(wire: KafkaWire, version: int, topic: str = "__cluster_metad
 
 
 @pytest.mark.parametrize("version", [0, 1, 2])
-def test_describe_quorum_this_node_is_the_single_voter_and_leader(broker: BrokerHandle, version: int) -> None:
-    with KafkaWire(broker.bootstrap) as wire:
+def test_describe_quorum_this_node_is_the_single_voter_and_leader(tidelog_module_broker: BrokerHandle, version: int) -> None:
+    with KafkaWire(tidelog_module_broker.bootstrap) as wire:
         epoch = features(api_versions(wire, 4))[2]
         response = describe_quorum(wire, version)
     assert response.error_code == 0
@@ -156,11 +160,11 @@ def test_describe_quorum_this_node_is_the_single_voter_and_leader(broker: Broker
         assert voter.replica_directory_id != uuid.UUID(int=0)
         [node] = response.nodes
         [listener] = node.listeners
-        assert (node.node_id, listener.host, listener.port) == (1, broker.host, broker.port)
+        assert (node.node_id, listener.host, listener.port) == (1, tidelog_module_broker.host, tidelog_module_broker.port)
 
 
-def test_describe_quorum_other_partition_is_unknown(broker: BrokerHandle) -> None:
-    with KafkaWire(broker.bootstrap) as wire:
+def test_describe_quorum_other_partition_is_unknown(tidelog_module_broker: BrokerHandle) -> None:
+    with KafkaWire(tidelog_module_broker.bootstrap) as wire:
         response = describe_quorum(wire, 2, "some-topic", 0)
     assert response.error_code == 0
     [p] = response.topics[0].partitions

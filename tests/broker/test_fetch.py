@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
 import pytest
 from broker_testlib import (
     FETCH,
     TS,
     batch,
-    create_topic,
     fetch,
     fetch_request,
     partition_data,
@@ -21,7 +19,7 @@ from broker_testlib import (
 from tidelog.protocol.record_batch import iter_batches
 from tidelog.protocol.records import iter_records
 from tidelog.storage import TopicPartition
-from tidelog.testing import KafkaWire
+from tidelog.testing import BrokerHandle, KafkaWire
 
 # Longer than the `client` fixture's socket timeout (120 s): only a wake-up can answer a long poll in time.
 LONG_POLL_MS = 600_000
@@ -31,8 +29,8 @@ def offsets(records: bytes) -> list[int]:
     return [r.offset for _, h in iter_batches(records) for r in iter_records(records, _)]
 
 
-def test_round_trip_and_partition_fields(broker: Any, client: KafkaWire) -> None:
-    create_topic(broker.bootstrap, "rt")
+def test_round_trip_and_partition_fields(tidelog_module_broker: BrokerHandle, client: KafkaWire) -> None:
+    tidelog_module_broker.create_topic("rt")
     produce(client, "rt", batch(3))
     produce(client, "rt", batch(2, compression=3, start=3))
     response = fetch(client, [("rt", 0, 0)])
@@ -44,13 +42,13 @@ def test_round_trip_and_partition_fields(broker: Any, client: KafkaWire) -> None
     assert [r.value for _, h in iter_batches(p.records) for r in iter_records(p.records, _)][3] == b"v3"
 
 
-def test_long_poll_is_woken_by_a_produce(broker: Any, client: KafkaWire) -> None:
-    create_topic(broker.bootstrap, "lp")
+def test_long_poll_is_woken_by_a_produce(tidelog_module_broker: BrokerHandle, client: KafkaWire) -> None:
+    tidelog_module_broker.create_topic("lp")
     produce(client, "lp", batch(1))
     # Parked at the high watermark; a produce from another connection wakes it. LONG_POLL_MS outlasts the
     # client's 120 s socket timeout, so a fetch that only completes at its deadline fails the test.
     cid = client.send(FETCH, 12, fetch_request([("lp", 0, 1)], max_wait_ms=LONG_POLL_MS, min_bytes=1))
-    producer = KafkaWire(broker.bootstrap, "other")
+    producer = KafkaWire(tidelog_module_broker.bootstrap, "other")
     try:
         assert produce(producer, "lp", batch(1, value=b"wake")).base_offset == 1
     finally:
@@ -62,12 +60,12 @@ def test_long_poll_is_woken_by_a_produce(broker: Any, client: KafkaWire) -> None
     assert [r.value for r in iter_records(p.records)] == [b"wake0"]
 
 
-def test_long_poll_on_several_partitions_wakes_on_any_and_leaves_nothing_parked(broker: Any,
+def test_long_poll_on_several_partitions_wakes_on_any_and_leaves_nothing_parked(tidelog_module_broker: BrokerHandle,
                                                                                client: KafkaWire) -> None:
-    create_topic(broker.bootstrap, "lp2", partitions=2)
-    create_topic(broker.bootstrap, "lp2-other")
+    tidelog_module_broker.create_topic("lp2", 2)
+    tidelog_module_broker.create_topic("lp2-other")
     cid = client.send(FETCH, 12, fetch_request([("lp2", 0, 0), ("lp2", 1, 0)], max_wait_ms=LONG_POLL_MS))
-    other = KafkaWire(broker.bootstrap, "other")
+    other = KafkaWire(tidelog_module_broker.bootstrap, "other")
     try:
         produce(other, "lp2-other", batch(1))  # an append elsewhere does not complete the fetch...
         produce(other, "lp2", batch(1, value=b"second"), partition=1)  # ...one to a fetched partition does
@@ -77,11 +75,11 @@ def test_long_poll_on_several_partitions_wakes_on_any_and_leaves_nothing_parked(
     assert got == cid
     p0, p1 = partition_data(response)
     assert p0.records == b"" and [r.value for r in iter_records(p1.records)] == [b"second0"]
-    assert broker.call(broker.state.purgatory.num_delayed) == 0
+    assert tidelog_module_broker.call(tidelog_module_broker.state.purgatory.num_delayed) == 0
 
 
-def test_short_wait_with_min_bytes_unmet_returns_empty(broker: Any, client: KafkaWire) -> None:
-    create_topic(broker.bootstrap, "empty")
+def test_short_wait_with_min_bytes_unmet_returns_empty(tidelog_module_broker: BrokerHandle, client: KafkaWire) -> None:
+    tidelog_module_broker.create_topic("empty")
     [p] = partition_data(fetch(client, [("empty", 0, 0)], max_wait_ms=50, min_bytes=1))
     assert (p.error_code, p.records, p.high_watermark) == (0, b"", 0)
     produce(client, "empty", batch(1))
@@ -90,8 +88,8 @@ def test_short_wait_with_min_bytes_unmet_returns_empty(broker: Any, client: Kafk
     assert offsets(p.records) == [0]
 
 
-def test_fetch_offset_inside_a_batch_returns_the_whole_batch(broker: Any, client: KafkaWire) -> None:
-    create_topic(broker.bootstrap, "inside")
+def test_fetch_offset_inside_a_batch_returns_the_whole_batch(tidelog_module_broker: BrokerHandle, client: KafkaWire) -> None:
+    tidelog_module_broker.create_topic("inside")
     produce(client, "inside", batch(5))
     produce(client, "inside", batch(5, start=5))
     [p] = partition_data(fetch(client, [("inside", 0, 3)]))
@@ -100,8 +98,8 @@ def test_fetch_offset_inside_a_batch_returns_the_whole_batch(broker: Any, client
     assert offsets(p.records) == [5, 6, 7, 8, 9]
 
 
-def test_kip74_first_partition_gets_one_whole_batch(broker: Any, client: KafkaWire) -> None:
-    create_topic(broker.bootstrap, "kip74", partitions=3)
+def test_kip74_first_partition_gets_one_whole_batch(tidelog_module_broker: BrokerHandle, client: KafkaWire) -> None:
+    tidelog_module_broker.create_topic("kip74", 3)
     for partition in range(3):
         produce(client, "kip74", batch(10, value=b"x" * 100), partition=partition)
         produce(client, "kip74", batch(10, value=b"y" * 100), partition=partition)
@@ -125,8 +123,8 @@ def test_kip74_first_partition_gets_one_whole_batch(broker: Any, client: KafkaWi
     assert len(r.records) == size + 20 and offsets(r.records) == list(range(10))
 
 
-def test_offset_out_of_range(broker: Any, client: KafkaWire) -> None:
-    create_topic(broker.bootstrap, "oor")
+def test_offset_out_of_range(tidelog_module_broker: BrokerHandle, client: KafkaWire) -> None:
+    tidelog_module_broker.create_topic("oor")
     produce(client, "oor", batch(2))
     [p] = partition_data(fetch(client, [("oor", 0, 3)]))
     assert (p.error_code, p.high_watermark, p.last_stable_offset, p.log_start_offset) == (1, -1, -1, -1)
@@ -136,8 +134,8 @@ def test_offset_out_of_range(broker: Any, client: KafkaWire) -> None:
     assert (p.error_code, p.records) == (0, b"")
 
 
-def test_unknown_topic_partition_and_errors_do_not_wait(broker: Any, client: KafkaWire) -> None:
-    create_topic(broker.bootstrap, "known-f")
+def test_unknown_topic_partition_and_errors_do_not_wait(tidelog_module_broker: BrokerHandle, client: KafkaWire) -> None:
+    tidelog_module_broker.create_topic("known-f")
     response = fetch(client, [("known-f", 0, 0), ("known-f", 5, 0), ("missing-topic", 0, 0)],
                      max_wait_ms=LONG_POLL_MS, min_bytes=1)  # errors answer at once despite the long wait
     codes = [(p.partition_index, p.error_code) for p in partition_data(response)]
@@ -145,24 +143,24 @@ def test_unknown_topic_partition_and_errors_do_not_wait(broker: Any, client: Kaf
     assert [t.topic for t in response.responses] == ["known-f", "missing-topic"]
 
 
-def test_leader_epoch_checks(broker: Any, client: KafkaWire) -> None:
-    create_topic(broker.bootstrap, "epochs")
+def test_leader_epoch_checks(tidelog_module_broker: BrokerHandle, client: KafkaWire) -> None:
+    tidelog_module_broker.create_topic("epochs")
     produce(client, "epochs", batch(1))
     [p] = partition_data(fetch(client, [("epochs", 0, 0)], current_leader_epoch=0))
     assert p.error_code == 0 and offsets(p.records) == [0]
     [p] = partition_data(fetch(client, [("epochs", 0, 0)], current_leader_epoch=3))
     assert p.error_code == 75  # UNKNOWN_LEADER_EPOCH: newer than the broker's
-    log_obj = broker.state.topics.log(TopicPartition("epochs", 0))
-    broker.call(lambda: setattr(log_obj, "leader_epoch", 4))  # as if leadership had moved on
+    log_obj = tidelog_module_broker.state.topics.log(TopicPartition("epochs", 0))
+    tidelog_module_broker.call(lambda: setattr(log_obj, "leader_epoch", 4))  # as if leadership had moved on
     try:
         [p] = partition_data(fetch(client, [("epochs", 0, 0)], current_leader_epoch=3))
         assert p.error_code == 74  # FENCED_LEADER_EPOCH: the client's epoch is older
     finally:
-        broker.call(lambda: setattr(log_obj, "leader_epoch", 0))
+        tidelog_module_broker.call(lambda: setattr(log_obj, "leader_epoch", 0))
 
 
-def test_topic_ids_from_v13(broker: Any, client: KafkaWire) -> None:
-    create_topic(broker.bootstrap, "by-id")
+def test_topic_ids_from_v13(tidelog_module_broker: BrokerHandle, client: KafkaWire) -> None:
+    tidelog_module_broker.create_topic("by-id")
     produce(client, "by-id", batch(2))
     tid = topic_id(client, "by-id")
     assert tid != uuid.UUID(int=0)
@@ -174,10 +172,10 @@ def test_topic_ids_from_v13(broker: Any, client: KafkaWire) -> None:
         assert unknown.error_code == 100  # UNKNOWN_TOPIC_ID
 
 
-def test_fetch_17_and_18_ignore_the_follower_tagged_fields(broker: Any, client: KafkaWire) -> None:
+def test_fetch_17_and_18_ignore_the_follower_tagged_fields(tidelog_module_broker: BrokerHandle, client: KafkaWire) -> None:
     """v17 adds ReplicaDirectoryId (KIP-853), v18 HighWatermark (KIP-1166): tagged partition fields only a
     follower sets; the response is v16's, topics by id."""
-    create_topic(broker.bootstrap, "v18")
+    tidelog_module_broker.create_topic("v18")
     produce(client, "v18", batch(3))
     tid = topic_id(client, "v18")
     for version in (17, 18):
@@ -194,8 +192,8 @@ def test_fetch_17_and_18_ignore_the_follower_tagged_fields(broker: Any, client: 
         assert unknown.error_code == 100  # UNKNOWN_TOPIC_ID
 
 
-def test_read_committed_reports_lso_and_empty_aborted_list(broker: Any, client: KafkaWire) -> None:
-    create_topic(broker.bootstrap, "rc")
+def test_read_committed_reports_lso_and_empty_aborted_list(tidelog_module_broker: BrokerHandle, client: KafkaWire) -> None:
+    tidelog_module_broker.create_topic("rc")
     produce(client, "rc", batch(2))
     [p] = partition_data(fetch(client, [("rc", 0, 0)], isolation_level=1))
     assert p.last_stable_offset == 2 and offsets(p.records) == [0, 1]
@@ -205,16 +203,16 @@ def test_read_committed_reports_lso_and_empty_aborted_list(broker: Any, client: 
 
 
 @pytest.mark.parametrize("version", [4, 7, 11, 12])
-def test_old_versions(broker: Any, client: KafkaWire, version: int) -> None:
+def test_old_versions(tidelog_module_broker: BrokerHandle, client: KafkaWire, version: int) -> None:
     name = f"old-{version}"
-    create_topic(broker.bootstrap, name)
+    tidelog_module_broker.create_topic(name)
     produce(client, name, batch(3))
     [p] = partition_data(fetch(client, [(name, 0, 1)], version=version))
     assert p.error_code == 0 and p.high_watermark == 3 and offsets(p.records) == [0, 1, 2]
 
 
-def test_zstd_needs_fetch_v10(broker: Any, client: KafkaWire) -> None:
-    create_topic(broker.bootstrap, "zstd-f")
+def test_zstd_needs_fetch_v10(tidelog_module_broker: BrokerHandle, client: KafkaWire) -> None:
+    tidelog_module_broker.create_topic("zstd-f")
     produce(client, "zstd-f", batch(2, compression=4))
     [p] = partition_data(fetch(client, [("zstd-f", 0, 0)], version=9))
     assert (p.error_code, p.records, p.high_watermark) == (76, b"", -1)  # UNSUPPORTED_COMPRESSION_TYPE
@@ -222,15 +220,15 @@ def test_zstd_needs_fetch_v10(broker: Any, client: KafkaWire) -> None:
     assert p.error_code == 0 and offsets(p.records) == [0, 1]
 
 
-def test_kafka_python_consumer_long_polls(broker: Any) -> None:
+def test_kafka_python_consumer_long_polls(tidelog_module_broker: BrokerHandle) -> None:
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-    create_topic(broker.bootstrap, "kpc")
-    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, fetch_max_wait_ms=10_000,
+    tidelog_module_broker.create_topic("kpc")
+    consumer = KafkaConsumer(bootstrap_servers=tidelog_module_broker.bootstrap, fetch_max_wait_ms=10_000,
                              consumer_timeout_ms=60_000, auto_offset_reset="earliest")
     consumer.assign([TopicPartition("kpc", 0)])
     assert consumer.poll(timeout_ms=200) == {}  # nothing there yet
-    producer = KafkaProducer(bootstrap_servers=broker.bootstrap)
+    producer = KafkaProducer(bootstrap_servers=tidelog_module_broker.bootstrap)
     producer.send("kpc", value=b"late", timestamp_ms=TS).get(timeout=60)
     producer.close()
     message = next(iter(consumer))
@@ -238,16 +236,16 @@ def test_kafka_python_consumer_long_polls(broker: Any) -> None:
     assert (message.offset, message.value, message.timestamp) == (0, b"late", TS)
 
 
-def test_confluent_consumer_reads_every_codec(broker: Any) -> None:
+def test_confluent_consumer_reads_every_codec(tidelog_module_broker: BrokerHandle) -> None:
     confluent_kafka = pytest.importorskip("confluent_kafka")
-    create_topic(broker.bootstrap, "codecs")
+    tidelog_module_broker.create_topic("codecs")
     for codec in ("none", "gzip", "snappy", "lz4", "zstd"):
-        producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap, "compression.type": codec,
+        producer = confluent_kafka.Producer({"bootstrap.servers": tidelog_module_broker.bootstrap, "compression.type": codec,
                                              "linger.ms": 10})
         for i in range(10):
             producer.produce("codecs", key=codec.encode(), value=b"%s-%d" % (codec.encode(), i))
         assert producer.flush(60) == 0
-    consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "codecs-reader",
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": tidelog_module_broker.bootstrap, "group.id": "codecs-reader",
                                          "enable.auto.commit": False})
     consumer.assign([confluent_kafka.TopicPartition("codecs", 0, 0)])
     values = []

@@ -14,19 +14,19 @@ import socket
 import struct
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from broker_testlib import API_VERSIONS, FETCH, create_topic, produce
+from broker_testlib import API_VERSIONS, FETCH, produce
 from test_fetch import fetch, fetch_request, partition_data
 
 from tidelog.protocol.messages import request_class, response_class
 from tidelog.protocol.record_batch import iter_batches
 from tidelog.protocol.records import Record, build_batch, iter_records
 from tidelog.storage import TopicPartition
-from tidelog.testing import BrokerHandle, KafkaWire, run_broker
+from tidelog.testing import BrokerHandle, KafkaWire
 
 
 class SendfileCounter:
@@ -63,12 +63,9 @@ def sendfile(monkeypatch: pytest.MonkeyPatch) -> SendfileCounter:
     return counter
 
 
-@pytest.fixture(scope="module")
-def broker() -> Iterator[BrokerHandle]:
-    # file.delete.delay.ms 0: segments deleted by retention or the cleaner are unlinked (and their fds closed)
-    # as soon as the scheduler runs; the cleaner is driven by the tests (clean_once).
-    with run_broker(overrides={"log.segment.delete.delay.ms": 0, "log.cleaner.backoff.ms": 3_600_000}) as handle:
-        yield handle
+# file.delete.delay.ms 0: segments deleted by retention or the cleaner are unlinked (and their fds closed)
+# as soon as the scheduler runs; the cleaner is driven by the tests (clean_once).
+pytestmark = pytest.mark.tidelog(overrides={"log.segment.delete.delay.ms": 0, "log.cleaner.backoff.ms": 3_600_000})
 
 
 def log_of(broker: BrokerHandle, topic: str) -> Any:
@@ -170,16 +167,16 @@ def wait_until(cond: Any, timeout: float = 30.0) -> None:
 # --- bytes on the wire are the segment's bytes ---------------------------------------------------------------
 
 @pytest.mark.parametrize("version", [4, 11, 12, 16])
-def test_fetched_bytes_are_the_segment_file(broker: BrokerHandle, sendfile: SendfileCounter, version: int) -> None:
+def test_fetched_bytes_are_the_segment_file(tidelog_module_broker: BrokerHandle, sendfile: SendfileCounter, version: int) -> None:
     topic = f"sf-exact-{version}"
-    create_topic(broker.bootstrap, topic, 2)
-    with KafkaWire(broker.bootstrap, timeout=120) as client:
+    tidelog_module_broker.create_topic(topic, 2)
+    with KafkaWire(tidelog_module_broker.bootstrap, timeout=120) as client:
         for n in range(5):
             produce(client, topic, bytes(build_batch([Record(i, 1_700_000_000_000, b"k", b"v%d-%d" % (n, i))
                                                       for i in range(50)], 0)))
         for batch in big_batches(2):
-            append(broker, topic, batch)
-        expected = segment_bytes(broker, topic)
+            append(tidelog_module_broker, topic, batch)
+        expected = segment_bytes(tidelog_module_broker, topic)
         sendfile.reset()
         key: Any = topic
         if version >= 13:
@@ -192,32 +189,32 @@ def test_fetched_bytes_are_the_segment_file(broker: BrokerHandle, sendfile: Send
         assert p1.error_code == 0 and not p1.records
         assert sendfile.bytes == len(expected)
         # from the middle of the log, limited in size: still a byte range of the file
-        log = log_of(broker, topic)
-        mid = broker.call(lambda: log.segments.active_segment.translate_offset(150))
+        log = log_of(tidelog_module_broker, topic)
+        mid = tidelog_module_broker.call(lambda: log.segments.active_segment.translate_offset(150))
         [p] = partition_data(fetch(client, [(key, 0, 150)], version=version, partition_max_bytes=100))
         assert bytes(p.records) == expected[mid.position: mid.position + mid.size]  # min one batch, whole
 
 
-def test_real_consumers_read_what_was_produced(broker: BrokerHandle, sendfile: SendfileCounter) -> None:
+def test_real_consumers_read_what_was_produced(tidelog_module_broker: BrokerHandle, sendfile: SendfileCounter) -> None:
     from confluent_kafka import Producer
     from kafka import KafkaConsumer
     from kafka import TopicPartition as KTP
 
     topic = "sf-clients"
-    create_topic(broker.bootstrap, topic)
+    tidelog_module_broker.create_topic(topic)
     values = [b"%06d-" % i + os.urandom(300) for i in range(3000)]
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 20})
+    producer = Producer({"bootstrap.servers": tidelog_module_broker.bootstrap, "linger.ms": 20})
     for v in values:
         producer.produce(topic, v, partition=0)
     assert producer.flush(60) == 0
     sendfile.reset()
 
-    assert consume_values({"bootstrap.servers": broker.bootstrap, "group.id": "sf-confluent"}, topic,
+    assert consume_values({"bootstrap.servers": tidelog_module_broker.bootstrap, "group.id": "sf-confluent"}, topic,
                           len(values)) == values
     assert sendfile.bytes > 0
 
     sendfile.reset()
-    kp = KafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False, consumer_timeout_ms=20_000)
+    kp = KafkaConsumer(bootstrap_servers=tidelog_module_broker.bootstrap, enable_auto_commit=False, consumer_timeout_ms=20_000)
     kp.assign([KTP(topic, 0)])
     kp.seek(KTP(topic, 0), 0)
     got = []
@@ -232,20 +229,20 @@ def test_real_consumers_read_what_was_produced(broker: BrokerHandle, sendfile: S
 
 # --- a client that reads slowly --------------------------------------------------------------------------------
 
-def test_slow_reader_gets_the_whole_response_in_order(broker: BrokerHandle, sendfile: SendfileCounter) -> None:
+def test_slow_reader_gets_the_whole_response_in_order(tidelog_module_broker: BrokerHandle, sendfile: SendfileCounter) -> None:
     topic = "sf-slow"
-    create_topic(broker.bootstrap, topic)
+    tidelog_module_broker.create_topic(topic)
     for batch in big_batches(16):  # ~8 MB: far more than the sockets hold
-        append(broker, topic, batch)
-    expected = segment_bytes(broker, topic)
+        append(tidelog_module_broker, topic, batch)
+    expected = segment_bytes(tidelog_module_broker, topic)
     sendfile.reset()
-    with SlowClient(broker.bootstrap) as slow:
+    with SlowClient(tidelog_module_broker.bootstrap) as slow:
         slow.send(FETCH, 12, fetch_request([(topic, 0, 0)], partition_max_bytes=64 << 20, max_bytes=64 << 20))
         api_cls = request_class(API_VERSIONS)[0]
         slow.send(API_VERSIONS, 0, api_cls())  # pipelined: answered after the fetch, never inside it
         wait_until(lambda: sendfile.would_block > 0)
         # The broker is not blocked by this client: another one is served meanwhile.
-        with KafkaWire(broker.bootstrap, timeout=60) as other:
+        with KafkaWire(tidelog_module_broker.bootstrap, timeout=60) as other:
             [p] = partition_data(fetch(other, [(topic, 0, 0)], partition_max_bytes=1000))
             assert p.error_code == 0 and p.high_watermark == 16 * 256
             other_bytes = len(p.records)
@@ -258,17 +255,17 @@ def test_slow_reader_gets_the_whole_response_in_order(broker: BrokerHandle, send
     assert sendfile.bytes == len(expected) + other_bytes
 
 
-def test_client_gone_mid_response_leaks_no_fd(broker: BrokerHandle, sendfile: SendfileCounter) -> None:
+def test_client_gone_mid_response_leaks_no_fd(tidelog_module_broker: BrokerHandle, sendfile: SendfileCounter) -> None:
     topic = "sf-gone"
-    create_topic(broker.bootstrap, topic)
+    tidelog_module_broker.create_topic(topic)
     for batch in big_batches(16):
-        append(broker, topic, batch)
-    name = str(log_of(broker, topic).segments.active_segment.log_path)
+        append(tidelog_module_broker, topic, batch)
+    name = str(log_of(tidelog_module_broker, topic).segments.active_segment.log_path)
     before = fd_links(name)
     assert before == 1  # the segment's own
     sendfile.reset()
     for _ in range(3):
-        slow = SlowClient(broker.bootstrap)
+        slow = SlowClient(tidelog_module_broker.bootstrap)
         slow.send(FETCH, 12, fetch_request([(topic, 0, 0)], partition_max_bytes=64 << 20, max_bytes=64 << 20))
         wait_until(lambda: sendfile.would_block > 0)
         sendfile.reset()
@@ -277,14 +274,14 @@ def test_client_gone_mid_response_leaks_no_fd(broker: BrokerHandle, sendfile: Se
     wait_until(lambda: fd_links(name) == before)
 
 
-def test_no_fd_leak_over_many_fetches(broker: BrokerHandle) -> None:
+def test_no_fd_leak_over_many_fetches(tidelog_module_broker: BrokerHandle) -> None:
     topic = "sf-fds"
-    create_topic(broker.bootstrap, topic, 2)
-    with KafkaWire(broker.bootstrap, timeout=120) as client:
+    tidelog_module_broker.create_topic(topic, 2)
+    with KafkaWire(tidelog_module_broker.bootstrap, timeout=120) as client:
         for n in range(20):
             produce(client, topic, bytes(build_batch([Record(i, 1_700_000_000_000, b"k", b"v%d" % i)
                                                       for i in range(20)], 0)), partition=n % 2)
-        name = str(log_of(broker, topic).segments.active_segment.log_path)
+        name = str(log_of(tidelog_module_broker, topic).segments.active_segment.log_path)
         all_fds = len(os.listdir("/proc/self/fd"))
         for i in range(300):
             offset = i % 201  # 200 records per partition: 200 is the high watermark (nothing to read)
@@ -323,20 +320,20 @@ def _stalled_fetch(broker: BrokerHandle, topic: str, sendfile: SendfileCounter) 
     return slow
 
 
-def test_retention_deletes_the_segment_while_its_bytes_are_sent(broker: BrokerHandle,
+def test_retention_deletes_the_segment_while_its_bytes_are_sent(tidelog_module_broker: BrokerHandle,
                                                                 sendfile: SendfileCounter) -> None:
     topic = "sf-retention"
-    create_topic(broker.bootstrap, topic)
+    tidelog_module_broker.create_topic(topic)
     for batch in big_batches(16):
-        append(broker, topic, batch)
-    log = log_of(broker, topic)
-    broker.call(log.roll)
-    append(broker, topic, big_batches(1, records=4)[0])
-    first = broker.call(lambda: log.segments.first_segment)
-    expected = segment_bytes(broker, topic, 0)
-    with _stalled_fetch(broker, topic, sendfile) as slow:
-        assert broker.call(lambda: log.delete_segments([first], "test")) == 1
-        broker.call(broker.state.log_manager.run_scheduled_deletions)
+        append(tidelog_module_broker, topic, batch)
+    log = log_of(tidelog_module_broker, topic)
+    tidelog_module_broker.call(log.roll)
+    append(tidelog_module_broker, topic, big_batches(1, records=4)[0])
+    first = tidelog_module_broker.call(lambda: log.segments.first_segment)
+    expected = segment_bytes(tidelog_module_broker, topic, 0)
+    with _stalled_fetch(tidelog_module_broker, topic, sendfile) as slow:
+        assert tidelog_module_broker.call(lambda: log.delete_segments([first], "test")) == 1
+        tidelog_module_broker.call(tidelog_module_broker.state.log_manager.run_scheduled_deletions)
         assert first.is_closed and not Path(first.log_path).exists()
         assert log.log_start_offset == 16 * 256
         _, response = slow.read_response(FETCH, 12, pause=0.0005)
@@ -349,22 +346,22 @@ def test_retention_deletes_the_segment_while_its_bytes_are_sent(broker: BrokerHa
     assert fd_links(str(first.log_path)) == 0
 
 
-def test_cleaner_swaps_the_segment_while_its_bytes_are_sent(broker: BrokerHandle,
+def test_cleaner_swaps_the_segment_while_its_bytes_are_sent(tidelog_module_broker: BrokerHandle,
                                                             sendfile: SendfileCounter) -> None:
     topic = "sf-compacted"
-    create_topic(broker.bootstrap, topic, config={"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01",
+    tidelog_module_broker.create_topic(topic, 1, configs={"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01",
                                                   "segment.bytes": str(64 << 20)})
     for batch in big_batches(16, keys=True):  # 8 keys per batch: compaction keeps the last 8 records
-        append(broker, topic, batch)
-    log = log_of(broker, topic)
-    broker.call(log.roll)
-    append(broker, topic, big_batches(1, records=4, keys=True)[0])
-    first = broker.call(lambda: log.segments.first_segment)
-    expected = segment_bytes(broker, topic, 0)
-    with _stalled_fetch(broker, topic, sendfile) as slow:
-        assert broker.state.cleaner.clean_once()
-        broker.call(broker.state.log_manager.run_scheduled_deletions)
-        cleaned = broker.call(lambda: log.segments.first_segment)
+        append(tidelog_module_broker, topic, batch)
+    log = log_of(tidelog_module_broker, topic)
+    tidelog_module_broker.call(log.roll)
+    append(tidelog_module_broker, topic, big_batches(1, records=4, keys=True)[0])
+    first = tidelog_module_broker.call(lambda: log.segments.first_segment)
+    expected = segment_bytes(tidelog_module_broker, topic, 0)
+    with _stalled_fetch(tidelog_module_broker, topic, sendfile) as slow:
+        assert tidelog_module_broker.state.cleaner.clean_once()
+        tidelog_module_broker.call(tidelog_module_broker.state.log_manager.run_scheduled_deletions)
+        cleaned = tidelog_module_broker.call(lambda: log.segments.first_segment)
         assert cleaned is not first and cleaned.size < first.size and first.is_closed
         _, response = slow.read_response(FETCH, 12, pause=0.0005)
         [p] = partition_data(response)
@@ -373,23 +370,23 @@ def test_cleaner_swaps_the_segment_while_its_bytes_are_sent(broker: BrokerHandle
         slow.send(FETCH, 12, fetch_request([(topic, 0, 0)], partition_max_bytes=64 << 20))
         _, response = slow.read_response(FETCH, 12)
         [p] = partition_data(response)
-        assert bytes(p.records) == segment_bytes(broker, topic, 0)
+        assert bytes(p.records) == segment_bytes(tidelog_module_broker, topic, 0)
 
 
 # --- read_committed --------------------------------------------------------------------------------------------
 
-def test_read_committed_lists_aborted_txns_of_a_trailing_partial_batch(broker: BrokerHandle) -> None:
+def test_read_committed_lists_aborted_txns_of_a_trailing_partial_batch(tidelog_module_broker: BrokerHandle) -> None:
     topic = "sf-rc"
-    create_topic(broker.bootstrap, topic)
+    tidelog_module_broker.create_topic(topic)
     now = int(time.time() * 1000)
     plain = bytes(build_batch([Record(0, now, b"p", b"plain")], 0))
     txn = bytes(build_batch([Record(i, now, b"t", b"x" * 500) for i in range(4)], 0, producer_id=200,
                             producer_epoch=0, base_sequence=0, is_transactional=True))
-    assert append(broker, topic, plain) == 0
-    assert append(broker, topic, txn) == 1
-    log = log_of(broker, topic)
-    assert broker.call(lambda: log.append_control_marker(200, 0, 0, False).first_offset) == 5
-    with KafkaWire(broker.bootstrap, timeout=60) as client:
+    assert append(tidelog_module_broker, topic, plain) == 0
+    assert append(tidelog_module_broker, topic, txn) == 1
+    log = log_of(tidelog_module_broker, topic)
+    assert tidelog_module_broker.call(lambda: log.append_control_marker(200, 0, 0, False).first_offset) == 5
+    with KafkaWire(tidelog_module_broker.bootstrap, timeout=60) as client:
         # the first batch and the whole header of the aborted transaction's batch: listed
         [p] = partition_data(fetch(client, [(topic, 0, 0)], isolation_level=1, partition_max_bytes=len(plain) + 61))
         assert len(p.records) == len(plain) + 61
@@ -446,9 +443,10 @@ def _server_side_sndbuf(client: socket.socket, option: int = socket.SO_SNDBUF) -
 
 
 @pytest.mark.parametrize("size", [65536, -1])
-def test_socket_send_buffer_bytes_is_applied(size: int) -> None:
+def test_socket_send_buffer_bytes_is_applied(size: int, tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
     """Kafka's Acceptor sets SO_SNDBUF of accepted sockets to socket.send.buffer.bytes (-1: the OS default)."""
-    with run_broker(overrides={"socket.send.buffer.bytes": size}) as b, KafkaWire(b.bootstrap) as client:
+    b = tidelog_broker_factory(overrides={"socket.send.buffer.bytes": size})
+    with KafkaWire(b.bootstrap) as client:
         client.request(API_VERSIONS, 0, request_class(API_VERSIONS)[0]())
         got = _server_side_sndbuf(client.sock)
         if size > 0:
@@ -458,12 +456,14 @@ def test_socket_send_buffer_bytes_is_applied(size: int) -> None:
 
 
 @pytest.mark.parametrize("size", [40_000, None])  # 2 x 65536 would be tcp_rmem's usual initial size
-def test_socket_receive_buffer_bytes_is_applied(size: int | None) -> None:
+def test_socket_receive_buffer_bytes_is_applied(size: int | None,
+                                               tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
     """socket.receive.buffer.bytes sets SO_RCVBUF of the broker's sockets (Kafka sets it on its server socket, which
     accepted ones inherit); tidelog's default (-1) leaves Linux's autotuning, which grows the buffer past any
     fixed default once a producer sends."""
     overrides = {} if size is None else {"socket.receive.buffer.bytes": size}
-    with run_broker(overrides=overrides) as b, KafkaWire(b.bootstrap) as client:
+    b = tidelog_broker_factory(overrides=overrides)
+    with KafkaWire(b.bootstrap) as client:
         client.request(API_VERSIONS, 0, request_class(API_VERSIONS)[0]())
         got = _server_side_sndbuf(client.sock, socket.SO_RCVBUF)
         if size is not None:

@@ -10,24 +10,25 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from broker_testlib import FETCH, batch, create_topic, produce, topic_id
+from broker_testlib import FETCH, batch, produce, topic_id
 
 from tidelog.protocol.messages import request_class
-from tidelog.testing import BrokerHandle, KafkaWire, run_broker
+from tidelog.testing import BrokerHandle, KafkaWire
 
 FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH, FETCH_SESSION_TOPIC_ID_ERROR = 70, 71, 106
 
 
-@pytest.fixture(scope="module")
-def broker() -> Iterator[BrokerHandle]:
-    with run_broker(overrides={"max.incremental.fetch.session.cache.slots": "3"}) as handle:
-        handle.state.metrics.start(port=0)
-        yield handle
+pytestmark = pytest.mark.tidelog(overrides={"max.incremental.fetch.session.cache.slots": "3"})
+
+
+@pytest.fixture(scope="module", autouse=True)
+def metrics_endpoint(tidelog_module_broker: BrokerHandle) -> None:
+    tidelog_module_broker.state.metrics.start(port=0)
 
 
 @pytest.fixture
-def client(broker: BrokerHandle) -> Iterator[KafkaWire]:
-    with KafkaWire(broker.bootstrap, timeout=120) as c:
+def client(tidelog_module_broker: BrokerHandle) -> Iterator[KafkaWire]:
+    with KafkaWire(tidelog_module_broker.bootstrap, timeout=120) as c:
         yield c
 
 
@@ -69,8 +70,8 @@ def metric(broker: BrokerHandle, name: str) -> float:
     raise AssertionError(f"{name} not exported")
 
 
-def test_incremental_fetch_answers_only_partitions_with_news(broker: BrokerHandle, client: KafkaWire) -> None:
-    create_topic(broker.bootstrap, "inc", partitions=3)
+def test_incremental_fetch_answers_only_partitions_with_news(tidelog_module_broker: BrokerHandle, client: KafkaWire) -> None:
+    tidelog_module_broker.create_topic("inc", 3)
     produce(client, "inc", batch(2), partition=0)
     full = fetch(client, [("inc", 0, 0), ("inc", 1, 0), ("inc", 2, 0)], epoch=0)
     assert full.error_code == 0 and full.session_id != 0
@@ -101,16 +102,16 @@ def test_incremental_fetch_answers_only_partitions_with_news(broker: BrokerHandl
     assert fetch(client, [], session_id=sid, epoch=6).error_code == FETCH_SESSION_ID_NOT_FOUND
 
 
-def test_log_start_offset_change_is_news(broker: BrokerHandle, client: KafkaWire) -> None:
+def test_log_start_offset_change_is_news(tidelog_module_broker: BrokerHandle, client: KafkaWire) -> None:
     from kafka import KafkaAdminClient
     from kafka.structs import TopicPartition as KTP
 
-    create_topic(broker.bootstrap, "lso-news")
+    tidelog_module_broker.create_topic("lso-news")
     produce(client, "lso-news", batch(4))
     full = fetch(client, [("lso-news", 0, 4)], epoch=0)
     sid = full.session_id
     assert answered(fetch(client, [], session_id=sid, epoch=1)) == {}
-    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    admin = KafkaAdminClient(bootstrap_servers=tidelog_module_broker.bootstrap)
     try:
         admin.delete_records({KTP("lso-news", 0): 2})
     finally:
@@ -120,8 +121,8 @@ def test_log_start_offset_change_is_news(broker: BrokerHandle, client: KafkaWire
     fetch(client, [], session_id=sid, epoch=-1)
 
 
-def test_topic_id_sessions(broker: BrokerHandle, client: KafkaWire) -> None:
-    create_topic(broker.bootstrap, "ids", partitions=2)
+def test_topic_id_sessions(tidelog_module_broker: BrokerHandle, client: KafkaWire) -> None:
+    tidelog_module_broker.create_topic("ids", 2)
     tid = topic_id(client, "ids")
     ghost = uuid.uuid4()
     full = fetch(client, [(tid, 0, 0), (tid, 1, 0), (ghost, 0, 0)], version=13, epoch=0)
@@ -138,17 +139,17 @@ def test_topic_id_sessions(broker: BrokerHandle, client: KafkaWire) -> None:
     fetch(client, [], version=16, session_id=sid, epoch=-1)
 
 
-def test_eviction_and_metrics(broker: BrokerHandle, client: KafkaWire) -> None:
-    cache = broker.state.fetch_sessions
+def test_eviction_and_metrics(tidelog_module_broker: BrokerHandle, client: KafkaWire) -> None:
+    cache = tidelog_module_broker.state.fetch_sessions
     for sid in list(cache.sessions):
-        broker.call(lambda s=sid: cache.remove(s))
-    evicted_before = metric(broker, "tidelog_IncrementalFetchSessionEvictions_total")
-    create_topic(broker.bootstrap, "evict", partitions=4)
+        tidelog_module_broker.call(lambda s=sid: cache.remove(s))
+    evicted_before = metric(tidelog_module_broker, "tidelog_IncrementalFetchSessionEvictions_total")
+    tidelog_module_broker.create_topic("evict", 4)
     sizes = [1, 2, 3]
     ids = [fetch(client, [("evict", p, 0) for p in range(n)], epoch=0).session_id for n in sizes]
     assert all(ids) and len(set(ids)) == 3
-    assert metric(broker, "tidelog_NumIncrementalFetchSessions") == 3
-    assert metric(broker, "tidelog_NumIncrementalFetchPartitionsCached") == 6
+    assert metric(tidelog_module_broker, "tidelog_NumIncrementalFetchSessions") == 3
+    assert metric(tidelog_module_broker, "tidelog_NumIncrementalFetchPartitionsCached") == 6
     # full cache, no stale session: a 1-partition newcomer is no more valuable than the smallest -> no session
     assert fetch(client, [("evict", 0, 0)], epoch=0).session_id == 0
     # a 4-partition newcomer evicts the smallest (1 partition)
@@ -156,21 +157,21 @@ def test_eviction_and_metrics(broker: BrokerHandle, client: KafkaWire) -> None:
     assert big != 0
     assert fetch(client, [], session_id=ids[0], epoch=1).error_code == FETCH_SESSION_ID_NOT_FOUND
     assert fetch(client, [], session_id=ids[1], epoch=1).error_code == 0
-    assert metric(broker, "tidelog_IncrementalFetchSessionEvictions_total") == evicted_before + 1
-    assert metric(broker, "tidelog_NumIncrementalFetchPartitionsCached") == 2 + 3 + 4
+    assert metric(tidelog_module_broker, "tidelog_IncrementalFetchSessionEvictions_total") == evicted_before + 1
+    assert metric(tidelog_module_broker, "tidelog_NumIncrementalFetchPartitionsCached") == 2 + 3 + 4
 
 
-def test_kafka_python_consumer_fetches_through_a_session(broker: BrokerHandle, client: KafkaWire) -> None:
+def test_kafka_python_consumer_fetches_through_a_session(tidelog_module_broker: BrokerHandle, client: KafkaWire) -> None:
     from kafka import KafkaConsumer, KafkaProducer
 
-    create_topic(broker.bootstrap, "kp-sess", partitions=4)
-    producer = KafkaProducer(bootstrap_servers=broker.bootstrap)
+    tidelog_module_broker.create_topic("kp-sess", 4)
+    producer = KafkaProducer(bootstrap_servers=tidelog_module_broker.bootstrap)
     for i in range(400):
         producer.send("kp-sess", value=b"%d" % i, partition=i % 4)
     producer.flush()
     producer.close()
-    cache = broker.state.fetch_sessions
-    consumer = KafkaConsumer("kp-sess", bootstrap_servers=broker.bootstrap, group_id=None,
+    cache = tidelog_module_broker.state.fetch_sessions
+    consumer = KafkaConsumer("kp-sess", bootstrap_servers=tidelog_module_broker.bootstrap, group_id=None,
                              auto_offset_reset="earliest", fetch_max_wait_ms=50, consumer_timeout_ms=20_000)
     try:
         seen = set()
@@ -185,6 +186,6 @@ def test_kafka_python_consumer_fetches_through_a_session(broker: BrokerHandle, c
             consumer.poll(timeout_ms=100)
         sessions = [s for s in cache.sessions.values() if s.size == 4]
         assert sessions and max(s.epoch for s in sessions) > 5
-        assert metric(broker, "tidelog_NumIncrementalFetchSessions") >= 1
+        assert metric(tidelog_module_broker, "tidelog_NumIncrementalFetchSessions") >= 1
     finally:
         consumer.close()

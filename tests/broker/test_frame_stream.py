@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tests.broker.broker_testlib import FETCH, PRODUCE, batch, create_topic, produce_request
+from tests.broker.broker_testlib import FETCH, PRODUCE, batch, produce_request
 from tidelog.broker.frame_stream import STAGING_BYTES
 from tidelog.protocol.messages import request_class
 from tidelog.protocol.record_batch import iter_batches
@@ -46,9 +46,9 @@ def receive_produce(wire: KafkaWire) -> tuple[int, int, int]:
     return correlation_id, p.error_code, p.base_offset
 
 
-def test_a_request_sent_one_byte_at_a_time(tidelog_broker: BrokerHandle) -> None:
-    create_topic(tidelog_broker.bootstrap, "trickle")
-    with KafkaWire(tidelog_broker.bootstrap) as wire:
+def test_a_request_sent_one_byte_at_a_time(tidelog_module_broker: BrokerHandle) -> None:
+    tidelog_module_broker.create_topic("trickle")
+    with KafkaWire(tidelog_module_broker.bootstrap) as wire:
         wire.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         frame = wire.frame(PRODUCE, PRODUCE_V, produce_request("trickle", 0, batch(3), -1, PRODUCE_V))
         for i in range(len(frame)):
@@ -59,9 +59,9 @@ def test_a_request_sent_one_byte_at_a_time(tidelog_broker: BrokerHandle) -> None
         assert values_at(wire, "trickle") == [b"v0", b"v1", b"v2"]  # batch() numbers the values
 
 
-def test_many_pipelined_requests_in_one_send_answered_in_order(tidelog_broker: BrokerHandle) -> None:
-    create_topic(tidelog_broker.bootstrap, "pipelined")
-    with KafkaWire(tidelog_broker.bootstrap) as wire:
+def test_many_pipelined_requests_in_one_send_answered_in_order(tidelog_module_broker: BrokerHandle) -> None:
+    tidelog_module_broker.create_topic("pipelined")
+    with KafkaWire(tidelog_module_broker.bootstrap) as wire:
         frames = [wire.frame(PRODUCE, PRODUCE_V, produce_request("pipelined", 0, batch(1, value=f"m{i}".encode()),
                                                                  -1, PRODUCE_V)) for i in range(200)]
         wire.sock.sendall(b"".join(frames))
@@ -71,13 +71,13 @@ def test_many_pipelined_requests_in_one_send_answered_in_order(tidelog_broker: B
         assert values_at(wire, "pipelined") == [f"m{i}0".encode() for i in range(200)]
 
 
-def test_gathered_produce_answers_are_not_held_behind_a_long_polling_fetch(tidelog_broker: BrokerHandle) -> None:
+def test_gathered_produce_answers_are_not_held_behind_a_long_polling_fetch(tidelog_module_broker: BrokerHandle) -> None:
     """Answers to pipelined Produce requests go out together, but never wait for a request that may block: here a
     Fetch that is only answered once data arrives on another topic, which the test writes after it has read every
     Produce answer (held back, they would never come and the read would time out)."""
-    create_topic(tidelog_broker.bootstrap, "gathered")
-    create_topic(tidelog_broker.bootstrap, "awaited")
-    with KafkaWire(tidelog_broker.bootstrap, timeout=20) as wire:
+    tidelog_module_broker.create_topic("gathered")
+    tidelog_module_broker.create_topic("awaited")
+    with KafkaWire(tidelog_module_broker.bootstrap, timeout=20) as wire:
         produces = [wire.frame(PRODUCE, PRODUCE_V, produce_request("gathered", 0, batch(1, value=f"g{i}".encode()),
                                                                    1, PRODUCE_V)) for i in range(20)]
         waiting = fetch_request("awaited", 0)
@@ -85,7 +85,7 @@ def test_gathered_produce_answers_are_not_held_behind_a_long_polling_fetch(tidel
         fetch = wire.frame(FETCH, 12, waiting)
         wire.sock.sendall(b"".join(produces) + fetch)
         assert [receive_produce(wire)[1:] for _ in produces] == [(0, i) for i in range(20)]
-        with KafkaWire(tidelog_broker.bootstrap) as other:
+        with KafkaWire(tidelog_module_broker.bootstrap) as other:
             other.sock.sendall(other.frame(PRODUCE, PRODUCE_V, produce_request("awaited", 0, batch(1), 1, PRODUCE_V)))
             assert receive_produce(other)[1:] == (0, 0)
         correlation_id, response = wire.receive(FETCH, 12)
@@ -93,10 +93,10 @@ def test_gathered_produce_answers_are_not_held_behind_a_long_polling_fetch(tidel
         assert response.responses[0].partitions[0].high_watermark == 1
 
 
-def test_frames_larger_than_the_staging_buffer(tidelog_broker: BrokerHandle) -> None:
-    create_topic(tidelog_broker.bootstrap, "big", config={"max.message.bytes": str(8 << 20)})
+def test_frames_larger_than_the_staging_buffer(tidelog_module_broker: BrokerHandle) -> None:
+    tidelog_module_broker.create_topic("big", 1, configs={"max.message.bytes": str(8 << 20)})
     big_value = bytes(range(256)) * (3 * STAGING_BYTES // 256)  # one record of 3x the staging buffer
-    with KafkaWire(tidelog_broker.bootstrap) as wire:
+    with KafkaWire(tidelog_module_broker.bootstrap) as wire:
         small = wire.frame(PRODUCE, PRODUCE_V, produce_request("big", 0, batch(1, value=b"before"), -1, PRODUCE_V))
         large = wire.frame(PRODUCE, PRODUCE_V, produce_request("big", 0, batch(1, value=big_value), -1, PRODUCE_V))
         after = wire.frame(PRODUCE, PRODUCE_V, produce_request("big", 0, batch(1, value=b"after"), -1, PRODUCE_V))
@@ -110,10 +110,10 @@ def test_frames_larger_than_the_staging_buffer(tidelog_broker: BrokerHandle) -> 
         assert values_at(wire, "big") == [b"before0", big_value + b"0", b"after0"] + [medium_value + b"0"] * 4
 
 
-def test_truncated_frame_at_eof_is_logged_and_the_broker_keeps_serving(tidelog_broker: BrokerHandle,
+def test_truncated_frame_at_eof_is_logged_and_the_broker_keeps_serving(tidelog_module_broker: BrokerHandle,
                                                                        caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, logger="tidelog.broker.connection"), \
-            socket.create_connection(("127.0.0.1", tidelog_broker.port), timeout=60) as sock:
+            socket.create_connection(("127.0.0.1", tidelog_module_broker.port), timeout=60) as sock:
         sock.sendall(struct.pack(">i", 1000) + b"\x00" * 10)
         sock.shutdown(socket.SHUT_WR)
         sock.settimeout(60)
@@ -122,8 +122,8 @@ def test_truncated_frame_at_eof_is_logged_and_the_broker_keeps_serving(tidelog_b
         while not any("truncated request" in r.getMessage() for r in caplog.records):
             assert time.monotonic() < deadline, "no log line for the truncated request"
             time.sleep(0.01)
-    with KafkaWire(tidelog_broker.bootstrap) as wire:
-        assert wire.request(3, 1, request_class(3)[1](topics=None)).controller_id == tidelog_broker.state.node_id
+    with KafkaWire(tidelog_module_broker.bootstrap) as wire:
+        assert wire.request(3, 1, request_class(3)[1](topics=None)).controller_id == tidelog_module_broker.state.node_id
 
 
 # --- the staging buffer's rules, on a real socket and uvloop (the broker's loop) without the broker -------------

@@ -9,21 +9,21 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from broker_testlib import LIST_OFFSETS, TS, batch, create_topic, produce
+from broker_testlib import LIST_OFFSETS, TS, batch, produce
 from hostile_batches import CODECS, hostile, unused_attribute_bits
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import request_class
 from tidelog.protocol.records import compress
-from tidelog.testing import KafkaWire
+from tidelog.testing import BrokerHandle, KafkaWire
 
 CASES = hostile()
 
 
 @pytest.fixture(scope="module")
-def topic(broker: Any) -> str:
+def topic(tidelog_module_broker: BrokerHandle) -> str:
     name = f"hostile-{uuid.uuid4().hex[:8]}"
-    create_topic(broker.bootstrap, name)
+    tidelog_module_broker.create_topic(name)
     return name
 
 
@@ -60,7 +60,7 @@ def test_hostile_batch_over_the_wire(client: KafkaWire, topic: str, name: str, b
     assert r.base_offset == -1 and r.record_errors == []  # a batch-level error: no per-record errors
 
 
-def test_partition_is_not_poisoned_after_every_hostile_batch(broker: Any, client: KafkaWire, topic: str) -> None:
+def test_partition_is_not_poisoned_after_every_hostile_batch(tidelog_module_broker: BrokerHandle, client: KafkaWire, topic: str) -> None:
     for _name, build, _code in CASES:  # whatever ran before (or alone): send them all once more
         assert produce(client, topic, build()).error_code != 0
     end = list_offset_for_timestamp(client, topic, -1)[2]
@@ -71,13 +71,13 @@ def test_partition_is_not_poisoned_after_every_hostile_batch(broker: Any, client
 
     from kafka import KafkaProducer
 
-    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, compression_type="gzip",
+    producer = KafkaProducer(bootstrap_servers=tidelog_module_broker.bootstrap, compression_type="gzip",
                              request_timeout_ms=60_000)
     try:
         producer.send(topic, key=b"real", value=b"client", partition=0, timestamp_ms=TS + 100).get(timeout=60)
     finally:
         producer.close()
-    got = consume_all(broker.bootstrap, topic)
+    got = consume_all(tidelog_module_broker.bootstrap, topic)
     assert [m.offset for m in got] == list(range(19))
     assert [m.value for m in got[:3]] == [b"v0", b"v1", b"v2"]
     assert got[-1].value == b"client"
@@ -104,14 +104,14 @@ def broken_codec(request: pytest.FixtureRequest) -> Iterator[str]:
 
 
 @pytest.mark.parametrize("broken_codec", ["gzip", "lz4"], indirect=True)
-def test_real_client_sending_a_broken_payload_gets_corrupt_message(broker: Any, client: KafkaWire,
+def test_real_client_sending_a_broken_payload_gets_corrupt_message(tidelog_module_broker: BrokerHandle, client: KafkaWire,
                                                                     broken_codec: str) -> None:
     from kafka import KafkaProducer
     from kafka.errors import CorruptRecordError, KafkaError
 
     name = f"broken-{broken_codec}-{uuid.uuid4().hex[:6]}"
-    create_topic(broker.bootstrap, name)
-    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, compression_type=broken_codec, retries=0,
+    tidelog_module_broker.create_topic(name)
+    producer = KafkaProducer(bootstrap_servers=tidelog_module_broker.bootstrap, compression_type=broken_codec, retries=0,
                              request_timeout_ms=60_000)
     try:
         with pytest.raises(KafkaError) as info:
@@ -120,4 +120,4 @@ def test_real_client_sending_a_broken_payload_gets_corrupt_message(broker: Any, 
         producer.close()
     assert isinstance(info.value, CorruptRecordError), info.value
     assert produce(client, name, batch(2)).error_code == 0
-    assert [m.offset for m in consume_all(broker.bootstrap, name)] == [0, 1]
+    assert [m.offset for m in consume_all(tidelog_module_broker.bootstrap, name)] == [0, 1]

@@ -15,14 +15,13 @@ from broker_testlib import (
     METADATA,
     TS,
     batch,
-    create_topic,
     produce,
     topic_id,
 )
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import request_class
-from tidelog.testing import KafkaWire
+from tidelog.testing import BrokerHandle, KafkaWire
 
 OFFSET_COMMIT, OFFSET_FETCH, DESCRIBE_GROUPS, DESCRIBE_CLUSTER, DELETE_RECORDS = 8, 9, 15, 60, 21
 COORDINATOR_NOT_AVAILABLE = 15
@@ -31,10 +30,10 @@ UNKNOWN_TOPIC_ID = 100
 
 
 @pytest.fixture(scope="module")
-def topic(broker: Any) -> str:
+def topic(tidelog_module_broker: BrokerHandle) -> str:
     """`v43`: offsets 0-4 at TS..TS+4, then the log start moved to 2 by DeleteRecords."""
-    create_topic(broker.bootstrap, "v43")
-    with KafkaWire(broker.bootstrap) as client:
+    tidelog_module_broker.create_topic("v43")
+    with KafkaWire(tidelog_module_broker.bootstrap) as client:
         produce(client, "v43", batch(5, ts=TS))
         cls = request_class(DELETE_RECORDS)[2]
         T = cls.DeleteRecordsTopic
@@ -144,7 +143,7 @@ def find_coordinator(client: KafkaWire, version: int, key_type: int, key: str) -
     return c
 
 
-def test_find_coordinator_v5_v6_groups_and_share_keys(client: KafkaWire, broker: Any) -> None:
+def test_find_coordinator_v5_v6_groups_and_share_keys(client: KafkaWire, tidelog_module_broker: BrokerHandle) -> None:
     for version in (5, 6):
         c = find_coordinator(client, version, 0, "some-group")
         assert (c.error_code, c.node_id, c.key) == (0, 1, "some-group")

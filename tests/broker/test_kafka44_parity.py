@@ -47,8 +47,8 @@ def test_kafka_44_table_is_kafka_43_plus_the_listed_changes() -> None:
     assert {key: KAFKA_44[key][1] for key in moved} == {18: 5, 28: 6, 42: 3, 88: 1, 89: 1, 93: 0, 94: 0}
 
 
-def test_every_served_api_advertises_kafka_44_range_or_a_listed_difference(broker: BrokerHandle) -> None:
-    ours = advertised(broker.bootstrap)
+def test_every_served_api_advertises_kafka_44_range_or_a_listed_difference(tidelog_module_broker: BrokerHandle) -> None:
+    ours = advertised(tidelog_module_broker.bootstrap)
     assert set(ours) == {int(e.key) for e in API_TABLE}
     mismatched: dict[int, Any] = {}
     for key, ranges in sorted(ours.items()):
@@ -65,18 +65,18 @@ def test_every_served_api_advertises_kafka_44_range_or_a_listed_difference(broke
         key: KAFKA_44[key][1] for key in ours if key in KAFKA_44 and key not in (18, 28)}
 
 
-def test_against_kafka_43_only_the_44_changes_and_the_telemetry_keys_differ(broker: BrokerHandle) -> None:
+def test_against_kafka_43_only_the_44_changes_and_the_telemetry_keys_differ(tidelog_module_broker: BrokerHandle) -> None:
     """The 4.3 comparison the project made before 4.4: what moved since is all Kafka 4.4's."""
-    ours = advertised(broker.bootstrap)
+    ours = advertised(tidelog_module_broker.bootstrap)
     differing = {key for key, ranges in ours.items() if ranges != KAFKA_43.get(key)}
     assert differing == {42, 71, 72, 88, 89, 93}
     assert differing - {71, 72} <= set(KAFKA_44_CHANGES)
 
 
-def test_kafka_python_identifies_our_answer_as_kafka_4_3(broker: BrokerHandle) -> None:
+def test_kafka_python_identifies_our_answer_as_kafka_4_3(tidelog_module_broker: BrokerHandle) -> None:
     """kafka-python 3.0.12 knows no 4.4: its probe reads 4.3 from DescribeLogDirs v5 and 4.2 from ListOffsets v11,
     both served."""
-    ours = advertised(broker.bootstrap)
+    ours = advertised(tidelog_module_broker.bootstrap)
     assert ours[35][1] >= 5 and ours[2][1] >= 11
     assert infer_broker_version_from_api_versions(ours) == (4, 3)
     # the markers below them are ours too: Produce v13 (4.1), ListOffsets v10 (4.0), Fetch v17 (3.9)

@@ -10,13 +10,12 @@ from broker_testlib import (
     OFFSET_FOR_LEADER_EPOCH,
     TS,
     batch,
-    create_topic,
     produce,
 )
 
 from tidelog.protocol.messages import request_class
 from tidelog.protocol.records import Record, build_batch
-from tidelog.testing import KafkaWire
+from tidelog.testing import BrokerHandle, KafkaWire
 
 
 def list_offsets(client: KafkaWire, topic: str, queries: list[tuple[int, int]], version: int = 7,
@@ -37,11 +36,11 @@ def one(client: KafkaWire, topic: str, ts: int, **kw: Any) -> tuple[int, int, in
 
 
 @pytest.fixture(scope="module")
-def filled(broker: Any) -> str:
+def filled(tidelog_module_broker: BrokerHandle) -> str:
     """Offsets 0-2 at TS+0..2, 3-5 at TS+10..12 except offset 4 at TS+50 (the max), 6-7 at TS+20..21."""
-    client = KafkaWire(broker.bootstrap)
+    client = KafkaWire(tidelog_module_broker.bootstrap)
     try:
-        create_topic(broker.bootstrap, "lo")
+        tidelog_module_broker.create_topic("lo")
         produce(client, "lo", batch(3, ts=TS))
         recs = [Record(0, TS + 10, b"k", b"a"), Record(1, TS + 50, b"k", b"b"), Record(2, TS + 12, b"k", b"c")]
         produce(client, "lo", bytes(build_batch(recs, 0, compression=2)))
@@ -83,8 +82,8 @@ def test_leader_epoch_in_v4_plus(client: KafkaWire, filled: str) -> None:
     assert p.error_code == 75  # UNKNOWN_LEADER_EPOCH
 
 
-def test_empty_topic_unknown_partition_and_duplicates(broker: Any, client: KafkaWire) -> None:
-    create_topic(broker.bootstrap, "lo-empty", partitions=2)
+def test_empty_topic_unknown_partition_and_duplicates(tidelog_module_broker: BrokerHandle, client: KafkaWire) -> None:
+    tidelog_module_broker.create_topic("lo-empty", 2)
     assert one(client, "lo-empty", -1) == (0, -1, 0)
     assert one(client, "lo-empty", -2) == (0, -1, 0)
     assert one(client, "lo-empty", -3) == (0, -1, -1)
@@ -109,7 +108,7 @@ def offset_for_leader_epoch(client: KafkaWire, topic: str, partition: int, epoch
 
 
 @pytest.mark.parametrize("version", [2, 3, 4])
-def test_offset_for_leader_epoch(broker: Any, client: KafkaWire, filled: str, version: int) -> None:
+def test_offset_for_leader_epoch(tidelog_module_broker: BrokerHandle, client: KafkaWire, filled: str, version: int) -> None:
     p = offset_for_leader_epoch(client, filled, 0, 0, version)
     assert (p.error_code, p.leader_epoch, p.end_offset) == (0, 0, 8)
     p = offset_for_leader_epoch(client, filled, 0, 5, version)
@@ -117,15 +116,15 @@ def test_offset_for_leader_epoch(broker: Any, client: KafkaWire, filled: str, ve
     p = offset_for_leader_epoch(client, filled, 0, 0, version, current_leader_epoch=2)
     assert p.error_code == 75
     assert offset_for_leader_epoch(client, "no-such", 0, 0, version).error_code == 3
-    create_topic(broker.bootstrap, f"ofle-empty-{version}")
+    tidelog_module_broker.create_topic(f"ofle-empty-{version}")
     p = offset_for_leader_epoch(client, f"ofle-empty-{version}", 0, 0, version)
     assert (p.error_code, p.leader_epoch, p.end_offset) == (0, 0, 0)
 
 
-def test_real_clients_offset_lookups(broker: Any, filled: str) -> None:
+def test_real_clients_offset_lookups(tidelog_module_broker: BrokerHandle, filled: str) -> None:
     from kafka import KafkaConsumer, TopicPartition
 
-    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap)
+    consumer = KafkaConsumer(bootstrap_servers=tidelog_module_broker.bootstrap)
     tp = TopicPartition(filled, 0)
     try:
         assert consumer.beginning_offsets([tp]) == {tp: 0}
@@ -136,7 +135,7 @@ def test_real_clients_offset_lookups(broker: Any, filled: str) -> None:
     finally:
         consumer.close()
     confluent_kafka = pytest.importorskip("confluent_kafka")
-    c = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "lo-reader"})
+    c = confluent_kafka.Consumer({"bootstrap.servers": tidelog_module_broker.bootstrap, "group.id": "lo-reader"})
     try:
         assert c.get_watermark_offsets(confluent_kafka.TopicPartition(filled, 0), timeout=60) == (0, 8)
         [r] = c.offsets_for_times([confluent_kafka.TopicPartition(filled, 0, TS + 11)], timeout=60)

@@ -157,12 +157,10 @@ def test_duplicate_names_answered_once(tidelog_broker: BrokerHandle) -> None:
 
 def test_cluster_id_is_stable_across_restarts(tmp_path: Any,
                                               tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
-    from tidelog.testing import run_broker
-
-    with run_broker(log_dir=tmp_path / "d") as first:
-        cluster_id = metadata(first, 2, None).cluster_id
-    with run_broker(log_dir=tmp_path / "d") as second:
-        assert metadata(second, 2, None).cluster_id == cluster_id
+    broker = tidelog_broker_factory(log_dir=tmp_path / "d")
+    cluster_id = metadata(broker, 2, None).cluster_id
+    broker.restart()  # a clean shutdown and a new start on the same log dir
+    assert metadata(broker, 2, None).cluster_id == cluster_id
 
 
 # --- DescribeCluster ---

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from broker_testlib import PRODUCE, batch, create_topic
+from broker_testlib import PRODUCE, batch
 
 from tidelog.broker.apis import produce as produce_api
 from tidelog.broker.apis.produce import handle_plain
@@ -67,8 +67,8 @@ def test_plain_and_generic_dispatch_answer_alike(tidelog_broker: BrokerHandle,
 
     monkeypatch.setattr(produce_api, "handle_plain", counted)
     for version in VERSIONS:
-        create_topic(tidelog_broker.bootstrap, f"plain-{version}", partitions=2)
-        create_topic(tidelog_broker.bootstrap, f"generic-{version}", partitions=2)
+        tidelog_broker.create_topic(f"plain-{version}", 2)
+        tidelog_broker.create_topic(f"generic-{version}", 2)
         answered[0] = 0
         plain = _exchange(tidelog_broker, f"plain-{version}", version)
         # all but the request naming a missing partition, and zstd before v7
@@ -89,7 +89,7 @@ def test_plain_and_generic_dispatch_answer_alike(tidelog_broker: BrokerHandle,
 def test_a_request_handed_over_writes_each_batch_once(tidelog_broker: BrokerHandle) -> None:
     """A request the plain path cannot answer alone (here its second partition does not exist) is checked whole
     before anything is appended: the generic path then appends the first partition's batch, once."""
-    create_topic(tidelog_broker.bootstrap, "handed-over", partitions=1)
+    tidelog_broker.create_topic("handed-over")
     with KafkaWire(tidelog_broker.bootstrap) as wire:
         first = _answers(wire.request(PRODUCE, 9, _request("handed-over", [(0, batch(2)), (3, batch(1))], 9)))
         second = _answers(wire.request(PRODUCE, 9, _request("handed-over", [(0, batch(1))], 9)))
@@ -102,7 +102,7 @@ def test_a_request_handed_over_writes_each_batch_once(tidelog_broker: BrokerHand
 def test_an_append_the_flush_policy_fsyncs_is_answered_after_its_fsync(tidelog_broker: BrokerHandle) -> None:
     """flush.messages=1: the plain path hands the appends it made to the deferred fsync, as `handle` does, and
     answers once the records are durable and visible."""
-    create_topic(tidelog_broker.bootstrap, "flushed", partitions=1, config={"flush.messages": "1"})
+    tidelog_broker.create_topic("flushed", 1, configs={"flush.messages": "1"})
     with KafkaWire(tidelog_broker.bootstrap) as wire:
         answers = [_answers(wire.request(PRODUCE, 9, _request("flushed", [(0, batch(1))], 9))) for _ in range(3)]
     assert [a[0][:3] for a in answers] == [(0, 0, 0), (0, 0, 1), (0, 0, 2)]

@@ -7,17 +7,17 @@ its fsync is released."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from broker_testlib import FETCH, batch, create_topic, produce
+from broker_testlib import FETCH, batch, produce
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import request_class
 from tidelog.storage import TopicPartition
 from tidelog.storage.fault_hooks import FaultPoint
-from tidelog.testing import KafkaWire, run_broker
+from tidelog.testing import KafkaWire
 
 SLOW = TopicPartition("slow-disk", 0)
 
@@ -38,10 +38,9 @@ class BlockFsync:
 
 
 @pytest.fixture
-def slow_broker() -> Iterator[tuple[Any, BlockFsync]]:
+def slow_broker(tidelog_broker_factory: Callable[..., Any]) -> Iterator[tuple[Any, BlockFsync]]:
     hooks = BlockFsync(SLOW)
-    with run_broker(overrides={"log.flush.on.append": True}, fault_hooks=hooks) as broker:
-        yield broker, hooks
+    yield tidelog_broker_factory(overrides={"log.flush.on.append": True}, fault_hooks=hooks), hooks
     hooks.release.set()
 
 
@@ -60,8 +59,8 @@ def fetch_count(client: KafkaWire, tp: TopicPartition) -> tuple[int, int]:
 
 def test_slow_fsync_of_one_partition_does_not_delay_another(slow_broker: tuple[Any, BlockFsync]) -> None:
     broker, hooks = slow_broker
-    create_topic(broker.bootstrap, SLOW.topic)
-    create_topic(broker.bootstrap, "fast-disk")
+    broker.create_topic(SLOW.topic)
+    broker.create_topic("fast-disk")
     hooks.armed.set()
     slow_result: list[Any] = []
     with KafkaWire(broker.bootstrap) as slow_client, KafkaWire(broker.bootstrap) as fast_client, \

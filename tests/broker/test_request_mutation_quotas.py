@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -22,7 +21,7 @@ from tidelog.clock import ManualClock
 from tidelog.protocol.api_keys import ApiKey
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.messages import request_class, response_class
-from tidelog.testing import BrokerHandle, KafkaWire, run_broker
+from tidelog.testing import BrokerHandle, KafkaWire
 
 THROTTLING_QUOTA_EXCEEDED = 89
 
@@ -158,14 +157,17 @@ def test_timed_counts_only_the_steps_on_the_event_loop() -> None:
 # --- enforced on a real broker ------------------------------------------------------------------------------
 
 
+# 2 samples of 1 s: the request quota's throttle is at most 1 s, the mutation burst is 2 * quota.
+pytestmark = pytest.mark.tidelog(overrides={"quota.window.num": 2, "quota.window.size.seconds": 1})
+
+
 @pytest.fixture(scope="module")
-def quota_broker() -> Iterator[BrokerHandle]:
-    # 2 samples of 1 s: the request quota's throttle is at most 1 s, the mutation burst is 2 * quota.
-    with run_broker(overrides={"quota.window.num": 2, "quota.window.size.seconds": 1}) as handle:
-        metrics = handle.state.metrics
-        if metrics.registry is None:
-            handle.call(lambda: metrics.start(-1))
-        yield handle
+def quota_broker(tidelog_module_broker: BrokerHandle) -> BrokerHandle:
+    """The module's broker with its metrics registry on (the quota sensors report to it)."""
+    metrics = tidelog_module_broker.state.metrics
+    if metrics.registry is None:
+        tidelog_module_broker.call(lambda: metrics.start(-1))
+    return tidelog_module_broker
 
 
 def set_quota(bootstrap: str, client_id: str, key: str, value: float) -> None:

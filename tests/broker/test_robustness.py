@@ -49,77 +49,77 @@ def test_frame_larger_than_socket_request_max_bytes(tidelog_broker_factory: Call
     assert_still_serving(broker)
 
 
-def test_negative_size(tidelog_broker: BrokerHandle) -> None:
-    with raw(tidelog_broker) as sock:
+def test_negative_size(tidelog_module_broker: BrokerHandle) -> None:
+    with raw(tidelog_module_broker) as sock:
         sock.sendall(struct.pack(">i", -5))
         assert_closed(sock)
-    assert_still_serving(tidelog_broker)
+    assert_still_serving(tidelog_module_broker)
 
 
-def test_truncated_frame_then_disconnect(tidelog_broker: BrokerHandle) -> None:
-    with raw(tidelog_broker) as sock:
+def test_truncated_frame_then_disconnect(tidelog_module_broker: BrokerHandle) -> None:
+    with raw(tidelog_module_broker) as sock:
         sock.sendall(struct.pack(">i", 100) + b"\x00\x12\x00\x00")
-    assert_still_serving(tidelog_broker)
+    assert_still_serving(tidelog_module_broker)
 
 
 @pytest.mark.parametrize("payload", [b"\x00\x12", b"\x00\x12\x00\x00\x00\x00\x00\x01\x00\x50abc",
                                      b"\x00\x12\x00\x00\x00\x00\x00\x01\xff\xf0"])
-def test_garbage_header(tidelog_broker: BrokerHandle, payload: bytes) -> None:
+def test_garbage_header(tidelog_module_broker: BrokerHandle, payload: bytes) -> None:
     """Shorter than a header / client_id longer than the frame / negative client_id length."""
-    with raw(tidelog_broker) as sock:
+    with raw(tidelog_module_broker) as sock:
         sock.sendall(struct.pack(">i", len(payload)) + payload)
         assert_closed(sock)
-    assert_still_serving(tidelog_broker)
+    assert_still_serving(tidelog_module_broker)
 
 
-def test_unknown_api_key(tidelog_broker: BrokerHandle, caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger="tidelog.broker.connection"), KafkaWire(tidelog_broker.bootstrap) as wire:
+def test_unknown_api_key(tidelog_module_broker: BrokerHandle, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="tidelog.broker.connection"), KafkaWire(tidelog_module_broker.bootstrap) as wire:
         wire.sock.sendall(wire.frame(999, 0, b""))
         assert wire.is_closed()
     assert any("unknown api key 999" in r.getMessage() for r in caplog.records)
-    assert_still_serving(tidelog_broker)
+    assert_still_serving(tidelog_module_broker)
 
 
-def test_unsupported_version(tidelog_broker: BrokerHandle) -> None:
-    with KafkaWire(tidelog_broker.bootstrap) as wire:
+def test_unsupported_version(tidelog_module_broker: BrokerHandle) -> None:
+    with KafkaWire(tidelog_module_broker.bootstrap) as wire:
         # Metadata v14 does not exist (Kafka 4.3 serves 0-13): the body layout is unknown, send a few bytes.
         wire.sock.sendall(wire.frame(3, 14, b"\x01\x00\x00\x00"))
         assert wire.is_closed()
-    assert_still_serving(tidelog_broker)
+    assert_still_serving(tidelog_module_broker)
 
 
-def test_produce_v0_is_advertised_but_not_served(tidelog_broker: BrokerHandle) -> None:
+def test_produce_v0_is_advertised_but_not_served(tidelog_module_broker: BrokerHandle) -> None:
     from tidelog.broker.apis import API_TABLE
 
     produce = next(e for e in API_TABLE if e.key == 0)
     assert produce.advertised_min == 0 < produce.min_version
-    with KafkaWire(tidelog_broker.bootstrap) as wire:
+    with KafkaWire(tidelog_module_broker.bootstrap) as wire:
         wire.sock.sendall(wire.frame(0, 0, request_class(0)[0](acks=1, timeout_ms=1000, topic_data=[])))
         assert wire.is_closed()
-    assert_still_serving(tidelog_broker)
+    assert_still_serving(tidelog_module_broker)
 
 
-def test_undecodable_body(tidelog_broker: BrokerHandle) -> None:
-    with KafkaWire(tidelog_broker.bootstrap) as wire:
+def test_undecodable_body(tidelog_module_broker: BrokerHandle) -> None:
+    with KafkaWire(tidelog_module_broker.bootstrap) as wire:
         # Metadata v1 whose topic array claims 5 entries but carries none.
         wire.sock.sendall(wire.frame(3, 1, struct.pack(">i", 5)))
         assert wire.is_closed()
-    assert_still_serving(tidelog_broker)
+    assert_still_serving(tidelog_module_broker)
 
 
-def test_half_closed_socket_still_gets_its_response(tidelog_broker: BrokerHandle) -> None:
-    with KafkaWire(tidelog_broker.bootstrap) as wire:
+def test_half_closed_socket_still_gets_its_response(tidelog_module_broker: BrokerHandle) -> None:
+    with KafkaWire(tidelog_module_broker.bootstrap) as wire:
         correlation_id = wire.send(18, 0, api_versions_v0())
         wire.sock.shutdown(socket.SHUT_WR)
         got, response = wire.receive(18, 0)
         assert got == correlation_id and response.error_code == ErrorCode.NONE
         assert wire.is_closed()
-    assert_still_serving(tidelog_broker)
+    assert_still_serving(tidelog_module_broker)
 
 
-def test_pipelined_requests_answered_in_order(tidelog_broker: BrokerHandle) -> None:
+def test_pipelined_requests_answered_in_order(tidelog_module_broker: BrokerHandle) -> None:
     versions = [0, 3, 1, 4, 2]
-    with KafkaWire(tidelog_broker.bootstrap) as wire:
+    with KafkaWire(tidelog_module_broker.bootstrap) as wire:
         frames = b""
         for i, v in enumerate(versions):
             if i % 2:
@@ -139,13 +139,13 @@ def test_pipelined_requests_answered_in_order(tidelog_broker: BrokerHandle) -> N
         assert seen == [100, 101, 102, 103, 104]
 
 
-def test_many_connections_and_abrupt_resets(tidelog_broker: BrokerHandle) -> None:
+def test_many_connections_and_abrupt_resets(tidelog_module_broker: BrokerHandle) -> None:
     for _ in range(20):
-        sock = raw(tidelog_broker)
+        sock = raw(tidelog_module_broker)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # RST on close
         sock.sendall(struct.pack(">i", 10))
         sock.close()
-    assert_still_serving(tidelog_broker)
+    assert_still_serving(tidelog_module_broker)
 
 
 def test_idle_connection_is_closed(tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
@@ -178,11 +178,11 @@ def log_end_offset(broker: BrokerHandle, topic: str) -> int:
     return int(broker.call(lambda: broker.state.topics.log(TopicPartition(topic, 0)).log_end_offset))
 
 
-def test_failed_acks_zero_produce_closes_the_connection(tidelog_broker: BrokerHandle,
+def test_failed_acks_zero_produce_closes_the_connection(tidelog_module_broker: BrokerHandle,
                                                          caplog: pytest.LogCaptureFixture) -> None:
     """Kafka closes the channel of an acks=0 Produce that failed (its only way to tell the client): one log
     line without a traceback; nothing is appended; other clients are unaffected."""
-    broker = tidelog_broker
+    broker = tidelog_module_broker
     broker.call(lambda: broker.state.topics.create_topic("acks0-bad", 1, 1, {}))
     corrupt = bytearray(a_batch(2))
     corrupt[-1] ^= 0x55  # CRC mismatch: CORRUPT_MESSAGE
@@ -205,8 +205,8 @@ def test_acks_zero_produce_to_unknown_topic_closes_the_connection(tidelog_broker
     assert_still_serving(broker)
 
 
-def test_successful_acks_zero_produce_keeps_the_connection(tidelog_broker: BrokerHandle) -> None:
-    broker = tidelog_broker
+def test_successful_acks_zero_produce_keeps_the_connection(tidelog_module_broker: BrokerHandle) -> None:
+    broker = tidelog_module_broker
     broker.call(lambda: broker.state.topics.create_topic("acks0-good", 1, 1, {}))
     with KafkaWire(broker.bootstrap) as wire:
         wire.sock.sendall(produce_frame(wire, "acks0-good", a_batch(3), acks=0))
@@ -272,7 +272,8 @@ def test_client_that_never_reads_is_throttled_then_closed(tidelog_broker_factory
 # ---------------------------------------------------------------------------------- unencodable response
 
 
-def test_unencodable_response_is_answered_with_the_error_response(caplog: pytest.LogCaptureFixture) -> None:
+def test_unencodable_response_is_answered_with_the_error_response(
+        caplog: pytest.LogCaptureFixture, tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
     """A handler that returns a response kafka-python cannot encode is a handler bug (Kafka's error policy): one
     error line with the traceback, the API's error response instead, the connection kept."""
     import types
@@ -281,7 +282,6 @@ def test_unencodable_response_is_answered_with_the_error_response(caplog: pytest
     from tidelog.broker.apis import API_TABLE, ApiEntry
     from tidelog.broker.registry import ApiRegistry
     from tidelog.protocol.messages import response_class
-    from tidelog.testing import run_broker
 
     bad = types.ModuleType("unencodable_for_test")
     bad.API_KEY = 3  # type: ignore[attr-defined]
@@ -292,11 +292,11 @@ def test_unencodable_response_is_answered_with_the_error_response(caplog: pytest
     bad.handle = handle  # type: ignore[attr-defined]
     table = [ApiEntry(3, "unencodable_for_test", 0, 12)] + [e for e in API_TABLE if e.key == 18]
     metadata = request_class(3)[1]
-    with run_broker(registry=ApiRegistry(table, modules={"unencodable_for_test": bad})) as b:
-        with caplog.at_level(logging.WARNING, logger="tidelog.broker.connection"), KafkaWire(b.bootstrap) as wire:
-            response = wire.request(3, 1, metadata(topics=[metadata.MetadataRequestTopic(name="t")]))
-            assert [(t.name, t.error_code) for t in response.topics] == [("t", -1)]
-            assert wire.request(18, 0, api_versions_v0()).error_code == 0  # the same connection
+    b = tidelog_broker_factory(registry=ApiRegistry(table, modules={"unencodable_for_test": bad}))
+    with caplog.at_level(logging.WARNING, logger="tidelog.broker.connection"), KafkaWire(b.bootstrap) as wire:
+        response = wire.request(3, 1, metadata(topics=[metadata.MetadataRequestTopic(name="t")]))
+        assert [(t.name, t.error_code) for t in response.topics] == [("t", -1)]
+        assert wire.request(18, 0, api_versions_v0()).error_code == 0  # the same connection
     records = [r for r in caplog.records if r.name == "tidelog.broker.connection"]
     assert len(records) == 1, [r.getMessage() for r in records]
     assert "UNKNOWN_SERVER_ERROR" in records[0].getMessage() and "cannot encode" in repr(records[0].exc_info[1])

@@ -227,7 +227,8 @@ def test_cli_help_lists_commands() -> None:
     assert out.returncode == 0 and "serve" in out.stdout and "dump-log" in out.stdout
 
 
-def test_handler_exception_is_answered_and_the_connection_kept(caplog: Any) -> None:
+def test_handler_exception_is_answered_and_the_connection_kept(
+        caplog: Any, tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
     """A handler bug (Kafka's KafkaApis.handleError): one log line with the request header and the traceback,
     the API's own error response (UNKNOWN_SERVER_ERROR per requested topic), the connection stays open."""
     import types
@@ -244,14 +245,14 @@ def test_handler_exception_is_answered_and_the_connection_kept(caplog: Any) -> N
     boom.handle = handle  # type: ignore[attr-defined]
     table = [ApiEntry(3, "boom_for_test", 0, 12)] + [e for e in API_TABLE if e.key == 18]
     metadata = request_class(3)[1]
-    with run_broker(registry=ApiRegistry(table, modules={"boom_for_test": boom})) as b:
-        with KafkaWire(b.bootstrap) as wire:
-            response = wire.request(3, 1, metadata(topics=[metadata.MetadataRequestTopic(name="t1")]))
-            assert [(t.name, t.error_code) for t in response.topics] == [("t1", -1)]
-            assert response.brokers == []
-            # ApiVersions advertises exactly this server's table, on the same connection.
-            versions = wire.request(18, 0, request_class(18)[0]())
-        assert sorted(k.api_key for k in versions.api_keys) == [3, 18]
+    b = tidelog_broker_factory(registry=ApiRegistry(table, modules={"boom_for_test": boom}))
+    with KafkaWire(b.bootstrap) as wire:
+        response = wire.request(3, 1, metadata(topics=[metadata.MetadataRequestTopic(name="t1")]))
+        assert [(t.name, t.error_code) for t in response.topics] == [("t1", -1)]
+        assert response.brokers == []
+        # ApiVersions advertises exactly this server's table, on the same connection.
+        versions = wire.request(18, 0, request_class(18)[0]())
+    assert sorted(k.api_key for k in versions.api_keys) == [3, 18]
     [logged] = [r for r in caplog.records if r.exc_info and "handler bug" in repr(r.exc_info[1])]
     assert "boom_for_test v1 request (correlation id" in logged.getMessage()
     assert "UNKNOWN_SERVER_ERROR" in logged.getMessage()

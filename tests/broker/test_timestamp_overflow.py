@@ -39,10 +39,10 @@ def fetch_raw(client: KafkaWire, topic: str) -> bytes:
 
 
 @pytest.fixture
-def topics(broker: BrokerHandle) -> dict[str, str]:
+def topics(tidelog_module_broker: BrokerHandle) -> dict[str, str]:
     """A topic bounded to a day either way, new for each test (a refused batch must leave it empty)."""
     bounded = f"ts-bounded-{uuid.uuid4().hex[:8]}"
-    create_topic(broker.bootstrap, bounded, config={"message.timestamp.before.max.ms": str(DAY_MS),
+    create_topic(tidelog_module_broker.bootstrap, bounded, config={"message.timestamp.before.max.ms": str(DAY_MS),
                                                     "message.timestamp.after.max.ms": str(DAY_MS)})
     return {"bounded": bounded}
 
@@ -94,13 +94,13 @@ def test_bounded_topic_takes_a_sum_that_wraps_to_now(client: KafkaWire, topics: 
     ("positive", LONG_MAX - 10, [0, 100], [LONG_MAX - 10, LONG_MIN + 89]),
     ("negative", LONG_MIN + 10, [0, -100], [LONG_MIN + 10, LONG_MAX - 89]),
 ], ids=["positive", "negative"])
-def test_unbounded_topic_stores_the_wrapped_timestamps(broker: BrokerHandle, client: KafkaWire, name: str,
+def test_unbounded_topic_stores_the_wrapped_timestamps(tidelog_module_broker: BrokerHandle, client: KafkaWire, name: str,
                                                        base: int, deltas: list[int], stored: list[int],
                                                        caplog: pytest.LogCaptureFixture) -> None:
     """Without timestamp bounds (Long.MAX both ways, the defaults) Kafka takes the batch: its records keep the
     wrapped timestamps and the batch's MaxTimestamp is the largest of them."""
     topic = f"ts-open-{name}-{uuid.uuid4().hex[:6]}"
-    create_topic(broker.bootstrap, topic)
+    create_topic(tidelog_module_broker.bootstrap, topic)
     with caplog.at_level(logging.INFO):
         r = produce(client, topic, overflowing_batch(base, deltas))
     assert (r.error_code, r.base_offset) == (0, 0), r

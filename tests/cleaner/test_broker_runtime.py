@@ -5,25 +5,21 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from kafka import KafkaProducer
-from kafka_helpers import COMPACT_TOPIC_CONFIG, create_topic, produce_keyed
+from kafka_helpers import COMPACT_TOPIC_CONFIG, produce_keyed
 
 from tidelog.storage import TopicPartition
 from tidelog.storage.fault_hooks import FaultPoint
-from tidelog.testing import run_broker
+from tidelog.testing import BrokerHandle
 
 HOUR = 3_600_000
 
 
-@pytest.fixture(scope="module")
-def broker() -> Iterator[Any]:
-    overrides = {"log.cleaner.backoff.ms": 100, "log.retention.check.interval.ms": 200}
-    with run_broker(overrides=overrides) as handle:
-        yield handle
+pytestmark = pytest.mark.tidelog(overrides={"log.cleaner.backoff.ms": 100, "log.retention.check.interval.ms": 200})
 
 
 def produce_old(bootstrap: str, topic: str, n: int, age_ms: int) -> None:
@@ -45,30 +41,30 @@ def wait_for(cond: Any, timeout_s: float = 60.0) -> bool:
     return cond()
 
 
-def test_retention_task_deletes_expired_segments(broker: Any) -> None:
-    create_topic(broker.bootstrap, "expiring", {"segment.bytes": "1024", "retention.ms": str(HOUR)})
-    produce_old(broker.bootstrap, "expiring", 30, age_ms=2 * HOUR)
-    log = broker.state.log_manager.get_log(TopicPartition("expiring", 0))
+def test_retention_task_deletes_expired_segments(tidelog_module_broker: BrokerHandle) -> None:
+    tidelog_module_broker.create_topic("expiring", configs={"segment.bytes": "1024", "retention.ms": str(HOUR)})
+    produce_old(tidelog_module_broker.bootstrap, "expiring", 30, age_ms=2 * HOUR)
+    log = tidelog_module_broker.state.log_manager.get_log(TopicPartition("expiring", 0))
     assert wait_for(lambda: log.log_start_offset > 0)
     assert log.log_start_offset == log.segments.first_segment.base_offset  # whole segments only
 
 
-def test_policy_switch_at_runtime(broker: Any) -> None:
-    create_topic(broker.bootstrap, "switch", {"segment.bytes": "1024", "retention.ms": str(HOUR),
+def test_policy_switch_at_runtime(tidelog_module_broker: BrokerHandle) -> None:
+    tidelog_module_broker.create_topic("switch", configs={"segment.bytes": "1024", "retention.ms": str(HOUR),
                                               "cleanup.policy": "compact"})
-    produce_old(broker.bootstrap, "switch", 30, age_ms=2 * HOUR)
-    log = broker.state.log_manager.get_log(TopicPartition("switch", 0))
-    broker.state.log_manager.retention.cleanup_logs()  # a retention pass skips a compact-only log
+    produce_old(tidelog_module_broker.bootstrap, "switch", 30, age_ms=2 * HOUR)
+    log = tidelog_module_broker.state.log_manager.get_log(TopicPartition("switch", 0))
+    tidelog_module_broker.state.log_manager.retention.cleanup_logs()  # a retention pass skips a compact-only log
     assert log.log_start_offset == 0
-    broker.call(lambda: broker.state.topics.set_overrides("switch", {
+    tidelog_module_broker.call(lambda: tidelog_module_broker.state.topics.set_overrides("switch", {
         "segment.bytes": "1024", "retention.ms": str(HOUR), "cleanup.policy": "compact,delete"}))
     assert wait_for(lambda: log.log_start_offset > 0)  # now from the cleaner threads (§3.1 step 3)
 
 
-def test_dynamic_cleaner_threads(broker: Any) -> None:
-    cleaner = broker.state.cleaner
+def test_dynamic_cleaner_threads(tidelog_module_broker: BrokerHandle) -> None:
+    cleaner = tidelog_module_broker.state.cleaner
     assert len(cleaner.threads) == 1
-    broker.call(lambda: broker.state.topics.set_broker_configs(False, {"log.cleaner.threads": "2"}))
+    tidelog_module_broker.call(lambda: tidelog_module_broker.state.topics.set_broker_configs(False, {"log.cleaner.threads": "2"}))
     assert wait_for(lambda: len(cleaner.threads) == 2 and all(t.is_alive() for t in cleaner.threads))
     assert cleaner.config.num_threads == 2
 
@@ -88,22 +84,22 @@ class HoldPass:
             self.release.wait(120)
 
 
-def test_dynamic_cleaner_change_never_waits_on_a_busy_thread_on_the_event_loop() -> None:
+def test_dynamic_cleaner_change_never_waits_on_a_busy_thread_on_the_event_loop(tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
     """A log.cleaner.* change restarts the threads, joining the old ones (Kafka's LogCleaner.reconfigure). The
     config listener runs on the event loop, so the restart runs on a thread of its own: the AlterConfigs path
     returns while a cleaner thread is still held inside its pass, and the change applies once the pass ends."""
     hooks = HoldPass("busy")
-    with run_broker(overrides={"log.cleaner.backoff.ms": 100}, fault_hooks=hooks) as broker:
-        create_topic(broker.bootstrap, "busy", COMPACT_TOPIC_CONFIG)
-        produce_keyed(broker.bootstrap, "busy", [(b"k%d" % (i % 3), b"v" * 50) for i in range(60)])
-        assert hooks.reached.wait(60)
-        cleaner = broker.state.cleaner
-        change = {"log.cleaner.io.max.bytes.per.second": "123456789"}
-        try:
-            # The thread is held until release: had the loop joined it, this call could not return.
-            broker.call(lambda: broker.state.topics.set_broker_configs(False, change), timeout=30)
-            assert not hooks.release.is_set() and cleaner.config.max_io_bytes_per_second != 123456789
-        finally:
-            hooks.release.set()
-        assert wait_for(lambda: cleaner.config.max_io_bytes_per_second == 123456789
-                        and len(cleaner.threads) == 1 and cleaner.threads[0].is_alive())
+    broker = tidelog_broker_factory(overrides={"log.cleaner.backoff.ms": 100}, fault_hooks=hooks)
+    broker.create_topic("busy", configs=COMPACT_TOPIC_CONFIG)
+    produce_keyed(broker.bootstrap, "busy", [(b"k%d" % (i % 3), b"v" * 50) for i in range(60)])
+    assert hooks.reached.wait(60)
+    cleaner = broker.state.cleaner
+    change = {"log.cleaner.io.max.bytes.per.second": "123456789"}
+    try:
+        # The thread is held until release: had the loop joined it, this call could not return.
+        broker.call(lambda: broker.state.topics.set_broker_configs(False, change), timeout=30)
+        assert not hooks.release.is_set() and cleaner.config.max_io_bytes_per_second != 123456789
+    finally:
+        hooks.release.set()
+    assert wait_for(lambda: cleaner.config.max_io_bytes_per_second == 123456789
+                    and len(cleaner.threads) == 1 and cleaner.threads[0].is_alive())

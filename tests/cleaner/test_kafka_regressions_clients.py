@@ -6,24 +6,20 @@ still sees exactly the committed records: nothing aborted, nothing lost."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from kafka_helpers import COMPACT_TOPIC_CONFIG, create_topic
+from kafka_helpers import COMPACT_TOPIC_CONFIG
 from regression_helpers import ABORT_KEY, COMMIT_KEY, all_batches
 
 from tidelog.storage import TopicPartition
-from tidelog.testing import run_broker
+from tidelog.testing import BrokerHandle
 
 OVERRIDES = {"log.cleaner.backoff.ms": 100, "transaction.state.log.num.partitions": 1,
              "offsets.topic.num.partitions": 1, "group.initial.rebalance.delay.ms": 0}
 
 
-@pytest.fixture(scope="module")
-def broker() -> Iterator[Any]:
-    with run_broker(overrides=OVERRIDES) as handle:
-        yield handle
+pytestmark = pytest.mark.tidelog(overrides=OVERRIDES)
 
 
 def transaction(producer: Any, topic: str, records: list[tuple[bytes, bytes]], commit: bool) -> None:
@@ -57,13 +53,13 @@ def read_committed(bootstrap: str, topic: str) -> list[tuple[int, bytes, bytes]]
         consumer.close()
 
 
-def test_transactions_through_a_compacted_topic_with_real_clients(broker: Any) -> None:
+def test_transactions_through_a_compacted_topic_with_real_clients(tidelog_module_broker: BrokerHandle) -> None:
     from confluent_kafka import Producer
 
     topic = "txn-compacted"
-    create_topic(broker.bootstrap, topic, COMPACT_TOPIC_CONFIG)  # segment.bytes 1024: many segments and groups
-    aborter = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "aborter", "linger.ms": 0})
-    committer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "committer", "linger.ms": 0})
+    tidelog_module_broker.create_topic(topic, configs=COMPACT_TOPIC_CONFIG)  # segment.bytes 1024: many segments and groups
+    aborter = Producer({"bootstrap.servers": tidelog_module_broker.bootstrap, "transactional.id": "aborter", "linger.ms": 0})
+    committer = Producer({"bootstrap.servers": tidelog_module_broker.bootstrap, "transactional.id": "committer", "linger.ms": 0})
     aborter.init_transactions(60)
     committer.init_transactions(60)
 
@@ -76,14 +72,14 @@ def test_transactions_through_a_compacted_topic_with_real_clients(broker: Any) -
     # KAFKA-14055: later committed user records whose keys are the ABORT and COMMIT control keys, so the offset
     # map holds those keys at offsets above every marker
     transaction(committer, topic, [(ABORT_KEY, b"user-abort-key"), (COMMIT_KEY, b"user-commit-key")], commit=True)
-    end_of_transactions = broker.state.log_manager.get_log(TopicPartition(topic, 0)).log_end_offset
-    plain = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    end_of_transactions = tidelog_module_broker.state.log_manager.get_log(TopicPartition(topic, 0)).log_end_offset
+    plain = Producer({"bootstrap.servers": tidelog_module_broker.bootstrap, "linger.ms": 0})
     for i in range(30):  # unique keys, so the transactions are all in closed, cleanable segments
         plain.produce(topic, key=b"tail%d" % i, value=b"t" * 60, partition=0)
         plain.flush(60)
 
     tp = TopicPartition(topic, 0)
-    cleaner = broker.state.cleaner
+    cleaner = tidelog_module_broker.state.cleaner
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         if cleaner.manager.all_cleaner_checkpoints().get(tp, 0) > end_of_transactions:
@@ -92,7 +88,7 @@ def test_transactions_through_a_compacted_topic_with_real_clients(broker: Any) -
     assert cleaner.manager.all_cleaner_checkpoints().get(tp, 0) > end_of_transactions
     assert not cleaner.manager.is_uncleanable(tp)
 
-    got = read_committed(broker.bootstrap, topic)
+    got = read_committed(tidelog_module_broker.bootstrap, topic)
     values = {key: value for _, key, value in got}
     assert not [v for v in values.values() if v.startswith(b"aborted")]
     assert values[ABORT_KEY] == b"user-abort-key" and values[COMMIT_KEY] == b"user-commit-key"
@@ -100,7 +96,7 @@ def test_transactions_through_a_compacted_topic_with_real_clients(broker: Any) -
         k: b"committed-%d" % max(i for i in range(40) if i % 7 == k) + b"x" * 80 for k in range(7)}
     assert len(got) == len(values)  # compacted: one record per key
     # the aborter is still active: the last of its aborted batches is kept (emptied), and so is its marker
-    log = broker.state.log_manager.get_log(tp)
+    log = tidelog_module_broker.state.log_manager.get_log(tp)
     batches = all_batches(log)
     aborter_data = [h for h, _ in batches if not h.is_control and h.is_transactional and h.records_count == 0]
     markers = [(h.base_offset, records[0].key) for h, records in batches if h.is_control and records]

@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 from cleaner_env import Env, produce, read_all
-from kafka_helpers import COMPACT_TOPIC_CONFIG, create_topic, produce_keyed
+from kafka_helpers import COMPACT_TOPIC_CONFIG, produce_keyed
 
 from tidelog.cleaner.log_cleaner import CleanerConfig, LogCleaner
 from tidelog.cleaner.metrics import LogCleanerCollector
 from tidelog.storage import TopicPartition
 from tidelog.storage.fault_hooks import FaultPoint
-from tidelog.testing import run_broker
+from tidelog.testing import BrokerHandle
 
 
 class FailOnce:
@@ -110,23 +110,24 @@ def test_kafka_7215_no_replacement_once_shutting_down(env: Env) -> None:
     assert cleaner.threads == []
 
 
-def test_kafka_7215_dead_thread_count_on_the_broker_metrics_endpoint(caplog: pytest.LogCaptureFixture) -> None:
+def test_kafka_7215_dead_thread_count_on_the_broker_metrics_endpoint(caplog: pytest.LogCaptureFixture,
+        tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
     """The same through a running broker: a compacted topic written by a real client, the thread dies on its
     first pass, /metrics shows kafka_log_logcleaner_deadthreadcount 1, and the topic still gets compacted."""
     hooks = FailOnce("doomed-topic")
     caplog.set_level(logging.ERROR, logger="tidelog.cleaner")
     overrides = {"metrics.port": "0", "log.cleaner.backoff.ms": 100}
-    with run_broker(overrides=overrides, fault_hooks=hooks) as broker:
-        create_topic(broker.bootstrap, "doomed-topic", COMPACT_TOPIC_CONFIG)
-        produce_keyed(broker.bootstrap, "doomed-topic", [(b"k%d" % (i % 3), b"v" * 50) for i in range(40)])
-        cleaner = broker.state.cleaner
-        tp = TopicPartition("doomed-topic", 0)
-        assert wait_for(lambda: tp in cleaner.manager.all_cleaner_checkpoints())
-        assert hooks.fired.is_set()
-        port = broker.state.metrics.wait_http_port()
-        body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=60).read().decode()
-        samples = {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in body.splitlines()
-                   if line.startswith("kafka_log_logcleaner_")}
-        assert samples["kafka_log_logcleaner_deadthreadcount"] == 1
-        assert len(cleaner.threads) == 1 and cleaner.threads[0].is_alive()
+    broker = tidelog_broker_factory(overrides=overrides, fault_hooks=hooks)
+    broker.create_topic("doomed-topic", configs=COMPACT_TOPIC_CONFIG)
+    produce_keyed(broker.bootstrap, "doomed-topic", [(b"k%d" % (i % 3), b"v" * 50) for i in range(40)])
+    cleaner = broker.state.cleaner
+    tp = TopicPartition("doomed-topic", 0)
+    assert wait_for(lambda: tp in cleaner.manager.all_cleaner_checkpoints())
+    assert hooks.fired.is_set()
+    port = broker.state.metrics.wait_http_port()
+    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=60).read().decode()
+    samples = {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in body.splitlines()
+               if line.startswith("kafka_log_logcleaner_")}
+    assert samples["kafka_log_logcleaner_deadthreadcount"] == 1
+    assert len(cleaner.threads) == 1 and cleaner.threads[0].is_alive()
     assert any("died" in r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR)

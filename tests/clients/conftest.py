@@ -1,5 +1,5 @@
-"""Fixtures for the real-client suites: one in-process broker per test module, topic creation through a
-real AdminClient, the compiled Java driver and the kcat binary."""
+"""Fixtures for the real-client suites (the broker is the plugin's `tidelog_module_broker`, one per module;
+topics come from its `create_topic`): the compiled Java driver and the kcat binary."""
 
 from __future__ import annotations
 
@@ -7,14 +7,12 @@ import json
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.java_drivers import compile_driver
-from tidelog.testing import run_broker
 
 ROOT = Path(__file__).resolve().parents[2]
 JAVA_SRC = ROOT / "tests" / "java" / "TidelogClient.java"
@@ -22,24 +20,6 @@ CACHE = Path(os.environ.get("TIDELOG_CACHE_DIR", ROOT / ".cache"))
 JAR_DIR = CACHE / "java"
 # Small heap, serial GC and C1 only: the JVM shares 2 cores with the broker and the other suites.
 JVM_FLAGS = ["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xmx512m", "-Xshare:auto"]
-
-
-@pytest.fixture(scope="module")
-def broker() -> Iterator[Any]:
-    with run_broker() as handle:
-        yield handle
-
-
-def create_topic(bootstrap: str, name: str, partitions: int, config: dict[str, str] | None = None) -> None:
-    """CreateTopics through librdkafka's AdminClient (the same path `kafka-topics` users take)."""
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics(
-        [NewTopic(name, num_partitions=partitions, replication_factor=1, config=config or {})],
-        request_timeout=60,
-    )
-    futures[name].result(timeout=90)
 
 
 class JavaClient:

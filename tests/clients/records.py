@@ -117,9 +117,8 @@ def assert_round_trip(
 ) -> None:
     """The per-client codec test: create a PARTITIONS-partition topic, `produce(bootstrap, topic, codec,
     base_ts)` the COUNT records, check the codec on disk, and `consume(bootstrap, topic)` them back exactly."""
-    from .conftest import create_topic
 
-    create_topic(broker.bootstrap, topic, PARTITIONS)
+    broker.create_topic(topic, PARTITIONS)
     base_ts = base_timestamp()
     produce(broker.bootstrap, topic, codec, base_ts)
     assert_stored_with(broker.log_dir, topic, codec)

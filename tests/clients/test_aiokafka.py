@@ -79,9 +79,9 @@ async def consume(bootstrap: str, topic: str, count: int = COUNT, partitions: in
 
 
 @pytest.mark.parametrize("codec", CODECS)
-def test_round_trip(broker, codec: str) -> None:
+def test_round_trip(tidelog_module_broker, codec: str) -> None:
     assert_round_trip(
-        broker,
+        tidelog_module_broker,
         f"aiokafka-{codec}",
         codec,
         lambda *args: asyncio.run(produce(*args)),

@@ -91,5 +91,5 @@ def consume(bootstrap: str, topic: str, count: int = COUNT, partitions: int = PA
 
 
 @pytest.mark.parametrize("codec", CODECS)
-def test_round_trip(broker, codec: str) -> None:
-    assert_round_trip(broker, f"confluent-{codec}", codec, produce, consume)
+def test_round_trip(tidelog_module_broker, codec: str) -> None:
+    assert_round_trip(tidelog_module_broker, f"confluent-{codec}", codec, produce, consume)

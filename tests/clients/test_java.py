@@ -22,7 +22,7 @@ def java_consume(java: JavaClient, bootstrap: str, topic: str, count: int = COUN
 
 
 @pytest.mark.parametrize("codec", CODECS)
-def test_round_trip(broker, java_client: JavaClient, codec: str) -> None:
+def test_round_trip(tidelog_module_broker, java_client: JavaClient, codec: str) -> None:
     def produce(bootstrap: str, topic: str, codec: str, base_ts: int) -> None:
         out = java_client.run("produce", bootstrap, topic, str(COUNT), str(PARTITIONS), codec, str(base_ts))
         assert out[-1] == {"acked": COUNT, "misplaced": 0, "error": None}
@@ -30,4 +30,4 @@ def test_round_trip(broker, java_client: JavaClient, codec: str) -> None:
     def consume(bootstrap: str, topic: str) -> list[Rec]:
         return java_consume(java_client, bootstrap, topic)
 
-    assert_round_trip(broker, f"java-{codec}", codec, produce, consume)
+    assert_round_trip(tidelog_module_broker, f"java-{codec}", codec, produce, consume)

@@ -13,8 +13,8 @@ pytestmark = pytest.mark.java
 ZERO_UUID = "AAAAAAAAAAAAAAAAAAAAAA"  # Uuid.ZERO_UUID.toString()
 
 
-def test_admin_flow(broker, java_client: JavaClient) -> None:
-    steps = {d["step"]: d for d in java_client.run("admin", broker.bootstrap, "java-admin")}
+def test_admin_flow(tidelog_module_broker, java_client: JavaClient) -> None:
+    steps = {d["step"]: d for d in java_client.run("admin", tidelog_module_broker.bootstrap, "java-admin")}
 
     created = steps["create"]
     assert created["partitions"] == 2 and created["replication_factor"] == 1

@@ -8,17 +8,14 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from tests.java_drivers import compile_driver
-from tidelog.testing import KafkaWire, run_broker
+from tidelog.testing import BrokerHandle, KafkaWire
 
 from .conftest import JVM_FLAGS, ROOT, JavaClient
-
-pytestmark = pytest.mark.java
 
 SOURCE = ROOT / "tests" / "java" / "MutationQuotaAdmin.java"
 
@@ -29,11 +26,8 @@ def mutation_admin(java_client: JavaClient) -> str:
     return os.pathsep.join([str(classes), java_client.classpath])
 
 
-@pytest.fixture(scope="module")
-def quota_broker() -> Iterator[Any]:
-    # 2 samples of 1 s: a burst of quota * 2 partitions.
-    with run_broker(overrides={"quota.window.num": 2, "quota.window.size.seconds": 1}) as handle:
-        yield handle
+# 2 samples of 1 s: a burst of quota * 2 partitions.
+pytestmark = [pytest.mark.java, pytest.mark.tidelog(overrides={"quota.window.num": 2, "quota.window.size.seconds": 1})]
 
 
 def set_mutation_rate(bootstrap: str, client_id: str, rate: float) -> None:
@@ -48,8 +42,8 @@ def run(classpath: str, *args: str) -> dict[str, dict[str, Any]]:
     return {d["step"]: d for d in (json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{"))}
 
 
-def test_java_admin_create_topics_under_a_mutation_quota(quota_broker: Any, mutation_admin: str) -> None:
-    bootstrap = quota_broker.bootstrap
+def test_java_admin_create_topics_under_a_mutation_quota(tidelog_module_broker: BrokerHandle, mutation_admin: str) -> None:
+    bootstrap = tidelog_module_broker.bootstrap
     set_mutation_rate(bootstrap, "java-mutator", 1.0)  # 1 partition/s, a burst of 2
     steps = run(mutation_admin, "strict", bootstrap, "java-mutator", "jmq")
     strict = steps["strict"]["topics"]
@@ -62,9 +56,9 @@ def test_java_admin_create_topics_under_a_mutation_quota(quota_broker: Any, muta
     # retryOnQuotaViolation: four 1-partition topics cannot all pass a bucket of at most 2 tokens (the 4th meets
     # it below zero), so one is refused on the first try; the client retries it after its throttle time
     assert steps["retry"]["topics"] == {f"jmq-{t}": {"error": None} for t in "defg"}
-    topics = quota_broker.state.topics
+    topics = tidelog_module_broker.state.topics
     assert all(topics.get(f"jmq-{t}") is not None for t in "abdefg") and topics.get("jmq-c") is None
-    mutation = quota_broker.state.quotas.mutation
+    mutation = tidelog_module_broker.state.quotas.mutation
     # the broker muted the client for the mutation quota: for c, and for the first try of d..g
     assert mutation.throttle_count[("", "java-mutator")] >= 2
 

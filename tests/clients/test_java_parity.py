@@ -13,7 +13,7 @@ import pytest
 
 from tests.java_drivers import compile_driver
 
-from .conftest import JVM_FLAGS, ROOT, JavaClient, create_topic
+from .conftest import JVM_FLAGS, ROOT, JavaClient
 
 pytestmark = pytest.mark.java
 
@@ -34,8 +34,8 @@ def run(classpath: str, *args: str) -> dict[str, dict[str, Any]]:
     return {d["step"]: d for d in (json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{"))}
 
 
-def test_java_admin_features_and_quorum(broker: Any, parity_admin: str) -> None:
-    steps = run(parity_admin, "features", broker.bootstrap)
+def test_java_admin_features_and_quorum(tidelog_module_broker: Any, parity_admin: str) -> None:
+    steps = run(parity_admin, "features", tidelog_module_broker.bootstrap)
     described = steps["describe_features"]
     assert described["supported"] == {"metadata.version": [7, 30], "kraft.version": [0, 1], "group.version": [0, 1],
                                       "eligible.leader.replicas.version": [0, 1], "share.version": [0, 1],
@@ -56,26 +56,26 @@ def test_java_admin_features_and_quorum(broker: Any, parity_admin: str) -> None:
     assert voter["id"] == 1 and voter["leo"] == quorum["high_watermark"] >= 0
     assert voter["last_fetch"] > 0 and voter["last_caught_up"] == voter["last_fetch"]
     assert voter["directory"] != "AAAAAAAAAAAAAAAAAAAAAA"
-    assert list(quorum["nodes"]) == ["1"] and str(broker.port) in quorum["nodes"]["1"]
+    assert list(quorum["nodes"]) == ["1"] and str(tidelog_module_broker.port) in quorum["nodes"]["1"]
 
 
-def test_java_admin_tiered_offset_specs(broker: Any, parity_admin: str) -> None:
+def test_java_admin_tiered_offset_specs(tidelog_module_broker: Any, parity_admin: str) -> None:
     from kafka import KafkaProducer
 
-    create_topic(broker.bootstrap, "java-tiered-specs", 1)
-    producer = KafkaProducer(bootstrap_servers=broker.bootstrap)
+    tidelog_module_broker.create_topic("java-tiered-specs")
+    producer = KafkaProducer(bootstrap_servers=tidelog_module_broker.bootstrap)
     for i in range(4):
         producer.send("java-tiered-specs", b"v%d" % i, partition=0)
     producer.flush()
     producer.close()
-    offsets = run(parity_admin, "offsets", broker.bootstrap, "java-tiered-specs")["offsets"]
+    offsets = run(parity_admin, "offsets", tidelog_module_broker.bootstrap, "java-tiered-specs")["offsets"]
     assert offsets["earliest"][0] == 0 and offsets["earliest_local"][0] == 0  # no tiered storage: log start
     assert offsets["latest_tiered"][0] == -1  # nothing tiered
     assert offsets["latest"][0] == 4
 
 
-def test_java_admin_client_quotas(broker: Any, parity_admin: str) -> None:
-    steps = run(parity_admin, "quotas", broker.bootstrap)
+def test_java_admin_client_quotas(tidelog_module_broker: Any, parity_admin: str) -> None:
+    steps = run(parity_admin, "quotas", tidelog_module_broker.bootstrap)
     assert steps["after_validate_only"]["quotas"] == []
     alice = [{"client-id": "app", "user": "alice"}, {"consumer_byte_rate": 2048.0, "producer_byte_rate": 1024.0}]
     default_client = [{"client-id": None}, {"request_percentage": 50.0}]

@@ -83,8 +83,8 @@ def consume(bootstrap: str, topic: str, count: int = COUNT, partitions: int = PA
 
 
 @pytest.mark.parametrize("codec", CODECS)
-def test_round_trip(broker, codec: str) -> None:
+def test_round_trip(tidelog_module_broker, codec: str) -> None:
     topic = f"kafka-python-{codec}"
-    assert_round_trip(broker, topic, codec, produce, consume)
+    assert_round_trip(tidelog_module_broker, topic, codec, produce, consume)
     # Idempotent batches carry the producer id from InitProducerId and a sequence.
-    assert all(h.producer_id >= 0 for h in stored_batches(broker.log_dir, topic)) == IDEMPOTENCE
+    assert all(h.producer_id >= 0 for h in stored_batches(tidelog_module_broker.log_dir, topic)) == IDEMPOTENCE

@@ -10,7 +10,6 @@ import time
 
 import pytest
 
-from .conftest import create_topic
 from .records import CODECS, COUNT, PARTITIONS, Rec, assert_records, assert_stored_with, key, value
 
 pytestmark = pytest.mark.kcat
@@ -22,13 +21,13 @@ def run_kcat(kcat: str, *args: str, stdin: str | None = None, timeout: float = 1
     return proc.stdout
 
 
-def test_console_round_trip(broker, kcat: str) -> None:
+def test_console_round_trip(tidelog_module_broker, kcat: str) -> None:
     topic = "kcat-console"
-    create_topic(broker.bootstrap, topic, 1)
+    tidelog_module_broker.create_topic(topic)
     lines = [f"k{i}:line {i} with spaces, a second : delimiter and ünïcödé" for i in range(1000)]
     lines += ["empty-value:", "k-last:the end"]
-    run_kcat(kcat, "-P", "-b", broker.bootstrap, "-t", topic, "-K:", stdin="\n".join(lines) + "\n")
-    out = run_kcat(kcat, "-C", "-b", broker.bootstrap, "-t", topic, "-o", "beginning", "-e", "-K:")
+    run_kcat(kcat, "-P", "-b", tidelog_module_broker.bootstrap, "-t", topic, "-K:", stdin="\n".join(lines) + "\n")
+    out = run_kcat(kcat, "-C", "-b", tidelog_module_broker.bootstrap, "-t", topic, "-o", "beginning", "-e", "-K:")
     assert out.splitlines() == lines
 
 
@@ -38,9 +37,9 @@ def kcat_headers(raw: list) -> tuple[tuple[str, bytes], ...]:
 
 
 @pytest.mark.parametrize("codec", CODECS)
-def test_codec_round_trip(broker, kcat: str, codec: str) -> None:
+def test_codec_round_trip(tidelog_module_broker, kcat: str, codec: str) -> None:
     topic = f"kcat-{codec}"
-    create_topic(broker.bootstrap, topic, PARTITIONS)
+    tidelog_module_broker.create_topic(topic, PARTITIONS)
     hdrs = (("codec", codec.encode()), ("origin", b"kcat"))
     compress = [] if codec == "none" else ["-z", codec]
     t0 = int(time.time() * 1000)
@@ -50,7 +49,7 @@ def test_codec_round_trip(broker, kcat: str, codec: str) -> None:
             kcat,
             "-P",
             "-b",
-            broker.bootstrap,
+            tidelog_module_broker.bootstrap,
             "-t",
             topic,
             "-p",
@@ -66,12 +65,12 @@ def test_codec_round_trip(broker, kcat: str, codec: str) -> None:
             stdin=stdin,
         )
     t1 = int(time.time() * 1000)
-    assert_stored_with(broker.log_dir, topic, codec)
+    assert_stored_with(tidelog_module_broker.log_dir, topic, codec)
 
     got: list[Rec] = []
     for p in range(PARTITIONS):
         out = run_kcat(
-            kcat, "-C", "-b", broker.bootstrap, "-t", topic, "-p", str(p), "-o", "beginning", "-e", "-J"
+            kcat, "-C", "-b", tidelog_module_broker.bootstrap, "-t", topic, "-p", str(p), "-o", "beginning", "-e", "-J"
         )
         for line in out.splitlines():
             d = json.loads(line)

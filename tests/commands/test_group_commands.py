@@ -11,35 +11,29 @@ from typing import Any
 import pytest
 
 from tests.commands.conftest import tidelog, tidelog_json, unique
-from tidelog.testing import BrokerHandle, run_broker
+from tidelog.testing import BrokerHandle
 
 # no initial rebalance delay (Kafka's default 3 s) and KIP-848 heartbeats every 0.5 s: the groups form at once
 OVERRIDES = {"group.initial.rebalance.delay.ms": 0, "group.consumer.heartbeat.interval.ms": 500,
              "group.consumer.min.heartbeat.interval.ms": 500}
 
 
-@pytest.fixture(scope="module")
-def broker() -> Iterator[BrokerHandle]:
-    with run_broker(overrides=OVERRIDES) as handle:
-        yield handle
+pytestmark = pytest.mark.tidelog(overrides=OVERRIDES)
 
 
 @pytest.fixture
-def admin(broker: BrokerHandle) -> Iterator[Any]:
+def admin(tidelog_module_broker: BrokerHandle) -> Iterator[Any]:
     from kafka import KafkaAdminClient
 
-    client = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    client = KafkaAdminClient(bootstrap_servers=tidelog_module_broker.bootstrap)
     yield client
     client.close()
 
 
-def _produce(bootstrap: str, topic: str, per_partition: int, partitions: int) -> None:
-    from kafka import KafkaProducer
-
-    producer = KafkaProducer(bootstrap_servers=bootstrap)
-    for i in range(per_partition * partitions):
-        producer.send(topic, value=b"%d" % i, partition=i % partitions)
-    producer.close()
+def _produce(broker: BrokerHandle, topic: str, per_partition: int, partitions: int) -> None:
+    """Record i (its value "i") to partition i % partitions."""
+    for p in range(partitions):
+        broker.produce(topic, [b"%d" % i for i in range(per_partition * partitions) if i % partitions == p], partition=p)
 
 
 def _committed(admin: Any, group: str) -> dict[tuple[str, int], int]:
@@ -54,13 +48,13 @@ def _poll(consumer: Any, count: int) -> int:
     return got
 
 
-def test_describe_shows_lag_falling_to_zero_and_reset_needs_an_empty_group(broker: BrokerHandle, admin: Any) -> None:
+def test_describe_shows_lag_falling_to_zero_and_reset_needs_an_empty_group(tidelog_module_broker: BrokerHandle, admin: Any) -> None:
     from kafka import KafkaConsumer
 
-    bootstrap = broker.bootstrap
+    bootstrap = tidelog_module_broker.bootstrap
     topic, group = unique("cli-lag"), unique("cli-lag-group")
-    broker.create_topic(topic, {"partitions": 2, "configs": {}})
-    _produce(bootstrap, topic, 5, 2)
+    tidelog_module_broker.create_topic(topic, {"partitions": 2, "configs": {}})
+    _produce(tidelog_module_broker, topic, 5, 2)
     consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, client_id="lag-client",
                              auto_offset_reset="earliest", enable_auto_commit=False)
     try:
@@ -121,26 +115,26 @@ def test_describe_shows_lag_falling_to_zero_and_reset_needs_an_empty_group(broke
     assert group not in [g["group_id"] for g in admin.list_groups()]
 
 
-def test_consume_as_a_group_commits_its_offsets(broker: BrokerHandle, admin: Any) -> None:
-    bootstrap = broker.bootstrap
+def test_consume_as_a_group_commits_its_offsets(tidelog_module_broker: BrokerHandle, admin: Any) -> None:
+    bootstrap = tidelog_module_broker.bootstrap
     topic, group = unique("cli-group-consume"), unique("cli-group")
-    broker.create_topic(topic, {"partitions": 1, "configs": {}})
-    _produce(bootstrap, topic, 3, 1)
+    tidelog_module_broker.create_topic(topic, {"partitions": 1, "configs": {}})
+    _produce(tidelog_module_broker, topic, 3, 1)
     out = tidelog("consume", topic, "-g", group, "--from-beginning", "-n", "2", bootstrap=bootstrap)
     assert (out.returncode, out.stdout.splitlines()) == (0, ["0", "1"]), out.stderr
     # OffsetFetch: the group committed the position after the two records it printed
     assert _committed(admin, group) == {(topic, 0): 2}
 
 
-def test_describe_a_kip848_consumer_group(broker: BrokerHandle) -> None:
+def test_describe_a_kip848_consumer_group(tidelog_module_broker: BrokerHandle) -> None:
     """librdkafka with group.protocol=consumer: DescribeGroups says "not a classic group", the command asks
     ConsumerGroupDescribe instead."""
     from confluent_kafka import Consumer
 
-    bootstrap = broker.bootstrap
+    bootstrap = tidelog_module_broker.bootstrap
     topic, group = unique("cli-848"), unique("cli-848-group")
-    broker.create_topic(topic, {"partitions": 2, "configs": {}})
-    _produce(bootstrap, topic, 2, 2)
+    tidelog_module_broker.create_topic(topic, {"partitions": 2, "configs": {}})
+    _produce(tidelog_module_broker, topic, 2, 2)
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "consumer",
                          "client.id": "rdkafka-848", "auto.offset.reset": "earliest", "enable.auto.commit": False})
     consumer.subscribe([topic])
@@ -162,7 +156,7 @@ def test_describe_a_kip848_consumer_group(broker: BrokerHandle) -> None:
     assert [(o["partition"], o["current_offset"], o["lag"]) for o in described["offsets"]] == [(0, 2, 0), (1, 2, 0)]
 
 
-def test_describe_a_share_group(broker: BrokerHandle) -> None:
+def test_describe_a_share_group(tidelog_module_broker: BrokerHandle) -> None:
     """librdkafka's ShareConsumer (KIP-932): described through ShareGroupDescribe, its share-partition's start
     offset (DescribeShareGroupOffsets) moving past the records it acknowledged; reset-offsets refuses it."""
     from confluent_kafka import ShareConsumer
@@ -174,10 +168,10 @@ def test_describe_a_share_group(broker: BrokerHandle) -> None:
         ResourceType,
     )
 
-    bootstrap = broker.bootstrap
+    bootstrap = tidelog_module_broker.bootstrap
     topic, group = unique("cli-share"), unique("cli-share-group")
-    broker.create_topic(topic, {"partitions": 1, "configs": {}})
-    _produce(bootstrap, topic, 4, 1)
+    tidelog_module_broker.create_topic(topic, {"partitions": 1, "configs": {}})
+    _produce(tidelog_module_broker, topic, 4, 1)
     entry = ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)
     config_admin = AdminClient({"bootstrap.servers": bootstrap})  # a handle outlives its futures
     for future in config_admin.incremental_alter_configs(

@@ -14,7 +14,7 @@ PASSWORD-typed configs of KafkaConfig.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ import pytest
 from tidelog.config.broker_defs import BROKER_CONFIG_DEFS
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import request_class
-from tidelog.testing import BrokerHandle, KafkaWire, run_broker
+from tidelog.testing import BrokerHandle, KafkaWire
 
 BROKER = 4
 SET = 0
@@ -111,10 +111,7 @@ def sample(name: str) -> str:
     return value
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerHandle]:
-    with run_broker(tmp_path_factory.mktemp("cfg"), overrides={"log.retention.hours": 100}) as handle:
-        yield handle
+pytestmark = pytest.mark.tidelog(overrides={"log.retention.hours": 100})
 
 
 def describe(wire: KafkaWire, name: str = "1", keys: list[str] | None = None) -> dict[str, Any]:
@@ -147,8 +144,8 @@ def alter(wire: KafkaWire, configs: dict[str, str], name: str = "1") -> tuple[in
     return r.error_code, r.error_message
 
 
-def test_read_only_and_sensitive_columns_match_kafka_43(broker: BrokerHandle) -> None:
-    with KafkaWire(broker.bootstrap) as wire:
+def test_read_only_and_sensitive_columns_match_kafka_43(tidelog_module_broker: BrokerHandle) -> None:
+    with KafkaWire(tidelog_module_broker.bootstrap) as wire:
         described = describe(wire)
     assert set(described) >= set(BROKER_CONFIG_DEFS)
     wrong = {}
@@ -167,8 +164,8 @@ def test_read_only_and_sensitive_columns_match_kafka_43(broker: BrokerHandle) ->
     assert KAFKA_43_DYNAMIC <= set(BROKER_CONFIG_DEFS)
 
 
-def test_source_and_synonyms_follow_the_layers(broker: BrokerHandle) -> None:
-    with KafkaWire(broker.bootstrap) as wire:
+def test_source_and_synonyms_follow_the_layers(tidelog_module_broker: BrokerHandle) -> None:
+    with KafkaWire(tidelog_module_broker.bootstrap) as wire:
         before = describe(wire)
         # default
         assert (before["num.io.threads"].config_source, [(s.name, s.source) for s in before["num.io.threads"].synonyms]) \
@@ -204,14 +201,16 @@ def test_source_and_synonyms_follow_the_layers(broker: BrokerHandle) -> None:
             assert [(s.name, s.source) for s in fallback.synonyms] == [(group[-1], DEFAULT)], group
 
 
-def test_every_kafka_43_dynamic_config_is_accepted_stored_and_reported(tmp_path: Path) -> None:
+def test_every_kafka_43_dynamic_config_is_accepted_stored_and_reported(tmp_path: Path,
+        tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
     values = {}
     # With eligible leader replicas enabled (a new 4.3 cluster) a broker-level min.insync.replicas is refused, so
     # this one goes to the cluster level (tests/broker/test_elr_group_version.py)
     for name in sorted(KAFKA_43_DYNAMIC - {"min.insync.replicas"}):
         key = f"listener.name.plaintext.{name}" if name in SSL_STORE else name
         values[key] = sample(name)
-    with run_broker(tmp_path) as handle, KafkaWire(handle.bootstrap) as wire:
+    handle = tidelog_broker_factory(tmp_path)
+    with KafkaWire(handle.bootstrap) as wire:
         assert incremental(wire, values, validate_only=True) == (0, None)
         assert incremental(wire, values) == (0, None)
         described = describe(wire)
@@ -226,7 +225,8 @@ def test_every_kafka_43_dynamic_config_is_accepted_stored_and_reported(tmp_path:
         assert prefixed.read_only
         assert described["listener.name.plaintext.ssl.keystore.password"].value is None
     # stored durably
-    with run_broker(tmp_path) as handle, KafkaWire(handle.bootstrap) as wire:
+    handle.restart()
+    with KafkaWire(handle.bootstrap) as wire:
         described = describe(wire, keys=["background.threads", "sasl.kerberos.min.time.before.relogin"])
         assert {n: (c.value, c.config_source) for n, c in described.items()} == {
             "background.threads": ("10", DYNAMIC_BROKER),
@@ -249,15 +249,15 @@ def test_every_kafka_43_dynamic_config_is_accepted_stored_and_reported(tmp_path:
      "current value 8"),
     ({"ssl.client.auth": "sometimes"}, "1", "ssl.client.auth"),
 ])
-def test_refusals_are_kafkas(broker: BrokerHandle, configs: dict[str, str], name: str, message: str) -> None:
-    with KafkaWire(broker.bootstrap) as wire:
+def test_refusals_are_kafkas(tidelog_module_broker: BrokerHandle, configs: dict[str, str], name: str, message: str) -> None:
+    with KafkaWire(tidelog_module_broker.bootstrap) as wire:
         for call in (incremental, alter):
             code, text = call(wire, configs, name=name)
             assert code == ErrorCode.INVALID_REQUEST and text is not None and message in text, (call, text)
 
 
-def test_cluster_level_listener_configs_may_be_cluster_defaults(broker: BrokerHandle) -> None:
-    with KafkaWire(broker.bootstrap) as wire:
+def test_cluster_level_listener_configs_may_be_cluster_defaults(tidelog_module_broker: BrokerHandle) -> None:
+    with KafkaWire(tidelog_module_broker.bootstrap) as wire:
         assert incremental(wire, {"max.connections": "1000", "listener.name.plaintext.max.connections": "50"},
                            name="") == (0, None)
         assert describe(wire, "")["max.connections"].value == "1000"

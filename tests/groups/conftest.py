@@ -1,5 +1,6 @@
-"""Fixtures for the consumer-group client suites: a broker with no initial rebalance delay, member processes
-(Python clients via tests/groups/member.py, Java via tests/java/GroupClient.java), topic/produce helpers."""
+"""Fixtures for the consumer-group client suites: the module's broker (`tidelog_module_broker`) with no initial
+rebalance delay, member processes (Python clients via tests/groups/member.py, Java via
+tests/java/GroupClient.java), a produce helper."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from typing import Any
 import pytest
 
 from tests.java_drivers import compile_driver
+from tidelog.testing import BrokerHandle
 
 ROOT = Path(__file__).resolve().parents[2]
 MEMBER_SCRIPT = Path(__file__).with_name("member.py")
@@ -31,36 +33,16 @@ WAIT_S = 180.0  # generous: the machine is small and shared
 
 
 @pytest.fixture(scope="module")
-def group_broker() -> Iterator[Any]:
-    from tidelog.testing import run_broker
-
-    with run_broker(overrides=GROUP_OVERRIDES) as handle:
-        yield handle
+def tidelog_broker_overrides() -> dict[str, Any]:
+    """The settings of `tidelog_module_broker` in these suites."""
+    return GROUP_OVERRIDES
 
 
-def create_topic(bootstrap: str, name: str, partitions: int) -> None:
-    from kafka.admin import KafkaAdminClient, NewTopic
-
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=60000)
-    try:
-        admin.create_topics([NewTopic(name, partitions, 1)])
-    finally:
-        admin.close()
-
-
-def produce(bootstrap: str, topic: str, start: int, count: int, partitions: int) -> None:
-    """Record i: value "v-i" to partition i % partitions (idempotent kafka-python producer, acks=all)."""
-    from kafka import KafkaProducer
-
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
-    try:
-        futures = [producer.send(topic, key=b"k-%d" % i, value=b"v-%d" % i, partition=i % partitions)
-                   for i in range(start, start + count)]
-        producer.flush(timeout=120)
-        for f in futures:
-            f.get(timeout=120)
-    finally:
-        producer.close()
+def produce(broker: BrokerHandle, topic: str, start: int, count: int, partitions: int) -> None:
+    """Record i: key "k-i", value "v-i" to partition i % partitions (one batch per partition, acks=all)."""
+    for p in range(partitions):
+        broker.produce(topic, [(b"k-%d" % i, b"v-%d" % i) for i in range(start, start + count) if i % partitions == p],
+                       partition=p)
 
 
 class Member:

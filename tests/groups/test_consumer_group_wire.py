@@ -6,7 +6,7 @@ classic <-> consumer conversions, session expiry on the injected clock, and the 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,21 +16,15 @@ from tidelog.clock import ManualClock
 from tidelog.coordinator.group.consumer import records as cr
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import request_class
-from tidelog.testing import BrokerHandle, KafkaWire, run_broker
+from tidelog.testing import BrokerHandle, KafkaWire
 
 HB, DESCRIBE = 68, 69
 E = ErrorCode
 
 
-@pytest.fixture(scope="module")
-def broker() -> Iterator[BrokerHandle]:
-    with run_broker(overrides={"group.initial.rebalance.delay.ms": 0}) as handle:
-        yield handle
-
-
 @pytest.fixture
-def wire(broker: BrokerHandle) -> Iterator[KafkaWire]:
-    with KafkaWire(broker.bootstrap, client_id="wire-848") as w:
+def wire(tidelog_module_broker: BrokerHandle) -> Iterator[KafkaWire]:
+    with KafkaWire(tidelog_module_broker.bootstrap, client_id="wire-848") as w:
         yield w
 
 
@@ -222,7 +216,7 @@ def test_epoch_minus_one_commits_to_an_empty_consumer_group_whatever_member_id(w
     assert wire.request(8, 9, req).topics[0].partitions[0].error_code == 0
 
 
-def test_classic_and_consumer_groups_convert_when_empty(broker: BrokerHandle, wire: KafkaWire) -> None:
+def test_classic_and_consumer_groups_convert_when_empty(tidelog_module_broker: BrokerHandle, wire: KafkaWire) -> None:
     create_topic(wire, "conv", 1)
     group = "conv-group"
     a = join(wire, group, ["conv"])
@@ -233,7 +227,7 @@ def test_classic_and_consumer_groups_convert_when_empty(broker: BrokerHandle, wi
              protocol_type="connect", protocols=[jg.JoinGroupRequestProtocol(name="default", metadata=b"")])
     joined = wire.request(11, 3, req)
     assert joined.error_code == 0 and joined.generation_id == 1
-    assert not broker.call(lambda: broker.state.groups.consumer_groups.is_consumer_group(group))
+    assert not tidelog_module_broker.call(lambda: tidelog_module_broker.state.groups.consumer_groups.is_consumer_group(group))
     [classic_view] = describe(wire, group)
     assert classic_view.error_code == E.GROUP_ID_NOT_FOUND and "not a consumer group" in classic_view.error_message
     # a live classic group that does not speak the consumer embedded protocol cannot be upgraded
@@ -243,14 +237,16 @@ def test_classic_and_consumer_groups_convert_when_empty(broker: BrokerHandle, wi
                                                                        group_instance_id=None)]))
     # the empty classic group becomes a consumer group again
     b = join(wire, group, ["conv"])
-    assert b.error_code == 0 and broker.call(lambda: broker.state.groups.consumer_groups.is_consumer_group(group))
+    assert b.error_code == 0 and tidelog_module_broker.call(lambda: tidelog_module_broker.state.groups.consumer_groups.is_consumer_group(group))
     heartbeat(wire, group, b.member_id, -1)
 
 
-def test_session_expiry_on_the_injected_clock(tmp_path: Path) -> None:
+def test_session_expiry_on_the_injected_clock(tmp_path: Path,
+        tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
     clock = ManualClock()
-    with run_broker(log_dir=tmp_path, clock=clock,
-                    overrides={"group.consumer.session.timeout.ms": "45000"}) as b, KafkaWire(b.bootstrap) as w:
+    b = tidelog_broker_factory(log_dir=tmp_path, clock=clock,
+                    overrides={"group.consumer.session.timeout.ms": "45000"})
+    with KafkaWire(b.bootstrap) as w:
         tid = create_topic(w, "exp", 2)
         a = join(w, "exp-group", ["exp"])
         c = join(w, "exp-group", ["exp"])
@@ -266,8 +262,9 @@ def test_session_expiry_on_the_injected_clock(tmp_path: Path) -> None:
         assert r.member_epoch == 3 and parts(r) == {tid: [0, 1]}
 
 
-def test_group_survives_restart(tmp_path: Path) -> None:
-    with run_broker(log_dir=tmp_path) as b, KafkaWire(b.bootstrap) as w:
+def test_group_survives_restart(tmp_path: Path, tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
+    b = tidelog_broker_factory(log_dir=tmp_path)
+    with KafkaWire(b.bootstrap) as w:
         tid = create_topic(w, "persist", 4)
         a = join(w, "persist-group", ["persist"], assignor="range")
         c = join(w, "persist-group", ["persist"], assignor="range")
@@ -279,7 +276,8 @@ def test_group_survives_restart(tmp_path: Path) -> None:
                                               for r in b.state.groups.manager.store.load()
                                               if r.key and cr.decode_key(r.key) is not None}))
         assert key_versions == [3, 4, 5, 6, 7, 8]
-    with run_broker(log_dir=tmp_path) as b, KafkaWire(b.bootstrap) as w:
+    b.restart()
+    with KafkaWire(b.bootstrap) as w:
         after = describe(w, "persist-group")[0]
         assert (after.group_epoch, after.assignment_epoch, after.assignor_name) == (
             before.group_epoch, before.assignment_epoch, "range")
@@ -362,9 +360,11 @@ def test_static_member_rejoins_with_a_new_member_id(wire: KafkaWire) -> None:
     heartbeat(wire, "static-group", b.member_id, -1, instance_id="inst-1")
 
 
-def test_rebalance_timeout_fences_a_member_that_does_not_revoke(tmp_path: Path) -> None:
+def test_rebalance_timeout_fences_a_member_that_does_not_revoke(tmp_path: Path,
+        tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
     clock = ManualClock()
-    with run_broker(log_dir=tmp_path, clock=clock) as b, KafkaWire(b.bootstrap) as w:
+    b = tidelog_broker_factory(log_dir=tmp_path, clock=clock)
+    with KafkaWire(b.bootstrap) as w:
         tid = create_topic(w, "slow", 4)
         a = join(w, "slow-group", ["slow"], rebalance_timeout_ms=10_000)
         c = join(w, "slow-group", ["slow"], rebalance_timeout_ms=10_000)
@@ -381,14 +381,15 @@ def test_rebalance_timeout_fences_a_member_that_does_not_revoke(tmp_path: Path) 
         assert parts(r) == {tid: [0, 1, 2, 3]}
 
 
-def test_consumer_protocol_can_be_disabled() -> None:
-    with run_broker(overrides={"group.coordinator.rebalance.protocols": "classic"}) as b, KafkaWire(b.bootstrap) as w:
+def test_consumer_protocol_can_be_disabled(tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
+    b = tidelog_broker_factory(overrides={"group.coordinator.rebalance.protocols": "classic"})
+    with KafkaWire(b.bootstrap) as w:
         create_topic(w, "off", 1)
         # KafkaApis answers UNSUPPORTED_VERSION when the consumer rebalance protocol is not enabled
         assert heartbeat(w, "off-group", epoch=0, topics=["off"], owned={}).error_code == E.UNSUPPORTED_VERSION
 
 
-def test_regex_subscription(broker: BrokerHandle, wire: KafkaWire) -> None:
+def test_regex_subscription(tidelog_module_broker: BrokerHandle, wire: KafkaWire) -> None:
     a_id, b_id = create_topic(wire, "rx-a", 1), create_topic(wire, "rx-b", 2)
     create_topic(wire, "other-rx-a", 1)
     r = heartbeat(wire, "rx-group", epoch=0, topics=[], owned={}, version=1, regex="rx-.*")
@@ -398,12 +399,12 @@ def test_regex_subscription(broker: BrokerHandle, wire: KafkaWire) -> None:
     assert grown.member_epoch == r.member_epoch + 1 and parts(grown) == {a_id: [0], b_id: [0, 1], c_id: [0]}
     [state] = describe(wire, "rx-group")
     assert state.members[0].subscribed_topic_regex == "rx-.*"
-    resolved = broker.call(lambda: broker.state.groups.consumer_groups.groups["rx-group"].resolved_regexes)
+    resolved = tidelog_module_broker.call(lambda: tidelog_module_broker.state.groups.consumer_groups.groups["rx-group"].resolved_regexes)
     assert resolved == {"rx-.*": ["rx-a", "rx-b", "rx-c"]}
     bad = heartbeat(wire, "rx-group", epoch=0, topics=[], owned={}, version=1, regex="rx-(")
     assert bad.error_code == 128  # INVALID_REGULAR_EXPRESSION
     heartbeat(wire, "rx-group", r.member_id, -1, version=1)
-    assert broker.call(lambda: broker.state.groups.consumer_groups.groups["rx-group"].resolved_regexes) == {}
+    assert tidelog_module_broker.call(lambda: tidelog_module_broker.state.groups.consumer_groups.groups["rx-group"].resolved_regexes) == {}
 
 
 def subscription(topics: list[str], owned: dict[str, list[int]] | None = None) -> bytes:
@@ -422,7 +423,7 @@ def subscription(topics: list[str], owned: dict[str, list[int]] | None = None) -
     return out
 
 
-def test_classic_member_in_a_consumer_group(broker: BrokerHandle, wire: KafkaWire) -> None:
+def test_classic_member_in_a_consumer_group(tidelog_module_broker: BrokerHandle, wire: KafkaWire) -> None:
     from tidelog.coordinator.group.consumer.classic_members import parse_subscription
 
     create_topic(wire, "mixed-wire", 4)
@@ -472,14 +473,14 @@ def test_classic_member_in_a_consumer_group(broker: BrokerHandle, wire: KafkaWir
     [state] = describe(wire, group)
     got = sorted(p for m in state.members for tp in m.assignment.topic_partitions for p in tp.partitions)
     assert got == [0, 1, 2, 3] and state.group_state == "Stable"
-    classic = broker.call(lambda: broker.state.groups.consumer_groups.groups[group].members[first.member_id].classic)
+    classic = tidelog_module_broker.call(lambda: tidelog_module_broker.state.groups.consumer_groups.groups[group].members[first.member_id].classic)
     assert classic is not None and classic.session_timeout_ms == 10000
     assert parse_subscription(classic.supported_protocols[0][1]).topics == ["mixed-wire"]
     lv = request_class(13)[3]
     left = wire.request(13, 3, lv(group_id=group, members=[lv.MemberIdentity(member_id=first.member_id,
                                                                             group_instance_id=None)]))
     assert left.error_code == 0 and left.members[0].error_code == 0
-    assert broker.call(lambda: sorted(broker.state.groups.consumer_groups.groups[group].members)) == [modern.member_id]
+    assert tidelog_module_broker.call(lambda: sorted(tidelog_module_broker.state.groups.consumer_groups.groups[group].members)) == [modern.member_id]
     heartbeat(wire, group, modern.member_id, -1)
 
 
@@ -498,12 +499,12 @@ def test_classic_member_metadata_record_round_trip() -> None:
     (DESCRIBE, 0, b"\x05"),  # an array length with no elements
     (1, 12, b"\x00\x00"),  # Fetch: session fields missing
 ])
-def test_undecodable_bodies_close_the_connection(broker: BrokerHandle, api_key: int, version: int,
+def test_undecodable_bodies_close_the_connection(tidelog_module_broker: BrokerHandle, api_key: int, version: int,
                                                  body: bytes) -> None:
-    with KafkaWire(broker.bootstrap) as w:
+    with KafkaWire(tidelog_module_broker.bootstrap) as w:
         w.sock.sendall(w.frame(api_key, version, body))
         assert w.is_closed()
-    with KafkaWire(broker.bootstrap) as w:  # the broker keeps serving
+    with KafkaWire(tidelog_module_broker.bootstrap) as w:  # the broker keeps serving
         assert describe(w, "anything")[0].error_code == E.GROUP_ID_NOT_FOUND
 
 

@@ -5,7 +5,6 @@ a group with a member and an unknown one, and still served at the versions real 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import ConsumerGroupState
@@ -13,15 +12,12 @@ from confluent_kafka.admin import AdminClient
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import request_class
-from tidelog.testing import BrokerHandle, KafkaWire, run_broker
+from tidelog.testing import BrokerHandle, KafkaWire
 
 DELETE_GROUPS, OFFSET_COMMIT, JOIN_GROUP, API_VERSIONS = 42, 8, 11, 18
 
 
-@pytest.fixture(scope="module")
-def broker() -> Iterator[BrokerHandle]:
-    with run_broker(overrides={"group.initial.rebalance.delay.ms": 0}, topics={"dg-topic": 1}) as handle:
-        yield handle
+pytestmark = pytest.mark.tidelog(overrides={"group.initial.rebalance.delay.ms": 0}, topics={"dg-topic": 1})
 
 
 def commit_offset(wire: KafkaWire, group: str) -> None:
@@ -51,17 +47,17 @@ def delete_groups(wire: KafkaWire, version: int, groups: list[str]) -> dict[str,
     return {r.group_id: (r.error_code, getattr(r, "error_message", None)) for r in response.results}
 
 
-def test_api_versions_advertises_delete_groups_v3(broker: BrokerHandle) -> None:
-    with KafkaWire(broker.bootstrap) as wire:
+def test_api_versions_advertises_delete_groups_v3(tidelog_module_broker: BrokerHandle) -> None:
+    with KafkaWire(tidelog_module_broker.bootstrap) as wire:
         response = wire.request(API_VERSIONS, 3, request_class(API_VERSIONS)[3](client_software_name="t",
                                                                                  client_software_version="1"))
     [entry] = [k for k in response.api_keys if k.api_key == DELETE_GROUPS]
     assert (entry.min_version, entry.max_version) == (0, 3)
 
 
-def test_delete_groups_v3_answers_each_group_with_its_error_and_message(broker: BrokerHandle) -> None:
+def test_delete_groups_v3_answers_each_group_with_its_error_and_message(tidelog_module_broker: BrokerHandle) -> None:
     empty, busy, unknown = (f"dg-{kind}-{uuid.uuid4().hex[:6]}" for kind in ("empty", "busy", "unknown"))
-    with KafkaWire(broker.bootstrap) as wire, KafkaWire(broker.bootstrap) as member:
+    with KafkaWire(tidelog_module_broker.bootstrap) as wire, KafkaWire(tidelog_module_broker.bootstrap) as member:
         commit_offset(wire, empty)
         join(member, busy)
         assert delete_groups(wire, 3, [empty, busy, unknown]) == {
@@ -74,18 +70,18 @@ def test_delete_groups_v3_answers_each_group_with_its_error_and_message(broker: 
 
 
 @pytest.mark.parametrize("version", [0, 1, 2])
-def test_older_versions_are_still_served(broker: BrokerHandle, version: int) -> None:
+def test_older_versions_are_still_served(tidelog_module_broker: BrokerHandle, version: int) -> None:
     group = f"dg-v{version}-{uuid.uuid4().hex[:6]}"
-    with KafkaWire(broker.bootstrap) as wire:
+    with KafkaWire(tidelog_module_broker.bootstrap) as wire:
         commit_offset(wire, group)
         assert delete_groups(wire, version, [group]) == {group: (ErrorCode.NONE, None)}
 
 
-def test_confluent_admin_deletes_a_group(broker: BrokerHandle) -> None:
+def test_confluent_admin_deletes_a_group(tidelog_module_broker: BrokerHandle) -> None:
     group = f"dg-ck-{uuid.uuid4().hex[:6]}"
-    with KafkaWire(broker.bootstrap) as wire:
+    with KafkaWire(tidelog_module_broker.bootstrap) as wire:
         commit_offset(wire, group)
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap, "log_level": 0})
+    admin = AdminClient({"bootstrap.servers": tidelog_module_broker.bootstrap, "log_level": 0})
     admin.delete_consumer_groups([group], request_timeout=30)[group].result(30)
     listed = admin.list_consumer_groups(request_timeout=30).result(30)
     assert group not in {g.group_id for g in listed.valid if g.state != ConsumerGroupState.DEAD}

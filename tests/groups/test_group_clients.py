@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
-from typing import Any
 
 import pytest
 
-from tests.groups.conftest import Member, create_topic, java_cmd, produce, python_member
+from tests.groups.conftest import Member, java_cmd, produce, python_member
+from tidelog.testing import BrokerHandle
 
 PARTITIONS = 6
 ALL = list(range(PARTITIONS))
@@ -43,12 +43,12 @@ def values(records: list[tuple[int, int, str]]) -> list[str]:
     ("aiokafka", "leave"), ("aiokafka", "kill"),
     ("java", "leave"), ("java", "kill"), ("java-cooperative", "leave"),
 ])
-def test_two_members_split_and_take_over(kind: str, departure: str, group_broker: Any, members: list[Member],
+def test_two_members_split_and_take_over(kind: str, departure: str, tidelog_module_broker: BrokerHandle, members: list[Member],
                                          request: pytest.FixtureRequest) -> None:
     n = next(_counter)
     topic, group = f"split-{n}", f"group-{kind}-{departure}-{n}"
-    bootstrap = group_broker.bootstrap
-    create_topic(bootstrap, topic, PARTITIONS)
+    bootstrap = tidelog_module_broker.bootstrap
+    tidelog_module_broker.create_topic(topic, PARTITIONS)
 
     a = start(kind, bootstrap, topic, group, request)
     members.append(a)
@@ -64,7 +64,7 @@ def test_two_members_split_and_take_over(kind: str, departure: str, group_broker
     a.wait_for(split, "the two members splitting the partitions")
     a_parts, b_parts = set(a.assignment or []), set(b.assignment or [])
 
-    produce(bootstrap, topic, 0, BATCH, PARTITIONS)
+    produce(tidelog_module_broker, topic, 0, BATCH, PARTITIONS)
     expected = {f"v-{i}" for i in range(BATCH)}
     b.wait_for(lambda _: len(a.records()) + len(b.records()) >= BATCH, "all records of the first batch")
     a.wait_for(lambda m: m.committed() == len(m.records()), "a committing what it consumed")
@@ -83,7 +83,7 @@ def test_two_members_split_and_take_over(kind: str, departure: str, group_broker
     b.wait_for(lambda m: m.assignment_events() > assigned_before and m.assignment == ALL,
                "the survivor taking over every partition")
 
-    produce(bootstrap, topic, BATCH, BATCH, PARTITIONS)
+    produce(tidelog_module_broker, topic, BATCH, BATCH, PARTITIONS)
     b.wait_for(lambda m: len(m.records()) >= before + BATCH, "the second batch")
     after = b.records()[before:]
     # continues exactly from the committed offsets: nothing re-delivered, nothing skipped

@@ -6,7 +6,7 @@ a restart."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,7 @@ from tests.groups.test_consumer_group_wire import create_topic, heartbeat, join
 from tidelog.clock import ManualClock
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import request_class
-from tidelog.testing import BrokerHandle, KafkaWire, run_broker
+from tidelog.testing import BrokerHandle, KafkaWire
 
 GROUP, CLIENT_METRICS = 32, 16
 SET, DELETE, APPEND = 0, 1, 2
@@ -25,8 +25,8 @@ E = ErrorCode
 
 
 @pytest.fixture
-def wire(group_broker: BrokerHandle) -> Iterator[KafkaWire]:  # group_broker: tests/groups/conftest.py
-    with KafkaWire(group_broker.bootstrap) as w:
+def wire(tidelog_module_broker: BrokerHandle) -> Iterator[KafkaWire]:
+    with KafkaWire(tidelog_module_broker.bootstrap) as w:
         yield w
 
 
@@ -61,10 +61,10 @@ def listed_groups(wire: KafkaWire) -> list[str]:
     return [c.resource_name for c in r.config_resources]
 
 
-def test_kafka_python_sets_describes_and_lists_group_configs(group_broker: BrokerHandle, wire: KafkaWire) -> None:
+def test_kafka_python_sets_describes_and_lists_group_configs(tidelog_module_broker: BrokerHandle, wire: KafkaWire) -> None:
     from kafka.admin import AlterConfigOp, ConfigResource, ConfigResourceType, KafkaAdminClient
 
-    admin = KafkaAdminClient(bootstrap_servers=group_broker.bootstrap, request_timeout_ms=30000)
+    admin = KafkaAdminClient(bootstrap_servers=tidelog_module_broker.bootstrap, request_timeout_ms=30000)
     try:
         group = ConfigResource(ConfigResourceType.GROUP, "kp-configured")
         everything = admin.describe_configs([group], config_filter="all")["group"]["kp-configured"]
@@ -117,9 +117,10 @@ def test_refused_group_configs(wire: KafkaWire, ops: list[tuple[str, int, str]],
     assert "refused" not in listed_groups(wire)
 
 
-def test_bounds_follow_the_broker_and_session_must_exceed_heartbeat() -> None:
+def test_bounds_follow_the_broker_and_session_must_exceed_heartbeat(tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
     bounds = {"group.consumer.min.session.timeout.ms": "1000", "group.consumer.max.heartbeat.interval.ms": "30000"}
-    with run_broker(overrides=bounds) as b, KafkaWire(b.bootstrap) as w:
+    b = tidelog_broker_factory(overrides=bounds)
+    with KafkaWire(b.bootstrap) as w:
         assert incremental(w, "fast", ("consumer.session.timeout.ms", SET, "2000"),
                            ("consumer.heartbeat.interval.ms", SET, "1000")).error_code == E.INVALID_CONFIG  # min 5000
         pair = incremental(w, "fast", ("consumer.session.timeout.ms", SET, "20000"),
@@ -158,10 +159,12 @@ def test_accepted_values_validate_only_empty_name_and_legacy_alter(wire: KafkaWi
     assert (sub.value, sub.config_source) == ("1000", 7)
 
 
-def test_group_configs_act_on_members_and_survive_a_restart(tmp_path: Path) -> None:
+def test_group_configs_act_on_members_and_survive_a_restart(tmp_path: Path,
+        tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
     clock = ManualClock()
     overrides = {"group.initial.rebalance.delay.ms": 0}
-    with run_broker(log_dir=tmp_path, clock=clock, overrides=overrides) as b, KafkaWire(b.bootstrap) as w:
+    b = tidelog_broker_factory(log_dir=tmp_path, clock=clock, overrides=overrides)
+    with KafkaWire(b.bootstrap) as w:
         create_topic(w, "cfg", 2)
         assert incremental(w, "tuned", ("consumer.session.timeout.ms", SET, "50000"),
                            ("consumer.heartbeat.interval.ms", SET, "7000")).error_code == 0
@@ -176,19 +179,22 @@ def test_group_configs_act_on_members_and_survive_a_restart(tmp_path: Path) -> N
         clock.advance(4_000)  # 51 s without a heartbeat
         b.call(cg.check_expirations)
         assert b.call(lambda: list(cg.groups["tuned"].members)) == []
-    with run_broker(log_dir=tmp_path, clock=clock, overrides=overrides) as b, KafkaWire(b.bootstrap) as w:
+    b.restart()
+    with KafkaWire(b.bootstrap) as w:
         assert listed_groups(w) == ["tuned"]
         assert heartbeat(w, "tuned", epoch=0, topics=["cfg"], owned={}).heartbeat_interval_ms == 7000
 
 
 def test_a_hand_edited_group_configs_file_loses_only_its_broken_group(tmp_path: Path,
-                                                                     caplog: pytest.LogCaptureFixture) -> None:
+                                                                     caplog: pytest.LogCaptureFixture,
+        tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
     import json
 
     (tmp_path / "tidelog-group-configs.json").write_text(json.dumps({"version": 1, "groups": {
         "kept": {"consumer.session.timeout.ms": "50000"},
         "broken": {"consumer.session.timeout.ms": "often"}}}))
-    with run_broker(log_dir=tmp_path) as b, KafkaWire(b.bootstrap) as w:
+    b = tidelog_broker_factory(log_dir=tmp_path)
+    with KafkaWire(b.bootstrap) as w:
         assert listed_groups(w) == ["kept"]
         assert describe(w, "broken", ["consumer.session.timeout.ms"]).configs[0].value == "45000"
     assert any("ignoring the configs of group broken" in r.getMessage() for r in caplog.records)

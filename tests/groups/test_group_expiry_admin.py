@@ -3,13 +3,14 @@ expired them; tidelog's timer may not have fired yet, so admin operations apply 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from kafka import KafkaAdminClient
 
 from tidelog.clock import ManualClock
 from tidelog.protocol.messages import request_class
-from tidelog.testing import KafkaWire, run_broker
+from tidelog.testing import BrokerHandle, KafkaWire
 
 SESSION_MS = 6000
 
@@ -38,13 +39,13 @@ def _delete(bootstrap: str, group: str) -> Any:
     return dict(result)[group]
 
 
-def test_group_deleted_exactly_when_its_member_session_runs_out() -> None:
+def test_group_deleted_exactly_when_its_member_session_runs_out(tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
     clock = ManualClock()
-    with run_broker(clock=clock, overrides={"group.initial.rebalance.delay.ms": 0}) as broker:
-        with KafkaWire(broker.bootstrap) as wire:
-            _join_and_sync(wire, "expiring")
-        clock.advance(SESSION_MS - 1)
-        assert _delete(broker.bootstrap, "expiring") == "NonEmptyGroupError"  # one ms of session left
-        clock.advance(1)  # the session runs out now; no timer has had a chance to fire on the manual clock
-        assert _delete(broker.bootstrap, "expiring") == "OK"
-        assert "expiring" not in broker.call(lambda: [g.group_id for g in broker.state.groups.list_groups()])
+    broker = tidelog_broker_factory(clock=clock, overrides={"group.initial.rebalance.delay.ms": 0})
+    with KafkaWire(broker.bootstrap) as wire:
+        _join_and_sync(wire, "expiring")
+    clock.advance(SESSION_MS - 1)
+    assert _delete(broker.bootstrap, "expiring") == "NonEmptyGroupError"  # one ms of session left
+    clock.advance(1)  # the session runs out now; no timer has had a chance to fire on the manual clock
+    assert _delete(broker.bootstrap, "expiring") == "OK"
+    assert "expiring" not in broker.call(lambda: [g.group_id for g in broker.state.groups.list_groups()])

@@ -9,10 +9,9 @@ from typing import Any
 
 import pytest
 
-from tests.groups.conftest import create_topic
 from tidelog.config.definitions import LONG_MAX
 from tidelog.protocol.messages import request_class
-from tidelog.testing import KafkaWire
+from tidelog.testing import BrokerHandle, KafkaWire
 
 
 class Conn(KafkaWire):
@@ -23,18 +22,18 @@ class Conn(KafkaWire):
 
 
 @pytest.fixture
-def conn(group_broker: Any) -> Iterator[Conn]:
-    with Conn(group_broker.bootstrap, client_id="test") as c:
+def conn(tidelog_module_broker: BrokerHandle) -> Iterator[Conn]:
+    with Conn(tidelog_module_broker.bootstrap, client_id="test") as c:
         yield c
 
 
 @pytest.mark.parametrize("version", [0, 1, 2, 3, 4])
-def test_find_coordinator_every_version(version: int, conn: Conn, group_broker: Any) -> None:
+def test_find_coordinator_every_version(version: int, conn: Conn, tidelog_module_broker: BrokerHandle) -> None:
     if version >= 4:
         resp = conn.call(10, version, key_type=0, coordinator_keys=["g1", "g2"])
         assert [(c.key, c.error_code, c.node_id, c.port) for c in resp.coordinators] == [
-            ("g1", 0, group_broker.state.node_id, group_broker.port),
-            ("g2", 0, group_broker.state.node_id, group_broker.port)]
+            ("g1", 0, tidelog_module_broker.state.node_id, tidelog_module_broker.port),
+            ("g2", 0, tidelog_module_broker.state.node_id, tidelog_module_broker.port)]
         txn = conn.call(10, version, key_type=1, coordinator_keys=["t1"])
         assert txn.coordinators[0].error_code == 0
     else:
@@ -43,8 +42,8 @@ def test_find_coordinator_every_version(version: int, conn: Conn, group_broker: 
             fields["key_type"] = 0
         resp = conn.call(10, version, **fields)
         assert (resp.error_code, resp.node_id, resp.host, resp.port) == (
-            0, group_broker.state.node_id, group_broker.host, group_broker.port)
-    assert group_broker.state.topics.get("__consumer_offsets").internal
+            0, tidelog_module_broker.state.node_id, tidelog_module_broker.host, tidelog_module_broker.port)
+    assert tidelog_module_broker.state.topics.get("__consumer_offsets").internal
 
 
 def _commit(conn: Conn, version: int, group: str, topic: str, offsets: dict[int, tuple[int, str]],
@@ -64,9 +63,9 @@ def _commit(conn: Conn, version: int, group: str, topic: str, offsets: dict[int,
 
 
 @pytest.mark.parametrize("version", [2, 3, 5, 7, 8, 9])
-def test_offset_commit_and_fetch_round_trip(version: int, conn: Conn, group_broker: Any) -> None:
+def test_offset_commit_and_fetch_round_trip(version: int, conn: Conn, tidelog_module_broker: BrokerHandle) -> None:
     topic, group = f"wire-commit-{version}", f"wire-group-{version}"
-    create_topic(group_broker.bootstrap, topic, 2)
+    tidelog_module_broker.create_topic(topic, 2)
     resp = _commit(conn, version, group, topic, {0: (11, "meta-0"), 1: (22, "")})
     assert [(p.partition_index, p.error_code) for t in resp.topics for p in t.partitions] == [(0, 0), (1, 0)]
     bad = _commit(conn, version, group, "no-such-topic", {0: (1, "")})
@@ -91,13 +90,13 @@ def test_offset_commit_and_fetch_round_trip(version: int, conn: Conn, group_brok
         {(topic, 0, 11), (topic, 1, 22)}
 
 
-def test_offset_commit_retention_time_expires_as_kafka_computes_it(conn: Conn, group_broker: Any) -> None:
+def test_offset_commit_retention_time_expires_as_kafka_computes_it(conn: Conn, tidelog_module_broker: BrokerHandle) -> None:
     """OffsetCommit v2-4's retention_time_ms (Kafka's OffsetMetadataManager.expireTimestampMs): -1 keeps the
     broker's offsets.retention.minutes; anything else expires at now + retention in Java's long arithmetic, so
     a negative one, or Long.MAX_VALUE (the sum wraps), has already expired at the next retention check. None is
     a handler failure: a fuzzed Long.MAX_VALUE once closed the connection with a traceback."""
     topic, group = "wire-retention", "wire-retention-group"
-    create_topic(group_broker.bootstrap, topic, 4)
+    tidelog_module_broker.create_topic(topic, 4)
     for partition, retention in enumerate((-1, 3_600_000, -5, LONG_MAX)):
         resp = _commit(conn, 3, group, topic, {partition: (10 + partition, "")}, retention_ms=retention)
         assert resp.topics[0].partitions[0].error_code == 0
@@ -109,13 +108,13 @@ def test_offset_commit_retention_time_expires_as_kafka_computes_it(conn: Conn, g
         return {p.partition_index: p.committed_offset for t in got.topics for p in t.partitions}
 
     assert committed() == {0: 10, 1: 11, 2: 12, 3: 13}  # the same connection: nothing closed it
-    assert group_broker.call(group_broker.state.groups.manager.cleanup_expired_offsets) == 2
+    assert tidelog_module_broker.call(tidelog_module_broker.state.groups.manager.cleanup_expired_offsets) == 2
     assert committed() == {0: 10, 1: 11, 2: -1, 3: -1}
 
 
-def test_offset_fetch_v8_multi_group(conn: Conn, group_broker: Any) -> None:
+def test_offset_fetch_v8_multi_group(conn: Conn, tidelog_module_broker: BrokerHandle) -> None:
     topic = "wire-multi"
-    create_topic(group_broker.bootstrap, topic, 1)
+    tidelog_module_broker.create_topic(topic)
     _commit(conn, 8, "multi-a", topic, {0: (5, "a")})
     _commit(conn, 8, "multi-b", topic, {0: (7, "b")})
     F = request_class(9)
@@ -129,7 +128,7 @@ def test_offset_fetch_v8_multi_group(conn: Conn, group_broker: Any) -> None:
     assert got == {"multi-a": [(5, "a")], "multi-b": [(7, "b")], "multi-none": [(-1, "")]}
 
 
-def test_offsets_topic_is_internal_and_refuses_client_writes(conn: Conn, group_broker: Any) -> None:
+def test_offsets_topic_is_internal_and_refuses_client_writes(conn: Conn, tidelog_module_broker: BrokerHandle) -> None:
     conn.call(10, 0, key="anything")  # creates __consumer_offsets
     md = conn.call(3, 1, topics=[request_class(3).MetadataRequestTopic(name="__consumer_offsets")])
     (topic,) = md.topics
@@ -146,7 +145,7 @@ def test_offsets_topic_is_internal_and_refuses_client_writes(conn: Conn, group_b
     assert resp.responses[0].partition_responses[0].error_code == 17  # INVALID_TOPIC_EXCEPTION
 
 
-def test_join_group_v0_to_v9_single_member(conn: Conn, group_broker: Any) -> None:
+def test_join_group_v0_to_v9_single_member(conn: Conn, tidelog_module_broker: BrokerHandle) -> None:
     J = request_class(11)
     for version in range(10):
         group = f"wire-join-{version}"
@@ -184,9 +183,9 @@ def test_join_group_v0_to_v9_single_member(conn: Conn, group_broker: Any) -> Non
         assert group in {g.group_id for g in listed.groups}
 
 
-def test_offset_delete(conn: Conn, group_broker: Any) -> None:
+def test_offset_delete(conn: Conn, tidelog_module_broker: BrokerHandle) -> None:
     topic = "wire-offset-delete"
-    create_topic(group_broker.bootstrap, topic, 2)
+    tidelog_module_broker.create_topic(topic, 2)
     _commit(conn, 8, "od-group", topic, {0: (5, ""), 1: (6, "")})
     D = request_class(47)
     T = D.OffsetDeleteRequestTopic

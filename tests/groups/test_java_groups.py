@@ -9,15 +9,16 @@ import shutil
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.groups.conftest import GROUP_OVERRIDES, Member, create_topic, java_cmd, produce, run_java
+from tests.groups.conftest import GROUP_OVERRIDES, Member, java_cmd, produce, run_java
 from tidelog.protocol.record_batch import iter_batches
 from tidelog.storage import TopicPartition
-from tidelog.testing import run_broker
+from tidelog.testing import BrokerHandle
 
 pytestmark = pytest.mark.java
 
@@ -26,28 +27,29 @@ def consumed(lines: list[dict[str, Any]]) -> list[tuple[int, int, str]]:
     return [(e["p"], e["o"], e["v"]) for e in lines if "v" in e]
 
 
-def test_java_consumers_resume_at_committed_offsets_across_restart(tmp_path: Path, java_classpath: str) -> None:
+def test_java_consumers_resume_at_committed_offsets_across_restart(tmp_path: Path, java_classpath: str,
+        tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
     topic, group, partitions = "resume", "java-resume", 3
-    with run_broker(log_dir=tmp_path, overrides=GROUP_OVERRIDES) as b:
-        create_topic(b.bootstrap, topic, partitions)
-        # default producer settings: enable.idempotence=true, acks=all (InitProducerId, sequence numbers)
-        assert run_java(java_classpath, "produce", b.bootstrap, topic, str(partitions), "0", "30")[-1] == \
-            {"acked": 30, "error": None}
-        for p in range(partitions):
-            data = b.call(lambda p=p: b.state.topics.log(TopicPartition(topic, p)).read(0, 1 << 20, 1 << 62, True))
-            headers = [h for _, h in iter_batches(data)]
-            assert headers and all(h.producer_id >= 0 and h.base_sequence >= 0 for h in headers)
-        first = consumed(run_java(java_classpath, "consume", b.bootstrap, topic, group, "10"))
-        second = consumed(run_java(java_classpath, "consume", b.bootstrap, topic, group, "10"))
-        before = b.call(lambda: {tp: om.offset for tp, om in b.state.groups.groups[group].offsets.items()})
-    with run_broker(log_dir=tmp_path, overrides=GROUP_OVERRIDES) as b:
-        after = b.call(lambda: {tp: om.offset for tp, om in b.state.groups.groups[group].offsets.items()})
-        assert after == before
-        described = run_java(java_classpath, "groups", b.bootstrap, group)
-        offsets = {e["p"]: (e["offset"], e["metadata"]) for e in described if "offset_topic" in e}
-        assert {p: o for p, (o, _) in offsets.items()} == {tp.partition: o for tp, o in before.items()}
-        assert all(meta == f"java-meta-{o - 1}" for o, meta in offsets.values())  # committed metadata round-trips
-        third = consumed(run_java(java_classpath, "consume", b.bootstrap, topic, group, "10"))
+    b = tidelog_broker_factory(log_dir=tmp_path, overrides=GROUP_OVERRIDES)
+    b.create_topic(topic, partitions)
+    # default producer settings: enable.idempotence=true, acks=all (InitProducerId, sequence numbers)
+    assert run_java(java_classpath, "produce", b.bootstrap, topic, str(partitions), "0", "30")[-1] == \
+        {"acked": 30, "error": None}
+    for p in range(partitions):
+        data = b.call(lambda p=p: b.state.topics.log(TopicPartition(topic, p)).read(0, 1 << 20, 1 << 62, True))
+        headers = [h for _, h in iter_batches(data)]
+        assert headers and all(h.producer_id >= 0 and h.base_sequence >= 0 for h in headers)
+    first = consumed(run_java(java_classpath, "consume", b.bootstrap, topic, group, "10"))
+    second = consumed(run_java(java_classpath, "consume", b.bootstrap, topic, group, "10"))
+    before = b.call(lambda: {tp: om.offset for tp, om in b.state.groups.groups[group].offsets.items()})
+    b.restart()
+    after = b.call(lambda: {tp: om.offset for tp, om in b.state.groups.groups[group].offsets.items()})
+    assert after == before
+    described = run_java(java_classpath, "groups", b.bootstrap, group)
+    offsets = {e["p"]: (e["offset"], e["metadata"]) for e in described if "offset_topic" in e}
+    assert {p: o for p, (o, _) in offsets.items()} == {tp.partition: o for tp, o in before.items()}
+    assert all(meta == f"java-meta-{o - 1}" for o, meta in offsets.values())  # committed metadata round-trips
+    third = consumed(run_java(java_classpath, "consume", b.bootstrap, topic, group, "10"))
     everything = first + second + third
     assert sorted(v for _, _, v in everything) == sorted(f"v-{i}" for i in range(30))
     # each consumer starts every partition exactly where the previous one committed
@@ -59,13 +61,13 @@ def test_java_consumers_resume_at_committed_offsets_across_restart(tmp_path: Pat
                 assert min(nxt) == (max(done) + 1 if done else 0)
 
 
-def test_kcat_balanced_consumer_and_java_admin(group_broker: Any, java_classpath: str) -> None:
+def test_kcat_balanced_consumer_and_java_admin(tidelog_module_broker: BrokerHandle, java_classpath: str) -> None:
     kcat = shutil.which("kcat") or shutil.which("kafkacat")
     if kcat is None:
         pytest.skip("kcat is not installed")
-    bootstrap, topic, group = group_broker.bootstrap, "kcat-balanced", "kcat-group"
-    create_topic(bootstrap, topic, 6)
-    produce(bootstrap, topic, 0, 60, 6)
+    bootstrap, topic, group = tidelog_module_broker.bootstrap, "kcat-balanced", "kcat-group"
+    tidelog_module_broker.create_topic(topic, 6)
+    produce(tidelog_module_broker, topic, 0, 60, 6)
     # -u: unbuffered output, so records show up while kcat keeps running as a group member
     proc = subprocess.Popen([kcat, "-b", bootstrap, "-G", group, "-u", "-o", "beginning", "-f", "%p %o %s\n",
                              "-X", "auto.commit.interval.ms=200", topic],
@@ -91,7 +93,7 @@ def test_kcat_balanced_consumer_and_java_admin(group_broker: Any, java_classpath
         listed = {e["listed"]: e for e in lines if "listed" in e}
         assert group in listed and listed[group]["simple"] is False
         desc = next(e for e in lines if "group" in e)
-        assert desc["state"] == "Stable" and desc["coordinator"] == group_broker.state.node_id
+        assert desc["state"] == "Stable" and desc["coordinator"] == tidelog_module_broker.state.node_id
         assert len(desc["members"]) == 1 and desc["members"][0]["partitions"] == list(range(6))
         assert desc["members"][0]["client"] == "rdkafka" and desc["assignor"] in ("range", "roundrobin")
         # a group with a member cannot be deleted
@@ -110,10 +112,10 @@ def test_kcat_balanced_consumer_and_java_admin(group_broker: Any, java_classpath
     assert next(e for e in lines if "group" in e)["state"] == "Dead"
 
 
-def test_java_static_member_restart_keeps_assignment_without_rebalance(group_broker: Any, members: list[Member],
+def test_java_static_member_restart_keeps_assignment_without_rebalance(tidelog_module_broker: BrokerHandle, members: list[Member],
                                                                        java_classpath: str) -> None:
-    bootstrap, topic, group = group_broker.bootstrap, "static-topic", "java-static"
-    create_topic(bootstrap, topic, 3)
+    bootstrap, topic, group = tidelog_module_broker.bootstrap, "static-topic", "java-static"
+    tidelog_module_broker.create_topic(topic, 3)
 
     def start() -> Member:
         m = Member(java_cmd(java_classpath, "member", bootstrap, topic, group, "300", "group.instance.id=inst-1",
@@ -123,16 +125,16 @@ def test_java_static_member_restart_keeps_assignment_without_rebalance(group_bro
         return m
 
     def state() -> tuple[str, int, list[str], dict[str, str]]:
-        g = group_broker.state.groups.groups[group]
+        g = tidelog_module_broker.state.groups.groups[group]
         return g.state.value, g.generation_id, list(g.members), dict(g.static_members)
 
     first = start()
-    status, generation, member_ids, static = group_broker.call(state)
+    status, generation, member_ids, static = tidelog_module_broker.call(state)
     assert status == "Stable" and len(member_ids) == 1 and static == {"inst-1": member_ids[0]}
     first.close()  # a static member does not send LeaveGroup: the group keeps it until its session times out
-    assert group_broker.call(state) == (status, generation, member_ids, static)
+    assert tidelog_module_broker.call(state) == (status, generation, member_ids, static)
     second = start()
-    status2, generation2, member_ids2, static2 = group_broker.call(state)
+    status2, generation2, member_ids2, static2 = tidelog_module_broker.call(state)
     assert (status2, generation2) == ("Stable", generation), "rejoin of a known static member: no rebalance"
     assert len(member_ids2) == 1 and member_ids2 != member_ids and static2 == {"inst-1": member_ids2[0]}
     second.close()

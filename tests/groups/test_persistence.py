@@ -204,13 +204,13 @@ def test_committed_offsets_survive_broker_sigkill(tmp_path: Path) -> None:
     from confluent_kafka import Consumer
     from confluent_kafka import TopicPartition as CTP
 
-    from tests.groups.conftest import create_topic
+    from tests.broker.broker_testlib import create_topic
     from tidelog.testing import BrokerProcess
 
     broker = BrokerProcess(tmp_path / "data", overrides={"group.initial.rebalance.delay.ms": 0})
     broker.start()
     try:
-        create_topic(broker.bootstrap, "crashy", 3)
+        create_topic(broker.bootstrap, "crashy", 3)  # a broker process: over the wire
 
         def consumer() -> Any:
             return Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "crash-group",

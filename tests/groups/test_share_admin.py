@@ -7,7 +7,7 @@ for Kafka's exact codes. Share groups are created with hand-built ShareGroupHear
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ from tests.broker.test_features import SAFE, update
 from tests.groups.test_share_groups import heartbeat
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import request_class
-from tidelog.testing import BrokerHandle, KafkaWire, SecureBrokerHandle, run_broker, run_secure_broker
+from tidelog.testing import BrokerHandle, KafkaWire, SecureBrokerHandle, run_secure_broker
 
 E = ErrorCode
 HEARTBEAT, SHARE_FETCH, SHARE_ACK, DESCRIBE, DESCRIBE_OFFSETS, ALTER_OFFSETS, DELETE_OFFSETS = 76, 78, 79, 77, 90, 91, 92
@@ -37,15 +37,9 @@ ZERO = None  # the zero UUID (Kafka's Uuid.ZERO_UUID) as kafka-python decodes it
 ACCEPT = 1
 
 
-@pytest.fixture(scope="module")
-def broker() -> Iterator[BrokerHandle]:
-    with run_broker() as handle:
-        yield handle
-
-
 @pytest.fixture
-def wire(broker: BrokerHandle) -> Iterator[KafkaWire]:
-    with KafkaWire(broker.bootstrap, client_id="share-admin") as w:
+def wire(tidelog_module_broker: BrokerHandle) -> Iterator[KafkaWire]:
+    with KafkaWire(tidelog_module_broker.bootstrap, client_id="share-admin") as w:
         yield w
 
 
@@ -182,10 +176,10 @@ def test_describe_shows_members_with_their_assignment_and_empty_after_they_leave
     assert (g.error_code, g.group_state, g.group_epoch, g.members) == (0, "Empty", 4, [])
 
 
-def test_describe_errors(broker: BrokerHandle, wire: KafkaWire) -> None:
+def test_describe_errors(tidelog_module_broker: BrokerHandle, wire: KafkaWire) -> None:
     create_topic(wire, "sa-desc-err", 1)
     # a simple classic group: an admin client's offset commit creates it
-    client = admin(broker)  # a client must outlive its futures
+    client = admin(tidelog_module_broker)  # a client must outlive its futures
     done = client.alter_consumer_group_offsets(
         [ConsumerGroupTopicPartitions("sa-classic", [CKTopicPartition("sa-desc-err", 0, 1)])])
     assert done["sa-classic"].result(30).topic_partitions[0].error is None
@@ -202,7 +196,7 @@ def test_describe_errors(broker: BrokerHandle, wire: KafkaWire) -> None:
 # --- ListGroups -------------------------------------------------------------------------------------------------
 
 
-def test_list_groups_shows_share_groups_with_their_type_and_state(broker: BrokerHandle, wire: KafkaWire) -> None:
+def test_list_groups_shows_share_groups_with_their_type_and_state(tidelog_module_broker: BrokerHandle, wire: KafkaWire) -> None:
     create_topic(wire, "sa-list", 1)
     join(wire, "sa-list-stable", ["sa-list"])
     gone, _ = join(wire, "sa-list-empty", ["sa-list"])
@@ -218,7 +212,7 @@ def test_list_groups_shows_share_groups_with_their_type_and_state(broker: Broker
     assert "sa-list-empty" in empty and "sa-list-stable" not in empty
     assert "sa-list-stable" in list_groups(wire, states=["stable"])
     # confluent-kafka's ListConsumerGroups asks for consumer and classic groups only
-    client = admin(broker)
+    client = admin(tidelog_module_broker)
     listing = client.list_consumer_groups().result(30)
     assert not {"sa-list-stable", "sa-list-empty"} & {g.group_id for g in listing.valid}
 
@@ -226,9 +220,9 @@ def test_list_groups_shows_share_groups_with_their_type_and_state(broker: Broker
 # --- Describe/Alter/DeleteShareGroupOffsets --------------------------------------------------------------------
 
 
-def test_offsets_described_altered_consumed_and_deleted(broker: BrokerHandle, wire: KafkaWire) -> None:
+def test_offsets_described_altered_consumed_and_deleted(tidelog_module_broker: BrokerHandle, wire: KafkaWire) -> None:
     topic_id = create_topic(wire, "sa-off", 2)
-    produce(broker, "sa-off", {0: 10, 1: 4})
+    produce(tidelog_module_broker, "sa-off", {0: 10, 1: 4})
     group = "sa-off-g"
     # before anything: no group, so no partitions; named ones are -1 (no error), an unknown topic has no id
     assert describe_offsets(wire, group).topics == []
@@ -276,9 +270,9 @@ def test_offsets_described_altered_consumed_and_deleted(broker: BrokerHandle, wi
     assert offsets(describe_offsets(wire, group, {"sa-off": [0]})) == {("sa-off", 0): (-1, -1, 0)}
 
 
-def test_offsets_group_errors(broker: BrokerHandle, wire: KafkaWire) -> None:
+def test_offsets_group_errors(tidelog_module_broker: BrokerHandle, wire: KafkaWire) -> None:
     create_topic(wire, "sa-offerr", 1)
-    client = admin(broker)
+    client = admin(tidelog_module_broker)
     done = client.alter_consumer_group_offsets(
         [ConsumerGroupTopicPartitions("sa-offerr-classic", [CKTopicPartition("sa-offerr", 0, 1)])])
     assert done["sa-offerr-classic"].result(30).topic_partitions[0].error is None
@@ -298,13 +292,13 @@ def test_offsets_group_errors(broker: BrokerHandle, wire: KafkaWire) -> None:
 # --- DeleteGroups -----------------------------------------------------------------------------------------------
 
 
-def test_delete_groups_refuses_a_share_group_with_members_then_deletes_it(broker: BrokerHandle,
+def test_delete_groups_refuses_a_share_group_with_members_then_deletes_it(tidelog_module_broker: BrokerHandle,
                                                                           wire: KafkaWire) -> None:
     create_topic(wire, "sa-del", 1)
     group = "sa-del-g"
     assert altered(alter(wire, group, {"sa-del": {0: 0}})) == [("sa-del", 0, 0)]
     member, _ = join(wire, group, ["sa-del"])
-    client = admin(broker)
+    client = admin(tidelog_module_broker)
     with pytest.raises(KafkaException) as refused:
         client.delete_consumer_groups([group])[group].result(30)
     assert refused.value.args[0].code() == E.NON_EMPTY_GROUP
@@ -323,11 +317,11 @@ def test_delete_groups_refuses_a_share_group_with_members_then_deletes_it(broker
 # --- the other group APIs on a share group's id -----------------------------------------------------------------
 
 
-def test_other_group_apis_refuse_a_share_group_id(broker: BrokerHandle, wire: KafkaWire) -> None:
+def test_other_group_apis_refuse_a_share_group_id(tidelog_module_broker: BrokerHandle, wire: KafkaWire) -> None:
     create_topic(wire, "sa-x", 1)
     group = "sa-x-g"
     member, _ = join(wire, group, ["sa-x"])
-    client = admin(broker)
+    client = admin(tidelog_module_broker)
 
     # DescribeGroups: Dead; v6+ with GROUP_ID_NOT_FOUND
     dg = request_class(15)
@@ -404,8 +398,10 @@ def test_other_group_apis_refuse_a_share_group_id(broker: BrokerHandle, wire: Ka
 # --- share.version 0 --------------------------------------------------------------------------------------------
 
 
-def test_share_version_0_answers_unsupported_version(tmp_path: Path) -> None:
-    with run_broker(tmp_path) as handle, KafkaWire(handle.bootstrap) as wire:
+def test_share_version_0_answers_unsupported_version(tmp_path: Path,
+        tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
+    handle = tidelog_broker_factory(tmp_path)
+    with KafkaWire(handle.bootstrap) as wire:
         create_topic(wire, "sa-off0", 1)
         assert altered(alter(wire, "sa-off0-g", {"sa-off0": {0: 0}})) == [("sa-off0", 0, 0)]
         assert update(wire, [("share.version", 0, SAFE)]).error_code == 0
@@ -496,12 +492,14 @@ def delete_records(wire: KafkaWire, topic: str, partition: int, offset: int) -> 
     assert r.topics[0].partitions[0].error_code == 0, r
 
 
-def test_lag_is_the_persisted_summary_before_and_after_a_restart(tmp_path: Path) -> None:
+def test_lag_is_the_persisted_summary_before_and_after_a_restart(tmp_path: Path,
+        tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
     """Lag = high watermark - StartOffset - DeliveryCompleteCount, both from the state as last written (Kafka's
     ReadShareGroupStateSummary): a start offset the partition moved in memory only (the log start passed it) does
     not mix with a count taken from memory, and a restart reads the same summary back."""
     group = "sa-lag-g"
-    with run_broker(tmp_path) as handle, KafkaWire(handle.bootstrap) as w:
+    handle = tidelog_broker_factory(tmp_path)
+    with KafkaWire(handle.bootstrap) as w:
         topic_id = create_topic(w, "sa-lag", 1)
         assert altered(alter(w, group, {"sa-lag": {0: 0}})) == [("sa-lag", 0, 0)]
         produce(handle, "sa-lag", {0: 10})
@@ -515,8 +513,8 @@ def test_lag_is_the_persisted_summary_before_and_after_a_restart(tmp_path: Path)
         delete_records(w, "sa-lag", 0, 5)
         share_fetch(w, group, member, 2, topic_id, 0)
         assert offsets(describe_offsets(w, group, {"sa-lag": [0]})) == {("sa-lag", 0): (2, 7, 0)}
-    with run_broker(tmp_path) as handle, KafkaWire(handle.bootstrap) as w:
-        # the closed connection released the member's records: that write carried the moved start, 5-9 in flight
+    handle.restart()
+    with KafkaWire(handle.bootstrap) as w:
         assert offsets(describe_offsets(w, group, {"sa-lag": [0]})) == {("sa-lag", 0): (5, 5, 0)}
         # 5-6 accepted now, 7-9 still in flight
         member, _ = join(w, group, ["sa-lag"])

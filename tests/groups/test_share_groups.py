@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ from tidelog.clock import ManualClock
 from tidelog.coordinator.share.share_partition import AVAILABLE
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import request_class
-from tidelog.testing import BrokerHandle, KafkaWire, run_broker
+from tidelog.testing import BrokerHandle, KafkaWire
 
 HEARTBEAT, FETCH, ACK = 76, 78, 79
 E = ErrorCode
@@ -32,21 +32,6 @@ def wait_until(cond: Any, timeout: float = 30.0) -> None:
     while not cond():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.02)
-
-
-@pytest.fixture(scope="module")
-def broker() -> Iterator[BrokerHandle]:
-    with run_broker() as handle:
-        yield handle
-
-
-def create_topic(broker: BrokerHandle, name: str, partitions: int) -> bytes:
-    cls = request_class(19)
-    t = cls.CreatableTopic(name=name, num_partitions=partitions, replication_factor=1, assignments=[], configs=[])
-    with KafkaWire(broker.bootstrap) as wire:
-        r = wire.request(19, 7, cls[7](topics=[t], timeout_ms=30000, validate_only=False))
-    assert r.topics[0].error_code == 0
-    return bytes(uuid.UUID(str(r.topics[0].topic_id)).bytes)
 
 
 def produce(broker: BrokerHandle, topic: str, count: int, partition: int = 0, **config: Any) -> None:
@@ -88,12 +73,12 @@ def drain(consumers: list[ShareConsumer], want: int, seconds: float = 30, ack: A
 # --- a real client ------------------------------------------------------------------------------------------
 
 
-def test_two_share_consumers_split_one_partition_and_get_each_record_once(broker: BrokerHandle) -> None:
-    create_topic(broker, "sh-split", 1)
+def test_two_share_consumers_split_one_partition_and_get_each_record_once(tidelog_module_broker: BrokerHandle) -> None:
+    tidelog_module_broker.create_topic("sh-split", 1)
     group = "sh-split-g"
-    earliest(broker, group)
-    produce(broker, "sh-split", 200)
-    a, b = share_consumer(broker, group), share_consumer(broker, group)
+    earliest(tidelog_module_broker, group)
+    produce(tidelog_module_broker, "sh-split", 200)
+    a, b = share_consumer(tidelog_module_broker, group), share_consumer(tidelog_module_broker, group)
     try:
         a.subscribe(["sh-split"])
         b.subscribe(["sh-split"])
@@ -106,25 +91,25 @@ def test_two_share_consumers_split_one_partition_and_get_each_record_once(broker
     assert all(m.value() == f"sh-split-0-{m.offset()}".encode() for ms in got for m in ms)
 
 
-def test_records_produced_before_the_group_starts_are_not_delivered_by_default(broker: BrokerHandle) -> None:
-    create_topic(broker, "sh-latest", 1)
-    produce(broker, "sh-latest", 5)
-    c = share_consumer(broker, "sh-latest-g")
+def test_records_produced_before_the_group_starts_are_not_delivered_by_default(tidelog_module_broker: BrokerHandle) -> None:
+    tidelog_module_broker.create_topic("sh-latest", 1)
+    produce(tidelog_module_broker, "sh-latest", 5)
+    c = share_consumer(tidelog_module_broker, "sh-latest-g")
     try:
         c.subscribe(["sh-latest"])
         assert drain([c], 1, seconds=3)[0] == []  # share.auto.offset.reset=latest: the start is the high watermark
-        produce(broker, "sh-latest", 3)
+        produce(tidelog_module_broker, "sh-latest", 3)
         assert sorted(m.offset() for m in drain([c], 3)[0]) == [5, 6, 7]
     finally:
         c.close()
 
 
-def test_release_redelivers_and_reject_archives(broker: BrokerHandle) -> None:
-    create_topic(broker, "sh-ack", 1)
+def test_release_redelivers_and_reject_archives(tidelog_module_broker: BrokerHandle) -> None:
+    tidelog_module_broker.create_topic("sh-ack", 1)
     group = "sh-ack-g"
-    earliest(broker, group)
-    produce(broker, "sh-ack", 4)
-    c = share_consumer(broker, group, "explicit")
+    earliest(tidelog_module_broker, group)
+    produce(tidelog_module_broker, "sh-ack", 4)
+    c = share_consumer(tidelog_module_broker, group, "explicit")
     try:
         c.subscribe(["sh-ack"])
         first = drain([c], 4)[0]
@@ -139,7 +124,7 @@ def test_release_redelivers_and_reject_archives(broker: BrokerHandle) -> None:
         assert drain([c], 1, seconds=2)[0] == []
     finally:
         c.close()
-    sp = broker.call(lambda: broker.state.groups.share_groups.partitions[group])
+    sp = tidelog_module_broker.call(lambda: tidelog_module_broker.state.groups.share_groups.partitions[group])
     assert [(p.start_offset, p.records) for p in sp.values()] == [(4, {})]
 
 
@@ -208,9 +193,9 @@ def joined(wire: KafkaWire, group: str, topic: str) -> str:
     return m
 
 
-def test_heartbeat_errors_and_sharing(broker: BrokerHandle) -> None:
-    create_topic(broker, "sh-hb", 1)
-    with KafkaWire(broker.bootstrap) as wire:
+def test_heartbeat_errors_and_sharing(tidelog_module_broker: BrokerHandle) -> None:
+    tidelog_module_broker.create_topic("sh-hb", 1)
+    with KafkaWire(tidelog_module_broker.bootstrap) as wire:
         assert (heartbeat(wire, "sh-hb-g", "").error_code, heartbeat(wire, "sh-hb-g", "").error_message) == (
             E.INVALID_REQUEST, "MemberId can't be empty.")
         r = heartbeat(wire, "sh-hb-g", member(), topics=None)
@@ -234,10 +219,10 @@ def test_heartbeat_errors_and_sharing(broker: BrokerHandle) -> None:
         assert heartbeat(wire, "sh-hb-g", ids[2], epoch=-1).error_code == E.UNKNOWN_MEMBER_ID
 
 
-def test_share_session_epochs(broker: BrokerHandle) -> None:
-    topic_id = create_topic(broker, "sh-sess", 1)
+def test_share_session_epochs(tidelog_module_broker: BrokerHandle) -> None:
+    topic_id = tidelog_module_broker.create_topic("sh-sess", 1)
     g = "sh-sess-g"
-    with KafkaWire(broker.bootstrap) as wire:
+    with KafkaWire(tidelog_module_broker.bootstrap) as wire:
         m = joined(wire, g, "sh-sess")
         assert share_fetch(wire, g, m, 1, {topic_id: [0]}).error_code == E.SHARE_SESSION_NOT_FOUND
         assert share_fetch(wire, g, m, 0, {topic_id: [0]}, acks={(topic_id, 0): [(0, 0, [1])]}).error_code == \
@@ -257,54 +242,55 @@ def test_share_session_epochs(broker: BrokerHandle) -> None:
             (0, E.UNKNOWN_TOPIC_ID)]
 
 
-def test_locks_time_out_on_the_clock_and_the_delivery_limit_archives(tmp_path: Path) -> None:
+def test_locks_time_out_on_the_clock_and_the_delivery_limit_archives(tmp_path: Path,
+        tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
     clock = ManualClock()
-    with run_broker(tmp_path, clock=clock) as handle:
-        topic_id = create_topic(handle, "sh-lock", 1)
-        earliest(handle, "sh-lock-g", share_delivery_count_limit="2")  # the group's own limit (KIP-1240)
-        produce(handle, "sh-lock", 3)
-        with KafkaWire(handle.bootstrap) as wa, KafkaWire(handle.bootstrap) as wb:
-            a, b = joined(wa, "sh-lock-g", "sh-lock"), joined(wb, "sh-lock-g", "sh-lock")
-            assert acquired(share_fetch(wa, "sh-lock-g", a, 0, {topic_id: [0]})) == {0: [(0, 2, 1)]}
-            assert acquired(share_fetch(wb, "sh-lock-g", b, 0, {topic_id: [0]})) == {}  # all held by a
-            clock.advance(30_000)  # share.record.lock.duration.ms
-            assert acquired(share_fetch(wb, "sh-lock-g", b, 1, {})) == {0: [(0, 2, 2)]}
-            # a's acknowledgement comes too late: b holds the records now
-            late = share_ack(wa, "sh-lock-g", a, 1, {(topic_id, 0): [(0, 0, [1])]})
-            assert [p.error_code for t in late.responses for p in t.partitions] == [E.INVALID_RECORD_STATE]
-            clock.advance(30_000)
-            # two deliveries were the limit: archived, nothing left to give
-            assert acquired(share_fetch(wa, "sh-lock-g", a, 2, {})) == {}
-            sp = handle.call(lambda: handle.state.groups.share_groups.partitions["sh-lock-g"])
-            assert [(p.start_offset, p.records) for p in sp.values()] == [(3, {})]
+    handle = tidelog_broker_factory(tmp_path, clock=clock)
+    topic_id = handle.create_topic("sh-lock", 1)
+    earliest(handle, "sh-lock-g", share_delivery_count_limit="2")  # the group's own limit (KIP-1240)
+    produce(handle, "sh-lock", 3)
+    with KafkaWire(handle.bootstrap) as wa, KafkaWire(handle.bootstrap) as wb:
+        a, b = joined(wa, "sh-lock-g", "sh-lock"), joined(wb, "sh-lock-g", "sh-lock")
+        assert acquired(share_fetch(wa, "sh-lock-g", a, 0, {topic_id: [0]})) == {0: [(0, 2, 1)]}
+        assert acquired(share_fetch(wb, "sh-lock-g", b, 0, {topic_id: [0]})) == {}  # all held by a
+        clock.advance(30_000)  # share.record.lock.duration.ms
+        assert acquired(share_fetch(wb, "sh-lock-g", b, 1, {})) == {0: [(0, 2, 2)]}
+        # a's acknowledgement comes too late: b holds the records now
+        late = share_ack(wa, "sh-lock-g", a, 1, {(topic_id, 0): [(0, 0, [1])]})
+        assert [p.error_code for t in late.responses for p in t.partitions] == [E.INVALID_RECORD_STATE]
+        clock.advance(30_000)
+        # two deliveries were the limit: archived, nothing left to give
+        assert acquired(share_fetch(wa, "sh-lock-g", a, 2, {})) == {}
+        sp = handle.call(lambda: handle.state.groups.share_groups.partitions["sh-lock-g"])
+        assert [(p.start_offset, p.records) for p in sp.values()] == [(3, {})]
 
 
-def test_a_closed_connection_releases_its_records_without_counting_them(broker: BrokerHandle) -> None:
-    topic_id = create_topic(broker, "sh-conn", 1)
-    earliest(broker, "sh-conn-g")
-    produce(broker, "sh-conn", 2)
-    with KafkaWire(broker.bootstrap) as wire:
+def test_a_closed_connection_releases_its_records_without_counting_them(tidelog_module_broker: BrokerHandle) -> None:
+    topic_id = tidelog_module_broker.create_topic("sh-conn", 1)
+    earliest(tidelog_module_broker, "sh-conn-g")
+    produce(tidelog_module_broker, "sh-conn", 2)
+    with KafkaWire(tidelog_module_broker.bootstrap) as wire:
         first = joined(wire, "sh-conn-g", "sh-conn")
         assert acquired(share_fetch(wire, "sh-conn-g", first, 0, {topic_id: [0]})) == {0: [(0, 1, 1)]}
     # the broker ends the session when it sees the close: the records are available again, undelivered
-    wait_until(lambda: broker.call(lambda: [
-        (r.state, r.delivery_count) for p in broker.state.groups.share_groups.partitions["sh-conn-g"].values()
+    wait_until(lambda: tidelog_module_broker.call(lambda: [
+        (r.state, r.delivery_count) for p in tidelog_module_broker.state.groups.share_groups.partitions["sh-conn-g"].values()
         for r in p.records.values()]) == [(AVAILABLE, 0), (AVAILABLE, 0)])
-    with KafkaWire(broker.bootstrap) as wire:
+    with KafkaWire(tidelog_module_broker.bootstrap) as wire:
         m = joined(wire, "sh-conn-g", "sh-conn")
         assert acquired(share_fetch(wire, "sh-conn-g", m, 0, {topic_id: [0]})) == {0: [(0, 1, 1)]}
         # and a final fetch (epoch -1) with acknowledgements accepts them and closes the session
         done = share_fetch(wire, "sh-conn-g", m, -1, {}, acks={(topic_id, 0): [(0, 1, [1])]})
         assert [(p.acknowledge_error_code, p.acquired_records) for t in done.responses for p in t.partitions] == \
             [(0, [])]
-    sp = broker.call(lambda: broker.state.groups.share_groups.partitions["sh-conn-g"])
+    sp = tidelog_module_broker.call(lambda: tidelog_module_broker.state.groups.share_groups.partitions["sh-conn-g"])
     assert [(p.start_offset, p.records) for p in sp.values()] == [(2, {})]
 
 
-def test_read_committed_skips_aborted_records_and_waits_for_open_transactions(broker: BrokerHandle) -> None:
-    topic_id = create_topic(broker, "sh-txn", 1)
-    earliest(broker, "sh-txn-g", share_isolation_level="read_committed")
-    p = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "sh-txn-p", **QUIET})
+def test_read_committed_skips_aborted_records_and_waits_for_open_transactions(tidelog_module_broker: BrokerHandle) -> None:
+    topic_id = tidelog_module_broker.create_topic("sh-txn", 1)
+    earliest(tidelog_module_broker, "sh-txn-g", share_isolation_level="read_committed")
+    p = Producer({"bootstrap.servers": tidelog_module_broker.bootstrap, "transactional.id": "sh-txn-p", **QUIET})
     p.init_transactions(30)
     p.begin_transaction()
     p.produce("sh-txn", b"aborted", partition=0)
@@ -313,7 +299,7 @@ def test_read_committed_skips_aborted_records_and_waits_for_open_transactions(br
     p.begin_transaction()
     p.produce("sh-txn", b"committed", partition=0)
     p.flush(30)
-    with KafkaWire(broker.bootstrap) as wire:
+    with KafkaWire(tidelog_module_broker.bootstrap) as wire:
         m = joined(wire, "sh-txn-g", "sh-txn")
         # offsets: 0 aborted record (archived at once), 1 abort marker (acquired: the client acknowledges it as a
         # GAP), 2 committed record, 3 commit marker; 2 is above the LSO while its transaction is open
@@ -322,26 +308,28 @@ def test_read_committed_skips_aborted_records_and_waits_for_open_transactions(br
         assert acquired(share_fetch(wire, "sh-txn-g", m, 1, {})) == {0: [(2, 3, 1)]}
 
 
-def test_acknowledged_state_survives_a_restart(tmp_path: Path) -> None:
-    with run_broker(tmp_path) as handle:
-        topic_id = create_topic(handle, "sh-restart", 1)
-        earliest(handle, "sh-restart-g")
-        produce(handle, "sh-restart", 4)
-        with KafkaWire(handle.bootstrap) as wire:
-            m = joined(wire, "sh-restart-g", "sh-restart")
-            assert acquired(share_fetch(wire, "sh-restart-g", m, 0, {topic_id: [0]})) == {0: [(0, 3, 1)]}
-            ok = share_ack(wire, "sh-restart-g", m, 1, {(topic_id, 0): [(0, 1, [1]), (2, 2, [2])]})
-            assert [p.error_code for t in ok.responses for p in t.partitions] == [0]
-    with run_broker(tmp_path) as handle, KafkaWire(handle.bootstrap) as wire:
-        # 0-1 accepted stay done; 2 (released: its delivery counted) and 3 (released uncounted when the stop
-        # closed the connection) come back
+def test_acknowledged_state_survives_a_restart(tmp_path: Path,
+        tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
+    handle = tidelog_broker_factory(tmp_path)
+    topic_id = handle.create_topic("sh-restart", 1)
+    earliest(handle, "sh-restart-g")
+    produce(handle, "sh-restart", 4)
+    with KafkaWire(handle.bootstrap) as wire:
+        m = joined(wire, "sh-restart-g", "sh-restart")
+        assert acquired(share_fetch(wire, "sh-restart-g", m, 0, {topic_id: [0]})) == {0: [(0, 3, 1)]}
+        ok = share_ack(wire, "sh-restart-g", m, 1, {(topic_id, 0): [(0, 1, [1]), (2, 2, [2])]})
+        assert [p.error_code for t in ok.responses for p in t.partitions] == [0]
+    handle.restart()
+    with KafkaWire(handle.bootstrap) as wire:
         again = joined(wire, "sh-restart-g", "sh-restart")
         assert acquired(share_fetch(wire, "sh-restart-g", again, 0, {topic_id: [0]})) == {0: [(2, 2, 2), (3, 3, 1)]}
 
 
-def test_share_version_0_turns_share_groups_off(tmp_path: Path) -> None:
-    with run_broker(tmp_path) as handle, KafkaWire(handle.bootstrap) as wire:
-        create_topic(handle, "sh-off", 1)
+def test_share_version_0_turns_share_groups_off(tmp_path: Path,
+        tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
+    handle = tidelog_broker_factory(tmp_path)
+    with KafkaWire(handle.bootstrap) as wire:
+        handle.create_topic("sh-off", 1)
         assert update(wire, [("share.version", 0, SAFE)]).error_code == 0
         assert heartbeat(wire, "sh-off-g", member(), topics=["sh-off"]).error_code == E.UNSUPPORTED_VERSION
         assert share_fetch(wire, "sh-off-g", member(), 0, {}).error_code == E.UNSUPPORTED_VERSION
@@ -350,32 +338,33 @@ def test_share_version_0_turns_share_groups_off(tmp_path: Path) -> None:
         assert heartbeat(wire, "sh-off-g", member(), topics=["sh-off"]).error_code == 0
 
 
-def test_a_failed_state_write_rolls_the_acknowledgement_back(tmp_path: Path) -> None:
-    with run_broker(tmp_path) as handle:
-        topic_id = create_topic(handle, "sh-write", 1)
-        earliest(handle, "sh-write-g")
-        produce(handle, "sh-write", 2)
-        with KafkaWire(handle.bootstrap) as wire:
-            m = joined(wire, "sh-write-g", "sh-write")
-            assert acquired(share_fetch(wire, "sh-write-g", m, 0, {topic_id: [0]})) == {0: [(0, 1, 1)]}
-            state = tmp_path / "tidelog-share-state.json"
-            state.unlink()
-            state.mkdir()  # the state file cannot be replaced now (a real OSError from the file system)
-            failed = share_ack(wire, "sh-write-g", m, 1, {(topic_id, 0): [(0, 1, [1])]})
-            assert [p.error_code for t in failed.responses for p in t.partitions] == [E.UNKNOWN_SERVER_ERROR]
-            state.rmdir()
-            ok = share_ack(wire, "sh-write-g", m, 2, {(topic_id, 0): [(0, 1, [1])]})  # still held: not applied
-            assert [p.error_code for t in ok.responses for p in t.partitions] == [0]
+def test_a_failed_state_write_rolls_the_acknowledgement_back(tmp_path: Path,
+        tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
+    handle = tidelog_broker_factory(tmp_path)
+    topic_id = handle.create_topic("sh-write", 1)
+    earliest(handle, "sh-write-g")
+    produce(handle, "sh-write", 2)
+    with KafkaWire(handle.bootstrap) as wire:
+        m = joined(wire, "sh-write-g", "sh-write")
+        assert acquired(share_fetch(wire, "sh-write-g", m, 0, {topic_id: [0]})) == {0: [(0, 1, 1)]}
+        state = tmp_path / "tidelog-share-state.json"
+        state.unlink()
+        state.mkdir()  # the state file cannot be replaced now (a real OSError from the file system)
+        failed = share_ack(wire, "sh-write-g", m, 1, {(topic_id, 0): [(0, 1, [1])]})
+        assert [p.error_code for t in failed.responses for p in t.partitions] == [E.UNKNOWN_SERVER_ERROR]
+        state.rmdir()
+        ok = share_ack(wire, "sh-write-g", m, 2, {(topic_id, 0): [(0, 1, [1])]})  # still held: not applied
+        assert [p.error_code for t in ok.responses for p in t.partitions] == [0]
 
 
-def test_a_partition_in_error_does_not_end_the_long_poll(broker: BrokerHandle) -> None:
+def test_a_partition_in_error_does_not_end_the_long_poll(tidelog_module_broker: BrokerHandle) -> None:
     import threading
 
-    topic_id = create_topic(broker, "sh-poll", 1)
-    earliest(broker, "sh-poll-g")
-    with KafkaWire(broker.bootstrap) as wire:
+    topic_id = tidelog_module_broker.create_topic("sh-poll", 1)
+    earliest(tidelog_module_broker, "sh-poll-g")
+    with KafkaWire(tidelog_module_broker.bootstrap) as wire:
         m = joined(wire, "sh-poll-g", "sh-poll")
-        timer = threading.Timer(0.5, produce, (broker, "sh-poll", 1))
+        timer = threading.Timer(0.5, produce, (tidelog_module_broker, "sh-poll", 1))
         timer.start()
         try:
             # an unknown topic id in the session answers UNKNOWN_TOPIC_ID, and the wait goes on for the record
@@ -388,17 +377,17 @@ def test_a_partition_in_error_does_not_end_the_long_poll(broker: BrokerHandle) -
         assert acquired(got) == {0: [(0, 0, 1)]}
 
 
-def test_transactional_offsets_to_a_share_group_are_refused(broker: BrokerHandle) -> None:
+def test_transactional_offsets_to_a_share_group_are_refused(tidelog_module_broker: BrokerHandle) -> None:
     from confluent_kafka import Consumer, KafkaException
     from confluent_kafka import TopicPartition as TP
 
-    create_topic(broker, "sh-txoff", 1)
-    with KafkaWire(broker.bootstrap) as wire:
+    tidelog_module_broker.create_topic("sh-txoff", 1)
+    with KafkaWire(tidelog_module_broker.bootstrap) as wire:
         joined(wire, "sh-txoff-g", "sh-txoff")
-    p = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "sh-txoff-p", **QUIET})
+    p = Producer({"bootstrap.servers": tidelog_module_broker.bootstrap, "transactional.id": "sh-txoff-p", **QUIET})
     p.init_transactions(30)
     p.begin_transaction()
-    metadata = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "sh-txoff-g", **QUIET})
+    metadata = Consumer({"bootstrap.servers": tidelog_module_broker.bootstrap, "group.id": "sh-txoff-g", **QUIET})
     try:
         with pytest.raises(KafkaException) as raised:
             p.send_offsets_to_transaction([TP("sh-txoff", 0, 1)], metadata.consumer_group_metadata(), 30)
@@ -418,12 +407,12 @@ def parked(broker: BrokerHandle, count: int = 1) -> None:
     wait_until(lambda: broker.call(broker.state.purgatory.num_delayed) >= count)
 
 
-def test_released_records_wake_a_waiting_share_fetch(broker: BrokerHandle) -> None:
-    topic_id = create_topic(broker, "sh-wake-rel", 1)
+def test_released_records_wake_a_waiting_share_fetch(tidelog_module_broker: BrokerHandle) -> None:
+    topic_id = tidelog_module_broker.create_topic("sh-wake-rel", 1)
     group = "sh-wake-rel-g"
-    earliest(broker, group)
-    produce(broker, "sh-wake-rel", 3)
-    with KafkaWire(broker.bootstrap) as wa, KafkaWire(broker.bootstrap) as wb:
+    earliest(tidelog_module_broker, group)
+    produce(tidelog_module_broker, "sh-wake-rel", 3)
+    with KafkaWire(tidelog_module_broker.bootstrap) as wa, KafkaWire(tidelog_module_broker.bootstrap) as wb:
         a, b = joined(wa, group, "sh-wake-rel"), joined(wb, group, "sh-wake-rel")
         assert acquired(share_fetch(wa, group, a, 0, {topic_id: [0]})) == {0: [(0, 2, 1)]}
         cls = request_class(FETCH)[1]
@@ -434,7 +423,7 @@ def test_released_records_wake_a_waiting_share_fetch(broker: BrokerHandle) -> No
                                                         acknowledgement_batches=[])])])
         started = time.monotonic()
         wb.send(FETCH, 1, waiting)
-        parked(broker)
+        parked(tidelog_module_broker)
         released = share_ack(wa, group, a, 1, {(topic_id, 0): [(0, 2, [2])]})  # RELEASE
         assert [p.error_code for t in released.responses for p in t.partitions] == [0]
         _, answer = wb.receive(FETCH, 1)
@@ -443,14 +432,15 @@ def test_released_records_wake_a_waiting_share_fetch(broker: BrokerHandle) -> No
     assert waited < LONG_WAIT_MS / 1000 / 2, f"answered after {waited:.1f} s: the release did not wake the fetch"
 
 
-def test_a_lock_timeout_wakes_a_waiting_share_fetch(tmp_path: Path) -> None:
+def test_a_lock_timeout_wakes_a_waiting_share_fetch(tmp_path: Path,
+        tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
     short_locks = {"group.share.min.record.lock.duration.ms": 1000, "group.share.record.lock.duration.ms": 1000}
-    with run_broker(tmp_path, overrides=short_locks) as handle:
-        _lock_timeout_wakes(handle)
+    handle = tidelog_broker_factory(tmp_path, overrides=short_locks)
+    _lock_timeout_wakes(handle)
 
 
 def _lock_timeout_wakes(broker: BrokerHandle) -> None:
-    topic_id = create_topic(broker, "sh-wake-lock", 1)
+    topic_id = broker.create_topic("sh-wake-lock", 1)
     group = "sh-wake-lock-g"
     earliest(broker, group)
     produce(broker, "sh-wake-lock", 2)

@@ -22,7 +22,7 @@ import pytest
 
 from tidelog.protocol.errors import ErrorCode as E
 from tidelog.protocol.messages import request_class
-from tidelog.testing import KafkaWire
+from tidelog.testing import BrokerHandle, KafkaWire
 
 J = request_class(11)
 S = request_class(14)
@@ -82,9 +82,9 @@ class Pair:
 
 
 @pytest.fixture
-def conns(group_broker: Any) -> Iterator[tuple[Conn, Conn, Conn]]:
-    with Conn(group_broker.bootstrap, client_id="a") as a, Conn(group_broker.bootstrap, client_id="b") as b, \
-            Conn(group_broker.bootstrap, client_id="b2") as b2:
+def conns(tidelog_module_broker: BrokerHandle) -> Iterator[tuple[Conn, Conn, Conn]]:
+    with Conn(tidelog_module_broker.bootstrap, client_id="a") as a, Conn(tidelog_module_broker.bootstrap, client_id="b") as b, \
+            Conn(tidelog_module_broker.bootstrap, client_id="b2") as b2:
         yield a, b, b2
 
 
@@ -139,16 +139,16 @@ def members_of(resp: Any) -> dict[str, tuple[str | None, bytes]]:
 @pytest.mark.parametrize("version", [5, 9])
 @pytest.mark.parametrize("meta", [b"m", b"changed"], ids=["same-metadata", "changed-metadata"])
 def test_follower_rejoin_in_stable_group_keeps_generation_and_assignment(
-        version: int, meta: bytes, conns: tuple[Conn, Conn, Conn], group_broker: Any) -> None:
+        version: int, meta: bytes, conns: tuple[Conn, Conn, Conn], tidelog_module_broker: BrokerHandle) -> None:
     """updateStaticMemberThenRebalanceOrCompleteJoin, Stable, selected protocol unchanged: the follower is
     answered at once, with no members and skip_assignment false in either response branch."""
     a, b, b2 = conns
-    p = stable_pair(a, b, f"static-follower-{next(_groups)}", group_broker)
+    p = stable_pair(a, b, f"static-follower-{next(_groups)}", tidelog_module_broker)
     resp = b2.join(p.group, "b", version=version, meta=meta)
     assert resp.error_code == 0 and resp.member_id != p.b_id and resp.member_id.startswith("b-")
     assert (resp.generation_id, resp.protocol_name, resp.leader) == (p.generation, "range", p.a_id)
     assert resp.members == [] and not resp.skip_assignment
-    assert group_view(group_broker, p.group) == (
+    assert group_view(tidelog_module_broker, p.group) == (
         "Stable", p.generation, p.a_id, {"a": p.a_id, "b": resp.member_id},
         {p.a_id: b"m/range", resp.member_id: meta + b"/range"})
     # the replaced member id is fenced (ClassicGroup.replaceStaticMember); the new one syncs to the old assignment
@@ -159,17 +159,17 @@ def test_follower_rejoin_in_stable_group_keeps_generation_and_assignment(
 
 @pytest.mark.parametrize("meta", [b"m", b"changed"], ids=["same-metadata", "changed-metadata"])
 def test_leader_rejoin_v9_gets_members_and_skip_assignment(meta: bytes, conns: tuple[Conn, Conn, Conn],
-                                                           group_broker: Any) -> None:
+                                                           tidelog_module_broker: BrokerHandle) -> None:
     """JoinGroupRequest.supportsSkippingAssignment (v9+): the new leader id is the leader, it receives every
     member's current metadata and skip_assignment, so it syncs without computing an assignment."""
     a, b, a2 = conns
-    p = stable_pair(a, b, f"static-leader-v9-{next(_groups)}", group_broker)
+    p = stable_pair(a, b, f"static-leader-v9-{next(_groups)}", tidelog_module_broker)
     resp = a2.join(p.group, "a", version=9, meta=meta)
     new_id = resp.member_id
     assert resp.error_code == 0 and new_id != p.a_id and resp.leader == new_id and resp.skip_assignment
     assert (resp.generation_id, resp.protocol_name) == (p.generation, "range")
     assert members_of(resp) == {new_id: ("a", meta + b"/range"), p.b_id: ("b", b"m/range")}
-    assert group_view(group_broker, p.group)[:4] == ("Stable", p.generation, new_id, {"a": new_id, "b": p.b_id})
+    assert group_view(tidelog_module_broker, p.group)[:4] == ("Stable", p.generation, new_id, {"a": new_id, "b": p.b_id})
     assert a.heartbeat(p.group, p.generation, p.a_id, "a") == E.FENCED_INSTANCE_ID
     assert a2.sync(p.group, p.generation, new_id, "a", {}).assignment == b"A"
     assert b.heartbeat(p.group, p.generation, p.b_id, "b") == E.NONE
@@ -178,59 +178,59 @@ def test_leader_rejoin_v9_gets_members_and_skip_assignment(meta: bytes, conns: t
 
 @pytest.mark.parametrize("meta", [b"m", b"changed"], ids=["same-metadata", "changed-metadata"])
 def test_leader_rejoin_before_v9_is_told_the_old_leader(meta: bytes, conns: tuple[Conn, Conn, Conn],
-                                                        group_broker: Any) -> None:
+                                                        tidelog_module_broker: BrokerHandle) -> None:
     """Before v9 the response carries the leader as it was before the replacement (`currentLeader`), so the
     restarted leader acts as a follower; the group itself moves the leadership to the new member id."""
     a, b, a2 = conns
-    p = stable_pair(a, b, f"static-leader-v5-{next(_groups)}", group_broker)
+    p = stable_pair(a, b, f"static-leader-v5-{next(_groups)}", tidelog_module_broker)
     resp = a2.join(p.group, "a", version=5, meta=meta)
     new_id = resp.member_id
     assert resp.error_code == 0 and new_id != p.a_id and resp.leader == p.a_id
     assert (resp.generation_id, resp.protocol_name, resp.members) == (p.generation, "range", [])
-    assert group_view(group_broker, p.group)[:4] == ("Stable", p.generation, new_id, {"a": new_id, "b": p.b_id})
+    assert group_view(tidelog_module_broker, p.group)[:4] == ("Stable", p.generation, new_id, {"a": new_id, "b": p.b_id})
     assert a2.sync(p.group, p.generation, new_id, "a").assignment == b"A"
     assert b.heartbeat(p.group, p.generation, p.b_id, "b") == E.NONE
 
 
 @pytest.mark.parametrize("who", ["leader", "follower"])
-def test_rejoin_keeps_a_tied_protocol_vote(who: str, conns: tuple[Conn, Conn, Conn], group_broker: Any) -> None:
+def test_rejoin_keeps_a_tied_protocol_vote(who: str, conns: tuple[Conn, Conn, Conn], tidelog_module_broker: BrokerHandle) -> None:
     """"a" prefers range, "b" roundrobin: the vote is a tie, and the group runs range. A restart with the same
     preferences leaves ClassicGroup.selectProtocol's answer as it was, so Kafka does not rebalance."""
     a, b, new = conns
-    p = stable_pair(a, b, f"static-tie-{who}-{next(_groups)}", group_broker, b_protocols=BOTH[::-1])
-    assert group_broker.call(lambda: broker_group(group_broker, p.group).protocol_name) == "range"
+    p = stable_pair(a, b, f"static-tie-{who}-{next(_groups)}", tidelog_module_broker, b_protocols=BOTH[::-1])
+    assert tidelog_module_broker.call(lambda: broker_group(tidelog_module_broker, p.group).protocol_name) == "range"
     instance, protocols = ("a", BOTH) if who == "leader" else ("b", BOTH[::-1])
     resp = new.join(p.group, instance, protocols=protocols)
     assert resp.error_code == 0 and (resp.generation_id, resp.protocol_name) == (p.generation, "range")
-    assert group_view(group_broker, p.group)[:2] == ("Stable", p.generation)
+    assert group_view(tidelog_module_broker, p.group)[:2] == ("Stable", p.generation)
 
 
 def test_rejoin_whose_group_record_cannot_be_stored_is_reverted(conns: tuple[Conn, Conn, Conn],
-                                                                 group_broker: Any) -> None:
+                                                                 tidelog_module_broker: BrokerHandle) -> None:
     """The Stable branch's append fails (here the group record outgrows __consumer_offsets' max.message.bytes,
     which GroupMetadataManager.appendGroupMetadataErrorToResponseError turns into UNKNOWN_SERVER_ERROR): the
     static member goes back to its old member id and metadata, and the answer has no member id."""
     a, b, b2 = conns
-    p = stable_pair(a, b, f"static-store-fails-{next(_groups)}", group_broker)
-    before = group_view(group_broker, p.group)
+    p = stable_pair(a, b, f"static-store-fails-{next(_groups)}", tidelog_module_broker)
+    before = group_view(tidelog_module_broker, p.group)
     resp = b2.join(p.group, "b", meta=b"x" * 1_100_000)
     assert (resp.error_code, resp.member_id) == (E.UNKNOWN_SERVER_ERROR, "")
-    assert group_view(group_broker, p.group) == before
+    assert group_view(tidelog_module_broker, p.group) == before
     assert b.heartbeat(p.group, p.generation, p.b_id, "b") == E.NONE
     assert b.sync(p.group, p.generation, p.b_id, "b").assignment == b"B"
 
 
 @pytest.mark.parametrize("who", ["leader", "follower"])
 def test_rejoin_that_changes_the_selected_protocol_rebalances(who: str, conns: tuple[Conn, Conn, Conn],
-                                                              group_broker: Any) -> None:
+                                                              tidelog_module_broker: BrokerHandle) -> None:
     """Stable, `group.selectProtocol()` differs from the current protocol: maybePrepareRebalanceOrCompleteJoin.
     Here the rejoining member supports only "roundrobin", so that is the only protocol every member has."""
     a, b, new = conns
-    p = stable_pair(a, b, f"static-protocol-{who}-{next(_groups)}", group_broker)
+    p = stable_pair(a, b, f"static-protocol-{who}-{next(_groups)}", tidelog_module_broker)
     instance, other, other_id, other_conn = (("a", "b", p.b_id, b) if who == "leader"
                                              else ("b", "a", p.a_id, a))
     new.join_send(p.group, instance, protocols=("roundrobin",))
-    wait_until(group_broker, p.group, preparing)
+    wait_until(tidelog_module_broker, p.group, preparing)
     assert other_conn.heartbeat(p.group, p.generation, other_id, other) == E.REBALANCE_IN_PROGRESS
     rejoined = other_conn.join(p.group, other, other_id)
     resp = new.join_receive()
@@ -240,12 +240,12 @@ def test_rejoin_that_changes_the_selected_protocol_rebalances(who: str, conns: t
     new_id = resp.member_id
     leader = new_id if who == "leader" else p.a_id  # the leadership moved with the replaced member id
     assert resp.leader == rejoined.leader == leader
-    assert group_view(group_broker, p.group)[:4] == ("CompletingRebalance", p.generation + 1, leader,
+    assert group_view(tidelog_module_broker, p.group)[:4] == ("CompletingRebalance", p.generation + 1, leader,
                                                     {instance: new_id, other: other_id})
 
 
 # ----------------------------------------------------------------------------------- rebalancing group states
-def test_rejoin_in_completing_rebalance_always_rebalances(conns: tuple[Conn, Conn, Conn], group_broker: Any) -> None:
+def test_rejoin_in_completing_rebalance_always_rebalances(conns: tuple[Conn, Conn, Conn], tidelog_module_broker: BrokerHandle) -> None:
     """CompletingRebalance: prepareRebalance even with the same metadata, since the leader may be assigning to
     the old member id. The old incarnation's parked SyncGroup is fenced."""
     a, b, b2 = conns
@@ -253,12 +253,12 @@ def test_rejoin_in_completing_rebalance_always_rebalances(conns: tuple[Conn, Con
     first = a.join(group, "a")
     a.sync(group, first.generation_id, first.member_id, "a", {first.member_id: b"A0"})
     b.join_send(group, "b")
-    wait_until(group_broker, group, preparing)
+    wait_until(tidelog_module_broker, group, preparing)
     joined_a = a.join(group, "a", first.member_id)
     joined_b = b.join_receive()
     gen = joined_a.generation_id
     b.sync_send(group, gen, joined_b.member_id, "b")             # parks: the leader has not assigned yet
-    wait_until(group_broker, group, lambda g: g.state.value == "CompletingRebalance"
+    wait_until(tidelog_module_broker, group, lambda g: g.state.value == "CompletingRebalance"
                and g.members[joined_b.member_id].is_awaiting_sync)
     b2.join_send(group, "b")                                    # "b" restarts with the very same metadata
     assert b.sync_receive().error_code == E.FENCED_INSTANCE_ID
@@ -270,16 +270,16 @@ def test_rejoin_in_completing_rebalance_always_rebalances(conns: tuple[Conn, Con
 
 
 def test_rejoin_in_preparing_rebalance_waits_for_the_join(conns: tuple[Conn, Conn, Conn],
-                                                          group_broker: Any) -> None:
+                                                          tidelog_module_broker: BrokerHandle) -> None:
     """PreparingRebalance: the member is replaced, the old incarnation's parked JoinGroup is fenced and the new
     one is answered when the join phase completes (maybeCompleteJoinPhase)."""
     a, b, b2 = conns
-    p = stable_pair(a, b, f"static-preparing-{next(_groups)}", group_broker)
+    p = stable_pair(a, b, f"static-preparing-{next(_groups)}", tidelog_module_broker)
     b.join_send(p.group, "b", p.b_id, meta=b"changed")          # a follower's new metadata: PreparingRebalance
-    wait_until(group_broker, p.group, lambda g: preparing(g) and g.members[p.b_id].is_awaiting_join)
+    wait_until(tidelog_module_broker, p.group, lambda g: preparing(g) and g.members[p.b_id].is_awaiting_join)
     b2.join_send(p.group, "b")                                  # "b" restarts while its old join waits
     assert b.join_receive().error_code == E.FENCED_INSTANCE_ID
-    assert group_view(group_broker, p.group)[0] == "PreparingRebalance"
+    assert group_view(tidelog_module_broker, p.group)[0] == "PreparingRebalance"
     assert a.heartbeat(p.group, p.generation, p.a_id, "a") == E.REBALANCE_IN_PROGRESS
     done = a.join(p.group, "a", p.a_id)
     resp = b2.join_receive()
@@ -321,31 +321,29 @@ def poll_until(consumers: list[StaticConsumer], done: Callable[[], bool], what: 
 
 
 @pytest.mark.parametrize("restarting", ["leader", "follower"])
-def test_confluent_static_member_restart_keeps_group_stable(restarting: str, group_broker: Any) -> None:
+def test_confluent_static_member_restart_keeps_group_stable(restarting: str, tidelog_module_broker: BrokerHandle) -> None:
     """librdkafka's 0102_static_group_rebalance in short: a static member that restarts (close without
     LeaveGroup, then a new consumer with the same group.instance.id) rejoins a Stable group. librdkafka speaks
     JoinGroup below v9, so a restarted leader is told the old leader id and syncs as a follower
     (updateStaticMemberThenRebalanceOrCompleteJoin): no rebalance, no callback on the other member, the same
     generation and the same assignment for the new incarnation."""
-    from tests.groups.conftest import create_topic
-
     topic, group = f"static-confluent-{restarting}", f"static-confluent-{restarting}"
-    create_topic(group_broker.bootstrap, topic, 4)
-    members = {i: StaticConsumer(group_broker.bootstrap, topic, group, i) for i in ("s1", "s2")}
+    tidelog_module_broker.create_topic(topic, 4)
+    members = {i: StaticConsumer(tidelog_module_broker.bootstrap, topic, group, i) for i in ("s1", "s2")}
     try:
         poll_until(list(members.values()), lambda: all(m.assignment for m in members.values())
                    and sorted(sum((m.assignment or [] for m in members.values()), [])) == [0, 1, 2, 3]
-                   and group_view(group_broker, group)[0] == "Stable", "a Stable group of two")
-        state, generation, leader, static, _ = group_view(group_broker, group)
+                   and group_view(tidelog_module_broker, group)[0] == "Stable", "a Stable group of two")
+        state, generation, leader, static, _ = group_view(tidelog_module_broker, group)
         leader_instance = next(i for i, mid in static.items() if mid == leader)
         instance = leader_instance if restarting == "leader" else next(i for i in static if i != leader_instance)
         other = next(i for i in members if i != instance)
         before, other_events = members[instance].assignment, list(members[other].events)
         members[instance].consumer.close()  # a static member sends no LeaveGroup
-        members[instance] = StaticConsumer(group_broker.bootstrap, topic, group, instance)
+        members[instance] = StaticConsumer(tidelog_module_broker.bootstrap, topic, group, instance)
         poll_until(list(members.values()), lambda: members[instance].assignment is not None, "the rejoin")
         assert members[instance].assignment == before
-        state2, generation2, leader2, static2, _ = group_view(group_broker, group)
+        state2, generation2, leader2, static2, _ = group_view(tidelog_module_broker, group)
         assert (state2, generation2) == ("Stable", generation), "the restart must not rebalance the group"
         assert static2[instance] != static[instance] and static2[other] == static[other]
         assert leader2 == static2[leader_instance]  # the leadership stays with the leader's instance

@@ -8,7 +8,7 @@ topology update, Kafka's errors and statuses (v1's MISSING_CLIENT_TAGS), API key
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +17,7 @@ import pytest
 from tidelog.clock import ManualClock
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import request_class
-from tidelog.testing import BrokerHandle, KafkaWire, run_broker
+from tidelog.testing import BrokerHandle, KafkaWire
 
 HB, DESCRIBE, UPDATE = 88, 89, 93
 E = ErrorCode
@@ -26,17 +26,14 @@ CLOCK = ManualClock()
 NO_DELAY = {"group.streams.initial.rebalance.delay.ms": 0}
 
 
-@pytest.fixture(scope="module")
-def broker() -> Iterator[BrokerHandle]:
-    with run_broker(clock=CLOCK, overrides={"group.streams.num.standby.replicas": 1,
-                                            "group.streams.initial.rebalance.delay.ms": 0,
-                                            "group.streams.rack.aware.assignment.tags": "zone"}) as handle:
-        yield handle
+pytestmark = pytest.mark.tidelog(clock=CLOCK, overrides={"group.streams.num.standby.replicas": 1,
+                                                          "group.streams.initial.rebalance.delay.ms": 0,
+                                                          "group.streams.rack.aware.assignment.tags": "zone"})
 
 
 @pytest.fixture
-def wire(broker: BrokerHandle) -> Iterator[KafkaWire]:
-    with KafkaWire(broker.bootstrap, client_id="wire-streams") as w:
+def wire(tidelog_module_broker: BrokerHandle) -> Iterator[KafkaWire]:
+    with KafkaWire(tidelog_module_broker.bootstrap, client_id="wire-streams") as w:
         yield w
 
 
@@ -140,7 +137,7 @@ ALL = {(s, p) for s in ("0", "1") for p in range(4)}
 ZONE = {"zone": "z1"}
 
 
-def test_two_members_tasks_handed_over_then_session_expiry_and_topology_update(broker: BrokerHandle,
+def test_two_members_tasks_handed_over_then_session_expiry_and_topology_update(tidelog_module_broker: BrokerHandle,
                                                                                wire: KafkaWire) -> None:
     create_topic(wire, "st-in", 4)
     g = "app1"
@@ -149,7 +146,7 @@ def test_two_members_tasks_handed_over_then_session_expiry_and_topology_update(b
     assert (a.error_code, a.member_id, a.member_epoch) == (0, "A", 1)
     assert MISSING_INTERNAL_TOPICS in codes(a) and a.acceptable_recovery_lag == 10_000
     assert not a.topology_description_required
-    topics = broker.state.topics
+    topics = tidelog_module_broker.state.topics
     assert [topics.get(f"{g}-{n}").partitions for n in ("rep", "store-changelog", "agg-changelog")] == [4, 4, 4]
     assert topics.get(f"{g}-store-changelog").overrides.get("cleanup.policy") == "compact"
     a = hb(wire, g, "A", 1, active={})
@@ -158,7 +155,7 @@ def test_two_members_tasks_handed_over_then_session_expiry_and_topology_update(b
     # B joins from another process: the target splits the tasks, but A still owns them all
     b = hb(wire, g, "B", 0, process="pb", topo=topology(g, "st-in"), tags=ZONE)
     assert (b.member_epoch, flat(tasks(b.active_tasks))) == (3, set())
-    group = broker.call(lambda: broker.state.groups.streams_groups.groups[g])
+    group = tidelog_module_broker.call(lambda: tidelog_module_broker.state.groups.streams_groups.groups[g])
     target_a, target_b = group.target["A"], group.target["B"]
     actives_a = {(s, p) for s, ps in target_a.active.items() for p in ps}
     actives_b = {(s, p) for s, ps in target_b.active.items() for p in ps}
@@ -247,7 +244,7 @@ def test_two_members_tasks_handed_over_then_session_expiry_and_topology_update(b
     CLOCK.advance(30_000)
     hb(wire, g, "B", 3, active=tasks(b.active_tasks))
     CLOCK.advance(20_000)
-    broker.call(broker.state.groups.streams_groups.check_expirations)
+    tidelog_module_broker.call(tidelog_module_broker.state.groups.streams_groups.check_expirations)
     assert hb(wire, g, "A", 3, active={}).error_code == E.UNKNOWN_MEMBER_ID
     b = hb(wire, g, "B", 3, active=tasks(b.active_tasks))
     # B drops its standbys of A's tasks; their active copies come once the group saw them go from B's process
@@ -334,7 +331,7 @@ def test_errors_and_statuses(wire: KafkaWire) -> None:
     assert (r.error_code, r.error_message) == (E.GROUP_ID_NOT_FOUND, "Group cg-not-streams is not a streams group.")
 
 
-def test_a_member_that_does_not_revoke_within_its_rebalance_timeout_is_fenced(broker: BrokerHandle,
+def test_a_member_that_does_not_revoke_within_its_rebalance_timeout_is_fenced(tidelog_module_broker: BrokerHandle,
                                                                               wire: KafkaWire) -> None:
     create_topic(wire, "st-rto", 2)
     g = "rto"
@@ -349,13 +346,13 @@ def test_a_member_that_does_not_revoke_within_its_rebalance_timeout_is_fenced(br
     hb(wire, g, "A", a.member_epoch, active=owned)  # still owns them all: its session lives on, the revocation not
     hb(wire, g, "B", b.member_epoch, active={})
     CLOCK.advance(11_000)
-    broker.call(broker.state.groups.streams_groups.check_expirations)
+    tidelog_module_broker.call(tidelog_module_broker.state.groups.streams_groups.check_expirations)
     assert hb(wire, g, "A", a.member_epoch, active=owned).error_code == E.UNKNOWN_MEMBER_ID
     active, standby = settle(wire, g, "B", b)
     assert (flat(active), standby) == ({(s, p) for s in ("0", "1") for p in range(2)}, {})
 
 
-def test_standbys_only_for_stateful_subtopologies(broker: BrokerHandle, wire: KafkaWire) -> None:
+def test_standbys_only_for_stateful_subtopologies(tidelog_module_broker: BrokerHandle, wire: KafkaWire) -> None:
     """Kafka's StickyTaskAssignor gives standby replicas to the tasks of subtopologies with state only."""
     create_topic(wire, "st-stateless", 2)
     g = "stateless"
@@ -364,7 +361,7 @@ def test_standbys_only_for_stateful_subtopologies(broker: BrokerHandle, wire: Ka
     a = hb(wire, g, "A", 0, process="pa", topo=stateless, tags=ZONE)
     a = hb(wire, g, "A", a.member_epoch, active={})
     hb(wire, g, "B", 0, process="pb", topo=stateless, tags=ZONE)
-    group = broker.call(lambda: broker.state.groups.streams_groups.groups[g])
+    group = tidelog_module_broker.call(lambda: tidelog_module_broker.state.groups.streams_groups.groups[g])
     standbys = {(s, p) for t in group.target.values() for s, ps in t.standby.items() for p in ps}
     actives = {(s, p) for t in group.target.values() for s, ps in t.active.items() for p in ps}
     assert actives == {(s, p) for s in ("0", "1") for p in range(2)}
@@ -375,20 +372,23 @@ def test_standbys_only_for_stateful_subtopologies(broker: BrokerHandle, wire: Ka
     r = wire.request(44, 1, ia(resources=[R(resource_type=32, resource_name=g, configs=[R.AlterableConfig(
         name="streams.num.standby.replicas", config_operation=0, value="0")])], validate_only=False))
     assert r.responses[0].error_code == 0
-    before = broker.call(lambda: broker.state.groups.streams_groups.groups[g].group_epoch)
+    before = tidelog_module_broker.call(lambda: tidelog_module_broker.state.groups.streams_groups.groups[g].group_epoch)
     a = hb(wire, g, "A", a.member_epoch, active=tasks(a.active_tasks))
-    group = broker.call(lambda: broker.state.groups.streams_groups.groups[g])
+    group = tidelog_module_broker.call(lambda: tidelog_module_broker.state.groups.streams_groups.groups[g])
     assert group.group_epoch == before + 1 and not any(t.standby for t in group.target.values())
 
 
-def test_group_survives_restart_and_is_deleted_when_empty(tmp_path: Path) -> None:
-    with run_broker(log_dir=tmp_path, overrides=NO_DELAY) as b, KafkaWire(b.bootstrap) as w:
+def test_group_survives_restart_and_is_deleted_when_empty(tmp_path: Path,
+        tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
+    b = tidelog_broker_factory(log_dir=tmp_path, overrides=NO_DELAY)
+    with KafkaWire(b.bootstrap) as w:
         create_topic(w, "st-keep", 2)
         r = hb(w, "keep", "K", 0, process="pk", topo=topology("keep", "st-keep"))
         r = hb(w, "keep", "K", r.member_epoch, active={})
         assert flat(tasks(r.active_tasks)) == {(s, p) for s in ("0", "1") for p in range(2)}
         before = describe(w, "keep")
-    with run_broker(log_dir=tmp_path, overrides=NO_DELAY) as b, KafkaWire(b.bootstrap) as w:
+    b.restart()
+    with KafkaWire(b.bootstrap) as w:
         after = describe(w, "keep")
         assert (after.group_epoch, after.assignment_epoch, after.topology.epoch) == \
             (before.group_epoch, before.assignment_epoch, 1)
@@ -402,12 +402,13 @@ def test_group_survives_restart_and_is_deleted_when_empty(tmp_path: Path) -> Non
         assert describe(w, "keep").error_code == E.GROUP_ID_NOT_FOUND
 
 
-def test_initial_rebalance_delay_on_the_injected_clock(tmp_path: Path) -> None:
+def test_initial_rebalance_delay_on_the_injected_clock(tmp_path: Path,
+        tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
     """streams.initial.rebalance.delay.ms: members joining a new group get ASSIGNMENT_DELAYED and no tasks until
     the delay runs out on the coordinator's timer; then one assignment covers them all."""
     clock = ManualClock()
-    with run_broker(log_dir=tmp_path, clock=clock, overrides={"group.streams.initial.rebalance.delay.ms": 3000}) \
-            as b, KafkaWire(b.bootstrap) as w:
+    b = tidelog_broker_factory(log_dir=tmp_path, clock=clock, overrides={"group.streams.initial.rebalance.delay.ms": 3000})
+    with KafkaWire(b.bootstrap) as w:
         create_topic(w, "st-delay", 2)
         streams = b.state.groups.streams_groups
         a = hb(w, "delay", "A", 0, process="pa", topo=topology("delay", "st-delay"))
@@ -426,10 +427,12 @@ def test_initial_rebalance_delay_on_the_injected_clock(tmp_path: Path) -> None:
         assert len(flat(tasks(a.active_tasks))) == len(flat(tasks(b2.active_tasks))) == 2
 
 
-def test_streams_version_0_turns_the_protocol_off(tmp_path: Path) -> None:
+def test_streams_version_0_turns_the_protocol_off(tmp_path: Path,
+        tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
     """KafkaApis.isStreamsGroupProtocolEnabled: with `streams.version` at 0 (a downgrade through UpdateFeatures)
     the streams APIs stay advertised and answer UNSUPPORTED_VERSION; raising it again serves them."""
-    with run_broker(log_dir=tmp_path, overrides=NO_DELAY) as b, KafkaWire(b.bootstrap) as w:
+    b = tidelog_broker_factory(log_dir=tmp_path, overrides=NO_DELAY)
+    with KafkaWire(b.bootstrap) as w:
         create_topic(w, "st-feat", 1)
         cls = request_class(57)[1]
 

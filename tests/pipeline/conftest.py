@@ -1,5 +1,5 @@
 """Fixtures for the PySpark data source tests: one local[2] SparkSession per test session (Spark starts slowly),
-an in-process broker per module, and helpers that produce and consume through kafka-python.
+the broker is the plugin's `tidelog_module_broker` (one per module); helpers produce and consume through kafka-python.
 
 Only the Spark-backed tests skip, and only when pyspark is not importable (`pip install '.[test,spark]'`).
 """
@@ -64,11 +64,3 @@ def start_session(local_dir: str) -> Any:
         .config("spark.driver.extraJavaOptions", "-XX:+UseSerialGC -Dlog4j2.level=WARN")
         .getOrCreate()
     )
-
-
-@pytest.fixture(scope="module")
-def broker() -> Iterator[Any]:
-    from tidelog.testing import run_broker
-
-    with run_broker() as handle:
-        yield handle

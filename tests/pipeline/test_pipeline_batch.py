@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 from pipeline_testlib import create_topic, spark_or_skip
 
+from tidelog.testing import BrokerHandle
+
 spark_or_skip()
 # Spark starts slowly and shares 2 cores with the broker and other suites: generous per-test limits.
 pytestmark = pytest.mark.timeout(900)
@@ -36,11 +38,11 @@ def expected_rows() -> dict[tuple[int, int], tuple[Any, ...]]:
 
 
 @pytest.fixture(scope="module")
-def topic(broker: Any) -> Iterator[str]:
+def topic(tidelog_module_broker: BrokerHandle) -> Iterator[str]:
     from kafka import KafkaProducer
 
-    create_topic(broker.bootstrap, TOPIC, PARTITIONS)
-    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=50, batch_size=256 * 1024)
+    create_topic(tidelog_module_broker.bootstrap, TOPIC, PARTITIONS)
+    producer = KafkaProducer(bootstrap_servers=tidelog_module_broker.bootstrap, linger_ms=50, batch_size=256 * 1024)
     for i in range(COUNT):
         partition, key, value, headers, ts = record(i)
         producer.send(TOPIC, key=key, value=value, partition=partition, headers=headers, timestamp_ms=ts)
@@ -60,8 +62,8 @@ def as_bytes(value: Any) -> bytes | None:
     return None if value is None else bytes(value)
 
 
-def test_full_read_yields_exactly_the_produced_records(spark: Any, broker: Any, topic: str) -> None:
-    df = load(spark, broker, subscribe=topic, includeHeaders="true")
+def test_full_read_yields_exactly_the_produced_records(spark: Any, tidelog_module_broker: BrokerHandle, topic: str) -> None:
+    df = load(spark, tidelog_module_broker, subscribe=topic, includeHeaders="true")
     assert df.rdd.getNumPartitions() == PARTITIONS  # one Spark partition per topic-partition range
     assert [f.name for f in df.schema.fields] == [
         "key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers"
@@ -79,11 +81,11 @@ def test_full_read_yields_exactly_the_produced_records(spark: Any, broker: Any, 
     assert got == want
 
 
-def test_offset_ranges_are_honoured(spark: Any, broker: Any, topic: str) -> None:
+def test_offset_ranges_are_honoured(spark: Any, tidelog_module_broker: BrokerHandle, topic: str) -> None:
     per_partition = COUNT // PARTITIONS  # partition 0 holds one more record (COUNT % 3 == 2)
     starting = {topic: {"0": 100, "1": -2, "2": 5000}}
     ending = {topic: {"0": 250, "1": 40, "2": -1}}
-    df = load(spark, broker, subscribe=topic, startingOffsets=json.dumps(starting), endingOffsets=json.dumps(ending))
+    df = load(spark, tidelog_module_broker, subscribe=topic, startingOffsets=json.dumps(starting), endingOffsets=json.dumps(ending))
     got = sorted((r.partition, r.offset) for r in df.select("partition", "offset").collect())
     end2 = len([i for i in range(COUNT) if i % PARTITIONS == 2])
     want = (
@@ -93,17 +95,17 @@ def test_offset_ranges_are_honoured(spark: Any, broker: Any, topic: str) -> None
     assert end2 in (per_partition, per_partition + 1)
 
 
-def test_assign_and_values(spark: Any, broker: Any, topic: str) -> None:
-    df = load(spark, broker, assign=json.dumps({topic: [1]}), endingOffsets=json.dumps({topic: {"1": 10}}))
+def test_assign_and_values(spark: Any, tidelog_module_broker: BrokerHandle, topic: str) -> None:
+    df = load(spark, tidelog_module_broker, assign=json.dumps({topic: [1]}), endingOffsets=json.dumps({topic: {"1": 10}}))
     rows = df.orderBy("offset").collect()
     want = [record(3 * o + 1) for o in range(10)]
     assert [(r.partition, r.offset) for r in rows] == [(1, o) for o in range(10)]
     assert [(as_bytes(r.key), as_bytes(r.value)) for r in rows] == [(w[1], w[2]) for w in want]
 
 
-def test_starting_timestamp(spark: Any, broker: Any, topic: str) -> None:
+def test_starting_timestamp(spark: Any, tidelog_module_broker: BrokerHandle, topic: str) -> None:
     # Record i has timestamp BASE_TS + i, so the first offset with ts >= BASE_TS + 30_000 is i = 30_000 and up.
-    df = load(spark, broker, subscribePattern="batch-5.*", startingTimestamp=str(BASE_TS + 30_000))
+    df = load(spark, tidelog_module_broker, subscribePattern="batch-5.*", startingTimestamp=str(BASE_TS + 30_000))
     offsets = {p: [] for p in range(PARTITIONS)}
     for r in df.select("partition", "offset").collect():
         offsets[r.partition].append(r.offset)
@@ -113,32 +115,32 @@ def test_starting_timestamp(spark: Any, broker: Any, topic: str) -> None:
         assert len(offsets[p]) == len([i for i in range(first_i, COUNT) if i % PARTITIONS == p])
 
 
-def test_min_partitions_splits_ranges_without_changing_rows(spark: Any, broker: Any, topic: str) -> None:
+def test_min_partitions_splits_ranges_without_changing_rows(spark: Any, tidelog_module_broker: BrokerHandle, topic: str) -> None:
     # Like the connector, minPartitions is a hint: each range gets round(share * minPartitions) pieces.
-    df = load(spark, broker, subscribe=topic, minPartitions="6", endingOffsets=json.dumps(
+    df = load(spark, tidelog_module_broker, subscribe=topic, minPartitions="6", endingOffsets=json.dumps(
         {topic: {"0": 3000, "1": 3000, "2": 3000}}))
     assert df.rdd.getNumPartitions() == 6
     offsets = sorted((r.partition, r.offset) for r in df.select("partition", "offset").collect())
     assert offsets == [(p, o) for p in range(PARTITIONS) for o in range(3000)]
 
 
-def test_bad_options_fail_the_query(spark: Any, broker: Any, topic: str) -> None:
+def test_bad_options_fail_the_query(spark: Any, tidelog_module_broker: BrokerHandle, topic: str) -> None:
     with pytest.raises(Exception, match="starting offset can't be latest"):
-        load(spark, broker, subscribe=topic, startingOffsets="latest").collect()
+        load(spark, tidelog_module_broker, subscribe=topic, startingOffsets="latest").collect()
     with pytest.raises(Exception, match="must specify all TopicPartitions"):
-        load(spark, broker, subscribe=topic, startingOffsets=json.dumps({topic: {"0": 1}})).collect()
+        load(spark, tidelog_module_broker, subscribe=topic, startingOffsets=json.dumps({topic: {"0": 1}})).collect()
 
 
-def test_timestamp_ranges_and_strategy(spark: Any, broker: Any, topic: str) -> None:
+def test_timestamp_ranges_and_strategy(spark: Any, tidelog_module_broker: BrokerHandle, topic: str) -> None:
     # Per-partition start by timestamp, global end by timestamp: records i in [300, 600) (ts = BASE_TS + i).
     by_ts = {topic: {str(p): BASE_TS + 300 for p in range(PARTITIONS)}}
-    df = load(spark, broker, subscribe=topic, startingOffsetsByTimestamp=json.dumps(by_ts),
+    df = load(spark, tidelog_module_broker, subscribe=topic, startingOffsetsByTimestamp=json.dumps(by_ts),
               endingTimestamp=str(BASE_TS + 600))
     got = sorted(r.partition + PARTITIONS * r.offset for r in df.select("partition", "offset").collect())
     assert got == list(range(300, 600))
     # A start timestamp after every record: "error" (the default) fails, "latest" reads nothing.
     future = str(BASE_TS + 10 * COUNT)
     with pytest.raises(Exception, match="No offset matched the timestamp"):
-        load(spark, broker, subscribe=topic, startingTimestamp=future).collect()
-    empty = load(spark, broker, subscribe=topic, startingTimestamp=future, startingOffsetsByTimestampStrategy="latest")
+        load(spark, tidelog_module_broker, subscribe=topic, startingTimestamp=future).collect()
+    empty = load(spark, tidelog_module_broker, subscribe=topic, startingTimestamp=future, startingOffsetsByTimestampStrategy="latest")
     assert empty.count() == 0

@@ -5,7 +5,6 @@ latest value per key in the topic after the log cleaner compacted it (done-when 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,26 +12,22 @@ import pytest
 from pipeline_testlib import consume_all, spark_or_skip
 
 spark_or_skip()
-# Spark starts slowly and shares 2 cores with the broker and other suites: generous per-test limits.
-pytestmark = pytest.mark.timeout(900)
 
 from tidelog.pipeline.examples import aggregates, snapshot  # noqa: E402 - after the pyspark check
 from tidelog.pipeline.examples.updates import create_compacted_topic, generate, latest_per_key, produce  # noqa: E402
 from tidelog.storage import TopicPartition  # noqa: E402
+from tidelog.testing import BrokerHandle  # noqa: E402
 
 TOPIC = "customer-balances"
 PARTITIONS = 3
 
 
-@pytest.fixture(scope="module")
-def broker() -> Iterator[Any]:
-    from tidelog.testing import run_broker
-
-    # No background cleaner threads: the test runs cleaner rounds itself (LogCleaner.clean_once), so what the
-    # streaming job sees before compaction is deterministic. A small dedupe buffer keeps the test's memory low.
-    overrides = {"log.cleaner.enable": "false", "log.cleaner.dedupe.buffer.size": str(8 * 1024 * 1024)}
-    with run_broker(overrides=overrides) as handle:
-        yield handle
+# Spark starts slowly and shares 2 cores with the broker and other suites: generous per-test limits.
+# No background cleaner threads: the test runs cleaner rounds itself (LogCleaner.clean_once), so what the
+# streaming job sees before compaction is deterministic. A small dedupe buffer keeps the test's memory low.
+pytestmark = [pytest.mark.timeout(900),
+              pytest.mark.tidelog(overrides={"log.cleaner.enable": "false",
+                                             "log.cleaner.dedupe.buffer.size": str(8 * 1024 * 1024)})]
 
 
 def expected_aggregates(records: list[tuple[str, bytes | None]]) -> dict[str, tuple[int, int, int, int | None]]:
@@ -72,30 +67,30 @@ def clean_until_done(broker: Any) -> int:
     return rounds
 
 
-def test_example_pipeline(spark: Any, broker: Any, tmp_path: Path) -> None:
+def test_example_pipeline(spark: Any, tidelog_module_broker: BrokerHandle, tmp_path: Path) -> None:
     create_compacted_topic(
-        broker.bootstrap, TOPIC, PARTITIONS,
+        tidelog_module_broker.bootstrap, TOPIC, PARTITIONS,
         # Many small segments and no dirty-ratio threshold, so one cleaner round compacts nearly everything.
         {"segment.bytes": "32768", "min.cleanable.dirty.ratio": "0.01", "delete.retention.ms": "0"},
     )
     first = generate(keys=300, updates=6000, tombstone_every=9, seed=11)
-    produce(broker.bootstrap, TOPIC, first)
+    produce(tidelog_module_broker.bootstrap, TOPIC, first)
 
     # The streaming job: everything so far, in several micro-batches.
-    run_aggregates(spark, broker, tmp_path)
+    run_aggregates(spark, tidelog_module_broker, tmp_path)
     assert read_aggregates(spark, tmp_path / "agg") == expected_aggregates(first)
 
     # Stopped; more updates arrive; the restarted job adds exactly those (nothing counted twice).
     second = generate(keys=400, updates=3000, tombstone_every=7, seed=12)
-    produce(broker.bootstrap, TOPIC, second)
-    run_aggregates(spark, broker, tmp_path)
+    produce(tidelog_module_broker.bootstrap, TOPIC, second)
+    run_aggregates(spark, tidelog_module_broker, tmp_path)
     assert read_aggregates(spark, tmp_path / "agg") == expected_aggregates(first + second)
 
     # The log cleaner compacts the topic.
-    assert clean_until_done(broker) >= PARTITIONS
-    remaining = consume_all(broker.bootstrap, TOPIC)
+    assert clean_until_done(tidelog_module_broker) >= PARTITIONS
+    remaining = consume_all(tidelog_module_broker.bootstrap, TOPIC)
     assert len(remaining) < len(first + second) // 2, "the cleaner did not compact the topic"
-    logs = [broker.state.log_manager.get_log(TopicPartition(TOPIC, p)) for p in range(PARTITIONS)]
+    logs = [tidelog_module_broker.state.log_manager.get_log(TopicPartition(TOPIC, p)) for p in range(PARTITIONS)]
     assert sum(log.log_end_offset for log in logs) == len(first + second)  # offsets keep their gaps
 
     in_topic: dict[str, bytes | None] = {}
@@ -106,7 +101,7 @@ def test_example_pipeline(spark: Any, broker: Any, tmp_path: Path) -> None:
 
     # The batch job reads the compacted topic (offset gaps included) and materialises the snapshot.
     out = tmp_path / "snapshot"
-    rows = snapshot.write_snapshot(spark, "tidelog", broker.bootstrap, TOPIC, str(out))
+    rows = snapshot.write_snapshot(spark, "tidelog", tidelog_module_broker.bootstrap, TOPIC, str(out))
     table = {r.key: r.value.encode() for r in spark.read.parquet(str(out)).collect()}
     assert rows == len(table)
     assert table == latest_in_topic

@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 from pipeline_testlib import consume_all, create_topic, spark_or_skip
 
+from tidelog.testing import BrokerHandle
+
 spark_or_skip()
 # Spark starts slowly and shares 2 cores with the broker and other suites: generous per-test limits.
 pytestmark = pytest.mark.timeout(900)
@@ -48,11 +50,11 @@ def consumed(broker: Any, topic: str) -> Counter[tuple[Any, ...]]:
     )
 
 
-def test_batch_write_lands_on_topics_and_partitions(spark: Any, broker: Any) -> None:
-    create_topic(broker.bootstrap, "write-a", 3)
-    create_topic(broker.bootstrap, "write-b", 3)
+def test_batch_write_lands_on_topics_and_partitions(spark: Any, tidelog_module_broker: BrokerHandle) -> None:
+    create_topic(tidelog_module_broker.bootstrap, "write-a", 3)
+    create_topic(tidelog_module_broker.bootstrap, "write-b", 3)
     data = rows(600)
-    write_df(spark, broker, spark.createDataFrame(data, SCHEMA).repartition(2))
+    write_df(spark, tidelog_module_broker, spark.createDataFrame(data, SCHEMA).repartition(2))
     for topic in ("write-a", "write-b"):
         want = Counter(
             (
@@ -64,40 +66,40 @@ def test_batch_write_lands_on_topics_and_partitions(spark: Any, broker: Any) -> 
             for t, partition, key, value, headers in data
             if t == topic
         )
-        assert consumed(broker, topic) == want
+        assert consumed(tidelog_module_broker, topic) == want
 
 
-def test_topic_option_overrides_the_topic_column(spark: Any, broker: Any) -> None:
-    create_topic(broker.bootstrap, "write-override", 2)
+def test_topic_option_overrides_the_topic_column(spark: Any, tidelog_module_broker: BrokerHandle) -> None:
+    create_topic(tidelog_module_broker.bootstrap, "write-override", 2)
     df = spark.createDataFrame([("elsewhere", f"k{i}", f"v{i}") for i in range(50)], "topic string, key string, value string")
-    write_df(spark, broker, df, topic="write-override")
-    got = consumed(broker, "write-override")
+    write_df(spark, tidelog_module_broker, df, topic="write-override")
+    got = consumed(tidelog_module_broker, "write-override")
     assert sum(got.values()) == 50
     assert {(k, v) for _, k, v, _ in got} == {(f"k{i}".encode(), f"v{i}".encode()) for i in range(50)}
 
 
-def test_bad_writes_are_rejected(spark: Any, broker: Any) -> None:
+def test_bad_writes_are_rejected(spark: Any, tidelog_module_broker: BrokerHandle) -> None:
     no_topic = spark.createDataFrame([("k", "v")], "key string, value string")
     with pytest.raises(Exception, match="topic option required"):
-        write_df(spark, broker, no_topic)
+        write_df(spark, tidelog_module_broker, no_topic)
     no_value = spark.createDataFrame([("k",)], "key string")
     with pytest.raises(Exception, match="Required attribute 'value' not found"):
-        write_df(spark, broker, no_value, topic="write-a")
+        write_df(spark, tidelog_module_broker, no_value, topic="write-a")
     with pytest.raises(Exception, match="Overwrite not allowed"):
-        no_topic.write.format("tidelog").option("kafka.bootstrap.servers", broker.bootstrap).option(
+        no_topic.write.format("tidelog").option("kafka.bootstrap.servers", tidelog_module_broker.bootstrap).option(
             "topic", "write-a"
         ).mode("overwrite").save()
     null_topic = spark.createDataFrame([(None, "v")], "topic string, value string")
     with pytest.raises(Exception, match="null topic present"):
-        write_df(spark, broker, null_topic)
+        write_df(spark, tidelog_module_broker, null_topic)
 
 
-def test_streaming_sink_copies_a_topic(spark: Any, broker: Any, tmp_path: Path) -> None:
+def test_streaming_sink_copies_a_topic(spark: Any, tidelog_module_broker: BrokerHandle, tmp_path: Path) -> None:
     from kafka import KafkaProducer
 
-    create_topic(broker.bootstrap, "copy-in", 2)
-    create_topic(broker.bootstrap, "copy-out", 2)
-    producer = KafkaProducer(bootstrap_servers=broker.bootstrap)
+    create_topic(tidelog_module_broker.bootstrap, "copy-in", 2)
+    create_topic(tidelog_module_broker.bootstrap, "copy-out", 2)
+    producer = KafkaProducer(bootstrap_servers=tidelog_module_broker.bootstrap)
     for i in range(500):
         producer.send("copy-in", key=f"k{i}".encode(), value=f"v{i}".encode(), partition=i % 2,
                       headers=[("n", str(i).encode())])
@@ -106,7 +108,7 @@ def test_streaming_sink_copies_a_topic(spark: Any, broker: Any, tmp_path: Path) 
 
     source = (
         spark.readStream.format("tidelog")
-        .option("kafka.bootstrap.servers", broker.bootstrap)
+        .option("kafka.bootstrap.servers", tidelog_module_broker.bootstrap)
         .option("subscribe", "copy-in")
         .option("startingOffsets", "earliest")
         .option("includeHeaders", "true")
@@ -115,7 +117,7 @@ def test_streaming_sink_copies_a_topic(spark: Any, broker: Any, tmp_path: Path) 
     )
     query = (
         source.writeStream.format("tidelog")
-        .option("kafka.bootstrap.servers", broker.bootstrap)
+        .option("kafka.bootstrap.servers", tidelog_module_broker.bootstrap)
         .option("topic", "copy-out")
         .option("checkpointLocation", str(tmp_path / "checkpoint"))
         .trigger(availableNow=True)
@@ -123,4 +125,4 @@ def test_streaming_sink_copies_a_topic(spark: Any, broker: Any, tmp_path: Path) 
     )
     query.awaitTermination(timeout=600)
     assert not query.isActive and query.exception() is None
-    assert consumed(broker, "copy-out") == consumed(broker, "copy-in")
+    assert consumed(tidelog_module_broker, "copy-out") == consumed(tidelog_module_broker, "copy-in")

@@ -6,13 +6,14 @@ from __future__ import annotations
 import time
 import urllib.request
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from tidelog.protocol.messages import request_class
 from tidelog.protocol.records import GZIP, compress
-from tidelog.testing import KafkaWire, run_broker
+from tidelog.testing import BrokerHandle, KafkaWire
 
 CLIENT_METRICS = 16
 SET, APPEND = 0, 2
@@ -80,8 +81,9 @@ def scrape(broker: Any) -> str:
     return str(urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30).read().decode())
 
 
-def test_no_subscription_means_an_empty_subscription() -> None:
-    with run_broker() as broker, KafkaWire(broker.bootstrap) as wire:
+def test_no_subscription_means_an_empty_subscription(tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
+    broker = tidelog_broker_factory()
+    with KafkaWire(broker.bootstrap) as wire:
         response = get_subs(wire, None)
         assert response.error_code == 0
         assert response.client_instance_id is not None and response.client_instance_id.int != 0
@@ -95,8 +97,9 @@ def test_no_subscription_means_an_empty_subscription() -> None:
         assert again.error_code == 89  # THROTTLING_QUOTA_EXCEEDED
 
 
-def test_subscription_config_validation_and_describe() -> None:
-    with run_broker() as broker, KafkaWire(broker.bootstrap) as wire:
+def test_subscription_config_validation_and_describe(tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
+    broker = tidelog_broker_factory()
+    with KafkaWire(broker.bootstrap) as wire:
         assert alter(wire, "s1", {"interval.ms": "50"}).error_code == 40  # INVALID_CONFIG: below 100
         assert alter(wire, "s1", {"match": "bogus_key=x"}).error_code == 40
         assert alter(wire, "s1", {"match": "client_id=("}).error_code == 40
@@ -130,8 +133,9 @@ def test_subscription_config_validation_and_describe() -> None:
         assert [r.resource_name for r in v0.config_resources] == ["s1"]
 
 
-def test_push_errors_and_metrics_on_prometheus() -> None:
-    with run_broker(overrides={"metrics.port": 0}) as broker, KafkaWire(broker.bootstrap, client_id="wire-1") as wire:
+def test_push_errors_and_metrics_on_prometheus(tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
+    broker = tidelog_broker_factory(overrides={"metrics.port": 0})
+    with KafkaWire(broker.bootstrap, client_id="wire-1") as wire:
         assert alter(wire, "all", {"metrics": "*", "interval.ms": "100000"}).error_code == 0
         sub = get_subs(wire, None)
         instance, sub_id = sub.client_instance_id, sub.subscription_id
@@ -170,47 +174,50 @@ def test_push_errors_and_metrics_on_prometheus() -> None:
         assert renewed.push_interval_ms == 200_000
 
 
-def test_subscription_survives_restart(tmp_path: Any) -> None:
-    with run_broker(str(tmp_path)) as broker, KafkaWire(broker.bootstrap) as wire:
+def test_subscription_survives_restart(tmp_path: Any, tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
+    broker = tidelog_broker_factory(str(tmp_path))
+    with KafkaWire(broker.bootstrap) as wire:
         assert alter(wire, "keep", {"metrics": "org.apache.kafka.", "match": "client_id=app-.*"}).error_code == 0
-    with run_broker(str(tmp_path)) as broker, KafkaWire(broker.bootstrap, client_id="app-7") as wire:
+    broker.restart()
+    with KafkaWire(broker.bootstrap, client_id="app-7") as wire:
         listed = call(wire, 74, 1, request_class(74)[1](resource_types=[CLIENT_METRICS]))
         assert [r.resource_name for r in listed.config_resources] == ["keep"]
         assert get_subs(wire, None).requested_metrics == ["org.apache.kafka."]
-    with run_broker(str(tmp_path)) as broker, KafkaWire(broker.bootstrap, client_id="other") as wire:
+    broker.restart()
+    with KafkaWire(broker.bootstrap, client_id="other") as wire:
         assert get_subs(wire, None).requested_metrics == []  # `match` selects by client id
 
 
 @pytest.mark.slow
-def test_librdkafka_pushes_metrics_to_prometheus() -> None:
+def test_librdkafka_pushes_metrics_to_prometheus(tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
     confluent_kafka = pytest.importorskip("confluent_kafka")
     assert confluent_kafka.libversion()[1] >= 0x020500FF  # KIP-714 since librdkafka 2.5
 
-    with run_broker(overrides={"metrics.port": 0}, topics={"t": 1}) as broker:
-        # confluent-kafka's Python ConfigResource has no CLIENT_METRICS type: the subscription goes on the wire
-        with KafkaWire(broker.bootstrap) as wire:
-            created = alter(wire, "producers", {"metrics": "org.apache.kafka.producer.", "interval.ms": "1000"})
-            assert created.error_code == 0
-        producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap, "client.id": "rdk-telemetry"})
-        deadline = time.monotonic() + 60
-        found: list[str] = []
-        while time.monotonic() < deadline and not found:
-            producer.produce("t", b"v")
-            producer.poll(0.2)
-            found = [x for x in scrape(broker).splitlines()
-                     if x.startswith("tidelog_client_org_apache_kafka_producer_") and 'client_id="rdk-telemetry"' in x]
-        producer.flush(10)
-        assert found, "librdkafka pushed no metrics"
-        assert any("client_instance_id=" in x for x in found)
+    broker = tidelog_broker_factory(overrides={"metrics.port": 0}, topics={"t": 1})
+    with KafkaWire(broker.bootstrap) as wire:
+        created = alter(wire, "producers", {"metrics": "org.apache.kafka.producer.", "interval.ms": "1000"})
+        assert created.error_code == 0
+    producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap, "client.id": "rdk-telemetry"})
+    deadline = time.monotonic() + 60
+    found: list[str] = []
+    while time.monotonic() < deadline and not found:
+        producer.produce("t", b"v")
+        producer.poll(0.2)
+        found = [x for x in scrape(broker).splitlines()
+                 if x.startswith("tidelog_client_org_apache_kafka_producer_") and 'client_id="rdk-telemetry"' in x]
+    producer.flush(10)
+    assert found, "librdkafka pushed no metrics"
+    assert any("client_instance_id=" in x for x in found)
 
 
-def test_delta_sums_accumulate_as_counters() -> None:
+def test_delta_sums_accumulate_as_counters(tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
     from tidelog.clock import ManualClock
 
     from .test_otlp import otlp_sum
 
     clock = ManualClock()
-    with run_broker(overrides={"metrics.port": 0}, clock=clock) as broker, KafkaWire(broker.bootstrap) as wire:
+    broker = tidelog_broker_factory(overrides={"metrics.port": 0}, clock=clock)
+    with KafkaWire(broker.bootstrap) as wire:
         assert alter(wire, "sums", {"metrics": "org.apache.kafka.", "interval.ms": "1000"}).error_code == 0
         sub = get_subs(wire, None)
         payload = otlp_sum("org.apache.kafka.producer.record.send.total", 5, 1, True)
@@ -233,24 +240,24 @@ def _introduce(wire: KafkaWire, name: str, version: str) -> None:
     assert answer.error_code == 0
 
 
-def test_match_on_client_software_and_source_port() -> None:
+def test_match_on_client_software_and_source_port(tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
     """`match` selects on what the client said in ApiVersions and on its source port (ClientMetricsInstanceMetadata)."""
-    with run_broker() as broker:
+    broker = tidelog_broker_factory()
+    with KafkaWire(broker.bootstrap) as admin:
+        assert alter(admin, "by-software", {"metrics": "org.apache.kafka.producer.",
+                                            "match": "client_software_name=probe-app,"
+                                                     "client_software_version=1\\..*"}).error_code == 0
+    with KafkaWire(broker.bootstrap) as wire:
+        _introduce(wire, "probe-app", "1.4.0")
+        assert get_subs(wire, None).requested_metrics == ["org.apache.kafka.producer."]
+    with KafkaWire(broker.bootstrap) as wire:
+        _introduce(wire, "probe-app", "2.0.0")
+        assert get_subs(wire, None).requested_metrics == []  # version does not match
+    with KafkaWire(broker.bootstrap) as wire:
+        assert get_subs(wire, None).requested_metrics == []  # never named its software
+    with KafkaWire(broker.bootstrap) as wire:
+        port = wire.sock.getsockname()[1]
         with KafkaWire(broker.bootstrap) as admin:
-            assert alter(admin, "by-software", {"metrics": "org.apache.kafka.producer.",
-                                                "match": "client_software_name=probe-app,"
-                                                         "client_software_version=1\\..*"}).error_code == 0
-        with KafkaWire(broker.bootstrap) as wire:
-            _introduce(wire, "probe-app", "1.4.0")
-            assert get_subs(wire, None).requested_metrics == ["org.apache.kafka.producer."]
-        with KafkaWire(broker.bootstrap) as wire:
-            _introduce(wire, "probe-app", "2.0.0")
-            assert get_subs(wire, None).requested_metrics == []  # version does not match
-        with KafkaWire(broker.bootstrap) as wire:
-            assert get_subs(wire, None).requested_metrics == []  # never named its software
-        with KafkaWire(broker.bootstrap) as wire:
-            port = wire.sock.getsockname()[1]
-            with KafkaWire(broker.bootstrap) as admin:
-                assert alter(admin, "by-port", {"metrics": "org.apache.kafka.consumer.",
-                                                "match": f"client_source_port={port}"}).error_code == 0
-            assert get_subs(wire, None).requested_metrics == ["org.apache.kafka.consumer."]
+            assert alter(admin, "by-port", {"metrics": "org.apache.kafka.consumer.",
+                                            "match": f"client_source_port={port}"}).error_code == 0
+        assert get_subs(wire, None).requested_metrics == ["org.apache.kafka.consumer."]

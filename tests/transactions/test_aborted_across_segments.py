@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
 from tidelog.storage import TopicPartition
-from tidelog.testing import run_broker
+from tidelog.testing import BrokerHandle
 
 from .conftest import TxnJava
 
@@ -78,22 +78,19 @@ def write(bootstrap: str, topic: str, transactions: list[tuple[bool, int, int]])
     return sorted(d for d in delivered if d[1].startswith("c"))
 
 
-@pytest.fixture(scope="module")
-def broker() -> Iterator[Any]:
-    with run_broker(overrides=OVERRIDES,
-                    topics={t: {"partitions": 1, "configs": SEGMENT} for t in ("aborted-1000", "mixed")}) as b:
-        yield b
+pytestmark = pytest.mark.tidelog(overrides=OVERRIDES,
+                                 topics={t: {"partitions": 1, "configs": SEGMENT} for t in ("aborted-1000", "mixed")})
 
 
 @pytest.fixture(scope="module")
-def data(broker: Any) -> Data:
-    bs = broker.bootstrap
+def data(tidelog_module_broker: BrokerHandle) -> Data:
+    bs = tidelog_module_broker.bootstrap
     first = write(bs, "aborted-1000", [(False, 1000, 1000), (True, 10, 1000)])
     assert [o for o, _ in first] == list(range(1001, 1011))  # 1,000 aborted, their marker, 10 committed
     mixed = write(bs, "mixed", [(True, 300, 2048), (False, 1000, 2048), (True, 100, 2048), (False, 500, 2048)])
     assert [o for o, _ in mixed] == [*range(300), *range(1302, 1402)]
     for topic, at_least in (("aborted-1000", 40), ("mixed", 150)):  # the transactions span many segments
-        assert broker.call(lambda t=topic: len(broker.state.log_manager.get_log(TopicPartition(t, 0)).segments)) \
+        assert tidelog_module_broker.call(lambda t=topic: len(tidelog_module_broker.state.log_manager.get_log(TopicPartition(t, 0)).segments)) \
             >= at_least
     return Data(Written("aborted-1000", first, 500), Written("mixed", mixed, 700))
 
@@ -185,11 +182,11 @@ def read_aiokafka(bootstrap: str, topic: str, start: int, small: bool) -> list[t
 
 
 @pytest.fixture(scope="module")
-def java_reads(broker: Any, data: Data, txn_java: TxnJava) -> dict[tuple[str, int, bool], list[tuple[int, str]]]:
+def java_reads(tidelog_module_broker: BrokerHandle, data: Data, txn_java: TxnJava) -> dict[tuple[str, int, bool], list[tuple[int, str]]]:
     """Every read of the Java client, by (topic, start, small): one JVM runs them all, one consumer each."""
     specs = [(w.topic, start, small) for w in (data.aborted_1000, data.mixed) for start in (0, w.middle)
              for small in (False, True)]
-    lines = txn_java.run("read", broker.bootstrap,
+    lines = txn_java.run("read", tidelog_module_broker.bootstrap,
                          *(f"{t}:{start}:{SMALL_FETCH if small else 0}" for t, start, small in specs))
     reads: dict[tuple[str, int, bool], list[tuple[int, str]]] = {spec: [] for spec in specs}
     for line in lines:
@@ -218,11 +215,11 @@ def reader(request: pytest.FixtureRequest) -> Reader:
 @pytest.mark.parametrize("from_middle", [False, True], ids=["from-0", "from-aborted-middle"])
 @pytest.mark.parametrize("scenario", ["aborted_1000", "mixed"])
 def test_read_committed_delivers_exactly_the_committed_records(
-        scenario: str, from_middle: bool, small: bool, reader: Reader, data: Data, broker: Any) -> None:
+        scenario: str, from_middle: bool, small: bool, reader: Reader, data: Data, tidelog_module_broker: BrokerHandle) -> None:
     written: Written = getattr(data, scenario)
     start = written.middle if from_middle else 0
     expected = [(o, v) for o, v in written.committed if o >= start]
-    got = reader(broker.bootstrap, written.topic, start, small)
+    got = reader(tidelog_module_broker.bootstrap, written.topic, start, small)
     aborted = [r for r in got if r[1].startswith("a")]
     assert not aborted, f"{len(aborted)} aborted records delivered of {len(got)}, first {aborted[:3]}"
     assert got == expected

@@ -6,31 +6,25 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tidelog.testing import KafkaWire, run_broker
+from tidelog.testing import BrokerHandle, KafkaWire
 
-from .clients_lib import PARTITIONS, PER_TXN, check_outcome, create_topic, read_all, values
+from .clients_lib import PARTITIONS, PER_TXN, check_outcome, read_all, values
 
 OVERRIDES = {"group.initial.rebalance.delay.ms": 0, "transaction.state.log.num.partitions": 5,
              "offsets.topic.num.partitions": 5, "transaction.abort.timed.out.transaction.cleanup.interval.ms": 200}
 OUTCOMES = [True, False, True, False]
+pytestmark = pytest.mark.tidelog(overrides=OVERRIDES)
 
 
-@pytest.fixture(scope="module")
-def broker() -> Iterator[Any]:
-    with run_broker(overrides=OVERRIDES) as handle:
-        yield handle
-
-
-def test_confluent_commit_and_abort(broker: Any) -> None:
+def test_confluent_commit_and_abort(tidelog_module_broker: BrokerHandle) -> None:
     from confluent_kafka import Producer
 
-    create_topic(broker.bootstrap, "txn-confluent")
-    p = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "confluent-1", "linger.ms": 5})
+    tidelog_module_broker.create_topic("txn-confluent", PARTITIONS)
+    p = Producer({"bootstrap.servers": tidelog_module_broker.bootstrap, "transactional.id": "confluent-1", "linger.ms": 5})
     p.init_transactions(60)
     for t, commit in enumerate(OUTCOMES):
         p.begin_transaction()
@@ -38,14 +32,14 @@ def test_confluent_commit_and_abort(broker: Any) -> None:
             p.produce("txn-confluent", value=v, partition=i % PARTITIONS)
         p.flush(60)  # abort_transaction would otherwise purge what is still queued
         p.commit_transaction(60) if commit else p.abort_transaction(60)
-    check_outcome(broker.bootstrap, "txn-confluent", "c", OUTCOMES)
+    check_outcome(tidelog_module_broker.bootstrap, "txn-confluent", "c", OUTCOMES)
 
 
-def test_kafka_python_commit_and_abort(broker: Any) -> None:
+def test_kafka_python_commit_and_abort(tidelog_module_broker: BrokerHandle) -> None:
     from kafka import KafkaProducer
 
-    create_topic(broker.bootstrap, "txn-kafka-python")
-    p = KafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id="kafka-python-1")
+    tidelog_module_broker.create_topic("txn-kafka-python", PARTITIONS)
+    p = KafkaProducer(bootstrap_servers=tidelog_module_broker.bootstrap, transactional_id="kafka-python-1")
     try:
         p.init_transactions()
         for t, commit in enumerate(OUTCOMES):
@@ -58,16 +52,16 @@ def test_kafka_python_commit_and_abort(broker: Any) -> None:
             p.commit_transaction() if commit else p.abort_transaction()
     finally:
         p.close(10)
-    check_outcome(broker.bootstrap, "txn-kafka-python", "k", OUTCOMES)
+    check_outcome(tidelog_module_broker.bootstrap, "txn-kafka-python", "k", OUTCOMES)
 
 
-def test_aiokafka_commit_and_abort(broker: Any) -> None:
+def test_aiokafka_commit_and_abort(tidelog_module_broker: BrokerHandle) -> None:
     from aiokafka import AIOKafkaProducer
 
-    create_topic(broker.bootstrap, "txn-aiokafka")
+    tidelog_module_broker.create_topic("txn-aiokafka", PARTITIONS)
 
     async def run() -> None:
-        p = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id="aiokafka-1")
+        p = AIOKafkaProducer(bootstrap_servers=tidelog_module_broker.bootstrap, transactional_id="aiokafka-1")
         await p.start()
         try:
             for t, commit in enumerate(OUTCOMES):
@@ -80,7 +74,7 @@ def test_aiokafka_commit_and_abort(broker: Any) -> None:
             await p.stop()
 
     asyncio.run(run())
-    check_outcome(broker.bootstrap, "txn-aiokafka", "a", OUTCOMES)
+    check_outcome(tidelog_module_broker.bootstrap, "txn-aiokafka", "a", OUTCOMES)
 
 
 def _committed(bootstrap: str, group: str, topic: str) -> list[int]:
@@ -93,14 +87,14 @@ def _committed(bootstrap: str, group: str, topic: str) -> list[int]:
         c.close()
 
 
-def test_confluent_consume_transform_produce(broker: Any) -> None:
+def test_confluent_consume_transform_produce(tidelog_module_broker: BrokerHandle) -> None:
     """sendOffsetsToTransaction: an abort leaves the group's offsets, a commit moves them with the output;
     a restarted producer (same transactional id) continues exactly once."""
     from confluent_kafka import Consumer, Producer
 
-    bs = broker.bootstrap
-    create_topic(bs, "ctp-in")
-    create_topic(bs, "ctp-out")
+    bs = tidelog_module_broker.bootstrap
+    tidelog_module_broker.create_topic("ctp-in", PARTITIONS)
+    tidelog_module_broker.create_topic("ctp-out", PARTITIONS)
     src = Producer({"bootstrap.servers": bs})
     for i in range(60):
         src.produce("ctp-in", value=b"in-%d" % i, partition=i % PARTITIONS)
@@ -141,11 +135,11 @@ def test_confluent_consume_transform_produce(broker: Any) -> None:
     assert sorted(out) == sorted(b"out-in-%d" % i for i in range(60))  # exactly once
 
 
-def test_second_producer_fences_the_first(broker: Any) -> None:
+def test_second_producer_fences_the_first(tidelog_module_broker: BrokerHandle) -> None:
     from confluent_kafka import KafkaException, Producer
 
-    bs = broker.bootstrap
-    create_topic(bs, "txn-fence")
+    bs = tidelog_module_broker.bootstrap
+    tidelog_module_broker.create_topic("txn-fence", PARTITIONS)
     old = Producer({"bootstrap.servers": bs, "transactional.id": "fence-1"})
     old.init_transactions(60)
     old.begin_transaction()
@@ -174,11 +168,11 @@ def _lso(bs: str, topic: str) -> int:
         c.close()
 
 
-def test_open_transaction_holds_lso_until_commit_or_timeout(broker: Any) -> None:
+def test_open_transaction_holds_lso_until_commit_or_timeout(tidelog_module_broker: BrokerHandle) -> None:
     from confluent_kafka import Producer
 
-    bs = broker.bootstrap
-    create_topic(bs, "txn-lso", 1)
+    bs = tidelog_module_broker.bootstrap
+    tidelog_module_broker.create_topic("txn-lso")
     plain = Producer({"bootstrap.servers": bs})
     plain.produce("txn-lso", value=b"before", partition=0)
     plain.flush(30)
@@ -208,17 +202,17 @@ def test_open_transaction_holds_lso_until_commit_or_timeout(broker: Any) -> None
         time.sleep(0.2)
     assert _lso(bs, "txn-lso") == 6  # the hung record and its ABORT marker
     assert read_all(bs, "txn-lso", "read_committed", 1) == [b"before", b"in-txn", b"after"]
-    meta = broker.call(lambda: broker.state.txn_coordinator.state.get("lso-hung"))
+    meta = tidelog_module_broker.call(lambda: tidelog_module_broker.state.txn_coordinator.state.get("lso-hung"))
     assert meta.state.state_name == "CompleteAbort"
 
 
-def test_transactional_produce_outside_the_transaction_is_refused(broker: Any) -> None:
+def test_transactional_produce_outside_the_transaction_is_refused(tidelog_module_broker: BrokerHandle) -> None:
     """KIP-890 part 1: a transactional batch to a partition not added to the transaction: INVALID_TXN_STATE."""
     from tidelog.protocol.messages import request_class
     from tidelog.protocol.records import Record, build_batch
 
-    bs = broker.bootstrap
-    create_topic(bs, "txn-verify", 1)
+    bs = tidelog_module_broker.bootstrap
+    tidelog_module_broker.create_topic("txn-verify")
     with KafkaWire(bs) as wire:
         init = wire.request(22, 4, request_class(22)[4](transactional_id="verify-1", transaction_timeout_ms=60000,
                                                        producer_id=-1, producer_epoch=-1))

@@ -4,32 +4,24 @@ the Admin client's listTransactions / describeTransactions / describeProducers."
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
-
 import pytest
 
-from tidelog.testing import run_broker
+from tidelog.testing import BrokerHandle
 
-from .clients_lib import PARTITIONS, check_outcome, create_topic, read_all
+from .clients_lib import PARTITIONS, check_outcome, read_all
 from .conftest import TxnJava
-
-pytestmark = pytest.mark.java
 
 OVERRIDES = {"group.initial.rebalance.delay.ms": 0, "transaction.state.log.num.partitions": 5,
              "offsets.topic.num.partitions": 5}
 
 
-@pytest.fixture(scope="module")
-def broker() -> Iterator[Any]:
-    with run_broker(overrides=OVERRIDES) as handle:
-        yield handle
+pytestmark = [pytest.mark.java, pytest.mark.tidelog(overrides=OVERRIDES)]
 
 
-def test_java_commit_and_abort(broker: Any, txn_java: TxnJava) -> None:
-    create_topic(broker.bootstrap, "java-txn")
-    assert txn_java.run("txn", broker.bootstrap, "java-txn", "java-1", "CACA") == [{"done": 4}]
-    check_outcome(broker.bootstrap, "java-txn", "j", [True, False, True, False])
+def test_java_commit_and_abort(tidelog_module_broker: BrokerHandle, txn_java: TxnJava) -> None:
+    tidelog_module_broker.create_topic("java-txn", PARTITIONS)
+    assert txn_java.run("txn", tidelog_module_broker.bootstrap, "java-txn", "java-1", "CACA") == [{"done": 4}]
+    check_outcome(tidelog_module_broker.bootstrap, "java-txn", "j", [True, False, True, False])
 
 
 def _committed(bootstrap: str, group: str, topic: str) -> list[int]:
@@ -43,12 +35,12 @@ def _committed(bootstrap: str, group: str, topic: str) -> list[int]:
 
 
 @pytest.mark.slow
-def test_java_consume_transform_produce_exactly_once(broker: Any, txn_java: TxnJava) -> None:
+def test_java_consume_transform_produce_exactly_once(tidelog_module_broker: BrokerHandle, txn_java: TxnJava) -> None:
     from confluent_kafka import Producer
 
-    bs = broker.bootstrap
-    create_topic(bs, "jctp-in")
-    create_topic(bs, "jctp-out")
+    bs = tidelog_module_broker.bootstrap
+    tidelog_module_broker.create_topic("jctp-in", PARTITIONS)
+    tidelog_module_broker.create_topic("jctp-out", PARTITIONS)
     src = Producer({"bootstrap.servers": bs})
     for i in range(45):
         src.produce("jctp-in", value=b"%d" % i, partition=i % PARTITIONS)
@@ -66,17 +58,17 @@ def test_java_consume_transform_produce_exactly_once(broker: Any, txn_java: TxnJ
     assert sorted(read_all(bs, "jctp-out", "read_committed")) == sorted(b"out-%d" % i for i in range(45))
 
 
-def test_java_second_producer_fences_the_first(broker: Any, txn_java: TxnJava) -> None:
-    create_topic(broker.bootstrap, "java-fence")
-    out = txn_java.run("fence", broker.bootstrap, "java-fence", "java-fence-1")
+def test_java_second_producer_fences_the_first(tidelog_module_broker: BrokerHandle, txn_java: TxnJava) -> None:
+    tidelog_module_broker.create_topic("java-fence", PARTITIONS)
+    out = txn_java.run("fence", tidelog_module_broker.bootstrap, "java-fence", "java-fence-1")
     assert out == [{"old_commit_error": "ProducerFencedException"}]
-    assert read_all(broker.bootstrap, "java-fence", "read_committed") == [b"new"]
-    assert len(read_all(broker.bootstrap, "java-fence", "read_uncommitted")) == 31
+    assert read_all(tidelog_module_broker.bootstrap, "java-fence", "read_committed") == [b"new"]
+    assert len(read_all(tidelog_module_broker.bootstrap, "java-fence", "read_uncommitted")) == 31
 
 
-def test_java_admin_lists_and_describes_transactions_and_producers(broker: Any, txn_java: TxnJava) -> None:
-    create_topic(broker.bootstrap, "java-admin-txn")
-    out = txn_java.run("admin", broker.bootstrap, "java-admin-txn", "java-admin-1")
+def test_java_admin_lists_and_describes_transactions_and_producers(tidelog_module_broker: BrokerHandle, txn_java: TxnJava) -> None:
+    tidelog_module_broker.create_topic("java-admin-txn", PARTITIONS)
+    out = txn_java.run("admin", tidelog_module_broker.bootstrap, "java-admin-txn", "java-admin-1")
     listed = {tid: (pid, state) for tid, pid, state in out[0]["listed"]}
     opened, producers, committed = out[1]["open"], out[2]["producers"], out[3]["committed"]
     assert listed["java-admin-1"] == (opened["producer_id"], "Ongoing")

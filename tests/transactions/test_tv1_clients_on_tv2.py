@@ -9,26 +9,28 @@ committed transactions only. (Every other module of tests/transactions runs on a
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from tidelog.protocol.messages import request_class
-from tidelog.testing import KafkaWire, run_broker
+from tidelog.testing import BrokerHandle, KafkaWire
 
-from .clients_lib import PARTITIONS, check_outcome, create_topic, values
+from .clients_lib import PARTITIONS, check_outcome, values
 
 OUTCOMES = [True, False, True]
 
 
-@pytest.fixture(scope="module")
-def broker() -> Iterator[Any]:
-    with run_broker(overrides={"transaction.state.log.num.partitions": 3, "offsets.topic.num.partitions": 3}) as b:
-        with KafkaWire(b.bootstrap) as wire:
-            resp = wire.request(18, 4, request_class(18)[4](client_software_name="t", client_software_version="1"))
-        assert {f.name: f.max_version_level for f in resp.finalized_features}["transaction.version"] == 2
-        yield b
+pytestmark = pytest.mark.tidelog(overrides={"transaction.state.log.num.partitions": 3,
+                                            "offsets.topic.num.partitions": 3})
+
+
+@pytest.fixture(scope="module", autouse=True)
+def transaction_version_2(tidelog_module_broker: BrokerHandle) -> None:
+    """The module's broker finalizes transaction.version 2 (what these TV1 clients meet)."""
+    with KafkaWire(tidelog_module_broker.bootstrap) as wire:
+        resp = wire.request(18, 4, request_class(18)[4](client_software_name="t", client_software_version="1"))
+    assert {f.name: f.max_version_level for f in resp.finalized_features}["transaction.version"] == 2
 
 
 def epoch_and_version(broker: Any, tid: str) -> tuple[int, int, int]:
@@ -37,13 +39,13 @@ def epoch_and_version(broker: Any, tid: str) -> tuple[int, int, int]:
     return meta.producer_id, meta.producer_epoch, meta.client_transaction_version
 
 
-def test_confluent_kafka(broker: Any) -> None:
+def test_confluent_kafka(tidelog_module_broker: BrokerHandle) -> None:
     from confluent_kafka import Consumer, Producer, TopicPartition
 
     topic, tid = "tv1-confluent", "tv1-confluent"
-    create_topic(broker.bootstrap, topic)
-    p = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": tid, "linger.ms": 5})
-    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "tv1-confluent-g"})
+    tidelog_module_broker.create_topic(topic, PARTITIONS)
+    p = Producer({"bootstrap.servers": tidelog_module_broker.bootstrap, "transactional.id": tid, "linger.ms": 5})
+    c = Consumer({"bootstrap.servers": tidelog_module_broker.bootstrap, "group.id": "tv1-confluent-g"})
     p.init_transactions(60)
     seen = []
     for t, commit in enumerate(OUTCOMES):
@@ -53,20 +55,20 @@ def test_confluent_kafka(broker: Any) -> None:
         p.flush(60)
         p.send_offsets_to_transaction([TopicPartition(topic, 0, t + 1)], c.consumer_group_metadata(), 60)
         p.commit_transaction(60) if commit else p.abort_transaction(60)
-        seen.append(epoch_and_version(broker, tid))
+        seen.append(epoch_and_version(tidelog_module_broker, tid))
     c.close()
     assert len(set(seen)) == 1 and seen[0][2] == 0  # no bump, TV0
-    check_outcome(broker.bootstrap, topic, "cf", OUTCOMES)
+    check_outcome(tidelog_module_broker.bootstrap, topic, "cf", OUTCOMES)
 
 
-def test_kafka_python(broker: Any) -> None:
+def test_kafka_python(tidelog_module_broker: BrokerHandle) -> None:
     from kafka import KafkaProducer
     from kafka.consumer.fetcher import OffsetAndMetadata
     from kafka.structs import TopicPartition
 
     topic, tid = "tv1-kafka-python", "tv1-kafka-python"
-    create_topic(broker.bootstrap, topic)
-    p = KafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id=tid)
+    tidelog_module_broker.create_topic(topic, PARTITIONS)
+    p = KafkaProducer(bootstrap_servers=tidelog_module_broker.bootstrap, transactional_id=tid)
     seen = []
     try:
         p.init_transactions()
@@ -79,23 +81,23 @@ def test_kafka_python(broker: Any) -> None:
             p.send_offsets_to_transaction({TopicPartition(topic, 0): OffsetAndMetadata(t + 1, "", -1)},
                                           "tv1-kafka-python-g")
             p.commit_transaction() if commit else p.abort_transaction()
-            seen.append(epoch_and_version(broker, tid))
+            seen.append(epoch_and_version(tidelog_module_broker, tid))
     finally:
         p.close(10)
     assert len(set(seen)) == 1 and seen[0][2] == 0
-    check_outcome(broker.bootstrap, topic, "kp", OUTCOMES)
+    check_outcome(tidelog_module_broker.bootstrap, topic, "kp", OUTCOMES)
 
 
-def test_aiokafka(broker: Any) -> None:
+def test_aiokafka(tidelog_module_broker: BrokerHandle) -> None:
     from aiokafka import AIOKafkaProducer
     from aiokafka import TopicPartition as AioTopicPartition
 
     topic, tid = "tv1-aiokafka", "tv1-aiokafka"
-    create_topic(broker.bootstrap, topic)
+    tidelog_module_broker.create_topic(topic, PARTITIONS)
     seen = []
 
     async def run() -> None:
-        p = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id=tid)
+        p = AIOKafkaProducer(bootstrap_servers=tidelog_module_broker.bootstrap, transactional_id=tid)
         await p.start()
         try:
             for t, commit in enumerate(OUTCOMES):
@@ -105,10 +107,10 @@ def test_aiokafka(broker: Any) -> None:
                 await p.flush()
                 await p.send_offsets_to_transaction({AioTopicPartition(topic, 0): t + 1}, "tv1-aiokafka-g")
                 await (p.commit_transaction() if commit else p.abort_transaction())
-                seen.append(epoch_and_version(broker, tid))
+                seen.append(epoch_and_version(tidelog_module_broker, tid))
         finally:
             await p.stop()
 
     asyncio.run(run())
     assert len(set(seen)) == 1 and seen[0][2] == 0
-    check_outcome(broker.bootstrap, topic, "ak", OUTCOMES)
+    check_outcome(tidelog_module_broker.bootstrap, topic, "ak", OUTCOMES)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ from tidelog.broker.features import FILE_NAME
 from tidelog.coordinator.transaction import records as rec
 from tidelog.coordinator.transaction.fault_hooks import TxnFaultPoint
 from tidelog.protocol.errors import ErrorCode as E
-from tidelog.testing import BrokerProcess, KafkaWire, run_broker
+from tidelog.testing import BrokerHandle, BrokerProcess, KafkaWire
 
 from .clients_lib import create_topic, read_all
 from .tv2_lib import Producer, end_txn_v5, init_v5, produce_v12, txn_offset_commit
@@ -33,9 +34,11 @@ def state_values(broker: Any, tid: str) -> list[rec.TransactionLogValue]:
                                 if v is not None and rec.decode_key(k) == tid])
 
 
-def test_tv2_state_is_persisted_and_resumed_after_a_restart(tmp_path: Path) -> None:
+def test_tv2_state_is_persisted_and_resumed_after_a_restart(tmp_path: Path,
+        tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
     tid = "tv2-restart"
-    with run_broker(tmp_path, overrides=OVERRIDES) as b, KafkaWire(b.bootstrap) as wire:
+    b = tidelog_broker_factory(tmp_path, overrides=OVERRIDES)
+    with KafkaWire(b.bootstrap) as wire:
         create_topic(b.bootstrap, "tv2r", 2)
         p0 = init_v5(wire, tid)
         assert produce_v12(wire, tid, p0, "tv2r", 0, [b"first"]).error_code == E.NONE
@@ -51,7 +54,8 @@ def test_tv2_state_is_persisted_and_resumed_after_a_restart(tmp_path: Path) -> N
         assert (prepare.producer_epoch, prepare.client_transaction_version) == (p1.epoch, 2)
         assert (complete.producer_epoch, complete.next_producer_id) == (p1.epoch, -1)
         assert (ongoing.producer_epoch, ongoing.client_transaction_version) == (p1.epoch, 2)
-    with run_broker(tmp_path, overrides=OVERRIDES) as b, KafkaWire(b.bootstrap) as wire:
+    b.restart()
+    with KafkaWire(b.bootstrap) as wire:
         meta = b.call(lambda: b.state.txn_coordinator.state.get(tid).copy())
         assert (meta.state.state_name, meta.producer_epoch, meta.client_transaction_version) == ("Ongoing", p1.epoch, 2)
         assert end_txn_v5(wire, tid, p0, commit=True)[0] == E.PRODUCER_FENCED  # Ongoing wants the current epoch
@@ -92,7 +96,8 @@ def test_kill_during_a_tv2_commit_is_all_or_nothing(tmp_path: Path, point: TxnFa
         broker.stop()
 
 
-def test_a_data_dir_from_before_transaction_version_keeps_level_0(tmp_path: Path) -> None:
+def test_a_data_dir_from_before_transaction_version_keeps_level_0(tmp_path: Path,
+        tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
     """The features file such a tidelog wrote has no transaction.version: TV0 until UpdateFeatures, so Produce v12
     does not add partitions and the state records stay v0; raised to 2, the implicit add works."""
     from tests.broker.test_features import api_versions, features, update
@@ -100,7 +105,8 @@ def test_a_data_dir_from_before_transaction_version_keeps_level_0(tmp_path: Path
     (tmp_path / FILE_NAME).write_text(json.dumps({"version": 2, "epoch": 3, "finalized": {
         "metadata.version": 30, "kraft.version": 1, "group.version": 1, "eligible.leader.replicas.version": 1,
         "share.version": 1}}))
-    with run_broker(tmp_path, overrides=OVERRIDES) as b, KafkaWire(b.bootstrap) as wire:
+    b = tidelog_broker_factory(tmp_path, overrides=OVERRIDES)
+    with KafkaWire(b.bootstrap) as wire:
         create_topic(b.bootstrap, "tv2old", 1)
         assert "transaction.version" not in features(api_versions(wire, 4))[1]
         p = init_v5(wire, "tv2-old")

@@ -4,38 +4,30 @@ FindCoordinator creating __transaction_state, Describe/ListTransactions and Desc
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
-
 import pytest
 
 from tidelog.protocol.errors import ErrorCode as E
 from tidelog.protocol.messages import request_class
-from tidelog.testing import KafkaWire, run_broker
+from tidelog.testing import BrokerHandle, KafkaWire
 
-from .clients_lib import create_topic
 from .wire_lib import add_partitions, end_txn, init
 
-
-@pytest.fixture(scope="module")
-def broker() -> Iterator[Any]:
-    with run_broker(overrides={"transaction.state.log.num.partitions": 4, "offsets.topic.num.partitions": 2}) as b:
-        create_topic(b.bootstrap, "wire-txn", 2)
-        yield b
+pytestmark = pytest.mark.tidelog(overrides={"transaction.state.log.num.partitions": 4,
+                                            "offsets.topic.num.partitions": 2}, topics={"wire-txn": 2})
 
 
-def test_find_coordinator_for_a_transaction_creates_the_state_topic(broker: Any) -> None:
-    with KafkaWire(broker.bootstrap) as wire:
+def test_find_coordinator_for_a_transaction_creates_the_state_topic(tidelog_module_broker: BrokerHandle) -> None:
+    with KafkaWire(tidelog_module_broker.bootstrap) as wire:
         resp = wire.request(10, 3, request_class(10)[3](key="any-txn", key_type=1))
-        assert (resp.error_code, resp.node_id) == (0, broker.state.node_id)
-    info = broker.call(lambda: broker.state.topics.get("__transaction_state"))
+        assert (resp.error_code, resp.node_id) == (0, tidelog_module_broker.state.node_id)
+    info = tidelog_module_broker.call(lambda: tidelog_module_broker.state.topics.get("__transaction_state"))
     assert info is not None and info.partitions == 4 and info.internal
 
 
 @pytest.mark.parametrize(("version", "fenced"), [(1, E.INVALID_PRODUCER_EPOCH), (2, E.PRODUCER_FENCED),
                                                   (4, E.PRODUCER_FENCED)])
-def test_stale_epoch_error_depends_on_version(broker: Any, version: int, fenced: int) -> None:
-    with KafkaWire(broker.bootstrap) as wire:
+def test_stale_epoch_error_depends_on_version(tidelog_module_broker: BrokerHandle, version: int, fenced: int) -> None:
+    with KafkaWire(tidelog_module_broker.bootstrap) as wire:
         first = init(wire, f"epoch-{version}")
         second = init(wire, f"epoch-{version}")
         assert second.producer_epoch == first.producer_epoch + 1
@@ -46,8 +38,8 @@ def test_stale_epoch_error_depends_on_version(broker: Any, version: int, fenced:
                        version) == E.INVALID_TXN_STATE  # nothing begun
 
 
-def test_invalid_timeout_and_unknown_partitions(broker: Any) -> None:
-    with KafkaWire(broker.bootstrap) as wire:
+def test_invalid_timeout_and_unknown_partitions(tidelog_module_broker: BrokerHandle) -> None:
+    with KafkaWire(tidelog_module_broker.bootstrap) as wire:
         resp = wire.request(22, 4, request_class(22)[4](transactional_id="timeout", transaction_timeout_ms=900_001,
                                                         producer_id=-1, producer_epoch=-1))
         assert resp.error_code == E.INVALID_TRANSACTION_TIMEOUT
@@ -59,8 +51,8 @@ def test_invalid_timeout_and_unknown_partitions(broker: Any) -> None:
         assert end_txn(wire, "unknown-parts", r.producer_id, r.producer_epoch, False) == E.NONE
 
 
-def test_txn_offsets_pending_until_commit_and_require_stable(broker: Any) -> None:
-    with KafkaWire(broker.bootstrap) as wire:
+def test_txn_offsets_pending_until_commit_and_require_stable(tidelog_module_broker: BrokerHandle) -> None:
+    with KafkaWire(tidelog_module_broker.bootstrap) as wire:
         r = init(wire, "offsets-1")
         assert wire.request(25, 3, request_class(25)[3](
             transactional_id="offsets-1", producer_id=r.producer_id, producer_epoch=r.producer_epoch,
@@ -94,8 +86,8 @@ def test_txn_offsets_pending_until_commit_and_require_stable(broker: Any) -> Non
         assert fetch(True) == (42, 0)
 
 
-def test_describe_and_list_transactions_and_producers(broker: Any) -> None:
-    with KafkaWire(broker.bootstrap) as wire:
+def test_describe_and_list_transactions_and_producers(tidelog_module_broker: BrokerHandle) -> None:
+    with KafkaWire(tidelog_module_broker.bootstrap) as wire:
         r = init(wire, "admin-wire")
         assert add_partitions(wire, "admin-wire", r.producer_id, r.producer_epoch, "wire-txn", [1]) == \
             {("wire-txn", 1): 0}
@@ -118,11 +110,11 @@ def test_describe_and_list_transactions_and_producers(broker: Any) -> None:
         assert end_txn(wire, "admin-wire", r.producer_id, r.producer_epoch, False) == E.NONE
 
 
-def test_coordinator_metrics(broker: Any) -> None:
-    metrics = broker.state.metrics
+def test_coordinator_metrics(tidelog_module_broker: BrokerHandle) -> None:
+    metrics = tidelog_module_broker.state.metrics
     if metrics.registry is None:
-        broker.call(lambda: metrics.start(-1))
-    with KafkaWire(broker.bootstrap) as wire:
+        tidelog_module_broker.call(lambda: metrics.start(-1))
+    with KafkaWire(tidelog_module_broker.bootstrap) as wire:
         r = init(wire, "metrics-1")
         assert add_partitions(wire, "metrics-1", r.producer_id, r.producer_epoch, "wire-txn", [0, 1]) == \
             {("wire-txn", 0): 0, ("wire-txn", 1): 0}
