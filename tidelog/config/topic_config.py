@@ -93,6 +93,11 @@ _DEFS = [
                    "lz4 level when compression.type is lz4."),
     TopicConfigDef("compression.zstd.level", I, 3, (("compression.zstd.level", 1),), between(-131_072, 22),
                    "zstd level when compression.type is zstd."),
+    # Confluent Server's broker-side Schema ID Validation (TopicNameStrategy): see broker/schema_validation.py
+    TopicConfigDef("confluent.key.schema.validation", B, False, (), None,
+                   "Refuse records whose key lacks a schema id registered under <topic>-key (registry on)."),
+    TopicConfigDef("confluent.value.schema.validation", B, False, (), None,
+                   "Refuse records whose value lacks a schema id registered under <topic>-value (registry on)."),
     TopicConfigDef("delete.retention.ms", L, 86_400_000, (("log.cleaner.delete.retention.ms", 1),), at_least(0),
                    "How long tombstones stay readable after compaction."),
     TopicConfigDef("file.delete.delay.ms", L, 60_000, (("log.segment.delete.delay.ms", 1),), at_least(0),

@@ -2,7 +2,9 @@
 the registry writes (Confluent's KafkaStoreMessageHandler and LookupCache): subject versions, schemas by id,
 compatibility configs and modes.
 
-Only the registry's own thread calls it; nothing here blocks.
+Only the registry's own thread changes it; nothing here blocks. `registered` is the one query the broker's event
+loop makes (Schema ID Validation on produce): it reads `live_ids`, whose per-subject sets are replaced whole, never
+changed in place, so a reader on another thread sees one subject's ids before or after a change, never half.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ class RegistryState:
     ids: dict[str, int] = field(default_factory=dict)  # identity() -> id
     configs: dict[str | None, dict[str, Any]] = field(default_factory=dict)  # subject (None: global) -> ConfigValue
     modes: dict[str | None, str] = field(default_factory=dict)
+    live_ids: dict[str, frozenset[int]] = field(default_factory=dict)  # subject -> ids of its live versions
     max_id: int = 0
     skipped: int = 0  # records that could not be read (logged)
 
@@ -87,12 +90,22 @@ class RegistryState:
         self.schemas.setdefault(value.id, value)
         self.ids.setdefault(identity(value.schema_type, value.schema, value.references), value.id)
         self.max_id = max(self.max_id, value.id)
+        self._publish(value.subject)
+
+    def _publish(self, subject: str) -> None:
+        """Replace `subject`'s set in `live_ids` (one dict store: atomic for a reader on the broker's loop)."""
+        ids = frozenset(v.id for v in self.versions.get(subject, {}).values() if not v.deleted)
+        if ids:
+            self.live_ids[subject] = ids
+        else:
+            self.live_ids.pop(subject, None)
 
     def _drop_version(self, subject: str, version: int) -> None:
         versions = self.versions.get(subject, {})
         value = versions.pop(version, None)
         if not versions:
             self.versions.pop(subject, None)
+        self._publish(subject)
         if value is None or self._id_in_use(value.id):
             return
         # no version carries the id any more: the schema is gone (its id is never handed out again)
@@ -107,12 +120,18 @@ class RegistryState:
         for version, value in self.versions.get(subject, {}).items():
             if not isinstance(up_to, int) or version <= up_to:
                 value.deleted = True
+        self._publish(subject)
 
     def _clear_subject(self, subject: str) -> None:
         for version in [v for v, value in self.versions.get(subject, {}).items() if value.deleted]:
             self._drop_version(subject, version)
 
     # --- queries -----------------------------------------------------------------------------------------
+
+    def registered(self, subject: str, schema_id: int) -> bool:
+        """Whether a live (not soft-deleted) version of `subject` has this id; safe from any thread."""
+        ids = self.live_ids.get(subject)
+        return ids is not None and schema_id in ids
 
     def subject_versions(self, subject: str, deleted: bool = False) -> list[SchemaValue]:
         """The subject's versions, oldest first (soft-deleted ones only with `deleted`)."""

@@ -1,0 +1,54 @@
+"""Confluent Server's broker-side Schema ID Validation: topics with `confluent.value.schema.validation` (resp.
+`confluent.key.schema.validation`) true refuse a produced record whose value (resp. key) does not start with
+Confluent's wire format (magic byte 0, then a big-endian 4-byte schema id) naming a live version of the subject
+`<topic>-value` (resp. `<topic>-key`), the subject Confluent's default TopicNameStrategy gives. A null value
+(a tombstone) or a null key passes, as Confluent documents. A refused record refuses its whole batch with
+INVALID_RECORD and a record error (storage/log_validator.py `record_check`).
+
+The ids come from the broker's own Schema Registry (tidelog.schema_registry), read in memory on the broker's loop
+(`RegistryState.registered`, no I/O, no lock). With the registry off (`schema.registry.port` -1) a topic cannot
+turn validation on (INVALID_CONFIG, as Confluent Server needs `confluent.schema.registry.url` for it); while the
+registry is still replaying `_schemas` after a start, such a topic answers the retriable NOT_ENOUGH_REPLICAS.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from tidelog.config.log_config import LogConfig
+from tidelog.storage.log_validator import RecordCheck
+
+KEY_VALIDATION = "confluent.key.schema.validation"
+VALUE_VALIDATION = "confluent.value.schema.validation"
+MAGIC_BYTE = 0
+WIRE_HEADER = 5  # the magic byte and the 4-byte schema id
+
+
+class SchemaIds(Protocol):
+    def registered(self, subject: str, schema_id: int) -> bool: ...
+
+
+def _refusal(data: bytes, subject: str, ids: SchemaIds, what: str) -> str | None:
+    if len(data) < WIRE_HEADER or data[0] != MAGIC_BYTE:
+        return f"Record {what} does not start with the schema registry wire format (magic byte 0 and a schema id)"
+    schema_id = int.from_bytes(data[1:WIRE_HEADER], "big", signed=True)
+    if not ids.registered(subject, schema_id):
+        return f"Record {what} schema id {schema_id} is not registered under subject {subject}"
+    return None
+
+
+def record_check(topic: str, config: LogConfig, ids: SchemaIds) -> RecordCheck:
+    """The check of one record's key and value for a topic with validation on."""
+    key_subject = f"{topic}-key" if config.confluent_key_schema_validation else None
+    value_subject = f"{topic}-value" if config.confluent_value_schema_validation else None
+
+    def check(key: bytes | None, value: bytes | None) -> str | None:
+        if key_subject is not None and key is not None:
+            reason = _refusal(key, key_subject, ids, "key")
+            if reason is not None:
+                return reason
+        if value_subject is not None and value is not None:
+            return _refusal(value, value_subject, ids, "value")
+        return None
+
+    return check
