@@ -51,10 +51,11 @@ def wire(schema_id: int, body: bytes = b"\x06ada") -> bytes:
 
 
 def produce_all(broker: BrokerHandle, topic: str, records: list[tuple[bytes | None, bytes | None]],
-                batched: bool = False) -> list[KafkaError | None]:
+                batched: bool = False, compression: str = "none") -> list[KafkaError | None]:
     """Produce with confluent-kafka (librdkafka); each record's delivery error (None: stored). Each record is
     flushed on its own (its own batch) unless `batched` (one lingering batch)."""
     producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "linger.ms": 500 if batched else 0,
+                         "compression.type": compression,
                          "enable.idempotence": False, "retries": 0})
     outcome: list[KafkaError | None] = [None] * len(records)
     delivered = [False] * len(records)
@@ -153,6 +154,20 @@ def test_mixed_batch_refused_whole_with_record_errors(registry_broker: BrokerHan
     assert high_watermark(registry_broker, topic) == 0
     assert produce_all(registry_broker, topic, [(None, values[0])]) == [None]
     assert high_watermark(registry_broker, topic) == 1
+
+
+@pytest.mark.parametrize("compression", ["gzip", "lz4", "zstd"])
+def test_compressed_batches_checked(registry_broker: BrokerHandle, client: SchemaRegistryClient,
+                                    compression: str) -> None:
+    topic = new_topic(registry_broker, VALUE_ON)
+    schema_id = client.register_schema(f"{topic}-value", Schema(json.dumps(USER), "AVRO"))
+    good = [(None, wire(schema_id, b"\x06ada" * 50)) for _ in range(20)]
+    outcome = produce_all(registry_broker, topic, [*good, (None, b"plain" * 50)], batched=True,
+                          compression=compression)
+    assert refused(outcome[-1]) and all(e is not None for e in outcome), outcome
+    assert high_watermark(registry_broker, topic) == 0
+    assert produce_all(registry_broker, topic, good, batched=True, compression=compression) == [None] * 20
+    assert high_watermark(registry_broker, topic) == 20
 
 
 def test_kafka_python_producer(registry_broker: BrokerHandle, client: SchemaRegistryClient) -> None:
