@@ -10,10 +10,8 @@ reads the names setup.py declares, for the checks that a wheel or an image carri
 
 from __future__ import annotations
 
-import ast
 import importlib
 import importlib.machinery
-import json
 import os
 import sys
 from collections.abc import Sequence
@@ -21,6 +19,18 @@ from pathlib import Path
 from typing import Any
 
 PACKAGE_ROOT = Path(__file__).resolve().parent
+
+
+def load(name: str) -> Any:
+    """The optional compiled module `name` (setup.py builds it where a compiler is), or None when it is not built
+    or TIDELOG_PURE_PYTHON is set: the caller then runs its pure-Python twin. The one loader of every accelerator
+    (imported on the broker's start-up path: this module imports nothing heavy until `status` or `main` run)."""
+    if os.environ.get("TIDELOG_PURE_PYTHON"):
+        return None
+    try:
+        return importlib.import_module(name)
+    except ImportError:  # a machine without a compiler, or a module built for another interpreter
+        return None
 
 
 def compiled_modules(root: Path = PACKAGE_ROOT) -> list[str]:
@@ -64,6 +74,8 @@ def log_status(logger: Any) -> dict[str, Any]:
 
 def declared_extensions(setup_py: Path) -> list[str]:
     """The module names of the `Extension("dotted.name", ...)` calls in setup.py (read, not run)."""
+    import ast  # only for the wheel and image checks
+
     names = []
     for node in ast.walk(ast.parse(Path(setup_py).read_text(), str(setup_py))):
         if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "Extension":
@@ -74,6 +86,8 @@ def declared_extensions(setup_py: Path) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    import json
+
     args = list(sys.argv[1:] if argv is None else argv)
     found = status()
     print(json.dumps(found, indent=2))

@@ -11,6 +11,7 @@ import hashlib
 import random
 import struct
 import types
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +19,9 @@ import pytest
 from cleaner_env import Env
 
 from tests.accelerators import require_built
-from tidelog.cleaner import core
+from tidelog.cleaner import core, record_stream
 from tidelog.cleaner.offset_map import SkimpyOffsetMap
+from tidelog.cleaner.record_stream import stream_inflater
 from tidelog.cleaner.stats import Throttler
 from tidelog.clock import ManualClock
 from tidelog.config.log_config import LogConfig
@@ -119,10 +121,27 @@ def clean_passes(tmp: Path, seed: int, codecs: list[int]) -> list[list[tuple[str
         env.close()
 
 
-@pytest.mark.parametrize("codec", [*CODECS, "mixed"])
+@pytest.fixture
+def small_window(c_core: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A 300-byte inflate window in both cores: every compressed batch of these logs is then read from the stream
+    run by run (its records longer than the window held whole) instead of inflated whole within the window."""
+    monkeypatch.setattr(record_stream, "WINDOW", 300)
+    monkeypatch.setattr(record_stream, "READ", 100)
+    old = c_core.set_window(300)
+    yield
+    c_core.set_window(old)
+
+
+@pytest.mark.parametrize(("codec", "window"), [
+    *((codec, "whole") for codec in [*CODECS, "mixed"]),
+    *((codec, "stream") for codec in [*CODECS, "mixed"] if codec != "none"),  # a plain batch is read in place
+])
 def test_c_and_python_cleaners_write_identical_segments(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, c_core: object, codec: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest, c_core: object, codec: str,
+    window: str,
 ) -> None:
+    if window == "stream":
+        request.getfixturevalue("small_window")
     codecs = list(CODECS.values()) if codec == "mixed" else [CODECS[codec]]
     seed = sum(codec.encode())
     with_c = clean_passes(tmp_path / "c", seed, codecs)
@@ -135,6 +154,32 @@ def test_c_and_python_cleaners_write_identical_segments(
     first = dict(with_c[0])
     original = sum(len(b) for name, b in first.items() if name.endswith(".log"))
     assert original > 0
+
+
+@pytest.mark.parametrize("codec", [GZIP, SNAPPY, LZ4, ZSTD])
+def test_c_core_decides_a_batch_longer_than_its_window_itself(c_core: Any, small_window: None, codec: int) -> None:
+    """With a 300-byte window the C core reads a compressed batch of 200 records from the stream run by run and
+    decides it itself (DONE, not NEED_PYTHON): the parity tests' "stream" runs compare its stream with Python's."""
+    recs = [Record(i, 1000 + i, b"k%d" % (i % 7), b"v%d" % i * 20, (("h", b"x"),)) for i in range(200)]
+    chunk = bytes(build_batch(recs, 0, compression=codec))
+    latest_of_each_key = [(b"k%d" % (i % 7), b"v%d" % i * 20) for i in range(193, 200)]
+    m = SkimpyOffsetMap(24 * 100)
+    pos, status, entries, latest, read, *_ = c_core.map_chunk(
+        m.buffer, m.dirty, m.slots, 0, m.max_entries, -1, chunk, 0, len(chunk), 0, stream_inflater)
+    assert (pos, status, entries, latest, read) == (len(chunk), core.DONE, 7, 199, 200)
+    out = bytearray(4 * len(chunk) + 4096)
+    result = c_core.filter_chunk(m.buffer, m.slots, 199, chunk, 0, len(chunk), out, 0, b"", 1000, 0, 1000, 1 << 20,
+                                 -1, -1, stream_inflater, records_module.compress)
+    assert (result[0], result[1], result[8]) == (len(chunk), core.DONE, 7)  # 7 records written
+    assert [(r.key, r.value) for r in records_module.iter_records(out[: result[2]])] == latest_of_each_key
+    # the entries Python calls for the batches it decides itself (transactional, control) stream the same way
+    records = memoryview(chunk)[61:]
+    mapped = c_core.map_payload(m.buffer, m.dirty, m.slots, 7, m.max_entries, -1, records, 0, 200, 0, codec,
+                                stream_inflater)
+    assert mapped[:4] == (core.DONE, 7, 199, 200)
+    decided = c_core.filter_payload(m.buffer, m.slots, 199, records, 0, 200, 1000, 1199, codec, 0, 1000, False,
+                                    stream_inflater)
+    assert decided[:2] == (7, False)
 
 
 def test_c_offset_map_matches_python_slot_for_slot(c_core: object, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -200,11 +245,11 @@ def test_c_core_hands_malformed_batches_to_python(c_core: object) -> None:
     chunk = bytes(good + garbage)
     m = SkimpyOffsetMap(24 * 100)
     pos, status, *_ = c_core.map_chunk(  # type: ignore[attr-defined]
-        m.buffer, m.dirty, m.slots, 0, m.max_entries, -1, chunk, 0, len(chunk), 0, records_module.decompress)
+        m.buffer, m.dirty, m.slots, 0, m.max_entries, -1, chunk, 0, len(chunk), 0, stream_inflater)
     assert (pos, status) == (len(good), core.NEED_PYTHON)
     result = c_core.filter_chunk(  # type: ignore[attr-defined]
         m.buffer, m.slots, 2, chunk, 0, len(chunk), out, 0, b"", 100, 0, 1000, 1 << 20, -1, -1,
-        records_module.decompress, records_module.compress)
+        stream_inflater, records_module.compress)
     assert result[:3] == (len(good), core.NEED_PYTHON, len(good))
 
 
@@ -252,7 +297,7 @@ def test_c_core_hands_batches_whose_offsets_overflow_to_python(c_core: object) -
     refuses. Such a batch goes to Python, like any other the C core is not sure to treat as Python does; and a
     corrupt record count no longer sizes an allocation before it is checked."""
     from tidelog.cleaner.core import NEED_PYTHON
-    from tidelog.protocol.records import compress, decompress
+    from tidelog.protocol.records import compress
 
     accel: Any = c_core
     batch = bytearray(build_batch([Record(0, 1, b"k", b"v"), Record(1, 1, b"k2", b"v")], 0))
@@ -261,11 +306,11 @@ def test_c_core_hands_batches_whose_offsets_overflow_to_python(c_core: object) -
     chunk = bytes(batch)
     offset_map = SkimpyOffsetMap(24 * 64)
     status = accel.map_chunk(offset_map.buffer, offset_map.dirty, offset_map.slots, 0, offset_map.max_entries, -1,
-                             chunk, 0, len(chunk), 0, decompress)[1]
+                             chunk, 0, len(chunk), 0, stream_inflater)[1]
     assert status == NEED_PYTHON
     offset_map.update_latest_offset(100)
     status = accel.filter_chunk(offset_map.buffer, offset_map.slots, 100, chunk, 0, len(chunk), bytearray(4096), 0,
-                                b"", -1, 0, 0, 1 << 20, -1, -1, decompress, compress)[1]
+                                b"", -1, 0, 0, 1 << 20, -1, -1, stream_inflater, compress)[1]
     assert status == NEED_PYTHON
     assert accel.filter_payload(offset_map.buffer, offset_map.slots, -1, b"\0" * 10, 0, 0x7FFFFFFF,
                                 0, 0, 0, 0, 0, False) is None

@@ -14,6 +14,7 @@ from tidelog.cleaner import core
 from tidelog.cleaner.offset_map import SkimpyOffsetMap
 from tidelog.cleaner.pacing import Pacer
 from tidelog.cleaner.record_scan import scan_records
+from tidelog.cleaner.record_stream import iter_batch_records, stream_inflater
 from tidelog.cleaner.stats import CleanerStats
 from tidelog.cleaner.transactions import CleanedTransactionMetadata
 from tidelog.protocol.record_batch import (
@@ -35,9 +36,6 @@ from tidelog.protocol.records import (
     Record,
     build_batch,
     compress,
-    decompress,
-    iter_records,
-    records_payload,
 )
 
 log = logging.getLogger(__name__)
@@ -119,8 +117,8 @@ class BatchFilter:
 
     def filter_chunk(self, chunk: bytes, end: int) -> tuple[bytearray, int, int, int, int]:
         """Filter the whole batches chunk[0:end]: (output buffer, bytes used, last offset, max timestamp, offset of
-        the max timestamp). The C core does the data batches with the GIL released (compressed ones inflated and
-        deflated through the codec functions, which release it too); the rest go through `filter`.
+        the max timestamp). The C core does the data batches with the GIL released (compressed ones inflated as bounded
+        streams and deflated through the codec functions, which release it too); the rest go through `filter`.
         The buffer is reused by the next call: write its first `bytes used` bytes out before that."""
         c_core = core.accelerator if self._c_usable else None
         out = bytearray()
@@ -152,7 +150,7 @@ class BatchFilter:
              bytes_written, invalid, lookups, probes) = c_core.filter_chunk(
                 offset_map.buffer, offset_map.slots, offset_map.latest_offset, chunk, rel, end, out, size,
                 self._active_packed, self.upper_bound_offset, self.now, self.delete_retention_ms,
-                self.max_message_bytes, max_ts, offset_of_max_ts, decompress, compress)
+                self.max_message_bytes, max_ts, offset_of_max_ts, stream_inflater, compress)
             if last >= 0:
                 last_offset = last
             stats.read_messages(messages_read, bytes_read)
@@ -249,7 +247,7 @@ class BatchFilter:
             if all_kept and not need_horizon:
                 self.stats.recopy_messages(len(kept_offsets), header.size)
                 return FilteredBatch(batch, header.max_timestamp, header.last_offset, len(kept_offsets))
-            kept = [r for r in iter_records(batch) if r.offset in kept_offsets]
+            kept = [r for r in iter_batch_records(batch, 0, header) if r.offset in kept_offsets]
             data = self._rebuild(header, kept, need_horizon)
             self.stats.recopy_messages(len(kept), len(data))
             max_ts = _HEADER.unpack_from(data, 0)[8]
@@ -265,11 +263,10 @@ class BatchFilter:
     ) -> FilteredBatch | None | bool:
         """The record loop of `filter` in the C core (a compressed batch inflated and deflated by the codec libraries,
         which release the GIL); False when the core leaves the batch to the Python loop."""
-        payload = records_payload(batch, 0, header)
         done = core.accelerator.filter_payload(
-            self.map.buffer, self.map.slots, self.map.latest_offset, payload, header.base_offset,
+            self.map.buffer, self.map.slots, self.map.latest_offset, batch[HEADER_SIZE:], header.base_offset,
             header.records_count, header.base_timestamp, header.max_timestamp, header.attributes, self.now,
-            self.now + self.delete_retention_ms, marker_for_empty_txn)
+            self.now + self.delete_retention_ms, marker_for_empty_txn, stream_inflater)
         if done is None:
             return False
         kept, all_kept, need_horizon, invalid, lookups, probes, records, base_ts, max_ts, horizon = done

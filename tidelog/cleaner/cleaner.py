@@ -17,6 +17,7 @@ from tidelog.cleaner.batch_filter import BatchFilter, LastRecord, whole_batches_
 from tidelog.cleaner.offset_map import SkimpyOffsetMap
 from tidelog.cleaner.pacing import Pacer
 from tidelog.cleaner.record_scan import scan_records
+from tidelog.cleaner.record_stream import stream_inflater
 from tidelog.cleaner.stats import CleanerStats, Throttler
 from tidelog.cleaner.transactions import CleanedTransactionMetadata
 from tidelog.clock import Clock
@@ -27,7 +28,6 @@ from tidelog.protocol.record_batch import (
     iter_batches,
     read_header,
 )
-from tidelog.protocol.records import decompress, records_payload
 from tidelog.storage import TopicPartition
 from tidelog.storage.fault_hooks import NO_FAULTS, FaultHooks, FaultPoint
 from tidelog.storage.log_file_utils import (
@@ -209,13 +209,13 @@ class Cleaner:
                         return True
                 continue
             # The C core maps every data batch of the chunk with the GIL released (a compressed one inflated
-            # through `decompress`); it stops at a batch that needs the Python code (control, transactional or
+            # as a bounded stream); it stops at a batch that needs the Python code (control, transactional or
             # malformed) and resumes after it.
             rel = 0
             while rel < consumed:
                 rel, status, entries, latest, read, lookups, probes = c_core.map_chunk(
                     offset_map.buffer, offset_map.dirty, offset_map.slots, offset_map.size, offset_map.max_entries,
-                    offset_map.latest_offset, chunk, rel, consumed, start_offset, decompress)
+                    offset_map.latest_offset, chunk, rel, consumed, start_offset, stream_inflater)
                 offset_map.absorb(entries, latest, lookups, probes)
                 stats.index_messages_read(read)
                 if status == core.MAP_FULL:
@@ -247,10 +247,11 @@ class Cleaner:
         elif header.last_offset >= start_offset:
             c_core = core.accelerator
             if c_core is not None and header.records_count >= 0:
-                payload = records_payload(chunk, rel, header)
+                body = memoryview(chunk)[rel + HEADER_SIZE : rel + header.size]
                 done = c_core.map_payload(
                     offset_map.buffer, offset_map.dirty, offset_map.slots, offset_map.size, offset_map.max_entries,
-                    offset_map.latest_offset, payload, header.base_offset, header.records_count, start_offset)
+                    offset_map.latest_offset, body, header.base_offset, header.records_count, start_offset,
+                    header.attributes, stream_inflater)
                 if done is not None:
                     status, entries, latest, read, lookups, probes = done
                     offset_map.absorb(entries, latest, lookups, probes)

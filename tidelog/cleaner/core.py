@@ -4,21 +4,11 @@ cleaner (record_scan, offset_map, batch_filter) is then used and gives byte-iden
 
 from __future__ import annotations
 
-import importlib
-import os
 from typing import Any
+
+from tidelog.accelerators import load
 
 # Statuses of map_chunk/filter_chunk (see _cleaner_core.c).
 DONE, MAP_FULL, NEED_PYTHON, OUT_FULL = 0, 1, 2, 3
 
-
-def _load() -> Any:
-    if os.environ.get("TIDELOG_PURE_PYTHON"):
-        return None
-    try:
-        return importlib.import_module("tidelog.protocol._cleaner_core")
-    except ImportError:  # pragma: no cover - a machine without a compiler
-        return None
-
-
-accelerator: Any = _load()
+accelerator: Any = load("tidelog.protocol._cleaner_core")

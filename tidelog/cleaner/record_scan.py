@@ -1,43 +1,37 @@
 """A lean pass over the records of a batch for the cleaner: (offset, key, value-is-null) only.
 
 The map build and the keep/drop decision need nothing else, so this skips timestamps, values and headers by
-jumping over each record's length instead of decoding them (protocol.records.iter_records decodes everything;
-the cleaner still uses it for the batches it has to rebuild)."""
+jumping over each record's length instead of decoding them (record_stream.iter_batch_records decodes everything,
+for the batches the cleaner has to rebuild)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
+from tidelog.cleaner.record_stream import record_sections
+from tidelog.cleaner.record_stream import varint as _varint
 from tidelog.protocol.record_batch import RecordBatchHeader
-from tidelog.protocol.records import CorruptRecordError, records_payload
-
-
-def _varint(data: bytes | memoryview, p: int) -> tuple[int, int]:
-    shift = 0
-    v = 0
-    while True:
-        b = data[p]
-        p += 1
-        v |= (b & 0x7F) << shift
-        if b < 0x80:
-            return (v >> 1) ^ -(v & 1), p
-        shift += 7
-        if shift > 63:
-            raise CorruptRecordError("varint too long")
+from tidelog.protocol.records import CorruptRecordError
 
 
 def scan_records(
     buf: bytes | bytearray | memoryview, pos: int, header: RecordBatchHeader
 ) -> Iterator[tuple[int, bytes | None, bool]]:
-    """Yield (offset, key or None, value is null) for each record of the batch at buf[pos]."""
-    data = records_payload(buf, pos, header)
-    if isinstance(data, memoryview):
-        data = data.tobytes()  # indexing bytes is much faster than indexing a memoryview
+    """Yield (offset, key or None, value is null) for each record of the batch at buf[pos] (a compressed one read
+    from a bounded stream: record_stream)."""
     base = header.base_offset
+    for data, count in record_sections(buf, pos, header):
+        if isinstance(data, memoryview):
+            data = data.tobytes()  # indexing bytes is much faster than indexing a memoryview
+        yield from _scan(data, count, base)
+
+
+def _scan(data: bytes, count: int, base: int) -> Iterator[tuple[int, bytes | None, bool]]:
+    """The records of one run of whole records (record_stream.record_sections)."""
     end = len(data)
     p = 0
     try:
-        for _ in range(header.records_count):
+        for _ in range(count):
             b = data[p]
             if b < 0x80:
                 length, p = (b >> 1) ^ -(b & 1), p + 1

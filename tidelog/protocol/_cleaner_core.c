@@ -8,21 +8,26 @@
  * with status NEED_PYTHON and the caller runs the Python code for it, so odd input always takes the Python path.
  *
  *   whole_batches_end(chunk) -> end of the complete batches at the start of chunk (protocol.record_batch.iter_batches)
- *   map_chunk(map, dirty, slots, entries, max_entries, latest, chunk, pos, end, start_offset[, inflate])
+ *   map_chunk(map, dirty, slots, entries, max_entries, latest, chunk, pos, end, start_offset[, inflater])
  *     -> (pos, status, entries, latest, records_read, lookups, probes)
- *   map_payload(map, dirty, slots, entries, max_entries, latest, payload, base_offset, count, start_offset)
- *     -> (status, entries, latest, records_read, lookups, probes)
+ *   map_payload(map, dirty, slots, entries, max_entries, latest, records, base_offset, count, start_offset
+ *               [, attributes, inflater])
+ *     -> None (Python must map it) or (status, entries, latest, records_read, lookups, probes)
  *   filter_chunk(map, slots, latest, chunk, pos, end, out, out_pos, active, upper_bound, now, retention_ms,
- *                max_message_bytes, max_ts, offset_of_max_ts[, inflate, deflate])
+ *                max_message_bytes, max_ts, offset_of_max_ts[, inflater, deflate])
  *     -> (pos, status, out_pos, last_offset, max_ts, offset_of_max_ts, messages_read, bytes_read,
  *         messages_written, bytes_written, invalid, lookups, probes)
- *   filter_payload(map, slots, latest, payload, base_offset, count, base_ts, max_ts, attributes, horizon_if_new,
- *                  marker_for_empty_txn)
+ *   filter_payload(map, slots, latest, records, base_offset, count, base_ts, max_ts, attributes, now, horizon_if_new,
+ *                  marker_for_empty_txn[, inflater])
  *     -> None (Python must decide) or (kept, all_kept, need_horizon, invalid, lookups, probes, records, base_ts,
- *        new_max_ts)  where records is the re-encoded records section (None when nothing needs rebuilding)
+ *        new_max_ts, horizon)  where records is the re-encoded records section (None when nothing needs rebuilding)
+ *   set_window(bytes) -> the previous inflate window (for the tests)
  *   zero_dirty_blocks(map, dirty) -> blocks zeroed   (SkimpyOffsetMap.clear)
- *   md5(data) -> 16 bytes;  crc32c(data) -> int        (for the tests)
+ *   md5(data) -> 16 bytes;  md5_many(keys) -> digests;  crc32c(data) -> int        (for the tests)
  *   gil_free_seconds() -> CPU seconds spent in this module with the GIL released (for bench/cleaner.py)
+ *
+ * `records` is a batch's records section as stored: compressed per `attributes`, it is read as a bounded stream
+ * through `inflater` (record_stream.stream_inflater), never inflated whole (see "bounded inflate" below).
  *
  * The offset map is Kafka's SkimpyOffsetMap layout (offset_map.py): slots of 16 bytes of MD5(key) + a big-endian
  * int64 offset, the same probe sequence, so the C and Python code share one map.
@@ -52,36 +57,39 @@ static uint32_t md5_k[64];
 #define MI(x, y, z) ((y) ^ ((x) | ~(z)))
 #define STEP(f, a, b, c, d, g, i, s) a += f(b, c, d) + w[g] + md5_k[i]; a = ROTL(a, s) + b;
 
+/* The 64 steps of MD5 (RFC 1321 3.4), written once for the one-lane and the four-lane code: S(round function,
+ * the four registers in turn, message word, constant index, shift). */
+#define MD5_STEPS(S, F, G, H, I) \
+    S(F, a, b, c, d, 0, 0, 7) S(F, d, a, b, c, 1, 1, 12) S(F, c, d, a, b, 2, 2, 17) \
+    S(F, b, c, d, a, 3, 3, 22) S(F, a, b, c, d, 4, 4, 7) S(F, d, a, b, c, 5, 5, 12) \
+    S(F, c, d, a, b, 6, 6, 17) S(F, b, c, d, a, 7, 7, 22) S(F, a, b, c, d, 8, 8, 7) \
+    S(F, d, a, b, c, 9, 9, 12) S(F, c, d, a, b, 10, 10, 17) S(F, b, c, d, a, 11, 11, 22) \
+    S(F, a, b, c, d, 12, 12, 7) S(F, d, a, b, c, 13, 13, 12) S(F, c, d, a, b, 14, 14, 17) \
+    S(F, b, c, d, a, 15, 15, 22) S(G, a, b, c, d, 1, 16, 5) S(G, d, a, b, c, 6, 17, 9) \
+    S(G, c, d, a, b, 11, 18, 14) S(G, b, c, d, a, 0, 19, 20) S(G, a, b, c, d, 5, 20, 5) \
+    S(G, d, a, b, c, 10, 21, 9) S(G, c, d, a, b, 15, 22, 14) S(G, b, c, d, a, 4, 23, 20) \
+    S(G, a, b, c, d, 9, 24, 5) S(G, d, a, b, c, 14, 25, 9) S(G, c, d, a, b, 3, 26, 14) \
+    S(G, b, c, d, a, 8, 27, 20) S(G, a, b, c, d, 13, 28, 5) S(G, d, a, b, c, 2, 29, 9) \
+    S(G, c, d, a, b, 7, 30, 14) S(G, b, c, d, a, 12, 31, 20) S(H, a, b, c, d, 5, 32, 4) \
+    S(H, d, a, b, c, 8, 33, 11) S(H, c, d, a, b, 11, 34, 16) S(H, b, c, d, a, 14, 35, 23) \
+    S(H, a, b, c, d, 1, 36, 4) S(H, d, a, b, c, 4, 37, 11) S(H, c, d, a, b, 7, 38, 16) \
+    S(H, b, c, d, a, 10, 39, 23) S(H, a, b, c, d, 13, 40, 4) S(H, d, a, b, c, 0, 41, 11) \
+    S(H, c, d, a, b, 3, 42, 16) S(H, b, c, d, a, 6, 43, 23) S(H, a, b, c, d, 9, 44, 4) \
+    S(H, d, a, b, c, 12, 45, 11) S(H, c, d, a, b, 15, 46, 16) S(H, b, c, d, a, 2, 47, 23) \
+    S(I, a, b, c, d, 0, 48, 6) S(I, d, a, b, c, 7, 49, 10) S(I, c, d, a, b, 14, 50, 15) \
+    S(I, b, c, d, a, 5, 51, 21) S(I, a, b, c, d, 12, 52, 6) S(I, d, a, b, c, 3, 53, 10) \
+    S(I, c, d, a, b, 10, 54, 15) S(I, b, c, d, a, 1, 55, 21) S(I, a, b, c, d, 8, 56, 6) \
+    S(I, d, a, b, c, 15, 57, 10) S(I, c, d, a, b, 6, 58, 15) S(I, b, c, d, a, 13, 59, 21) \
+    S(I, a, b, c, d, 4, 60, 6) S(I, d, a, b, c, 11, 61, 10) S(I, c, d, a, b, 2, 62, 15) \
+    S(I, b, c, d, a, 9, 63, 21)
+
 static void md5_block(uint32_t h[4], const uint8_t *p) {
     uint32_t w[16];
     for (int i = 0; i < 16; i++)
         w[i] = (uint32_t)p[4 * i] | (uint32_t)p[4 * i + 1] << 8 | (uint32_t)p[4 * i + 2] << 16 |
                (uint32_t)p[4 * i + 3] << 24;
     uint32_t a = h[0], b = h[1], c = h[2], d = h[3];
-    STEP(MF, a, b, c, d, 0, 0, 7) STEP(MF, d, a, b, c, 1, 1, 12) STEP(MF, c, d, a, b, 2, 2, 17)
-    STEP(MF, b, c, d, a, 3, 3, 22) STEP(MF, a, b, c, d, 4, 4, 7) STEP(MF, d, a, b, c, 5, 5, 12)
-    STEP(MF, c, d, a, b, 6, 6, 17) STEP(MF, b, c, d, a, 7, 7, 22) STEP(MF, a, b, c, d, 8, 8, 7)
-    STEP(MF, d, a, b, c, 9, 9, 12) STEP(MF, c, d, a, b, 10, 10, 17) STEP(MF, b, c, d, a, 11, 11, 22)
-    STEP(MF, a, b, c, d, 12, 12, 7) STEP(MF, d, a, b, c, 13, 13, 12) STEP(MF, c, d, a, b, 14, 14, 17)
-    STEP(MF, b, c, d, a, 15, 15, 22)
-    STEP(MG, a, b, c, d, 1, 16, 5) STEP(MG, d, a, b, c, 6, 17, 9) STEP(MG, c, d, a, b, 11, 18, 14)
-    STEP(MG, b, c, d, a, 0, 19, 20) STEP(MG, a, b, c, d, 5, 20, 5) STEP(MG, d, a, b, c, 10, 21, 9)
-    STEP(MG, c, d, a, b, 15, 22, 14) STEP(MG, b, c, d, a, 4, 23, 20) STEP(MG, a, b, c, d, 9, 24, 5)
-    STEP(MG, d, a, b, c, 14, 25, 9) STEP(MG, c, d, a, b, 3, 26, 14) STEP(MG, b, c, d, a, 8, 27, 20)
-    STEP(MG, a, b, c, d, 13, 28, 5) STEP(MG, d, a, b, c, 2, 29, 9) STEP(MG, c, d, a, b, 7, 30, 14)
-    STEP(MG, b, c, d, a, 12, 31, 20)
-    STEP(MH, a, b, c, d, 5, 32, 4) STEP(MH, d, a, b, c, 8, 33, 11) STEP(MH, c, d, a, b, 11, 34, 16)
-    STEP(MH, b, c, d, a, 14, 35, 23) STEP(MH, a, b, c, d, 1, 36, 4) STEP(MH, d, a, b, c, 4, 37, 11)
-    STEP(MH, c, d, a, b, 7, 38, 16) STEP(MH, b, c, d, a, 10, 39, 23) STEP(MH, a, b, c, d, 13, 40, 4)
-    STEP(MH, d, a, b, c, 0, 41, 11) STEP(MH, c, d, a, b, 3, 42, 16) STEP(MH, b, c, d, a, 6, 43, 23)
-    STEP(MH, a, b, c, d, 9, 44, 4) STEP(MH, d, a, b, c, 12, 45, 11) STEP(MH, c, d, a, b, 15, 46, 16)
-    STEP(MH, b, c, d, a, 2, 47, 23)
-    STEP(MI, a, b, c, d, 0, 48, 6) STEP(MI, d, a, b, c, 7, 49, 10) STEP(MI, c, d, a, b, 14, 50, 15)
-    STEP(MI, b, c, d, a, 5, 51, 21) STEP(MI, a, b, c, d, 12, 52, 6) STEP(MI, d, a, b, c, 3, 53, 10)
-    STEP(MI, c, d, a, b, 10, 54, 15) STEP(MI, b, c, d, a, 1, 55, 21) STEP(MI, a, b, c, d, 8, 56, 6)
-    STEP(MI, d, a, b, c, 15, 57, 10) STEP(MI, c, d, a, b, 6, 58, 15) STEP(MI, b, c, d, a, 13, 59, 21)
-    STEP(MI, a, b, c, d, 4, 60, 6) STEP(MI, d, a, b, c, 11, 61, 10) STEP(MI, c, d, a, b, 2, 62, 15)
-    STEP(MI, b, c, d, a, 9, 63, 21)
+    MD5_STEPS(STEP, MF, MG, MH, MI)
     h[0] += a; h[1] += b; h[2] += c; h[3] += d;
 }
 
@@ -140,30 +148,7 @@ static void md5_block_x4(const uint8_t *blocks[4], uint8_t out[4][16]) {
     __m128i a = _mm_set1_epi32(0x67452301), b = _mm_set1_epi32((int)0xefcdab89u),
             c = _mm_set1_epi32((int)0x98badcfeu), d = _mm_set1_epi32(0x10325476);
     const __m128i a0 = a, b0 = b, c0 = c, d0 = d;
-    VSTEP(VF, a, b, c, d, 0, 0, 7) VSTEP(VF, d, a, b, c, 1, 1, 12) VSTEP(VF, c, d, a, b, 2, 2, 17)
-    VSTEP(VF, b, c, d, a, 3, 3, 22) VSTEP(VF, a, b, c, d, 4, 4, 7) VSTEP(VF, d, a, b, c, 5, 5, 12)
-    VSTEP(VF, c, d, a, b, 6, 6, 17) VSTEP(VF, b, c, d, a, 7, 7, 22) VSTEP(VF, a, b, c, d, 8, 8, 7)
-    VSTEP(VF, d, a, b, c, 9, 9, 12) VSTEP(VF, c, d, a, b, 10, 10, 17) VSTEP(VF, b, c, d, a, 11, 11, 22)
-    VSTEP(VF, a, b, c, d, 12, 12, 7) VSTEP(VF, d, a, b, c, 13, 13, 12) VSTEP(VF, c, d, a, b, 14, 14, 17)
-    VSTEP(VF, b, c, d, a, 15, 15, 22)
-    VSTEP(VG, a, b, c, d, 1, 16, 5) VSTEP(VG, d, a, b, c, 6, 17, 9) VSTEP(VG, c, d, a, b, 11, 18, 14)
-    VSTEP(VG, b, c, d, a, 0, 19, 20) VSTEP(VG, a, b, c, d, 5, 20, 5) VSTEP(VG, d, a, b, c, 10, 21, 9)
-    VSTEP(VG, c, d, a, b, 15, 22, 14) VSTEP(VG, b, c, d, a, 4, 23, 20) VSTEP(VG, a, b, c, d, 9, 24, 5)
-    VSTEP(VG, d, a, b, c, 14, 25, 9) VSTEP(VG, c, d, a, b, 3, 26, 14) VSTEP(VG, b, c, d, a, 8, 27, 20)
-    VSTEP(VG, a, b, c, d, 13, 28, 5) VSTEP(VG, d, a, b, c, 2, 29, 9) VSTEP(VG, c, d, a, b, 7, 30, 14)
-    VSTEP(VG, b, c, d, a, 12, 31, 20)
-    VSTEP(VH, a, b, c, d, 5, 32, 4) VSTEP(VH, d, a, b, c, 8, 33, 11) VSTEP(VH, c, d, a, b, 11, 34, 16)
-    VSTEP(VH, b, c, d, a, 14, 35, 23) VSTEP(VH, a, b, c, d, 1, 36, 4) VSTEP(VH, d, a, b, c, 4, 37, 11)
-    VSTEP(VH, c, d, a, b, 7, 38, 16) VSTEP(VH, b, c, d, a, 10, 39, 23) VSTEP(VH, a, b, c, d, 13, 40, 4)
-    VSTEP(VH, d, a, b, c, 0, 41, 11) VSTEP(VH, c, d, a, b, 3, 42, 16) VSTEP(VH, b, c, d, a, 6, 43, 23)
-    VSTEP(VH, a, b, c, d, 9, 44, 4) VSTEP(VH, d, a, b, c, 12, 45, 11) VSTEP(VH, c, d, a, b, 15, 46, 16)
-    VSTEP(VH, b, c, d, a, 2, 47, 23)
-    VSTEP(VI, a, b, c, d, 0, 48, 6) VSTEP(VI, d, a, b, c, 7, 49, 10) VSTEP(VI, c, d, a, b, 14, 50, 15)
-    VSTEP(VI, b, c, d, a, 5, 51, 21) VSTEP(VI, a, b, c, d, 12, 52, 6) VSTEP(VI, d, a, b, c, 3, 53, 10)
-    VSTEP(VI, c, d, a, b, 10, 54, 15) VSTEP(VI, b, c, d, a, 1, 55, 21) VSTEP(VI, a, b, c, d, 8, 56, 6)
-    VSTEP(VI, d, a, b, c, 15, 57, 10) VSTEP(VI, c, d, a, b, 6, 58, 15) VSTEP(VI, b, c, d, a, 13, 59, 21)
-    VSTEP(VI, a, b, c, d, 4, 60, 6) VSTEP(VI, d, a, b, c, 11, 61, 10) VSTEP(VI, c, d, a, b, 2, 62, 15)
-    VSTEP(VI, b, c, d, a, 9, 63, 21)
+    MD5_STEPS(VSTEP, VF, VG, VH, VI)
     a = _mm_add_epi32(a, a0); b = _mm_add_epi32(b, b0); c = _mm_add_epi32(c, c0); d = _mm_add_epi32(d, d0);
     uint32_t h[4][4];
     _mm_storeu_si128((__m128i *)h[0], a);
@@ -346,16 +331,35 @@ static inline int64_t thread_cpu_ns(void) {
 #define RELEASE_GIL Py_BEGIN_ALLOW_THREADS int64_t cpu0_ = thread_cpu_ns();
 #define ACQUIRE_GIL __atomic_fetch_add(&gil_free_ns, thread_cpu_ns() - cpu0_, __ATOMIC_RELAXED); Py_END_ALLOW_THREADS
 
-/* fn(codec, memoryview of data) -> bytes, called from inside a RELEASE_GIL block with the GIL taken back for the call
- * (the codec libraries release it again while they work); the bytes are copied into *out (PyMem_RawMalloc: the
- * caller frees). -1 on any error, cleared: the caller hands the batch to the Python code, which raises it again. */
-static int call_codec(PyThreadState **save, int64_t *cpu0, PyObject *fn, int codec, const uint8_t *data, size_t len,
-                      uint8_t **out, size_t *out_len) {
-    __atomic_fetch_add(&gil_free_ns, thread_cpu_ns() - *cpu0, __ATOMIC_RELAXED);
-    PyEval_RestoreThread(*save);
+/* The Python side of a core call that runs with the GIL released: the codec functions, and the state to take the
+ * GIL back for a call to them (the codec libraries release it again while they work). */
+typedef struct {
+    PyThreadState **save;
+    int64_t *cpu0;
+    PyObject *inflater; /* record_stream.stream_inflater(codec, memoryview) -> an object with read(n) -> bytes,
+                         * or the whole section as bytes */
+    PyObject *deflate;  /* records.compress(codec, data) -> bytes */
+} Codecs;
+
+static void take_gil(const Codecs *cx) {
+    __atomic_fetch_add(&gil_free_ns, thread_cpu_ns() - *cx->cpu0, __ATOMIC_RELAXED);
+    PyEval_RestoreThread(*cx->save);
+}
+
+static void drop_gil(const Codecs *cx) {
+    PyErr_Clear(); /* any error: the caller hands the batch to the Python code, which raises it again */
+    *cx->save = PyEval_SaveThread();
+    *cx->cpu0 = thread_cpu_ns();
+}
+
+/* cx->deflate(codec, memoryview of data) -> bytes, copied into *out (PyMem_RawMalloc: the caller frees). -1 on any
+ * error. */
+static int deflate_records(const Codecs *cx, int codec, const uint8_t *data, size_t len, uint8_t **out,
+                           size_t *out_len) {
+    take_gil(cx);
     int rc = -1;
     PyObject *view = PyMemoryView_FromMemory((char *)data, (Py_ssize_t)len, PyBUF_READ);
-    PyObject *result = view != NULL ? PyObject_CallFunction(fn, "iO", codec, view) : NULL;
+    PyObject *result = view != NULL ? PyObject_CallFunction(cx->deflate, "iO", codec, view) : NULL;
     Py_XDECREF(view);
     if (result != NULL && PyBytes_Check(result)) {
         size_t n = (size_t)PyBytes_GET_SIZE(result);
@@ -367,10 +371,156 @@ static int call_codec(PyThreadState **save, int64_t *cpu0, PyObject *fn, int cod
         }
     }
     Py_XDECREF(result);
-    PyErr_Clear();
-    *save = PyEval_SaveThread();
-    *cpu0 = thread_cpu_ns();
+    drop_gil(cx);
     return rc;
+}
+
+/* ------------------------------------------------------------------------------------------------ bounded inflate */
+
+/* A compressed records section is read as a bounded stream (record_stream.py, whose rules this follows): the
+ * Python inflater (protocol/inflaters.py, the produce path's validator's) is pulled a read at a time into a window
+ * of whole records. A section that inflates to at most the window comes whole, as before; a longer one comes as
+ * runs of the whole records the window holds (a record longer than the window is held whole). */
+static size_t window_size = 1024 * 1024; /* record_stream.WINDOW; set_window() for the tests */
+#define READ_SIZE (256 * 1024)
+
+typedef struct {
+    const Codecs *cx;
+    PyObject *view, *src;
+    uint8_t *buf;
+    size_t cap, pos, len; /* unread bytes: buf[pos:len] */
+    int eof;
+} Stream;
+
+static int stream_open(Stream *s, const Codecs *cx, int codec, const uint8_t *data, size_t len) {
+    memset(s, 0, sizeof(*s));
+    s->cx = cx;
+    take_gil(cx);
+    s->view = PyMemoryView_FromMemory((char *)data, (Py_ssize_t)len, PyBUF_READ);
+    s->src = s->view != NULL ? PyObject_CallFunction(cx->inflater, "iO", codec, s->view) : NULL;
+    int rc = s->src != NULL ? 0 : -1;
+    if (s->src != NULL && PyBytes_Check(s->src)) { /* the whole section, inflated within the window in one call */
+        size_t n = (size_t)PyBytes_GET_SIZE(s->src);
+        s->buf = PyMem_RawMalloc(n ? n : 1);
+        if (s->buf != NULL) {
+            memcpy(s->buf, PyBytes_AS_STRING(s->src), n);
+            s->cap = s->len = n;
+            s->eof = 1;
+        }
+        rc = s->buf != NULL ? 0 : -1;
+        Py_CLEAR(s->src);
+    }
+    drop_gil(cx);
+    return rc;
+}
+
+static void stream_close(Stream *s) {
+    if (s->view != NULL || s->src != NULL) {
+        take_gil(s->cx);
+        Py_CLEAR(s->src);
+        if (s->view != NULL) {
+            PyObject *done = PyObject_CallMethod(s->view, "release", NULL);
+            Py_XDECREF(done);
+            Py_CLEAR(s->view);
+        }
+        drop_gil(s->cx);
+    }
+    PyMem_RawFree(s->buf);
+    s->buf = NULL;
+}
+
+/* Hold at least `want` unread bytes, unless the stream ends first. -1: the codec failed (or out of memory). */
+static int stream_pull(Stream *s, size_t want) {
+    if (s->pos) {
+        memmove(s->buf, s->buf + s->pos, s->len - s->pos);
+        s->len -= s->pos;
+        s->pos = 0;
+    }
+    if (s->len >= want || s->eof)
+        return 0;
+    int rc = 0;
+    take_gil(s->cx);
+    while (s->len < want && !s->eof) {
+        size_t ask = want - s->len > READ_SIZE ? want - s->len : READ_SIZE;
+        PyObject *chunk = PyObject_CallMethod(s->src, "read", "n", (Py_ssize_t)ask);
+        if (chunk == NULL || !PyBytes_Check(chunk)) {
+            Py_XDECREF(chunk);
+            rc = -1;
+            break;
+        }
+        size_t n = (size_t)PyBytes_GET_SIZE(chunk);
+        if (n == 0) {
+            s->eof = 1;
+            Py_DECREF(chunk);
+            break;
+        }
+        if (s->len + n > s->cap) {
+            size_t cap = s->len + n < window_size + READ_SIZE ? window_size + READ_SIZE : s->len + n;
+            uint8_t *grown = PyMem_RawRealloc(s->buf, cap);
+            if (grown == NULL) {
+                Py_DECREF(chunk);
+                rc = -1;
+                break;
+            }
+            s->buf = grown;
+            s->cap = cap;
+        }
+        memcpy(s->buf + s->len, PyBytes_AS_STRING(chunk), n);
+        s->len += n;
+        Py_DECREF(chunk);
+    }
+    drop_gil(s->cx);
+    return rc;
+}
+
+/* Open the stream and fill the window: 1 when the whole section is in it (buf[0:len]), 0 when it is longer, -1 on
+ * a codec error. */
+static int stream_start(Stream *s, const Codecs *cx, int codec, const uint8_t *data, size_t len) {
+    if (stream_open(s, cx, codec, data, len) < 0 || stream_pull(s, window_size + 1) < 0)
+        return -1;
+    return s->eof;
+}
+
+/* The next run of at most `left` whole records: buf[pos:pos + *span] holds *n >= 1 of them. -1: the section is
+ * malformed or cut short, or the codec failed. */
+static int stream_records(Stream *s, int32_t left, size_t *span, int32_t *n) {
+    for (;;) {
+        const uint8_t *d = s->buf;
+        size_t p = s->pos, end = s->len, need = 0;
+        int32_t k = 0;
+        while (k < left) {
+            size_t q = p;
+            int64_t length;
+            if (read_varint(d, &q, end, &length) < 0) {
+                if (end - p >= 10)
+                    return -1;
+                need = p - s->pos + 10;
+                break;
+            }
+            if (length < 0)
+                return -1;
+            if ((uint64_t)length > end - q) {
+                need = q - s->pos + (size_t)length;
+                break;
+            }
+            p = q + (size_t)length;
+            k++;
+        }
+        if (k > 0) {
+            *span = p - s->pos;
+            *n = k;
+            return 0;
+        }
+        if (s->eof || stream_pull(s, need > window_size ? need : window_size) < 0)
+            return -1;
+    }
+}
+
+/* After RecordsCount records nothing may remain (DefaultRecordBatch's iterator). */
+static int stream_end(Stream *s) {
+    if (s->len > s->pos || stream_pull(s, 1) < 0)
+        return -1;
+    return s->len > s->pos ? -1 : 0;
 }
 
 /* ------------------------------------------------------------------------------------------------ offset map */
@@ -624,6 +774,75 @@ static int get_dirty(PyObject *obj, Py_buffer *view, Map *m) {
     return 0;
 }
 
+/* The map build over one data batch's records, plain or compressed. A compressed section that fits the window is
+ * mapped as a plain one; a longer one is read twice from the stream, checked whole first and then mapped, so that
+ * NEED_PYTHON still leaves the map as it was (the price, a second inflate, only for sections over the window). */
+static int map_batch(Map *m, MapRun *run, int codec, const uint8_t *records, size_t len, int64_t base_offset,
+                     int32_t count, int64_t start_offset, const Codecs *cx) {
+    if (!codec)
+        return map_records(m, run, records, len, base_offset, count, start_offset);
+    Stream s;
+    int whole = stream_start(&s, cx, codec, records, len), status = NEED_PYTHON;
+    if (whole == 1)
+        status = map_records(m, run, s.buf, s.len, base_offset, count, start_offset);
+    for (int pass = 0; whole == 0 && pass < 2; pass++) {
+        if (pass == 1) {
+            stream_close(&s);
+            if (stream_open(&s, cx, codec, records, len) < 0) {
+                status = NEED_PYTHON;
+                break;
+            }
+        }
+        int32_t left = count, n = 0;
+        size_t span = 0;
+        status = DONE;
+        while (left > 0) {
+            if (stream_records(&s, left, &span, &n) < 0) {
+                status = NEED_PYTHON;
+                break;
+            }
+            status = pass == 0 ? (scan_ok(s.buf + s.pos, span, n) ? DONE : NEED_PYTHON)
+                               : map_records(m, run, s.buf + s.pos, span, base_offset, n, start_offset);
+            if (status != DONE)
+                break;
+            s.pos += span;
+            left -= n;
+        }
+        if (status != DONE || (pass == 0 && stream_end(&s) < 0)) {
+            status = status == MAP_FULL ? MAP_FULL : NEED_PYTHON;
+            break;
+        }
+    }
+    stream_close(&s);
+    return status;
+}
+
+/* The map and its dirty-block bytes, for the map builders: both views, or neither (-1, an error set). */
+static int get_map_and_dirty(PyObject *map_obj, PyObject *dirty_obj, Py_buffer *mapview, Py_buffer *dirtyview, Map *m,
+                             long long slots, long long entries) {
+    if (get_map(map_obj, mapview, m, slots, entries) < 0)
+        return -1;
+    if (get_dirty(dirty_obj, dirtyview, m) < 0) {
+        PyBuffer_Release(mapview);
+        return -1;
+    }
+    return 0;
+}
+
+/* The data batches the chunk loops decide themselves (anything else goes to Python): magic 2, neither transactional
+ * nor control, a record count and offsets that fit, and for a compressed one, the codec functions at hand. */
+static int chunk_batch_ok(const Header *h, int have_codecs) {
+    return !(h->attributes & (ATTR_TXN | ATTR_CONTROL)) && h->magic == 2 && h->count >= 0 &&
+           OFFSET_OK(h->base_offset) && (!(h->attributes & ATTR_CODEC) || have_codecs);
+}
+
+/* The header of the (whole) batch at d; its size with the log overhead, and its codec. */
+static inline int batch_at(const uint8_t *d, Header *h, size_t *size) {
+    read_header(d, h);
+    *size = (size_t)h->length + LOG_OVERHEAD;
+    return h->attributes & ATTR_CODEC;
+}
+
 static PyObject *py_map_chunk(PyObject *self, PyObject *args) {
     PyObject *map_obj, *dirty_obj, *inflate = Py_None;
     Py_buffer chunk;
@@ -639,12 +858,7 @@ static PyObject *py_map_chunk(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "bad chunk range");
         return NULL;
     }
-    if (get_map(map_obj, &mapview, &m, slots, entries) < 0) {
-        PyBuffer_Release(&chunk);
-        return NULL;
-    }
-    if (get_dirty(dirty_obj, &dirtyview, &m) < 0) {
-        PyBuffer_Release(&mapview);
+    if (get_map_and_dirty(map_obj, dirty_obj, &mapview, &dirtyview, &m, slots, entries) < 0) {
         PyBuffer_Release(&chunk);
         return NULL;
     }
@@ -653,30 +867,20 @@ static PyObject *py_map_chunk(PyObject *self, PyObject *args) {
     const uint8_t *d = chunk.buf;
     size_t p = (size_t)pos, stop = whole_end(d, (size_t)pos, (size_t)end);
     RELEASE_GIL
+    Codecs cx = {&_save, &cpu0_, inflate, Py_None};
     while (p < stop) {
         Header h;
-        read_header(d + p, &h);
-        size_t size = (size_t)h.length + LOG_OVERHEAD;
-        int codec = h.attributes & ATTR_CODEC;
-        if (h.attributes & (ATTR_TXN | ATTR_CONTROL) || h.magic != 2 || h.count < 0 || !OFFSET_OK(h.base_offset) ||
-            (codec && inflate == Py_None)) {
+        size_t size;
+        int codec = batch_at(d + p, &h, &size);
+        if (!chunk_batch_ok(&h, inflate != Py_None)) {
             status = NEED_PYTHON;
             break;
         }
         int64_t last_offset = h.base_offset + h.last_offset_delta;
         if (last_offset >= start_offset) {
             MapRun saved = run;
-            const uint8_t *records = d + p + HEADER_SIZE;
-            size_t records_len = size - HEADER_SIZE;
-            uint8_t *inflated = NULL;
-            if (codec && call_codec(&_save, &cpu0_, inflate, codec, records, records_len, &inflated, &records_len) < 0) {
-                status = NEED_PYTHON;
-                break;
-            }
-            if (inflated != NULL)
-                records = inflated;
-            status = map_records(&m, &run, records, records_len, h.base_offset, h.count, start_offset);
-            PyMem_RawFree(inflated);
+            status = map_batch(&m, &run, codec, d + p + HEADER_SIZE, size - HEADER_SIZE, h.base_offset, h.count,
+                               start_offset, &cx);
             if (status == NEED_PYTHON) {
                 run = saved;
                 break;
@@ -698,29 +902,26 @@ static PyObject *py_map_chunk(PyObject *self, PyObject *args) {
 }
 
 static PyObject *py_map_payload(PyObject *self, PyObject *args) {
-    PyObject *map_obj, *dirty_obj;
+    PyObject *map_obj, *dirty_obj, *inflate = Py_None;
     Py_buffer payload;
     long long slots, entries, max_entries, latest, base_offset, start_offset;
-    int count;
-    if (!PyArg_ParseTuple(args, "OOLLLLy*LiL", &map_obj, &dirty_obj, &slots, &entries, &max_entries, &latest,
-                          &payload, &base_offset, &count, &start_offset))
+    int count, attributes = 0;
+    if (!PyArg_ParseTuple(args, "OOLLLLy*LiL|iO", &map_obj, &dirty_obj, &slots, &entries, &max_entries, &latest,
+                          &payload, &base_offset, &count, &start_offset, &attributes, &inflate))
         return NULL;
     Py_buffer mapview, dirtyview;
     Map m;
-    if (get_map(map_obj, &mapview, &m, slots, entries) < 0) {
-        PyBuffer_Release(&payload);
-        return NULL;
-    }
-    if (get_dirty(dirty_obj, &dirtyview, &m) < 0) {
-        PyBuffer_Release(&mapview);
+    if (get_map_and_dirty(map_obj, dirty_obj, &mapview, &dirtyview, &m, slots, entries) < 0) {
         PyBuffer_Release(&payload);
         return NULL;
     }
     MapRun run = {0, latest, max_entries};
-    int status;
+    int status, codec = attributes & ATTR_CODEC;
     RELEASE_GIL
-    status = count < 0 || !OFFSET_OK(base_offset) ? NEED_PYTHON
-                       : map_records(&m, &run, payload.buf, (size_t)payload.len, base_offset, count, start_offset);
+    Codecs cx = {&_save, &cpu0_, inflate, Py_None};
+    status = count < 0 || !OFFSET_OK(base_offset) || (codec && inflate == Py_None)
+                 ? NEED_PYTHON
+                 : map_batch(&m, &run, codec, payload.buf, (size_t)payload.len, base_offset, count, start_offset, &cx);
     ACQUIRE_GIL
     PyBuffer_Release(&dirtyview);
     PyBuffer_Release(&mapview);
@@ -755,11 +956,39 @@ typedef struct {
     size_t out_size;       /* size of the re-encoded records section */
 } Decision;
 
+/* A key or a value: a varint length (-1: null) and that many bytes, inside [*q, rend). -1: odd. */
+static inline int read_blob(const uint8_t *d, size_t *q, size_t rend, size_t *at, size_t *len, int *is_null) {
+    int64_t n;
+    if (read_varint(d, q, rend, &n) < 0 || n < -1)
+        return -1;
+    *is_null = n < 0;
+    *at = *q;
+    *len = n < 0 ? 0 : (size_t)n;
+    if (*len > rend - *q)
+        return -1;
+    *q += *len;
+    return 0;
+}
+
+/* A key or a value as encode_record writes it (a null one as varint -1); the size only when o is NULL. */
+static inline size_t write_blob(uint8_t *o, const uint8_t *d, size_t at, size_t len, int is_null) {
+    if (is_null) {
+        if (o)
+            o[0] = 0x01;
+        return 1;
+    }
+    if (!o)
+        return varint_size((int64_t)len) + len;
+    size_t n = write_varint(o, (int64_t)len);
+    memcpy(o + n, d + at, len);
+    return n + len;
+}
+
 /* Parse one record the way iter_records does, requiring every field inside the record and the record's length
  * to match its fields; header keys must be ASCII (Python decodes and re-encodes them as UTF-8). 0 ok, -1: odd. */
 static int parse_record(const uint8_t *d, size_t *p, size_t end, int64_t base_ts, int log_append, int64_t max_ts,
                         Rec *r) {
-    int64_t length, tsd, delta, klen, vlen, count;
+    int64_t length, tsd, delta, count;
     if (read_varint(d, p, end, &length) < 0 || length < 0 || (uint64_t)length > end - *p)
         return -1;
     size_t start = *p, rend = start + (size_t)length;
@@ -767,28 +996,16 @@ static int parse_record(const uint8_t *d, size_t *p, size_t end, int64_t base_ts
     if (q > rend)
         return -1;
     if (read_varint(d, &q, rend, &tsd) < 0 || read_varint(d, &q, rend, &delta) < 0 || delta < INT32_MIN ||
-        delta > INT32_MAX || read_varint(d, &q, rend, &klen) < 0 || klen < -1)
+        delta > INT32_MAX)
         return -1;
     const int64_t lim = (int64_t)1 << 61;
     if (tsd > lim || tsd < -lim || base_ts > lim || base_ts < -lim || max_ts > lim || max_ts < -lim)
         return -1;
-    r->key_null = klen < 0;
-    r->key = q;
-    r->key_len = klen < 0 ? 0 : (size_t)klen;
-    if (r->key_len > rend - q)
-        return -1;
-    q += r->key_len;
-    if (q >= rend)
+    if (read_blob(d, &q, rend, &r->key, &r->key_len, &r->key_null) < 0 || q >= rend)
         return -1;
     r->tombstone = d[q] == 0x01;
-    if (read_varint(d, &q, rend, &vlen) < 0 || vlen < -1)
+    if (read_blob(d, &q, rend, &r->val, &r->val_len, &r->val_null) < 0)
         return -1;
-    r->val_null = vlen < 0;
-    r->val = q;
-    r->val_len = vlen < 0 ? 0 : (size_t)vlen;
-    if (r->val_len > rend - q)
-        return -1;
-    q += r->val_len;
     r->hdr = q;
     if (read_varint(d, &q, rend, &count) < 0 || count < 0)
         return -1;
@@ -851,8 +1068,8 @@ static size_t encode_headers(const uint8_t *d, const Rec *r, uint8_t *o) {
 }
 
 static size_t record_body_size(const uint8_t *d, const Rec *r, int64_t ts_delta) {
-    return 1 + varint_size(ts_delta) + varint_size(r->delta) + (r->key_null ? 1 : varint_size((int64_t)r->key_len) + r->key_len) +
-           (r->val_null ? 1 : varint_size((int64_t)r->val_len) + r->val_len) + encode_headers(d, r, NULL);
+    return 1 + varint_size(ts_delta) + varint_size(r->delta) + write_blob(NULL, d, r->key, r->key_len, r->key_null) +
+           write_blob(NULL, d, r->val, r->val_len, r->val_null) + encode_headers(d, r, NULL);
 }
 
 static size_t encode_record(const uint8_t *d, const Rec *r, int64_t ts_delta, uint8_t *o) {
@@ -861,20 +1078,8 @@ static size_t encode_record(const uint8_t *d, const Rec *r, int64_t ts_delta, ui
     o[n++] = 0;
     n += write_varint(o + n, ts_delta);
     n += write_varint(o + n, r->delta);
-    if (r->key_null) {
-        o[n++] = 0x01;
-    } else {
-        n += write_varint(o + n, (int64_t)r->key_len);
-        memcpy(o + n, d + r->key, r->key_len);
-        n += r->key_len;
-    }
-    if (r->val_null) {
-        o[n++] = 0x01;
-    } else {
-        n += write_varint(o + n, (int64_t)r->val_len);
-        memcpy(o + n, d + r->val, r->val_len);
-        n += r->val_len;
-    }
+    n += write_blob(o + n, d, r->key, r->key_len, r->key_null);
+    n += write_blob(o + n, d, r->val, r->val_len, r->val_null);
     n += encode_headers(d, r, o + n);
     return n;
 }
@@ -893,18 +1098,19 @@ typedef struct {
     int64_t latest;       /* the map's latest offset */
 } FilterArgs;
 
-/* The per-record decision of BatchFilter.filter (Kafka's shouldRetainRecord), then the rebuilt records section when
- * the batch must be rebuilt. Writes into out (capacity cap) only when *rebuild. -1: hand to Python; -2: out too
- * small. */
-static int filter_records(Map *m, const uint8_t *d, size_t end, int32_t count, const FilterArgs *a, Decision *dec,
-                          int *rebuild, int64_t *new_base_ts, int64_t *horizon_out, uint8_t *out, size_t cap,
-                          uint8_t *keep) {
-    size_t p = 0;
+static void decision_init(Decision *dec) {
     memset(dec, 0, sizeof(*dec));
     dec->all_kept = 1;
     dec->max_ts_kept = -1;
-    Rec r;
-    int64_t prev_delta = INT64_MIN;
+}
+
+/* The per-record decision of BatchFilter.filter (Kafka's shouldRetainRecord) over `count` whole records filling
+ * d[0:end]: keep[i] for each, the totals added to dec; *prev_delta carries the offset order across the runs of one
+ * batch. -1: hand to Python. */
+static int decide_records(Map *m, const uint8_t *d, size_t end, int32_t count, const FilterArgs *a, Decision *dec,
+                          uint8_t *keep, int64_t *prev_delta_io) {
+    size_t p = 0;
+    int64_t prev_delta = *prev_delta_io;
     Rec recs[GROUP];
     uint8_t digests[GROUP][16], hashed[GROUP][16];
     const uint8_t *keys[GROUP];
@@ -961,8 +1167,19 @@ static int filter_records(Map *m, const uint8_t *d, size_t end, int32_t count, c
             }
         }
     }
-    if (p != end)
-        return -1;
+    *prev_delta_io = prev_delta;
+    return p == end ? 0 : -1;
+}
+
+/* The rebuilt records section once a batch's records are decided: the kept ones of the `count` records filling
+ * d[0:end] (keep NULL: all of them) re-encoded against the new base timestamp, into out (cap), or when out is NULL
+ * into *alloc (allocated here, the caller frees). Nothing is written unless *rebuild. -1: hand to Python; -2: out
+ * too small. */
+static int encode_kept(const uint8_t *d, size_t end, int32_t count, const uint8_t *keep, const FilterArgs *a,
+                       Decision *dec, int *rebuild, int64_t *new_base_ts, int64_t *horizon_out, uint8_t *out,
+                       size_t cap, uint8_t **alloc) {
+    Rec r;
+    size_t p;
     int need_horizon = (dec->tombstones || a->marker_for_empty_txn) && !a->has_horizon;
     *rebuild = dec->kept > 0 && !(dec->all_kept && !need_horizon);
     if (!*rebuild)
@@ -974,11 +1191,17 @@ static int filter_records(Map *m, const uint8_t *d, size_t end, int32_t count, c
     if (origin > ((int64_t)1 << 62) || origin < -((int64_t)1 << 62))
         return -1;
     *new_base_ts = base_ts;
+    if (out == NULL) {
+        cap = end * 2 + (size_t)count * 24 + 64;
+        out = *alloc = PyMem_RawMalloc(cap);
+        if (out == NULL)
+            return -1;
+    }
     size_t n = 0;
     p = 0;
     for (int32_t i = 0; i < count; i++) {
         parse_record(d, &p, end, a->base_ts, a->log_append, a->max_ts, &r);
-        if (!keep[i])
+        if (keep != NULL && !keep[i])
             continue;
         int64_t tsd = r.ts - origin;
         size_t body = record_body_size(d, &r, tsd);
@@ -988,6 +1211,86 @@ static int filter_records(Map *m, const uint8_t *d, size_t end, int32_t count, c
     }
     dec->out_size = n;
     return 0;
+}
+
+/* BatchFilter.filter's record loop for one batch, plain or compressed: decided, and the kept records re-encoded when
+ * the batch must be rebuilt, into `target` (cap) for a plain batch when given, else into *rebuilt (allocated here:
+ * the caller frees). `keep` has a byte per record of a plain batch. A compressed section that fits the window is
+ * decided as a plain one; a longer one is decided run by run from the stream, its kept records copied aside as they
+ * stand (all that grows is what is retained) and re-encoded from there once the batch is decided. -1: hand to
+ * Python; -2: target too small. */
+static int filter_batch(Map *m, const FilterArgs *a, int codec, int32_t count, const uint8_t *records, size_t len,
+                        const Codecs *cx, uint8_t *keep, Decision *dec, int *rebuild, int64_t *new_base_ts,
+                        int64_t *horizon, uint8_t *target, size_t target_cap, uint8_t **rebuilt) {
+    int64_t prev_delta = INT64_MIN;
+    *rebuilt = NULL;
+    decision_init(dec);
+    if (!codec) {
+        if (decide_records(m, records, len, count, a, dec, keep, &prev_delta) < 0)
+            return -1;
+        return encode_kept(records, len, count, keep, a, dec, rebuild, new_base_ts, horizon, target, target_cap,
+                           rebuilt);
+    }
+    Stream s;
+    uint8_t *run_keep = NULL, *retained = NULL;
+    size_t keep_cap = 0, retained_len = 0, retained_cap = 0;
+    int whole = stream_start(&s, cx, codec, records, len), rc = -1;
+    if (whole == 1 && (size_t)count <= s.len && (run_keep = PyMem_RawMalloc((size_t)count + 1)) != NULL &&
+        decide_records(m, s.buf, s.len, count, a, dec, run_keep, &prev_delta) == 0)
+        rc = encode_kept(s.buf, s.len, count, run_keep, a, dec, rebuild, new_base_ts, horizon, NULL, 0, rebuilt);
+    if (whole == 0) {
+        int32_t left = count, n = 0;
+        size_t span = 0;
+        rc = 0;
+        while (rc == 0 && left > 0) {
+            if (stream_records(&s, left, &span, &n) < 0)
+                rc = -1;
+            else if ((size_t)n > keep_cap) {
+                uint8_t *grown = PyMem_RawRealloc(run_keep, (size_t)n);
+                rc = grown == NULL ? -1 : 0;
+                run_keep = grown != NULL ? grown : run_keep;
+                keep_cap = grown != NULL ? (size_t)n : keep_cap;
+            }
+            if (rc == 0)
+                rc = decide_records(m, s.buf + s.pos, span, n, a, dec, run_keep, &prev_delta);
+            /* the kept records of the run, as they stand (length varint and all) */
+            for (int32_t i = 0; rc == 0 && i < n; i++) {
+                size_t q = s.pos;
+                int64_t length = 0;
+                read_varint(s.buf, &q, s.len, &length);
+                size_t size = q - s.pos + (size_t)length;
+                if (run_keep[i] && retained_len + size > retained_cap) {
+                    size_t grown_cap = 2 * retained_cap > retained_len + size ? 2 * retained_cap : retained_len + size;
+                    uint8_t *grown = PyMem_RawRealloc(retained, grown_cap);
+                    if (grown == NULL) {
+                        rc = -1;
+                        break;
+                    }
+                    retained = grown;
+                    retained_cap = grown_cap;
+                }
+                if (run_keep[i]) {
+                    memcpy(retained + retained_len, s.buf + s.pos, size);
+                    retained_len += size;
+                }
+                s.pos += size;
+            }
+            left -= n;
+        }
+        if (rc == 0 && stream_end(&s) == 0)
+            rc = encode_kept(retained, retained_len, (int32_t)dec->kept, NULL, a, dec, rebuild, new_base_ts, horizon,
+                             NULL, 0, rebuilt);
+        else
+            rc = -1;
+    }
+    stream_close(&s);
+    PyMem_RawFree(run_keep);
+    PyMem_RawFree(retained);
+    if (rc < 0) {
+        PyMem_RawFree(*rebuilt);
+        *rebuilt = NULL;
+    }
+    return rc;
 }
 
 static void write_batch_header(uint8_t *o, const Header *h, int32_t length, int16_t attributes, int64_t base_ts,
@@ -1025,7 +1328,17 @@ typedef struct {
     int64_t last_offset, max_ts, offset_of_max_ts;
 } FilterTotals;
 
-static void note_written(FilterTotals *t, int64_t last_offset, int64_t max_ts) {
+/* One batch read (size bytes) and what was written of it: `written` bytes holding dec->kept records, last offset
+ * and max timestamp of the batch written (nothing when written is 0). */
+static void note_batch(FilterTotals *t, const Header *h, size_t size, const Decision *dec, size_t written,
+                       int64_t last_offset, int64_t max_ts) {
+    t->messages_read += h->count;
+    t->bytes_read += (int64_t)size;
+    t->invalid += dec->invalid;
+    t->messages_written += dec->kept;
+    t->bytes_written += (int64_t)written;
+    if (!written)
+        return;
     t->last_offset = last_offset;
     if (max_ts > t->max_ts) {
         t->max_ts = max_ts;
@@ -1079,13 +1392,12 @@ static PyObject *py_filter_chunk(PyObject *self, PyObject *args) {
     const int64_t *act = active.buf;
     size_t nact = (size_t)active.len / 16;
     RELEASE_GIL
+    Codecs cx = {&_save, &cpu0_, inflate, deflate};
     while (p < stop) {
         Header h;
-        read_header(d + p, &h);
-        size_t size = (size_t)h.length + LOG_OVERHEAD;
-        int codec = h.attributes & ATTR_CODEC;
-        if (h.attributes & (ATTR_TXN | ATTR_CONTROL) || h.magic != 2 || h.count < 0 || !OFFSET_OK(h.base_offset) ||
-            (codec && (inflate == Py_None || deflate == Py_None)) || (!codec && (size_t)h.count > size)) {
+        size_t size;
+        int codec = batch_at(d + p, &h, &size);
+        if (!chunk_batch_ok(&h, inflate != Py_None && deflate != Py_None) || (!codec && (size_t)h.count > size)) {
             status = NEED_PYTHON;
             break;
         }
@@ -1102,35 +1414,15 @@ static PyObject *py_filter_chunk(PyObject *self, PyObject *args) {
         Decision dec;
         int rebuild;
         int64_t new_base_ts = -1, horizon = -1, lookups = m.lookups, probes = m.probes;
-        /* a compressed batch: inflated through the codec library, its records decided here, a rebuilt records
-         * section deflated again with the batch's codec (MemoryRecords.filterTo keeps the codec) */
-        const uint8_t *records = d + p + HEADER_SIZE;
-        size_t records_len = size - HEADER_SIZE;
-        uint8_t *inflated = NULL, *rebuilt = NULL, *deflated = NULL, *batch_keep = keep;
-        uint8_t *target = out + o + HEADER_SIZE;
-        size_t target_cap = cap - o - HEADER_SIZE;
-        int rc;
-        if (codec) {
-            rc = call_codec(&_save, &cpu0_, inflate, codec, records, records_len, &inflated, &records_len);
-            if (rc == 0 && (size_t)h.count > records_len)
-                rc = -1;
-            if (rc == 0) {
-                records = inflated;
-                target_cap = records_len * 2 + (size_t)h.count * 24 + 64;
-                rebuilt = target = PyMem_RawMalloc(target_cap);
-                batch_keep = PyMem_RawMalloc((size_t)h.count + 1);
-                if (rebuilt == NULL || batch_keep == NULL)
-                    rc = -1;
-            }
-        }
-        rc = codec && (inflated == NULL || rebuilt == NULL || batch_keep == NULL)
-                 ? -1
-                 : filter_records(&m, records, records_len, h.count, &a, &dec, &rebuild, &new_base_ts, &horizon,
-                                  target, target_cap, batch_keep);
+        /* a compressed batch: inflated as a bounded stream, its records decided here, a rebuilt records section
+         * deflated again with the batch's codec (MemoryRecords.filterTo keeps the codec) */
+        uint8_t *rebuilt = NULL, *deflated = NULL;
+        uint8_t *target = codec ? NULL : out + o + HEADER_SIZE;
+        int rc = filter_batch(&m, &a, codec, h.count, d + p + HEADER_SIZE, size - HEADER_SIZE, &cx, keep, &dec,
+                              &rebuild, &new_base_ts, &horizon, target, codec ? 0 : cap - o - HEADER_SIZE, &rebuilt);
         const uint8_t *body = target;
         size_t body_len = rc == 0 && rebuild ? dec.out_size : 0;
-        if (rc == 0 && rebuild && codec &&
-            call_codec(&_save, &cpu0_, deflate, codec, rebuilt, dec.out_size, &deflated, &body_len) < 0)
+        if (rc == 0 && rebuild && codec && deflate_records(&cx, codec, rebuilt, dec.out_size, &deflated, &body_len) < 0)
             rc = -1;
         if (deflated != NULL)
             body = deflated;
@@ -1153,38 +1445,21 @@ static PyObject *py_filter_chunk(PyObject *self, PyObject *args) {
             write_batch_header(out + o, &h, (int32_t)(bsize - LOG_OVERHEAD), attrs, new_base_ts, bmax,
                                (int32_t)dec.kept);
             o += bsize;
-            t.messages_read += h.count;
-            t.bytes_read += (int64_t)size;
-            t.invalid += dec.invalid;
-            t.messages_written += dec.kept;
-            t.bytes_written += (int64_t)bsize;
-            note_written(&t, last_offset, bmax);
+            note_batch(&t, &h, size, &dec, bsize, last_offset, bmax);
         } else if (dec.kept > 0) {
             memcpy(out + o, d + p, size);
             o += size;
-            t.messages_read += h.count;
-            t.bytes_read += (int64_t)size;
-            t.invalid += dec.invalid;
-            t.messages_written += dec.kept;
-            t.bytes_written += (int64_t)size;
-            note_written(&t, last_offset, h.max_ts);
+            note_batch(&t, &h, size, &dec, size, last_offset, h.max_ts);
+        } else if (retain_empty) {
+            int16_t attrs = (int16_t)(h.attributes & (ATTR_LOG_APPEND | ATTR_TXN | ATTR_CONTROL));
+            write_batch_header(out + o, &h, HEADER_SIZE - LOG_OVERHEAD, attrs, -1, h.max_ts, 0);
+            o += HEADER_SIZE;
+            note_batch(&t, &h, size, &dec, HEADER_SIZE, last_offset, h.max_ts);
         } else {
-            t.messages_read += h.count;
-            t.bytes_read += (int64_t)size;
-            t.invalid += dec.invalid;
-            if (retain_empty) {
-                int16_t attrs = (int16_t)(h.attributes & (ATTR_LOG_APPEND | ATTR_TXN | ATTR_CONTROL));
-                write_batch_header(out + o, &h, HEADER_SIZE - LOG_OVERHEAD, attrs, -1, h.max_ts, 0);
-                o += HEADER_SIZE;
-                t.bytes_written += HEADER_SIZE;
-                note_written(&t, last_offset, h.max_ts);
-            }
+            note_batch(&t, &h, size, &dec, 0, last_offset, h.max_ts);
         }
-        PyMem_RawFree(inflated);
         PyMem_RawFree(rebuilt);
         PyMem_RawFree(deflated);
-        if (batch_keep != keep)
-            PyMem_RawFree(batch_keep);
         if (rc < 0)
             break;
         p += size;
@@ -1201,14 +1476,15 @@ static PyObject *py_filter_chunk(PyObject *self, PyObject *args) {
                          (long long)t.invalid, (long long)m.lookups, (long long)m.probes);
 }
 
-/* BatchFilter's record loop for one (decompressed) records section; the caller did the batch-level decisions. */
+/* BatchFilter's record loop for one records section (a compressed one read as a bounded stream); the caller did the
+ * batch-level decisions. */
 static PyObject *py_filter_payload(PyObject *self, PyObject *args) {
-    PyObject *map_obj;
+    PyObject *map_obj, *inflate = Py_None;
     Py_buffer payload;
     long long slots, latest, base_offset, base_ts, max_ts, now, new_horizon;
     int count, attributes, marker_for_empty_txn;
-    if (!PyArg_ParseTuple(args, "OLLy*LiLLiLLp", &map_obj, &slots, &latest, &payload, &base_offset, &count, &base_ts,
-                          &max_ts, &attributes, &now, &new_horizon, &marker_for_empty_txn))
+    if (!PyArg_ParseTuple(args, "OLLy*LiLLiLLp|O", &map_obj, &slots, &latest, &payload, &base_offset, &count, &base_ts,
+                          &max_ts, &attributes, &now, &new_horizon, &marker_for_empty_txn, &inflate))
         return NULL;
     Py_buffer mapview;
     Map m;
@@ -1216,22 +1492,14 @@ static PyObject *py_filter_payload(PyObject *self, PyObject *args) {
         PyBuffer_Release(&payload);
         return NULL;
     }
-    if (count < 0 || (Py_ssize_t)count > payload.len || !OFFSET_OK(base_offset)) {
-        PyBuffer_Release(&mapview);
-        PyBuffer_Release(&payload);
-        Py_RETURN_NONE;
-    }
-    size_t cap = (size_t)payload.len * 2 + (size_t)count * 24 + 64;
-    uint8_t *out = PyMem_RawMalloc(cap);
-    uint8_t *keep = PyMem_RawMalloc((size_t)payload.len + 1);
-    if (out == NULL || keep == NULL || count < 0 || (Py_ssize_t)count > payload.len) {
-        PyMem_RawFree(out);
+    int codec = attributes & ATTR_CODEC;
+    uint8_t *keep = codec ? NULL : PyMem_RawMalloc((size_t)payload.len + 1);
+    if (count < 0 || (!codec && (Py_ssize_t)count > payload.len) || !OFFSET_OK(base_offset) ||
+        (codec && inflate == Py_None) || (!codec && keep == NULL)) {
         PyMem_RawFree(keep);
         PyBuffer_Release(&mapview);
         PyBuffer_Release(&payload);
-        if (count < 0 || (Py_ssize_t)count > payload.len)
-            Py_RETURN_NONE;
-        return PyErr_NoMemory();
+        Py_RETURN_NONE;
     }
     int has_horizon = (attributes & ATTR_HORIZON) != 0;
     FilterArgs a = {base_offset, base_ts, max_ts, (attributes & ATTR_CONTROL) != 0,
@@ -1240,9 +1508,11 @@ static PyObject *py_filter_payload(PyObject *self, PyObject *args) {
     Decision dec;
     int rebuild = 0, rc;
     int64_t new_base_ts = -1, horizon = -1;
+    uint8_t *out = NULL;
     RELEASE_GIL
-    rc = filter_records(&m, payload.buf, (size_t)payload.len, count, &a, &dec, &rebuild, &new_base_ts, &horizon, out,
-                        cap, keep);
+    Codecs cx = {&_save, &cpu0_, inflate, Py_None};
+    rc = filter_batch(&m, &a, codec, count, payload.buf, (size_t)payload.len, &cx, keep, &dec, &rebuild, &new_base_ts,
+                      &horizon, NULL, 0, &out);
     ACQUIRE_GIL
     PyMem_RawFree(keep);
     PyBuffer_Release(&mapview);
@@ -1261,6 +1531,20 @@ static PyObject *py_filter_payload(PyObject *self, PyObject *args) {
     return Py_BuildValue("LiiLLLNLLL", (long long)dec.kept, dec.all_kept, need_horizon, (long long)dec.invalid,
                          (long long)m.lookups, (long long)m.probes, records, (long long)new_base_ts,
                          (long long)new_max, (long long)horizon);
+}
+
+/* set_window(bytes) -> the previous window (record_stream.WINDOW; the tests make it small) */
+static PyObject *py_set_window(PyObject *self, PyObject *args) {
+    Py_ssize_t n;
+    if (!PyArg_ParseTuple(args, "n", &n))
+        return NULL;
+    if (n < 16) {
+        PyErr_SetString(PyExc_ValueError, "window too small");
+        return NULL;
+    }
+    size_t old = window_size;
+    window_size = (size_t)n;
+    return PyLong_FromSize_t(old);
 }
 
 /* ------------------------------------------------------------------------------------------------ small entries */
@@ -1363,6 +1647,7 @@ static PyMethodDef methods[] = {
     {"map_payload", py_map_payload, METH_VARARGS, "Offset-map build over one records section."},
     {"filter_chunk", py_filter_chunk, METH_VARARGS, "Clean the plain batches of a chunk into out."},
     {"filter_payload", py_filter_payload, METH_VARARGS, "The record decisions of one records section."},
+    {"set_window", py_set_window, METH_VARARGS, "Set the bounded stream's window (bytes); returns the old one."},
     {"zero_dirty_blocks", py_zero_dirty_blocks, METH_VARARGS, "Zero and unmark the map's dirty blocks."},
     {"gil_free_seconds", py_gil_free_seconds, METH_NOARGS, "CPU seconds spent with the GIL released so far."},
     {"md5", py_md5, METH_VARARGS, "MD5 digest (for the tests)."},

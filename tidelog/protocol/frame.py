@@ -9,11 +9,11 @@ except ApiVersions, which always answers header v0 so that any client can read i
 
 from __future__ import annotations
 
-import os
 import struct
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+from tidelog.accelerators import load
 from tidelog.protocol import wire
 from tidelog.protocol.primitives import Buffer
 
@@ -66,14 +66,10 @@ def _parse_request_header_python(frame: Buffer) -> RequestHeader:
 
 def _load_accelerator() -> Any:
     """tidelog.protocol._produce_codec (optional, see produce_codec.py), bound to RequestHeader/ProtocolError."""
-    if os.environ.get("TIDELOG_PURE_PYTHON"):
-        return None
-    try:  # optional: the C accelerator is built only where a compiler is
-        from tidelog.protocol import _produce_codec  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    _produce_codec.bind_header(RequestHeader, ProtocolError)
-    return _produce_codec
+    codec = load("tidelog.protocol._produce_codec")
+    if codec is not None:
+        codec.bind_header(RequestHeader, ProtocolError)
+    return codec
 
 
 _accel = _load_accelerator()

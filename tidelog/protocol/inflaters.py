@@ -62,10 +62,11 @@ class Inflater:
 class _GzipInflater(Inflater):
     _SLICE = 16 * 1024  # input fed at a time, so zlib's unconsumed tail stays small
 
-    def __init__(self, data: bytes | memoryview, limit: int) -> None:
+    def __init__(self, data: bytes | memoryview, limit: int, zlib_header: bool = False) -> None:
         super().__init__(limit)
-        # gzip framing only, as Kafka's GZIPInputStream (a bare zlib stream is not a gzip payload)
-        self._d = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+        # gzip framing only, as Kafka's GZIPInputStream (a bare zlib stream is not a gzip payload); the cleaner,
+        # reading what is already in the log, accepts a zlib header too, as records.decompress always has
+        self._d = zlib.decompressobj(wbits=(32 if zlib_header else 16) + zlib.MAX_WBITS)
         self._data = memoryview(data)
         self._pos = 0
 
@@ -98,21 +99,30 @@ _MAX_IDLE = 4
 
 
 class _Lz4Inflater(Inflater):
+    # Input fed at a time: python-lz4 keeps the input a bounded read leaves unused and copies it again on the
+    # next call, so feeding the whole payload made each read cost the payload (a 48 MiB section in 256 KiB
+    # reads: 246 ms fed whole, against 37 ms for one unbounded call).
+    _SLICE = 64 * 1024
+
     def __init__(self, data: bytes | memoryview, limit: int) -> None:
         super().__init__(limit)
         try:
             self._d = _IDLE_LZ4.pop()
         except IndexError:
             self._d = codec_libs.lz4_frame().LZ4FrameDecompressor()
-        self._pending: bytes = bytes(data)
+        self._data: bytes = bytes(data)
+        self._pos = 0
         self._returned = False
 
     def read(self, n: int) -> bytes:
         d = self._d
         while not d.eof:
-            pending, self._pending = self._pending, b""
-            if not pending and d.needs_input:
-                raise CorruptPayloadError("lz4 frame is truncated")
+            pending = b""
+            if d.needs_input:
+                if self._pos >= len(self._data):
+                    raise CorruptPayloadError("lz4 frame is truncated")
+                pending = self._data[self._pos:self._pos + self._SLICE]
+                self._pos += len(pending)
             try:
                 out = d.decompress(pending, max_length=n)
             except RuntimeError as exc:  # python-lz4 reports every LZ4F error as RuntimeError
@@ -313,10 +323,11 @@ def _import_lz4f() -> Any:
     return _LZ4F
 
 
-def inflater(codec: int, payload: bytes | memoryview, limit: int) -> Inflater:
-    """A bounded stream over the decompressed records of a batch compressed with `codec` (1..4)."""
+def inflater(codec: int, payload: bytes | memoryview, limit: int, zlib_header: bool = False) -> Inflater:
+    """A bounded stream over the decompressed records of a batch compressed with `codec` (1..4); `zlib_header`:
+    a gzip payload may have a zlib header instead (records.decompress's rule, for the cleaner)."""
     if codec == GZIP:
-        return _GzipInflater(payload, limit)
+        return _GzipInflater(payload, limit, zlib_header)
     if codec == SNAPPY:
         return _SnappyInflater(payload, limit)
     if codec == LZ4:

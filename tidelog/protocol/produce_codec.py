@@ -10,11 +10,11 @@ in the request and the response.
 
 from __future__ import annotations
 
-import os
 import struct
 import uuid
 from typing import Any
 
+from tidelog.accelerators import load
 from tidelog.protocol.wire import (
     EMPTY_TAGGED_FIELDS,
     INT32,
@@ -202,14 +202,10 @@ class ProduceResponseData(EncodedResponse):
 def _load_accelerator() -> Any:
     """The optional C codec (setup.py builds it when a compiler is there), bound to these classes; None without
     it. TIDELOG_PURE_PYTHON=1 keeps the Python codec (the tests compare the two)."""
-    if os.environ.get("TIDELOG_PURE_PYTHON"):
-        return None
-    try:  # optional: the C accelerator is built only where a compiler is
-        from tidelog.protocol import _produce_codec  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    _produce_codec.bind(PartitionProduceData, TopicProduceData, ProduceRequestData, uuid.UUID, WireError)
-    return _produce_codec
+    codec = load("tidelog.protocol._produce_codec")
+    if codec is not None:
+        codec.bind(PartitionProduceData, TopicProduceData, ProduceRequestData, uuid.UUID, WireError)
+    return codec
 
 
 _accel = _load_accelerator()

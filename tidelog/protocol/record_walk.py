@@ -18,12 +18,10 @@ about 50x faster and is used when present (TIDELOG_PURE_PYTHON=1 forces the Pyth
 
 from __future__ import annotations
 
-import importlib
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
+from tidelog.accelerators import load
 from tidelog.protocol.inflaters import Inflater, inflater
 from tidelog.protocol.record_batch import HEADER_SIZE, RecordBatchHeader
 from tidelog.protocol.records import NONE, CorruptRecordError
@@ -36,17 +34,7 @@ _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
-def _load_accelerator() -> Any:
-    """The optional C module (setup.py builds it when a compiler is there); None forces the Python walk."""
-    if os.environ.get("TIDELOG_PURE_PYTHON"):
-        return None
-    try:
-        return importlib.import_module("tidelog.protocol._record_walk")
-    except ImportError:  # pragma: no cover - a machine without a compiler
-        return None
-
-
-_accelerator = _load_accelerator()
+_accelerator = load("tidelog.protocol._record_walk")  # None: the Python walk
 _c_walk: Callable[..., tuple[int, int, int, int, bool, str | None]] | None = getattr(_accelerator, "walk", None)
 # check_batch(buf, next_offset, leader_epoch, now_ms, max_message_bytes, segment_bytes, target_codec, compact,
 # ts_lo, ts_hi, log_append_time, inflate, inflate_cap) -> the stamped header's fields, or None: the whole

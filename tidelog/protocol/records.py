@@ -189,14 +189,19 @@ def records_payload(
 def iter_records(buf: bytes | bytearray | memoryview, pos: int = 0) -> Iterator[Record]:
     """Decode the records of the batch at `buf[pos]`. Raises CorruptRecordError on malformed records."""
     header = read_header(buf, pos)
-    data = records_payload(buf, pos, header)
+    yield from decode_records(records_payload(buf, pos, header), header.records_count, header)
+
+
+def decode_records(data: bytes | bytearray | memoryview, count: int, header: RecordBatchHeader) -> Iterator[Record]:
+    """Decode `count` records that fill `data` exactly (all of a batch's records section, or a run of whole records
+    of it), with `header`'s base offset and timestamps. Raises CorruptRecordError on malformed records."""
     base_offset = header.base_offset
     base_ts = header.base_timestamp
     log_append = header.is_log_append_time
     max_ts = header.max_timestamp
     p = 0
     end = len(data)
-    for _ in range(header.records_count):
+    for _ in range(count):
         length, p = _read_varint(data, p)
         start = p
         if length < 0 or start + length > end:
