@@ -2,7 +2,8 @@
 `confluent.key.schema.validation`) against a real broker with its registry on: records serialized by Confluent's
 AvroSerializer pass; plain bytes, an unknown id or an id of another subject are refused with INVALID_RECORD, seen
 by confluent-kafka and kafka-python producers, and nothing of a refused batch is stored; null keys and values
-(tombstones) pass; DescribeConfigs shows the two configs; with the registry off a topic cannot turn them on."""
+(tombstones) pass; the subject name strategies (topic, record, topic-record) pick the subject; DescribeConfigs
+shows the configs; with the registry off a topic cannot turn them on."""
 
 from __future__ import annotations
 
@@ -13,7 +14,12 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
-from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry import (
+    Schema,
+    SchemaRegistryClient,
+    record_subject_name_strategy,
+    topic_record_subject_name_strategy,
+)
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from kafka import KafkaProducer
@@ -30,6 +36,7 @@ USER = {"type": "record", "name": "User", "namespace": "validation",
 KEY = {"type": "record", "name": "Key", "namespace": "validation", "fields": [{"name": "id", "type": "long"}]}
 VALUE_ON = {"confluent.value.schema.validation": "true"}
 KEY_ON = {"confluent.key.schema.validation": "true"}
+STRATEGIES = "io.confluent.kafka.serializers.subject."
 
 
 @pytest.fixture
@@ -219,8 +226,10 @@ def test_validation_off_by_default_and_described(registry_broker: BrokerHandle) 
     assert produce_all(registry_broker, plain, [(b"k", b"plain bytes")]) == [None]
     validated = new_topic(registry_broker, VALUE_ON)
     admin = AdminClient({"bootstrap.servers": registry_broker.bootstrap})
-    names = ("confluent.key.schema.validation", "confluent.value.schema.validation")
-    for topic, expected in ((plain, ("false", "false")), (validated, ("false", "true"))):
+    names = ("confluent.key.schema.validation", "confluent.value.schema.validation",
+             "confluent.key.subject.name.strategy")
+    default = STRATEGIES + "TopicNameStrategy"
+    for topic, expected in ((plain, ("false", "false", default)), (validated, ("false", "true", default))):
         resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
         entries = admin.describe_configs([resource])[resource].result(60)
         assert tuple(entries[n].value for n in names) == expected
@@ -230,6 +239,42 @@ def test_validation_off_by_default_and_described(registry_broker: BrokerHandle) 
     [error] = produce_all(registry_broker, plain, [(b"k", b"plain bytes")])
     assert refused(error), error
     assert high_watermark(registry_broker, plain) == 1
+
+
+@pytest.mark.parametrize(("strategy", "serializer_strategy"), [
+    ("RecordNameStrategy", record_subject_name_strategy),
+    ("TopicRecordNameStrategy", topic_record_subject_name_strategy),
+])
+def test_record_name_strategies(registry_broker: BrokerHandle, client: SchemaRegistryClient, strategy: str,
+                                serializer_strategy: Any) -> None:
+    topic = new_topic(registry_broker, {**VALUE_ON, "confluent.value.subject.name.strategy": STRATEGIES + strategy})
+    prefix = "" if strategy == "RecordNameStrategy" else f"{topic}-"
+    user = {**USER, "namespace": f"ns{uuid.uuid4().hex[:8]}"}  # RecordNameStrategy's subjects span topics
+    serializer = AvroSerializer(client, json.dumps(user), conf={"subject.name.strategy": serializer_strategy})
+    good = serializer({"name": "ada"}, SerializationContext(topic, MessageField.VALUE))
+    assert good is not None
+    assert client.get_latest_version(f"{prefix}{user['namespace']}.User").schema_id == int.from_bytes(good[1:5],
+                                                                                                      "big")
+    # an id of <topic>-value (TopicNameStrategy's subject) is not one of the record's subject
+    other = client.register_schema(f"{topic}-value", Schema(json.dumps({**user, "name": "Other"}), "AVRO"))
+    # JSON Schema by its title, Protobuf by its package and first message
+    json_id = client.register_schema(f"{prefix}Person", Schema(json.dumps({"title": "Person", "type": "object"}),
+                                                                "JSON"))
+    proto = 'syntax = "proto3";\n// message Decoy {}\npackage shop.v1;\nmessage Order { string id = 1; }\n'
+    proto_id = client.register_schema(f"{prefix}shop.v1.Order", Schema(proto, "PROTOBUF"))
+    outcome = produce_all(registry_broker, topic, [(None, good), (None, wire(other)), (None, wire(json_id)),
+                                                   (None, wire(proto_id))])
+    assert [e is None for e in outcome] == [True, False, True, True], outcome
+    assert refused(outcome[1])
+
+
+def test_unknown_strategy_refused(registry_broker: BrokerHandle) -> None:
+    admin = AdminClient({"bootstrap.servers": registry_broker.bootstrap})
+    topic = f"sr-validate-{uuid.uuid4().hex[:10]}"
+    with pytest.raises(Exception) as raised:
+        admin.create_topics([NewTopic(topic, 1, 1, config={
+            "confluent.value.subject.name.strategy": "com.example.MyStrategy"})])[topic].result(60)
+    assert raised.value.args[0].code() == KafkaError.INVALID_CONFIG
 
 
 def test_registry_off_refuses_the_config(tidelog_session_broker: BrokerHandle) -> None:

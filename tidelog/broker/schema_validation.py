@@ -1,8 +1,9 @@
 """Confluent Server's broker-side Schema ID Validation: topics with `confluent.value.schema.validation` (resp.
 `confluent.key.schema.validation`) true refuse a produced record whose value (resp. key) does not start with
 Confluent's wire format (magic byte 0, then a big-endian 4-byte schema id) naming a live version of the subject
-`<topic>-value` (resp. `<topic>-key`), the subject Confluent's default TopicNameStrategy gives. A null value
-(a tombstone) or a null key passes, as Confluent documents. A refused record refuses its whole batch with
+that `confluent.value.subject.name.strategy` (resp. key) gives: `<topic>-value` (`<topic>-key`) for the default
+TopicNameStrategy, the schema's record name for RecordNameStrategy, `<topic>-<record name>` for
+TopicRecordNameStrategy. A null value (a tombstone) or a null key passes, as Confluent documents. A refused record refuses its whole batch with
 INVALID_RECORD and a record error (storage/log_validator.py `record_check`).
 
 The ids come from the broker's own Schema Registry (tidelog.schema_registry), read in memory on the broker's loop
@@ -16,6 +17,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from tidelog.config.log_config import LogConfig
+from tidelog.config.topic_config import RECORD_NAME_STRATEGY, TOPIC_NAME_STRATEGY
 from tidelog.storage.log_validator import RecordCheck
 
 KEY_VALIDATION = "confluent.key.schema.validation"
@@ -27,11 +29,26 @@ WIRE_HEADER = 5  # the magic byte and the 4-byte schema id
 class SchemaIds(Protocol):
     def registered(self, subject: str, schema_id: int) -> bool: ...
 
+    def record_name(self, schema_id: int) -> str | None: ...
 
-def _refusal(data: bytes, subject: str, ids: SchemaIds, what: str) -> str | None:
+
+def _subject(topic: str, strategy: str, what: str, schema_id: int, ids: SchemaIds) -> str | None:
+    """The subject `strategy` names for this record's schema (Confluent's SubjectNameStrategy classes)."""
+    if strategy == TOPIC_NAME_STRATEGY:
+        return f"{topic}-{what}"
+    name = ids.record_name(schema_id)
+    if name is None:
+        return None
+    return name if strategy == RECORD_NAME_STRATEGY else f"{topic}-{name}"
+
+
+def _refusal(data: bytes, topic: str, strategy: str, ids: SchemaIds, what: str) -> str | None:
     if len(data) < WIRE_HEADER or data[0] != MAGIC_BYTE:
         return f"Record {what} does not start with the schema registry wire format (magic byte 0 and a schema id)"
     schema_id = int.from_bytes(data[1:WIRE_HEADER], "big", signed=True)
+    subject = _subject(topic, strategy, what, schema_id, ids)
+    if subject is None:
+        return f"Record {what} schema id {schema_id} names no record the subject name strategy can use"
     if not ids.registered(subject, schema_id):
         return f"Record {what} schema id {schema_id} is not registered under subject {subject}"
     return None
@@ -39,16 +56,17 @@ def _refusal(data: bytes, subject: str, ids: SchemaIds, what: str) -> str | None
 
 def record_check(topic: str, config: LogConfig, ids: SchemaIds) -> RecordCheck:
     """The check of one record's key and value for a topic with validation on."""
-    key_subject = f"{topic}-key" if config.confluent_key_schema_validation else None
-    value_subject = f"{topic}-value" if config.confluent_value_schema_validation else None
+    key_strategy = config.confluent_key_subject_name_strategy if config.confluent_key_schema_validation else None
+    value_strategy = (config.confluent_value_subject_name_strategy if config.confluent_value_schema_validation
+                      else None)
 
     def check(key: bytes | None, value: bytes | None) -> str | None:
-        if key_subject is not None and key is not None:
-            reason = _refusal(key, key_subject, ids, "key")
+        if key_strategy is not None and key is not None:
+            reason = _refusal(key, topic, key_strategy, ids, "key")
             if reason is not None:
                 return reason
-        if value_subject is not None and value is not None:
-            return _refusal(value, value_subject, ids, "value")
+        if value_strategy is not None and value is not None:
+            return _refusal(value, topic, value_strategy, ids, "value")
         return None
 
     return check

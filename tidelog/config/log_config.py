@@ -22,7 +22,9 @@ class LogConfig:
     compression_lz4_level: int = 9
     compression_zstd_level: int = 3
     confluent_key_schema_validation: bool = False
+    confluent_key_subject_name_strategy: str = "io.confluent.kafka.serializers.subject.TopicNameStrategy"
     confluent_value_schema_validation: bool = False
+    confluent_value_subject_name_strategy: str = "io.confluent.kafka.serializers.subject.TopicNameStrategy"
     delete_retention_ms: int = 86_400_000
     file_delete_delay_ms: int = 60_000
     flush_messages: int = LONG_MAX

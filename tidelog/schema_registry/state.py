@@ -2,15 +2,17 @@
 the registry writes (Confluent's KafkaStoreMessageHandler and LookupCache): subject versions, schemas by id,
 compatibility configs and modes.
 
-Only the registry's own thread changes it; nothing here blocks. `registered` is the one query the broker's event
-loop makes (Schema ID Validation on produce): it reads `live_ids`, whose per-subject sets are replaced whole, never
-changed in place, so a reader on another thread sees one subject's ids before or after a change, never half.
+Only the registry's own thread changes it; nothing here blocks. `registered` and `record_name` are the queries the
+broker's event loop makes (Schema ID Validation on produce): `registered` reads `live_ids`, whose per-subject sets
+are replaced whole, never changed in place, so a reader on another thread sees one subject's ids before or after a
+change, never half; `record_name` reads one schema by id (an id's text never changes) and caches the name.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +31,11 @@ from tidelog.schema_registry.records import (
 )
 
 log = logging.getLogger(__name__)
+
+_PROTO_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+_PROTO_PACKAGE = re.compile(r"\bpackage\s+([\w.]+)\s*;")
+_PROTO_MESSAGE = re.compile(r"\bmessage\s+(\w+)")
+JSON_DEFAULT_NAME = "record"  # Confluent's JsonSchema.name() without a title
 
 DEFAULT_COMPATIBILITY = "BACKWARD"
 DEFAULT_MODE = "READWRITE"
@@ -50,6 +57,7 @@ class RegistryState:
     live_ids: dict[str, frozenset[int]] = field(default_factory=dict)  # subject -> ids of its live versions
     max_id: int = 0
     skipped: int = 0  # records that could not be read (logged)
+    record_names: dict[int, str | None] = field(default_factory=dict)  # id -> record_name() (the broker's cache)
 
     # --- replay ------------------------------------------------------------------------------------------
 
@@ -133,6 +141,19 @@ class RegistryState:
         ids = self.live_ids.get(subject)
         return ids is not None and schema_id in ids
 
+    def record_name(self, schema_id: int) -> str | None:
+        """The fully-qualified record name of schema `schema_id`, as Confluent's ParsedSchema.name() gives it (what
+        RecordNameStrategy names subjects by): an Avro named type's fullname, a JSON Schema's title (else
+        "record"), a Protobuf file's first message with its package. None: no such schema, or no name."""
+        if schema_id in self.record_names:
+            return self.record_names[schema_id]
+        value = self.schemas.get(schema_id)
+        if value is None:
+            return None
+        name = _record_name(value.schema_type, value.schema)
+        self.record_names[schema_id] = name
+        return name
+
     def subject_versions(self, subject: str, deleted: bool = False) -> list[SchemaValue]:
         """The subject's versions, oldest first (soft-deleted ones only with `deleted`)."""
         versions = self.versions.get(subject, {})
@@ -168,3 +189,24 @@ class RegistryState:
                  if not value.deleted and any(r.get("subject") == subject and r.get("version") == version
                                               for r in value.references)}
         return sorted(found)
+
+
+def _record_name(schema_type: str, text: str) -> str | None:
+    if schema_type == "PROTOBUF":
+        body = _PROTO_COMMENTS.sub(" ", text)
+        message = _PROTO_MESSAGE.search(body)
+        if message is None:
+            return None
+        package = _PROTO_PACKAGE.search(body)
+        return f"{package.group(1)}.{message.group(1)}" if package else message.group(1)
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        return None
+    if schema_type == "JSON":
+        title = parsed.get("title") if isinstance(parsed, dict) else None
+        return title if isinstance(title, str) else JSON_DEFAULT_NAME
+    if not isinstance(parsed, dict) or not isinstance(parsed.get("name"), str):
+        return None  # a primitive or a union has no name
+    name, namespace = parsed["name"], parsed.get("namespace")
+    return name if "." in name or not isinstance(namespace, str) or not namespace else f"{namespace}.{name}"
