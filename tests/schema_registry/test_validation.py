@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,7 +30,7 @@ from kafka.errors import KafkaError as KafkaPythonError
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import request_class
 from tidelog.protocol.records import Record, build_batch
-from tidelog.testing import BrokerHandle, KafkaWire
+from tidelog.testing import BrokerHandle, KafkaWire, run_broker
 
 USER = {"type": "record", "name": "User", "namespace": "validation",
         "fields": [{"name": "name", "type": "string"}]}
@@ -58,12 +59,12 @@ def wire(schema_id: int, body: bytes = b"\x06ada") -> bytes:
 
 
 def produce_all(broker: BrokerHandle, topic: str, records: list[tuple[bytes | None, bytes | None]],
-                batched: bool = False, compression: str = "none") -> list[KafkaError | None]:
+                batched: bool = False, compression: str = "none", retries: int = 0) -> list[KafkaError | None]:
     """Produce with confluent-kafka (librdkafka); each record's delivery error (None: stored). Each record is
     flushed on its own (its own batch) unless `batched` (one lingering batch)."""
     producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "linger.ms": 500 if batched else 0,
                          "compression.type": compression,
-                         "enable.idempotence": False, "retries": 0})
+                         "enable.idempotence": False, "retries": retries})
     outcome: list[KafkaError | None] = [None] * len(records)
     delivered = [False] * len(records)
 
@@ -292,3 +293,25 @@ def test_registry_off_refuses_the_config(tidelog_session_broker: BrokerHandle) -
     with pytest.raises(Exception) as raised:
         admin.incremental_alter_configs([resource])[resource].result(60)
     assert raised.value.args[0].code() == KafkaError.INVALID_CONFIG
+
+
+def test_validation_survives_restarts(tmp_path: Path) -> None:
+    """The ids come back with the registry's replay after a restart (a produce during the replay is answered
+    with a retriable error, which the producer retries); restarted with the registry off, the topic keeps its
+    config and refuses every non-null record (it cannot check them)."""
+    with run_broker(log_dir=tmp_path, overrides={"schema.registry.port": 0}) as broker:
+        topic = new_topic(broker, VALUE_ON)
+        schema_id = SchemaRegistryClient({"url": broker.schema_registry_url}).register_schema(
+            f"{topic}-value", Schema(json.dumps(USER), "AVRO"))
+        assert produce_all(broker, topic, [(None, wire(schema_id))]) == [None]
+    with run_broker(log_dir=tmp_path, overrides={"schema.registry.port": 0}) as broker:
+        # produced at once, while the registry may still be replaying: NOT_ENOUGH_REPLICAS until it is up
+        assert produce_all(broker, topic, [(None, wire(schema_id))], retries=1000) == [None]
+        assert broker.schema_registry_url  # the registry is up: the refusal below is a check, not a wait
+        assert refused(produce_all(broker, topic, [(None, b"plain")])[0])
+        assert high_watermark(broker, topic) == 2
+    with run_broker(log_dir=tmp_path) as broker:
+        outcome = produce_all(broker, topic, [(None, wire(schema_id)), (None, None)])
+        assert refused(outcome[0]), outcome
+        assert outcome[1] is None  # a tombstone needs no check
+        assert high_watermark(broker, topic) == 3

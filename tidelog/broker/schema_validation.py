@@ -9,7 +9,8 @@ INVALID_RECORD and a record error (storage/log_validator.py `record_check`).
 The ids come from the broker's own Schema Registry (tidelog.schema_registry), read in memory on the broker's loop
 (`RegistryState.registered`, no I/O, no lock). With the registry off (`schema.registry.port` -1) a topic cannot
 turn validation on (INVALID_CONFIG, as Confluent Server needs `confluent.schema.registry.url` for it); while the
-registry is still replaying `_schemas` after a start, such a topic answers the retriable NOT_ENOUGH_REPLICAS.
+registry is still replaying `_schemas` after a start, such a topic answers the retriable NOT_ENOUGH_REPLICAS; a
+topic that kept the config across a restart with the registry off refuses its records (null ones still pass).
 """
 
 from __future__ import annotations
@@ -42,7 +43,9 @@ def _subject(topic: str, strategy: str, what: str, schema_id: int, ids: SchemaId
     return name if strategy == RECORD_NAME_STRATEGY else f"{topic}-{name}"
 
 
-def _refusal(data: bytes, topic: str, strategy: str, ids: SchemaIds, what: str) -> str | None:
+def _refusal(data: bytes, topic: str, strategy: str, ids: SchemaIds | None, what: str) -> str | None:
+    if ids is None:
+        return f"Record {what} cannot be checked: Schema ID Validation is on but the schema registry is off"
     if len(data) < WIRE_HEADER or data[0] != MAGIC_BYTE:
         return f"Record {what} does not start with the schema registry wire format (magic byte 0 and a schema id)"
     schema_id = int.from_bytes(data[1:WIRE_HEADER], "big", signed=True)
@@ -54,8 +57,9 @@ def _refusal(data: bytes, topic: str, strategy: str, ids: SchemaIds, what: str) 
     return None
 
 
-def record_check(topic: str, config: LogConfig, ids: SchemaIds) -> RecordCheck:
-    """The check of one record's key and value for a topic with validation on."""
+def record_check(topic: str, config: LogConfig, ids: SchemaIds | None) -> RecordCheck:
+    """The check of one record's key and value for a topic with validation on (`ids` None: the registry is off,
+    every checked non-null key or value is refused)."""
     key_strategy = config.confluent_key_subject_name_strategy if config.confluent_key_schema_validation else None
     value_strategy = (config.confluent_value_subject_name_strategy if config.confluent_value_schema_validation
                       else None)

@@ -174,11 +174,9 @@ def _schema_check(broker: BrokerState, log_obj: Log) -> RecordCheck | PartitionP
     from tidelog.broker.schema_validation import record_check  # lazy: only topics with validation on need it
 
     ids = broker.schema_ids
-    if ids is None:
-        if int(broker.config.get("schema.registry.port")) >= 0:
-            # the registry is still replaying _schemas: the producer retries
-            return _result(ErrorCode.NOT_ENOUGH_REPLICAS, "The schema registry is loading")
-        return _result(ErrorCode.INVALID_RECORD, "Schema ID Validation is on but the schema registry is off")
+    if ids is None and int(broker.config.get("schema.registry.port")) >= 0:
+        # the registry is still replaying _schemas: the producer retries
+        return _result(ErrorCode.NOT_ENOUGH_REPLICAS, "The schema registry is loading")
     return record_check(log_obj.topic_partition.topic, log_obj.config, ids)
 
 
