@@ -1,5 +1,5 @@
 """docs/APIS.md is generated from the code (issue #15): the committed file must be what scripts/gen_apis_doc.py
-writes, every difference from Kafka 4.3's advertised ranges must carry its reason, and every API key tidelog does
+writes, every difference from Kafka 4.4's advertised ranges must carry its reason, and every API key tidelog does
 not serve must say why."""
 
 from __future__ import annotations
@@ -11,14 +11,16 @@ from pathlib import Path
 
 from tidelog.broker.apis import API_TABLE, ApiEntry
 from tidelog.broker.apis_doc import (
-    KAFKA_43,
+    KAFKA,
     NOT_SERVED,
+    REFERENCE,
     ServedApi,
     problems,
     range_difference,
     render,
     served_apis,
 )
+from tidelog.broker.kafka_versions import KAFKA_44
 from tidelog.protocol.api_keys import ApiKey
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,13 +43,17 @@ def test_script_check_mode_agrees() -> None:
     assert result.returncode == 0, result.stderr
 
 
-def test_every_difference_from_kafka_43_has_a_reason() -> None:
+def test_the_reference_is_kafka_44() -> None:
+    assert REFERENCE == "Kafka 4.4" and KAFKA is KAFKA_44
+
+
+def test_every_difference_from_kafka_44_has_a_reason() -> None:
     apis = served_apis()
     assert problems(apis) == []
     differing = {int(api.entry.key): api for api in apis if api.differs}
-    # the ones known today (KIP-714 without a plugin, Kafka 4.4's DeleteGroups v3 and streams groups), so a range
-    # moving to Kafka's or away from it shows up here as well as in the generated table
-    assert set(differing) == {42, 71, 72, 88, 89, 93}
+    # the ones known today (KIP-714 without a plugin; ApiVersions v5 and TxnOffsetCommit v6 not implemented), so a
+    # range moving to Kafka's or away from it shows up here as well as in the generated table
+    assert set(differing) == {18, 28, 71, 72}
     for api in differing.values():
         assert api.entry.difference.strip(), api.entry
         cell = api.difference()
@@ -58,9 +64,9 @@ def test_every_difference_from_kafka_43_has_a_reason() -> None:
         assert api.notes, f"tidelog.broker.apis.{api.entry.module}.NOTES is empty"
 
 
-def test_every_kafka_43_api_not_served_has_a_reason() -> None:
-    unserved = set(KAFKA_43) - SERVED
-    assert unserved == {27, 38, 39, 40, 41, 64, 80, 81, *range(83, 88)}
+def test_every_kafka_44_api_not_served_has_a_reason() -> None:
+    unserved = set(KAFKA) - SERVED
+    assert unserved == {27, 38, 39, 40, 41, 64, 80, 81, *range(83, 88), 94}
     for key in unserved:
         assert NOT_SERVED[ApiKey(key)].strip(), key
     # every other key tidelog does not serve has one too, and no served key is listed as not served
@@ -72,15 +78,15 @@ def test_a_difference_without_a_reason_or_a_stale_one_is_refused() -> None:
     range that is Kafka's again, an API neither served nor explained."""
     end_txn = next(e for e in API_TABLE if e.key == ApiKey.END_TXN)
     fetch = next(e for e in API_TABLE if e.key == ApiKey.FETCH)
-    cut = ServedApi(ApiEntry(ApiKey.FETCH, "fetch", 4, 16), "notes", KAFKA_43[1])
-    stale = ServedApi(end_txn._replace(difference="KIP-890 part 2 is not implemented"), "notes", KAFKA_43[26])
-    others = [ServedApi(e, "notes", KAFKA_43.get(int(e.key))) for e in API_TABLE
+    cut = ServedApi(ApiEntry(ApiKey.FETCH, "fetch", 4, 16), "notes", KAFKA[1])
+    stale = ServedApi(end_txn._replace(difference="KIP-890 part 2 is not implemented"), "notes", KAFKA[26])
+    others = [ServedApi(e, "notes", KAFKA.get(int(e.key))) for e in API_TABLE
               if e not in (end_txn, fetch) and e.key != ApiKey.CREATE_PARTITIONS]
     found = problems([cut, stale, *others])
     assert any(p.startswith("Fetch: advertises (4, 16)") for p in found), found
-    assert any(p.startswith("EndTxn: advertises Kafka 4.3's range now") for p in found), found
+    assert any(p.startswith("EndTxn: advertises Kafka 4.4's range now") for p in found), found
     assert any(p.startswith("CreatePartitions (key 37) is not served") for p in found), found
     assert range_difference((4, 16), (4, 18)) == "v17–18 not offered"
     assert range_difference((3, 13), (0, 13)) == "v0–2 not offered"
-    assert range_difference((0, 2), (1, 2)) == "v0 offered, removed in Kafka 4.3"
-    assert range_difference((0, 0), None) == "not advertised by Kafka 4.3"
+    assert range_difference((0, 2), (1, 2)) == "v0 offered, removed in Kafka 4.4"
+    assert range_difference((0, 0), None) == "not advertised by Kafka 4.4"

@@ -15,6 +15,7 @@ REST API, schemas on the `_schemas` topic) is off unless schema.registry.port is
 `tidelog dump-log` is provided by the log-cleaner package (storage/dump_log.py) when present.
 
     tidelog topic|produce|consume|group|cluster|acl|user ...  # Kafka-protocol client commands (tidelog/commands/)
+    tidelog schema list|get|register|check|delete [--url URL]  # the Schema Registry's REST API
 """
 
 from __future__ import annotations

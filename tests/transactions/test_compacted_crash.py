@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from tests.broker.broker_testlib import create_topic, fetch, partition_data
+from tidelog.protocol.record_batch import iter_batches
 from tidelog.testing import BrokerProcess, KafkaWire
 
 from .clients_lib import read_all
@@ -146,7 +147,8 @@ def check(model: Model, wire: KafkaWire, rng: random.Random, bootstrap: str | No
             assert outcome != "aborted", f"aborted record {offset} {key!r} delivered to read_committed"
             assert (key, value) == (want_key, want_value), f"offset {offset}: {key!r}={value!r}"
         view = {k: v for _, k, v in records}
-        assert {k: v for k, v in view.items() if v is not None} == expected, f"compacted view {view}"
+        assert {k: v for k, v in view.items() if v is not None} == expected, (
+            f"compacted view {view}; {fetch_report(wire)}")
     if bootstrap is not None:  # a real client: the same answer
         values = read_all(bootstrap, TOPIC, "read_committed", partitions=1)
         assert not aborted & set(values), "confluent-kafka delivered aborted records"
@@ -155,6 +157,16 @@ def check(model: Model, wire: KafkaWire, rng: random.Random, bootstrap: str | No
             if v is not None:
                 last[v.split(b"|")[0]] = v
         assert {k: v for k, v in last.items() if k in expected} == expected
+
+
+def fetch_report(wire: KafkaWire) -> str:
+    """What one read_committed Fetch from offset 0 returned: the aborted transactions and each batch's producer,
+    offsets and kind (for a failure message)."""
+    [p] = partition_data(fetch(wire, [(TOPIC, 0, 0)], isolation_level=1))
+    batches = [(h.producer_id, h.base_offset, h.last_offset, "control" if h.is_control else
+                "txn" if h.is_transactional else "plain") for _, h in iter_batches(p.records or b"")]
+    aborted = [tuple(t) for t in p.aborted_transactions or []]
+    return f"fetch from 0: aborted transactions {aborted}, batches {batches}"
 
 
 def segment_bases(broker: BrokerProcess) -> list[int]:
@@ -177,10 +189,12 @@ def abort_marker_offsets(wire: KafkaWire) -> list[int]:
         offset = got.next_offset
 
 
-def wait_for(condition: object, what: str, timeout: float = 30.0) -> None:
+def wait_for(condition: object, what: str, timeout: float = 60.0, broker: BrokerProcess | None = None) -> None:
     deadline = time.monotonic() + timeout
     while not condition():  # type: ignore[operator]
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        if time.monotonic() >= deadline:
+            tail = "\n".join(broker.output().splitlines()[-40:]) if broker is not None else ""
+            raise AssertionError(f"timed out waiting for {what}\nbroker log:\n{tail}")
         time.sleep(0.1)
 
 
@@ -211,7 +225,7 @@ def test_compacted_transactions_through_kill_restarts_and_cleaning(tmp_path: Pat
             if cycle % 2:
                 init(w.wire, "left-open")  # a new incarnation fences the old one and aborts its transaction
             # else: the coordinator aborts it once its timeout has passed
-            wait_for(lambda: lso_and_hw(w.wire) == (model.leo + 1, model.leo + 1), "the abort marker")
+            wait_for(lambda: lso_and_hw(w.wire) == (model.leo + 1, model.leo + 1), "the abort marker", broker=broker)
             w.settle(left_open, commit=False)
             model.markers[model.leo] = False
             bases = segment_bases(broker)
@@ -229,7 +243,7 @@ def test_compacted_transactions_through_kill_restarts_and_cleaning(tmp_path: Pat
             active = segment_bases(broker)[-1]
             return all(o >= active for o in abort_marker_offsets(w.wire))
 
-        wait_for(markers_gone, "the cleaner to remove the markers", timeout=90)
+        wait_for(markers_gone, "the cleaner to remove the markers", timeout=180, broker=broker)
         removable = [o for o, commit in model.markers.items() if not commit and o < segment_bases(broker)[-1]]
         assert len(removable) >= CYCLES, f"only {removable} ABORT markers were cleanable"
         check(model, w.wire, rng, broker.bootstrap)

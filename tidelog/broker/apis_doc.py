@@ -1,9 +1,9 @@
 """docs/APIS.md, generated from the code (issue #15), so the served versions, the notes and the differences from
-Kafka 4.3 cannot drift from what the broker does.
+Kafka 4.4 cannot drift from what the broker does.
 
-The sources: `API_TABLE` (versions; `difference`: why an advertised range is not Kafka 4.3's), each API module's
-`NOTES` (Markdown, one table cell), `NOT_SERVED` below (why an API key is not served), Kafka 4.3's ranges
-(kafka-python's record of each release's ApiVersions answer) and the free text of docs/APIS.template.md.
+The sources: `API_TABLE` (versions; `difference`: why an advertised range is not Kafka 4.4's), each API module's
+`NOTES` (Markdown, one table cell), `NOT_SERVED` below (why an API key is not served), Kafka 4.4's ranges
+(`tidelog.broker.kafka_versions.KAFKA_44`, with its sources) and the free text of docs/APIS.template.md.
 `scripts/gen_apis_doc.py` (`make docs`) writes the file; tests/test_apis_doc.py fails when it is stale.
 """
 
@@ -13,13 +13,12 @@ import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from kafka.protocol.broker_version_data import BROKER_API_VERSIONS
-
 from tidelog.broker.apis import API_TABLE, ApiEntry
+from tidelog.broker.kafka_versions import KAFKA_44
 from tidelog.protocol.api_keys import ApiKey
 
-REFERENCE = "Kafka 4.3"
-KAFKA_43: Mapping[int, tuple[int, int]] = BROKER_API_VERSIONS[(4, 3)]
+REFERENCE = "Kafka 4.4"
+KAFKA: Mapping[int, tuple[int, int]] = KAFKA_44  # the release docs/APIS.md and the parity tests compare with
 
 # Placeholders in docs/APIS.template.md, each replaced by a generated table.
 SERVED_TABLE = "@@SERVED_TABLE@@"
@@ -33,7 +32,7 @@ _ZOOKEEPER = "ZooKeeper-era inter-broker API, removed in Kafka 4.0; tidelog has 
 _QUORUM = "KRaft traffic between controller voters; this node is the only voter of `__cluster_metadata`"
 _TO_CONTROLLER = "broker-to-controller API; broker and controller are one process here, nothing goes over the wire"
 
-# Why each API key tidelog does not serve is left out: keys Kafka 4.3 advertises first, then the others.
+# Why each API key tidelog does not serve is left out: keys Kafka 4.4 advertises first, then the others.
 NOT_SERVED: dict[ApiKey, str] = {
     ApiKey.WRITE_TXN_MARKERS: "transaction coordinator to partition leader only: on one node the coordinator writes "
                               "the markers into the local logs itself",
@@ -43,6 +42,8 @@ NOT_SERVED: dict[ApiKey, str] = {
     ApiKey.DESCRIBE_DELEGATION_TOKEN: _DELEGATION_TOKENS,
     ApiKey.UNREGISTER_BROKER: "removes another broker's registration from the KRaft controller; this node is the "
                               "only broker and is never unregistered",
+    ApiKey.UNREGISTER_CONTROLLER: "removes a controller's registration (Kafka 4.4, KAFKA-20395); this node is the only "
+                                  "controller and the single voter, never unregistered",
     ApiKey.ADD_RAFT_VOTER: "dynamic KRaft quorum membership (KIP-853): there is no other controller to add; this "
                            "node stays the single voter",
     ApiKey.REMOVE_RAFT_VOTER: "dynamic KRaft quorum membership (KIP-853): the single voter cannot be removed",
@@ -51,7 +52,7 @@ NOT_SERVED: dict[ApiKey, str] = {
     ApiKey.WRITE_SHARE_GROUP_STATE: _SHARE_STATE,
     ApiKey.DELETE_SHARE_GROUP_STATE: _SHARE_STATE,
     ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: _SHARE_STATE,
-    # not in Kafka 4.3's broker ApiVersions answer either
+    # not in Kafka 4.4's broker ApiVersions answer either
     ApiKey.LEADER_AND_ISR: _ZOOKEEPER,
     ApiKey.STOP_REPLICA: _ZOOKEEPER,
     ApiKey.UPDATE_METADATA: _ZOOKEEPER,
@@ -76,7 +77,7 @@ NOT_SERVED: dict[ApiKey, str] = {
 class ServedApi:
     entry: ApiEntry
     notes: str  # the module's NOTES on one line
-    kafka: tuple[int, int] | None  # Kafka 4.3's advertised range; None when it does not advertise the key
+    kafka: tuple[int, int] | None  # Kafka 4.4's advertised range; None when it does not advertise the key
 
     @property
     def advertised(self) -> tuple[int, int]:
@@ -88,7 +89,7 @@ class ServedApi:
         return self.kafka != self.advertised
 
     def difference(self) -> str:
-        """'same', or what differs from Kafka 4.3's advertised range followed by the entry's reason."""
+        """'same', or what differs from Kafka 4.4's advertised range followed by the entry's reason."""
         if not self.differs:
             return "same"
         return f"{range_difference(self.advertised, self.kafka)}: {self.entry.difference}"
@@ -125,7 +126,7 @@ def served_apis() -> list[ServedApi]:
     for entry in sorted(API_TABLE, key=lambda e: int(e.key)):
         module = importlib.import_module(f"tidelog.broker.apis.{entry.module}")
         notes: str = module.NOTES  # AttributeError names the module that lacks it
-        apis.append(ServedApi(entry, one_line(notes), KAFKA_43.get(int(entry.key))))
+        apis.append(ServedApi(entry, one_line(notes), KAFKA.get(int(entry.key))))
     return apis
 
 
@@ -148,13 +149,13 @@ def problems(apis: list[ServedApi]) -> list[str]:
             found.append(f"{key.api_name} is served: drop it from NOT_SERVED")
         if int(key) not in served and not reason:
             found.append(f"{key.api_name} (key {int(key)}) is not served: say why in NOT_SERVED")
-    for unknown in sorted(set(KAFKA_43) - {int(k) for k in ApiKey}):
+    for unknown in sorted(set(KAFKA) - {int(k) for k in ApiKey}):
         found.append(f"{REFERENCE} advertises key {unknown}, unknown to tidelog.protocol.api_keys.ApiKey")
     return found
 
 
 def served_table(apis: list[ServedApi]) -> str:
-    rows = ["| Key | API | Served | Advertised | Kafka 4.3 | Difference from Kafka 4.3 | Notes |",
+    rows = [f"| Key | API | Served | Advertised | {REFERENCE} | Difference from {REFERENCE} | Notes |",
             "|---|---|---|---|---|---|---|"]
     for api in apis:
         e = api.entry
@@ -165,11 +166,11 @@ def served_table(apis: list[ServedApi]) -> str:
 
 
 def not_served_table(in_kafka: bool) -> str:
-    """The keys tidelog does not serve that Kafka 4.3 advertises (in_kafka) or does not."""
-    rows = (["| Key | API | Kafka 4.3 | Why not served |", "|---|---|---|---|"] if in_kafka
+    """The keys tidelog does not serve that Kafka 4.4 advertises (in_kafka) or does not."""
+    rows = ([f"| Key | API | {REFERENCE} | Why not served |", "|---|---|---|---|"] if in_kafka
             else ["| Key | API | Why not served |", "|---|---|---|"])
     for key in sorted(NOT_SERVED):
-        kafka = KAFKA_43.get(int(key))
+        kafka = KAFKA.get(int(key))
         if (kafka is not None) != in_kafka:
             continue
         cells = [str(int(key)), key.api_name] + ([versions(*kafka)] if kafka else []) + [one_line(NOT_SERVED[key])]

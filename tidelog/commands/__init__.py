@@ -1,8 +1,10 @@
-"""rpk-style client commands of the `tidelog` console script: `tidelog topic|produce|consume|group|cluster|acl|user`.
+"""rpk-style client commands of the `tidelog` console script: `tidelog topic|produce|consume|group|cluster|acl|user`
+and `tidelog schema`.
 
 They speak the Kafka protocol (kafka-python's clients, the project's own dependency) to any broker, tidelog or
-Apache Kafka. This package's `__init__` holds only the names: `tidelog serve` imports it to list the commands in
-its help, and imports a command's module (and kafka-python) only when that command runs.
+Apache Kafka; `schema` speaks Confluent's Schema Registry REST API. This package's `__init__` holds only the
+names: `tidelog serve` imports it to list the commands in its help, and imports a command's module (and
+kafka-python) only when that command runs.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "cluster": ("cluster", "show the cluster: id, controller, brokers, feature levels"),
     "acl": ("acl", "list, create and delete ACLs"),
     "user": ("user", "list, create and delete SCRAM users"),
+    "schema": ("schema", "list, get, register, check (compatibility) and delete Schema Registry subjects"),
 }
 
 

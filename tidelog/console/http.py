@@ -26,6 +26,7 @@ from urllib.parse import urlencode
 from aiohttp import web
 from prometheus_client.exposition import choose_encoder
 
+from tidelog.console import schemas
 from tidelog.console.backend import Backend, ConsoleError, Credentials
 from tidelog.console.pages import PAGES, add_page_routes
 from tidelog.console.query import query_int, record_query
@@ -284,6 +285,11 @@ def build_app(console: Console) -> web.Application:
     r.add_post("/api/groups/{group}/reset-offsets", writer(
         lambda b, q, body: b.reset_group_offsets(q.match_info["group"], str(body.get("topic", "")),
                                                  str(body.get("to", "")), query_int(body.get("value"), "value"))))
+    r.add_get("/api/schemas", reader(lambda b, q: schemas.subjects(console.server)))
+    r.add_get("/api/schemas/{subject}", reader(lambda b, q: schemas.subject(console.server, q.match_info["subject"])))
+    r.add_get("/api/schemas/{subject}/diff", reader(lambda b, q: schemas.diff(
+        console.server, q.match_info["subject"], query_int(q.query.get("from"), "from"),
+        query_int(q.query.get("to"), "to"))))
     r.add_static("/static", STATIC)
     add_page_routes(app, console)
     r.add_get("/api/{tail:.*}", extra_json)

@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any
 import jinja2
 from aiohttp import web
 
+from tidelog.console import schemas
 from tidelog.console.backend import ConsoleError
-from tidelog.console.query import record_query
+from tidelog.console.query import query_int, record_query
 
 if TYPE_CHECKING:
     from tidelog.console.http import Console
@@ -48,7 +49,7 @@ class Pages:
                 user = None
         html = self.env.get_template(name).render(
             writes=not self.console.read_only, csrf_token=self.console.csrf_token, path=request.path, user=user,
-            **context)
+            schemas=schemas.enabled(self.console.server), **context)
         return web.Response(text=html, status=status, content_type="text/html")
 
 
@@ -102,6 +103,24 @@ def add_page_routes(app: web.Application, console: Console) -> None:
     async def quotas(request: web.Request) -> web.Response:
         return pages.render(request, "quotas.html", {"quotas": await console.run(backend(request).quotas)})
 
+    async def schema_subjects(request: web.Request) -> web.Response:
+        backend(request)  # behind the login, as every page
+        return pages.render(request, "schemas.html", {"subjects": await console.run(schemas.subjects, console.server)})
+
+    async def schema_subject(request: web.Request) -> web.Response:
+        backend(request)
+        s = await console.run(schemas.subject, console.server, request.match_info["subject"])
+        return pages.render(request, "schema_subject.html", {"s": s})
+
+    async def schema_diff(request: web.Request) -> web.Response:
+        backend(request)
+        d = await console.run(schemas.diff, console.server, request.match_info["subject"],
+                              query_int(request.query.get("from"), "from"), query_int(request.query.get("to"), "to"))
+        return pages.render(request, "schema_diff.html", {"d": d})
+
+    r.add_get("/schemas", schema_subjects)
+    r.add_get("/schemas/{subject}", schema_subject)
+    r.add_get("/schemas/{subject}/diff", schema_diff)
     r.add_get("/transactions", transactions)
     r.add_get("/quotas", quotas)
     r.add_get("/security", security)

@@ -14,6 +14,8 @@ class BrokerServer(Protocol):
     features: Any  # FeatureControl: finalized_levels(), supported()
     metrics: Any  # BrokerMetrics: counters, json_routes
     ports: dict[str, int]  # listener name -> bound port
+    # the Schema Registry once started (None before, or when off): .subjects(), .subject(name) read its state
+    schema_registry: Any
 
     @property
     def broker(self) -> Any: ...  # BrokerState: cluster_id, log_manager

@@ -14,11 +14,11 @@ import logging
 import ssl
 import threading
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from aiohttp import web
 
-from tidelog.schema_registry import errors
+from tidelog.schema_registry import errors, snapshot
 from tidelog.schema_registry.auth import BasicAuth
 from tidelog.schema_registry.errors import RegistryError
 from tidelog.schema_registry.schemas import SCHEMA_TYPES
@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 MAX_BODY_BYTES = 8 << 20  # a larger request answers 422/42209 (schema too large), never a crash
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+T = TypeVar("T")
 
 
 def answer(body: Any, status: int = 200) -> web.Response:
@@ -286,6 +287,30 @@ class SchemaRegistryHttp:
     async def _stop(self) -> None:
         if self._runner is not None:
             await self._runner.cleanup()
+
+    def read(self, fn: Callable[..., T], *args: Any, timeout: float = 30.0) -> T:
+        """`fn(state, *args)` run on the registry's loop (the only thread that changes the state) and its result
+        handed back: how another thread (the console) reads the registry without racing its writes (blocking)."""
+        if not self._thread.is_alive():
+            raise RuntimeError("the schema registry has stopped")
+        done: concurrent.futures.Future[T] = concurrent.futures.Future()
+
+        def run() -> None:
+            try:
+                done.set_result(fn(self.service.state, *args))
+            except BaseException as exc:  # noqa: BLE001 - handed to the reader
+                done.set_exception(exc)
+
+        self.loop.call_soon_threadsafe(run)
+        return done.result(timeout)
+
+    def subjects(self) -> list[dict[str, Any]]:
+        """Every live subject's summary (tidelog.schema_registry.snapshot.subjects), for the console."""
+        return self.read(snapshot.subjects)
+
+    def subject(self, name: str) -> dict[str, Any] | None:
+        """A subject with all its versions and their pretty-printed schemas; None when unknown."""
+        return self.read(snapshot.subject, name)
 
     def shutdown(self) -> None:
         """Stop serving (blocking: call it off the broker's loop, before the broker's logs close)."""

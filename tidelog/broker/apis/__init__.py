@@ -5,7 +5,8 @@ response, e.g. acks=0 Produce). The versions live here, not in the modules, so A
 before any handler is imported (the broker answers it while its logs still load).
 
 docs/APIS.md is generated from this table (`scripts/gen_apis_doc.py`): each module's `NOTES` string (Markdown, one
-table cell) is its Notes column, and an entry whose advertised range is not Kafka 4.3's says why in `difference`.
+table cell) is its Notes column, and an entry whose advertised range is not Kafka 4.4's says why in `difference`
+(tidelog.broker.kafka_versions.KAFKA_44).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ class ApiEntry(NamedTuple):
     min_version: int  # lowest version served
     max_version: int  # highest version served
     advertised_min: int | None = None  # what ApiVersions says, when lower than served (Produce: KAFKA-18659)
-    difference: str = ""  # why the advertised range is not Kafka 4.3's (docs/APIS.md); "" when it is the same
+    difference: str = ""  # why the advertised range is not Kafka 4.4's (docs/APIS.md); "" when it is the same
 
     @property
     def advertised(self) -> tuple[int, int, int]:
@@ -32,15 +33,15 @@ class ApiEntry(NamedTuple):
 _OWN_REPORTER = ("Kafka advertises KIP-714's APIs only when a metrics-reporter plugin implements ClientTelemetry; "
                  "tidelog is its own reporter (Prometheus)")
 
-_KAFKA_44_STREAMS = ("Kafka 4.4's v1 (KIP-1331: int64 AcceptableRecoveryLag, TopologyDescriptionRequired, "
-                     "MISSING_CLIENT_TAGS; describe's topology description status and assignor name)")
 
 API_TABLE: tuple[ApiEntry, ...] = (
     ApiEntry(ApiKey.PRODUCE, "produce", 3, 13, advertised_min=0),
     ApiEntry(ApiKey.FETCH, "fetch", 4, 18),
     ApiEntry(ApiKey.LIST_OFFSETS, "list_offsets", 1, 11),
     ApiEntry(ApiKey.METADATA, "metadata", 0, 13),
-    ApiEntry(ApiKey.API_VERSIONS, "api_versions", 0, 4),
+    ApiEntry(ApiKey.API_VERSIONS, "api_versions", 0, 4,
+             difference="KIP-1242's v5 (ClusterId/NodeId checked against this node, REBOOTSTRAP_REQUIRED on a "
+                        "misrouted connection) is not implemented"),
     ApiEntry(ApiKey.CREATE_TOPICS, "create_topics", 2, 7),
     ApiEntry(ApiKey.DELETE_TOPICS, "delete_topics", 1, 6),
     ApiEntry(ApiKey.OFFSET_FOR_LEADER_EPOCH, "offset_for_leader_epoch", 2, 4),
@@ -73,8 +74,7 @@ API_TABLE: tuple[ApiEntry, ...] = (
     ApiEntry(ApiKey.OFFSET_FETCH, "offset_fetch", 1, 10),
     ApiEntry(ApiKey.LIST_GROUPS, "list_groups", 0, 5),
     ApiEntry(ApiKey.DESCRIBE_GROUPS, "describe_groups", 0, 6),
-    ApiEntry(ApiKey.DELETE_GROUPS, "delete_groups", 0, 3,
-             difference="added by Kafka 4.4 (a per-group ErrorMessage)"),
+    ApiEntry(ApiKey.DELETE_GROUPS, "delete_groups", 0, 3),  # v3: a per-group ErrorMessage (KIP-1331)
     ApiEntry(ApiKey.OFFSET_DELETE, "offset_delete", 0, 0),
     # KIP-848 consumer groups; ConsumerGroupHeartbeat v1 adds SubscribedTopicRegex (resolved on the broker)
     ApiEntry(ApiKey.CONSUMER_GROUP_HEARTBEAT, "consumer_group_heartbeat", 0, 1),
@@ -88,16 +88,16 @@ API_TABLE: tuple[ApiEntry, ...] = (
     ApiEntry(ApiKey.ALTER_SHARE_GROUP_OFFSETS, "alter_share_group_offsets", 0, 0),
     ApiEntry(ApiKey.DELETE_SHARE_GROUP_OFFSETS, "delete_share_group_offsets", 0, 0),
     # KIP-1071 streams groups (tidelog.coordinator.group.streams) at Kafka 4.4's versions; 93 is KIP-1331 (4.4)
-    ApiEntry(ApiKey.STREAMS_GROUP_HEARTBEAT, "streams_group_heartbeat", 0, 1, difference=_KAFKA_44_STREAMS),
-    ApiEntry(ApiKey.STREAMS_GROUP_DESCRIBE, "streams_group_describe", 0, 1, difference=_KAFKA_44_STREAMS),
-    ApiEntry(ApiKey.STREAMS_GROUP_TOPOLOGY_DESCRIPTION_UPDATE, "streams_group_topology_description_update", 0, 0,
-             difference="KIP-1331's API key 93 is new in Kafka 4.4"),
+    ApiEntry(ApiKey.STREAMS_GROUP_HEARTBEAT, "streams_group_heartbeat", 0, 1),
+    ApiEntry(ApiKey.STREAMS_GROUP_DESCRIBE, "streams_group_describe", 0, 1),
+    ApiEntry(ApiKey.STREAMS_GROUP_TOPOLOGY_DESCRIPTION_UPDATE, "streams_group_topology_description_update", 0, 0),
     # idempotent and transactional producers, transaction coordinator
     ApiEntry(ApiKey.INIT_PRODUCER_ID, "init_producer_id", 0, 5),
     ApiEntry(ApiKey.ADD_PARTITIONS_TO_TXN, "add_partitions_to_txn", 0, 5),  # 4-5: KIP-890 batched/verify form
     ApiEntry(ApiKey.ADD_OFFSETS_TO_TXN, "add_offsets_to_txn", 0, 4),
     ApiEntry(ApiKey.END_TXN, "end_txn", 0, 5),  # v5: transactions v2 (KIP-890 part 2)
-    ApiEntry(ApiKey.TXN_OFFSET_COMMIT, "txn_offset_commit", 0, 5),  # v5: implicit offsets-partition add
+    ApiEntry(ApiKey.TXN_OFFSET_COMMIT, "txn_offset_commit", 0, 5,  # v5: implicit offsets-partition add
+             difference="KIP-1319's v6 (topics by ID instead of name) is not implemented"),
     ApiEntry(ApiKey.DESCRIBE_PRODUCERS, "describe_producers", 0, 0),
     ApiEntry(ApiKey.DESCRIBE_TRANSACTIONS, "describe_transactions", 0, 0),
     ApiEntry(ApiKey.LIST_TRANSACTIONS, "list_transactions", 0, 2),

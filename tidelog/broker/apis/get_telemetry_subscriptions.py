@@ -16,7 +16,7 @@ the zero uuid; the matching CLIENT_METRICS subscriptions' metric prefixes (`*` s
 all), smallest `interval.ms` (default 300000), subscription id = CRC32C of metrics+interval plus the instance
 id's hash (changes when the subscriptions change); accepted codecs gzip/snappy/lz4/zstd, `telemetry.max.bytes`
 1 MiB, delta temporality; too early (within the push interval) THROTTLING_QUOTA_EXCEEDED. No subscription: an
-empty one, and clients do not push. Kafka 4.3 advertises 71/72 only with a metrics-reporter plugin; tidelog is
+empty one, and clients do not push. Kafka (4.3, 4.4) advertises 71/72 only with a metrics-reporter plugin; tidelog is
 its own reporter. Own codec (`protocol/schemas/`)"""
 
 
