@@ -155,6 +155,7 @@ class Server:
 
         try:
             self.schema_registry = await asyncio.to_thread(start)
+            self.broker.schema_ids = self.schema_registry.service.state  # Schema ID Validation's lookups
         except asyncio.CancelledError:
             raise
         except Exception:

@@ -40,6 +40,7 @@ from tidelog.storage.log_manager import LogManager
 if TYPE_CHECKING:  # imported by build_services(), after the broker is ready
     from tidelog.broker.client_metrics import ClientMetricsManager
     from tidelog.broker.fetch_session import FetchSessionCache
+    from tidelog.broker.schema_validation import SchemaIds
     from tidelog.cleaner.log_cleaner import LogCleaner
     from tidelog.coordinator.group import GroupCoordinator
     from tidelog.coordinator.group.group_config import GroupConfigManager
@@ -84,6 +85,8 @@ class BrokerState:
     security: BrokerSecurity  # listeners' TLS/SASL, SCRAM users, ACLs, authorizer
     cluster_id: str = ""
     fault_hooks: FaultHooks = NO_FAULTS  # storage.fault_hooks: tests inject faults at named steps
+    # the Schema Registry's ids per subject, once it runs (Schema ID Validation on produce; broker/schema_validation)
+    schema_ids: SchemaIds | None = None
     # the coordinators and the cleaner: set by start_services(); until then their getters raise
     # KafkaError(COORDINATOR_LOAD_IN_PROGRESS)
     services: Loading[BrokerServices] = field(default_factory=_loading_services)

@@ -129,6 +129,9 @@ def _stored_topics(document: dict[str, Any]) -> dict[str, Any]:
     return document
 
 
+SCHEMA_VALIDATION_CONFIGS = ("confluent.key.schema.validation", "confluent.value.schema.validation")
+
+
 def _config_error(exc: ConfigError) -> KafkaError:
     return KafkaError(ErrorCode.INVALID_CONFIG, str(exc))
 
@@ -331,11 +334,20 @@ class TopicManager:
                 f"Unable to replicate the partition {replication} time(s): The target replication factor of "
                 f"{replication} cannot be reached because only 1 broker(s) are registered.",
             )
+        self._validate_overrides(overrides)
+        return partitions, {k: str(v).strip() for k, v in overrides.items()}
+
+    def _validate_overrides(self, overrides: Mapping[str, str | None]) -> None:
+        """Parse and check a topic's overrides; INVALID_CONFIG for a bad one. Schema ID Validation needs the
+        Schema Registry on (Confluent Server needs confluent.schema.registry.url for it)."""
         try:
-            topic_config.validate_overrides(overrides)
+            parsed = topic_config.parse_overrides(overrides)
         except ConfigError as exc:
             raise _config_error(exc) from None
-        return partitions, {k: str(v).strip() for k, v in overrides.items()}
+        wanted = [n for n in SCHEMA_VALIDATION_CONFIGS if parsed.get(n)]
+        if wanted and int(self.config.get("schema.registry.port")) < 0:
+            raise KafkaError(ErrorCode.INVALID_CONFIG,
+                             f"{wanted[0]} needs the schema registry, which is off (schema.registry.port=-1)")
 
     def create_topic(
         self,
@@ -417,10 +429,7 @@ class TopicManager:
 
     def check_overrides(self, name: str, overrides: Mapping[str, str | None]) -> TopicInfo:
         info = self._require(name)
-        try:
-            topic_config.validate_overrides(overrides)
-        except ConfigError as exc:
-            raise _config_error(exc) from None
+        self._validate_overrides(overrides)
         return info
 
     def set_overrides(self, name: str, overrides: Mapping[str, str]) -> TopicInfo:

@@ -21,6 +21,10 @@ class LogConfig:
     compression_gzip_level: int = -1
     compression_lz4_level: int = 9
     compression_zstd_level: int = 3
+    confluent_key_schema_validation: bool = False
+    confluent_key_subject_name_strategy: str = "io.confluent.kafka.serializers.subject.TopicNameStrategy"
+    confluent_value_schema_validation: bool = False
+    confluent_value_subject_name_strategy: str = "io.confluent.kafka.serializers.subject.TopicNameStrategy"
     delete_retention_ms: int = 86_400_000
     file_delete_delay_ms: int = 60_000
     flush_messages: int = LONG_MAX
@@ -45,6 +49,11 @@ class LogConfig:
     @property
     def compact(self) -> bool:
         return "compact" in self.cleanup_policy
+
+    @property
+    def schema_validation(self) -> bool:
+        """Confluent's broker-side Schema ID Validation is on for the key or the value."""
+        return self.confluent_key_schema_validation or self.confluent_value_schema_validation
 
     @property
     def delete(self) -> bool:

@@ -81,6 +81,11 @@ class TopicConfigDef:
 
 
 HOUR_MS = 3_600_000
+_STRATEGY_PACKAGE = "io.confluent.kafka.serializers.subject."
+TOPIC_NAME_STRATEGY = _STRATEGY_PACKAGE + "TopicNameStrategy"
+RECORD_NAME_STRATEGY = _STRATEGY_PACKAGE + "RecordNameStrategy"
+TOPIC_RECORD_NAME_STRATEGY = _STRATEGY_PACKAGE + "TopicRecordNameStrategy"
+SUBJECT_NAME_STRATEGIES = (TOPIC_NAME_STRATEGY, RECORD_NAME_STRATEGY, TOPIC_RECORD_NAME_STRATEGY)
 
 _DEFS = [
     TopicConfigDef("cleanup.policy", LI, ["delete"], (("log.cleanup.policy", 1),), list_of("compact", "delete"),
@@ -93,6 +98,17 @@ _DEFS = [
                    "lz4 level when compression.type is lz4."),
     TopicConfigDef("compression.zstd.level", I, 3, (("compression.zstd.level", 1),), between(-131_072, 22),
                    "zstd level when compression.type is zstd."),
+    # Confluent Server's broker-side Schema ID Validation (TopicNameStrategy): see broker/schema_validation.py
+    TopicConfigDef("confluent.key.schema.validation", B, False, (), None,
+                   "Refuse records whose key lacks a schema id registered under <topic>-key (registry on)."),
+    TopicConfigDef("confluent.key.subject.name.strategy", S, TOPIC_NAME_STRATEGY, (),
+                   one_of(*SUBJECT_NAME_STRATEGIES),
+                   "The subject a key's schema id must be registered under (Schema ID Validation)."),
+    TopicConfigDef("confluent.value.schema.validation", B, False, (), None,
+                   "Refuse records whose value lacks a schema id registered under <topic>-value (registry on)."),
+    TopicConfigDef("confluent.value.subject.name.strategy", S, TOPIC_NAME_STRATEGY, (),
+                   one_of(*SUBJECT_NAME_STRATEGIES),
+                   "The subject a value's schema id must be registered under (Schema ID Validation)."),
     TopicConfigDef("delete.retention.ms", L, 86_400_000, (("log.cleaner.delete.retention.ms", 1),), at_least(0),
                    "How long tombstones stay readable after compaction."),
     TopicConfigDef("file.delete.delay.ms", L, 60_000, (("log.segment.delete.delay.ms", 1),), at_least(0),

@@ -2,13 +2,17 @@
 the registry writes (Confluent's KafkaStoreMessageHandler and LookupCache): subject versions, schemas by id,
 compatibility configs and modes.
 
-Only the registry's own thread calls it; nothing here blocks.
+Only the registry's own thread changes it; nothing here blocks. `registered` and `record_name` are the queries the
+broker's event loop makes (Schema ID Validation on produce): `registered` reads `live_ids`, whose per-subject sets
+are replaced whole, never changed in place, so a reader on another thread sees one subject's ids before or after a
+change, never half; `record_name` reads one schema by id (an id's text never changes) and caches the name.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +32,11 @@ from tidelog.schema_registry.records import (
 
 log = logging.getLogger(__name__)
 
+_PROTO_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+_PROTO_PACKAGE = re.compile(r"\bpackage\s+([\w.]+)\s*;")
+_PROTO_MESSAGE = re.compile(r"\bmessage\s+(\w+)")
+JSON_DEFAULT_NAME = "record"  # Confluent's JsonSchema.name() without a title
+
 DEFAULT_COMPATIBILITY = "BACKWARD"
 DEFAULT_MODE = "READWRITE"
 
@@ -45,8 +54,10 @@ class RegistryState:
     ids: dict[str, int] = field(default_factory=dict)  # identity() -> id
     configs: dict[str | None, dict[str, Any]] = field(default_factory=dict)  # subject (None: global) -> ConfigValue
     modes: dict[str | None, str] = field(default_factory=dict)
+    live_ids: dict[str, frozenset[int]] = field(default_factory=dict)  # subject -> ids of its live versions
     max_id: int = 0
     skipped: int = 0  # records that could not be read (logged)
+    record_names: dict[int, str | None] = field(default_factory=dict)  # id -> record_name() (the broker's cache)
 
     # --- replay ------------------------------------------------------------------------------------------
 
@@ -87,12 +98,22 @@ class RegistryState:
         self.schemas.setdefault(value.id, value)
         self.ids.setdefault(identity(value.schema_type, value.schema, value.references), value.id)
         self.max_id = max(self.max_id, value.id)
+        self._publish(value.subject)
+
+    def _publish(self, subject: str) -> None:
+        """Replace `subject`'s set in `live_ids` (one dict store: atomic for a reader on the broker's loop)."""
+        ids = frozenset(v.id for v in self.versions.get(subject, {}).values() if not v.deleted)
+        if ids:
+            self.live_ids[subject] = ids
+        else:
+            self.live_ids.pop(subject, None)
 
     def _drop_version(self, subject: str, version: int) -> None:
         versions = self.versions.get(subject, {})
         value = versions.pop(version, None)
         if not versions:
             self.versions.pop(subject, None)
+        self._publish(subject)
         if value is None or self._id_in_use(value.id):
             return
         # no version carries the id any more: the schema is gone (its id is never handed out again)
@@ -107,12 +128,31 @@ class RegistryState:
         for version, value in self.versions.get(subject, {}).items():
             if not isinstance(up_to, int) or version <= up_to:
                 value.deleted = True
+        self._publish(subject)
 
     def _clear_subject(self, subject: str) -> None:
         for version in [v for v, value in self.versions.get(subject, {}).items() if value.deleted]:
             self._drop_version(subject, version)
 
     # --- queries -----------------------------------------------------------------------------------------
+
+    def registered(self, subject: str, schema_id: int) -> bool:
+        """Whether a live (not soft-deleted) version of `subject` has this id; safe from any thread."""
+        ids = self.live_ids.get(subject)
+        return ids is not None and schema_id in ids
+
+    def record_name(self, schema_id: int) -> str | None:
+        """The fully-qualified record name of schema `schema_id`, as Confluent's ParsedSchema.name() gives it (what
+        RecordNameStrategy names subjects by): an Avro named type's fullname, a JSON Schema's title (else
+        "record"), a Protobuf file's first message with its package. None: no such schema, or no name."""
+        if schema_id in self.record_names:
+            return self.record_names[schema_id]
+        value = self.schemas.get(schema_id)
+        if value is None:
+            return None
+        name = _record_name(value.schema_type, value.schema)
+        self.record_names[schema_id] = name
+        return name
 
     def subject_versions(self, subject: str, deleted: bool = False) -> list[SchemaValue]:
         """The subject's versions, oldest first (soft-deleted ones only with `deleted`)."""
@@ -149,3 +189,24 @@ class RegistryState:
                  if not value.deleted and any(r.get("subject") == subject and r.get("version") == version
                                               for r in value.references)}
         return sorted(found)
+
+
+def _record_name(schema_type: str, text: str) -> str | None:
+    if schema_type == "PROTOBUF":
+        body = _PROTO_COMMENTS.sub(" ", text)
+        message = _PROTO_MESSAGE.search(body)
+        if message is None:
+            return None
+        package = _PROTO_PACKAGE.search(body)
+        return f"{package.group(1)}.{message.group(1)}" if package else message.group(1)
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        return None
+    if schema_type == "JSON":
+        title = parsed.get("title") if isinstance(parsed, dict) else None
+        return title if isinstance(title, str) else JSON_DEFAULT_NAME
+    if not isinstance(parsed, dict) or not isinstance(parsed.get("name"), str):
+        return None  # a primitive or a union has no name
+    name, namespace = parsed["name"], parsed.get("namespace")
+    return name if "." in name or not isinstance(namespace, str) or not namespace else f"{namespace}.{name}"

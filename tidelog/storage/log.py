@@ -38,7 +38,7 @@ from tidelog.storage.log_file_utils import (
 from tidelog.storage.log_loader import LoadedLogOffsets, LogLoader
 from tidelog.storage.log_segment import LogSegment, SegmentClosedError, random_segment_jitter
 from tidelog.storage.log_segments import LogSegments
-from tidelog.storage.log_validator import ValidationResult, validate_records
+from tidelog.storage.log_validator import RecordCheck, ValidationResult, validate_records
 from tidelog.storage.producer_state import (
     CONTROL_TYPE_ABORT,
     CONTROL_TYPE_COMMIT,
@@ -242,6 +242,7 @@ class Log:
         leader_epoch: int = 0,
         from_client: bool = True,
         defer_flush: bool = False,
+        record_check: RecordCheck | None = None,
     ) -> LogAppendInfo:
         """Validate, assign offsets, check producer state, roll if needed, write, index, flush policy.
 
@@ -269,7 +270,8 @@ class Log:
                     )
             now = self.clock.milliseconds()
             result = validate_records(
-                records, self.config, self._next_offset, leader_epoch, now, from_client=from_client
+                records, self.config, self._next_offset, leader_epoch, now, from_client=from_client,
+                record_check=record_check,
             )
             out = result.records
             control_bytes: dict[int, bytes] = {}

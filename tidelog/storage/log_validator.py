@@ -29,6 +29,7 @@ Divergences from Kafka, on purpose:
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from tidelog.config.log_config import LONG_MAX, LogConfig
@@ -66,6 +67,9 @@ from tidelog.protocol.records import (
 )
 
 Buffer = bytearray | memoryview  # a writable buffer holding the request's record batches
+# A check of one produced record's key and value beyond Kafka's (Confluent's Schema ID Validation): the reason it is
+# refused, or None. Given to `validate_records` by the broker for topics that ask for it.
+RecordCheck = Callable[[bytes | None, bytes | None], str | None]
 
 _ATTRS = struct.Struct(">h")
 _INT64 = struct.Struct(">q")
@@ -194,6 +198,18 @@ def _record_errors(buf: Buffer, pos: int, h: RecordBatchHeader, walk: RecordWalk
         raise _record_errors_error(code, errors)
 
 
+def _checked_records(buf: Buffer, pos: int, record_check: RecordCheck) -> None:
+    """`record_check` on every record of the batch; any refusal refuses the whole batch with INVALID_RECORD and
+    each refused record's index and reason in `record_errors`, as LogValidator answers its own record errors."""
+    try:
+        errors = [(index, reason) for index, record in enumerate(iter_records(buf, pos))
+                  if (reason := record_check(record.key, record.value)) is not None]
+    except CorruptRecordError as exc:
+        raise _invalid(str(exc)) from None
+    if errors:
+        raise _record_errors_error(ErrorCode.INVALID_RECORD, errors)
+
+
 def _records_max_timestamp(buf: Buffer, pos: int, h: RecordBatchHeader, walk: RecordWalk,
                            max_decompressed_bytes: int) -> int:
     """The largest record timestamp. A BaseTimestamp + TimestampDelta past the int64 range wraps around as in
@@ -207,15 +223,20 @@ def _records_max_timestamp(buf: Buffer, pos: int, h: RecordBatchHeader, walk: Re
 
 def validate_records(records: bytes | bytearray | memoryview, config: LogConfig, next_offset: int,
                      leader_epoch: int, now_ms: int, from_client: bool = True,
-                     max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES) -> ValidationResult:
+                     max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+                     record_check: RecordCheck | None = None) -> ValidationResult:
     """Validate `records` and assign offsets from `next_offset`. Raises KafkaError; never returns partial work.
-    `max_decompressed_bytes` bounds what one compressed batch may expand to (a decompression bomb)."""
+    `max_decompressed_bytes` bounds what one compressed batch may expand to (a decompression bomb).
+    `record_check` (a client's batch only) refuses records beyond Kafka's checks; such a batch takes the full path,
+    where the records are decoded."""
     # A request's records arrive as a writable view of its frame (broker/frame_stream.py): offsets, epoch and
     # timestamps are set in place there, with no copy. Read-only input (bytes) is copied once.
     buf = records if isinstance(records, memoryview) and not records.readonly else bytearray(records)
     if not buf:
         raise _invalid("produce request has no record batch")
-    if from_client and record_walk.check_batch is not None:
+    if not from_client:
+        record_check = None
+    if record_check is None and from_client and record_walk.check_batch is not None:
         fast = _validate_fast(buf, config, next_offset, leader_epoch, now_ms, max_decompressed_bytes)
         if fast is not None:
             return fast
@@ -239,6 +260,8 @@ def validate_records(records: bytes | bytearray | memoryview, config: LogConfig,
         # Every record of every batch is walked, as Kafka's LogValidator iterates them (DefaultRecord.readFrom).
         walk = _walk(buf, pos, h, config.compact and not h.is_control, False, max_decompressed_bytes)
         _record_errors(buf, pos, h, walk, config, now_ms, check_ts, max_decompressed_bytes)
+        if record_check is not None and not h.is_control:
+            _checked_records(buf, pos, record_check)
         target = h.compression if target_name == "producer" else codec_for_name(target_name)
         # Markers are never recompressed (Kafka writes them uncompressed whatever the topic says). Kafka rebuilds a
         # compressed batch whose inner offsets are not 0..n-1; doing the same for an uncompressed one (Kafka

@@ -33,6 +33,7 @@ from tidelog.protocol.records import ZSTD
 from tidelog.security.authorizer import TOPIC, TRANSACTIONAL_ID, Op, authorize, authorized_names
 from tidelog.storage import TopicPartition
 from tidelog.storage.log import Log, LogAppendInfo
+from tidelog.storage.log_validator import RecordCheck
 
 if TYPE_CHECKING:
     from tidelog.broker.state import BrokerState
@@ -162,14 +163,30 @@ def _append(ctx: RequestContext, tp: TopicPartition, records: bytes | memoryview
     error = added[tp] if tp in added else _verify_transaction(ctx, tp, records)
     if error != ErrorCode.NONE:
         return _result(error)
-    return _append_to(log_obj, records, pending)
+    check = _schema_check(ctx.broker, log_obj) if log_obj.config.schema_validation else None
+    if isinstance(check, PartitionProduceResponse):
+        return check
+    return _append_to(log_obj, records, pending, check)
+
+
+def _schema_check(broker: BrokerState, log_obj: Log) -> RecordCheck | PartitionProduceResponse:
+    """Confluent's Schema ID Validation for a topic that turns it on (broker/schema_validation.py)."""
+    from tidelog.broker.schema_validation import record_check  # lazy: only topics with validation on need it
+
+    ids = broker.schema_ids
+    if ids is None and int(broker.config.get("schema.registry.port")) >= 0:
+        # the registry is still replaying _schemas: the producer retries
+        return _result(ErrorCode.NOT_ENOUGH_REPLICAS, "The schema registry is loading")
+    return record_check(log_obj.topic_partition.topic, log_obj.config, ids)
 
 
 def _append_to(log_obj: Log, records: bytes | memoryview,
-               pending: list[tuple[Log, LogAppendInfo, PartitionProduceResponse]]) -> PartitionProduceResponse:
+               pending: list[tuple[Log, LogAppendInfo, PartitionProduceResponse]],
+               record_check: RecordCheck | None = None) -> PartitionProduceResponse:
     """Append one partition's batch; an append the flush policy must fsync first goes to `pending`."""
     try:
-        appended = log_obj.append_as_leader(records, log_obj.leader_epoch, defer_flush=True)
+        appended = log_obj.append_as_leader(records, log_obj.leader_epoch, defer_flush=True,
+                                            record_check=record_check)
     except KafkaError as e:
         return PartitionProduceResponse(-1, e.code, -1, -1, -1, e.record_errors or [], e.message)
     result = PartitionProduceResponse(-1, ErrorCode.NONE, appended.first_offset, appended.log_append_time,
@@ -283,7 +300,8 @@ def handle_plain(broker: BrokerState, version: int, request: Any
                  ) -> tuple[ProduceResponseData, list[tuple[Log, LogAppendInfo, PartitionProduceResponse]]] | None:
     """The plain Produce request in one synchronous pass, without a RequestContext: what `handle` answers for
     v3-12 with acks 1 or -1, no transactional id, and non-transactional batches to existing partitions of
-    non-internal topics whose min.insync.replicas is met (the connection calls it only with no authorizer, no
+    non-internal topics whose min.insync.replicas is met and without Schema ID Validation (the connection
+    calls it only with no authorizer, no
     quota to record and no armed fault). Every partition is checked before any is appended: None means
     nothing was appended and `handle` answers the request. The appends the flush policy must fsync are
     returned for `flush_pending`."""
@@ -298,7 +316,7 @@ def handle_plain(broker: BrokerState, version: int, request: Any
             records = p.records
             # No client id: an internal topic fails here too, and `handle` answers it with the real one.
             log_obj = _writable_log(topics, TopicPartition(topic.name, p.index), records, version, acks, None)
-            if not isinstance(log_obj, Log) or _transactional(records):
+            if not isinstance(log_obj, Log) or _transactional(records) or log_obj.config.schema_validation:
                 return None
             appends.append((p.index, log_obj, records))
         planned.append((topic.name, appends))
