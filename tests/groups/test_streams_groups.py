@@ -449,3 +449,18 @@ def test_streams_version_0_turns_the_protocol_off(tmp_path: Path,
         assert hb(w, "feat", "f", 0, topo=topology("feat", "st-feat")).error_code == 0
         v0 = describe(w, "feat", version=0)  # v0 carries none of v1's fields
         assert (v0.error_code, v0.group_id, [m.member_id for m in v0.members]) == (0, "feat", ["f"])
+
+
+def test_a_topology_cannot_make_the_broker_create_more_partitions_than_one_create_topics_request(
+        tidelog_module_broker: BrokerHandle, wire: KafkaWire) -> None:
+    """The internal topics a heartbeat has the broker create are capped as one CreateTopics request is (Kafka's
+    MAX_PARTITIONS_PER_BATCH): a repartition topic asking for 2^31-1 partitions is not created, and the broker
+    goes on answering."""
+    create_topic(wire, "st-huge", 1)
+    huge = topology("huge1", "st-huge")
+    huge.subtopologies[1].repartition_source_topics[0].partitions = 2**31 - 1
+    r = hb(wire, "huge1", "m", 0, topo=huge, tags=ZONE)
+    assert r.error_code == 0
+    assert hb(wire, "huge1", "m", r.member_epoch, active={}).error_code == 0  # the broker still answers
+    assert tidelog_module_broker.state.topics.get("huge1-rep") is None
+    assert describe(wire, "huge1").group_state == "NotReady"

@@ -13,7 +13,7 @@ from tidelog.coordinator.group.streams.coordinator import (
     HeartbeatError,
 )
 from tidelog.protocol.errors import ErrorCode, KafkaError
-from tidelog.security.authorizer import Op
+from tidelog.security.authorizer import TOPIC, Op, authorize, authorize_cluster
 
 API_KEY = 88
 NOTES = """KIP-1071 streams groups (`coordinator/group/streams/`): member, group, assignment and topology epochs;
@@ -45,7 +45,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     try:
         groups = streams_groups(ctx)  # KafkaApis.isStreamsGroupProtocolEnabled, checked first
         check_group(ctx, Op.READ, request.group_id)
-        result = groups.heartbeat(request, ctx.api_version, ctx.client_id or "", "/" + ctx.client_host)
+        result = groups.heartbeat(request, ctx.api_version, ctx.client_id or "", "/" + ctx.client_host,
+                                  may_create=lambda name: authorize_cluster(ctx, Op.CREATE)
+                                  or authorize(ctx, Op.CREATE, TOPIC, name))  # KafkaApis: CREATE before creating
     except HeartbeatError as e:
         return _error(ctx, cls, e.code, e.message)
     except KafkaError as e:

@@ -46,6 +46,9 @@ from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.storage import TopicPartition
 
 log = logging.getLogger(__name__)
+# Kafka's ReplicationControlManager.MAX_PARTITIONS_PER_BATCH, the cap of one CreateTopics request: a topology cannot
+# have the broker create more partitions than that in one heartbeat.
+MAX_INTERNAL_TOPIC_PARTITIONS = 10_000
 E = ErrorCode
 STICKY_ASSIGNOR_NAME = "sticky"  # Kafka's StickyTaskAssignor.STICKY_ASSIGNOR_NAME
 # What the response tells the client's warm-up logic and task-offset reporting: Kafka Streams' own defaults
@@ -221,8 +224,10 @@ class StreamsGroupCoordinator:
         if epoch != 0 and request.topology is not None:
             raise HeartbeatError(E.INVALID_REQUEST, "Topology can only be provided when (re-)joining.")
 
-    def heartbeat(self, request: Any, api_version: int, client_id: str, client_host: str) -> HeartbeatResult:
-        """GroupMetadataManager.streamsGroupHeartbeat (and streamsGroupLeave for epochs -1 and -2)."""
+    def heartbeat(self, request: Any, api_version: int, client_id: str, client_host: str,
+                  may_create: Callable[[str], bool] = lambda _name: True) -> HeartbeatResult:
+        """GroupMetadataManager.streamsGroupHeartbeat (and streamsGroupLeave for epochs -1 and -2). `may_create`
+        says whether the caller may create an internal topic (KafkaApis checks CREATE before creating them)."""
         self.validate(request)
         try:
             new_topology = tp.StreamsTopology.from_request(request.topology) if request.topology else None
@@ -329,7 +334,7 @@ class StreamsGroupCoordinator:
         if group.to_json() != saved:
             self._save()
         if configured is not None and configured.to_create:
-            self._create_internal_topics(gid, configured)  # asked of the broker after the answer, as Kafka does
+            self._create_internal_topics(gid, configured, may_create)  # after the answer, as Kafka does
         now = self._now()
         reconciled.session_deadline_ms = now + self._session_timeout(gid)
         if reconciled.state == MemberState.UNREVOKED_TASKS:
@@ -402,12 +407,23 @@ class StreamsGroupCoordinator:
         group.topology_ready = configured.ready
         return configured
 
-    def _create_internal_topics(self, group_id: str, configured: tp.ConfiguredTopology) -> None:
+    def _create_internal_topics(self, group_id: str, configured: tp.ConfiguredTopology,
+                                may_create: Callable[[str], bool]) -> None:
         """Create the missing internal topics (Kafka's coordinator returns them for the broker to create after the
-        answer, so the member sees MISSING_INTERNAL_TOPICS once and the tasks at a later heartbeat)."""
+        answer, so the member sees MISSING_INTERNAL_TOPICS once and the tasks at a later heartbeat): only those the
+        member may create, and no more partitions in all than one CreateTopics request may ask for."""
         created: list[str] = []
+        budget = MAX_INTERNAL_TOPIC_PARTITIONS
         if self.topics is not None:
             for name, info in sorted(configured.to_create.items()):
+                if not may_create(name):
+                    log.warning("streams group %s: not authorized to CREATE internal topic %s", group_id, name)
+                    continue
+                budget -= info.partitions
+                if budget < 0:
+                    log.warning("streams group %s: internal topic %s not created: the topology asks for more than "
+                                "%d partitions", group_id, name, MAX_INTERNAL_TOPIC_PARTITIONS)
+                    break
                 try:
                     self.topics.create_topic(name, info.partitions, info.replication_factor or 1, info.configs)
                     created.append(name)
