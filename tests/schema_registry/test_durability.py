@@ -82,7 +82,8 @@ def test_permanent_deletes_are_compacted_away(tmp_path: Path) -> None:
 
 def test_reads_a_topic_confluent_wrote(tmp_path: Path) -> None:
     """Records as Confluent's registry writes them (older ones with "subject":null keys and no schemaType, a NOOP,
-    a protobuf schema, a global config and mode, a subject deletion) replay into the same state."""
+    a protobuf schema, a global config and mode, a subject deletion) replay into the same state; records no
+    registry wrote (not JSON, references that are not references) are skipped."""
     confluent_records = [
         (b'{"keytype":"NOOP","magic":0}', None),
         (b'{"keytype":"SCHEMA","subject":"orders-value","version":1,"magic":1}',
@@ -99,6 +100,13 @@ def test_reads_a_topic_confluent_wrote(tmp_path: Path) -> None:
         (b'{"keytype":"MODE","magic":0}', b'{"mode":"READWRITE"}'),
         (b'{"keytype":"CONTEXT","tenant":"default","context":".","magic":0}', b'{"tenant":"default"}'),
         (b'not json at all', b'{}'),
+        # any client may write to _schemas: records the registry cannot apply are skipped, not fatal at start-up
+        (b'{"keytype":"SCHEMA","subject":"bad-value","version":1,"magic":1}',
+         json.dumps({"subject": "bad-value", "version": 1, "id": 20, "schema": record("Bad"),
+                     "references": [1]}).encode()),
+        (b'{"keytype":"SCHEMA","subject":"bad-value","version":2,"magic":1}',
+         json.dumps({"subject": "bad-value", "version": 2, "id": 21, "schema": record("Bad"),
+                     "references": [{"name": "r", "subject": "s", "version": "zz"}]}).encode()),
     ]
     port = free_port()
     with run_broker(log_dir=tmp_path / "logs") as broker:

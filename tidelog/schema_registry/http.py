@@ -58,7 +58,8 @@ async def confluent_errors(request: web.Request, handler: Handler) -> web.Stream
         return answer({"error_code": e.status, "message": f"HTTP {e.status} {e.reason}"}, e.status)
     except Exception as e:  # noqa: BLE001 - one failed request, never the registry
         log.exception("Schema registry request %s %s failed", request.method, request.path)
-        return error_answer(RegistryError(errors.STORE_ERROR, f"Internal error: {e!r}", status=500))
+        # the details go to the log only: an exception's text may carry what a client must not see
+        return error_answer(RegistryError(errors.STORE_ERROR, f"Internal error ({type(e).__name__})", status=500))
 
 
 async def read_json(request: web.Request) -> Any:

@@ -92,12 +92,18 @@ def decode_schema_value(raw: bytes) -> SchemaValue:
             and isinstance(schema, str)):
         raise BadRecord("SCHEMA value with fields of the wrong type")
     references = body.get("references") or []
-    if not isinstance(references, list):
-        raise BadRecord("SCHEMA value whose references are not a list")
+    if not isinstance(references, list) or not all(_is_reference(r) for r in references):
+        raise BadRecord("SCHEMA value whose references are not a list of {name, subject, version}")
     known = {"subject", "version", "id", "schema", "schemaType", "references", "deleted"}
     return SchemaValue(subject, version, schema_id, schema, str(body.get("schemaType") or "AVRO").upper(),
                        references, bool(body.get("deleted", False)),
                        {k: v for k, v in body.items() if k not in known})
+
+
+def _is_reference(r: Any) -> bool:
+    """A reference as Confluent writes it: {"name": str, "subject": str, "version": int}."""
+    return (isinstance(r, dict) and isinstance(r.get("name"), str) and isinstance(r.get("subject"), str)
+            and isinstance(r.get("version"), int) and not isinstance(r.get("version"), bool))
 
 
 def decode_object(raw: bytes) -> dict[str, Any]:

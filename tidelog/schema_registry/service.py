@@ -22,6 +22,7 @@ from tidelog.schema_registry.records import (
     SCHEMA,
     Key,
     SchemaValue,
+    decode_schema_value,
     encode_value,
 )
 from tidelog.schema_registry.schemas import (
@@ -83,6 +84,11 @@ class RegistryService:
             await self.topic.append([(key.encode(), value) for key, value in records])
         except StoreError as e:
             log.error("Schema registry: writing to _schemas failed: %s", e)
+            # The records may be in the log all the same (the append done, its fsync failed): their schema ids
+            # are never handed out again, or a replay would give one id two schemas.
+            for key, value in records:
+                if key.keytype == SCHEMA and value is not None:
+                    self.state.max_id = max(self.state.max_id, decode_schema_value(value).id)
             raise RegistryError(errors.STORE_ERROR, f"Error while writing to the Kafka store: {e}") from None
         for key, value in records:
             self.state.apply(key, value)

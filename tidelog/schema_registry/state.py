@@ -68,6 +68,9 @@ class RegistryState:
         except BadRecord as e:
             self.skipped += 1
             log.warning("Schema registry: skipping a _schemas record it cannot read: %s", e)
+        except Exception as e:  # noqa: BLE001 - any client may write to _schemas: one odd record must not stop
+            self.skipped += 1   # the registry from starting
+            log.warning("Schema registry: skipping a _schemas record it cannot apply: %r", e)
 
     def apply(self, key: Key, raw_value: bytes | None) -> None:
         if key.keytype == SCHEMA:
