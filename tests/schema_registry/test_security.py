@@ -76,6 +76,10 @@ def test_a_scram_only_user_logs_in(secure: SecureBrokerHandle) -> None:
     url = registry_url(secure)
     assert call(url, "POST", "/subjects/s2/versions", {"schema": SCHEMA}, "bob", "bob-secret")[0] == 200
     assert call(url, "POST", "/subjects/s2/versions", {"schema": SCHEMA}, "bob", "bob-wrong")[0] == 401
+    # a changed credential ends the verified login at once, not when the registry's cache expires
+    store.put("bob", "SCRAM-SHA-512", ScramCredential.from_password("SCRAM-SHA-512", "bob-new"))
+    assert call(url, "POST", "/subjects/s2/versions", {"schema": SCHEMA}, "bob", "bob-secret")[0] == 401
+    assert call(url, "POST", "/subjects/s2/versions", {"schema": SCHEMA}, "bob", "bob-new")[0] == 200
 
 
 def test_confluent_client_with_basic_auth(secure: SecureBrokerHandle) -> None:

@@ -14,14 +14,15 @@ import binascii
 import hashlib
 import hmac
 import threading
-import time
 from typing import Any
 
+from tidelog.clock import Clock
 from tidelog.schema_registry.errors import RegistryError
 from tidelog.security.scram_store import MECHANISMS, ScramCredential
 
 UNAUTHORIZED = 40101  # Confluent answers 401 with this finer code when credentials are missing or wrong
-CACHE_SECONDS = 60.0  # a verified header is trusted this long (PBKDF2 per request would cost ~ms each)
+CACHE_MS = 60_000  # a verified header is trusted this long (PBKDF2 per request would cost ~ms each), unless the
+# user's SCRAM credential changes first
 CACHE_ENTRIES = 1024
 
 
@@ -30,8 +31,9 @@ def unauthorized() -> RegistryError:
 
 
 class BasicAuth:
-    def __init__(self, security: Any) -> None:
+    def __init__(self, security: Any, clock: Clock | None = None) -> None:
         self._security = security  # BrokerSecurity: listeners, scram_store
+        self._clock = clock or Clock()
         sasl = [sec for sec in security.listeners.values() if sec.uses_sasl]
         self.enabled = bool(sasl)
         self._plain: dict[str, str] = {}
@@ -43,7 +45,8 @@ class BasicAuth:
                     self._plain.update({k[5:]: v for k, v in options.items() if k.startswith("user_")})
                 elif mechanism in MECHANISMS and mechanism not in self._scram:
                     self._scram.append(mechanism)
-        self._verified: dict[bytes, tuple[str, float]] = {}
+        # sha256(header) -> (user, trusted until (ms), the SCRAM credential it was checked against, if any)
+        self._verified: dict[bytes, tuple[str, int, tuple[str, bytes] | None]] = {}
         self._lock = threading.Lock()
 
     def principal(self, header: str | None, write: bool) -> str | None:
@@ -55,19 +58,28 @@ class BasicAuth:
                 raise unauthorized()
             return None
         digest = hashlib.sha256(header.encode("utf-8", "surrogateescape")).digest()
-        now = time.monotonic()
+        now = self._clock.monotonic_ms()
         with self._lock:
             cached = self._verified.get(digest)
-        if cached is not None and cached[1] > now:
+        if cached is not None and cached[1] > now and self._still_valid(cached[0], cached[2]):
             return cached[0]
-        user = self._check(header)
+        user, credential = self._check(header)
         with self._lock:
             if len(self._verified) >= CACHE_ENTRIES:
                 self._verified.clear()
-            self._verified[digest] = (user, now + CACHE_SECONDS)
+            self._verified[digest] = (user, now + CACHE_MS, credential)
         return user
 
-    def _check(self, header: str) -> str:
+    def _still_valid(self, user: str, credential: tuple[str, bytes] | None) -> bool:
+        """A cached SCRAM login holds only while the user's credential is the one it was checked against (a
+        deleted or changed credential ends it at once); PLAIN users come from the static JAAS config."""
+        if credential is None:
+            return True
+        current = self._security.scram_store.get(user, credential[0])
+        return current is not None and hmac.compare_digest(current.stored_key, credential[1])
+
+    def _check(self, header: str) -> tuple[str, tuple[str, bytes] | None]:
+        """(user, (mechanism, stored key) of the SCRAM credential that matched, or None for a PLAIN user)."""
         scheme, _, token = header.partition(" ")
         if scheme.lower() != "basic":
             raise unauthorized()
@@ -79,11 +91,11 @@ class BasicAuth:
             raise unauthorized()
         expected = self._plain.get(user)
         if expected is not None and hmac.compare_digest(expected.encode(), password.encode()):
-            return user
+            return user, None
         for mechanism in self._scram:
             credential = self._security.scram_store.get(user, mechanism)
             if credential is not None and _scram_matches(mechanism, credential, password):
-                return user
+                return user, (mechanism, credential.stored_key)
         raise unauthorized()
 
 

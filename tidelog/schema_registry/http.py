@@ -245,7 +245,7 @@ class SchemaRegistryHttp:
             state.apply_raw(key, value)
             records += 1
         self.service = RegistryService(self.topic, state)
-        self.auth = BasicAuth(server.security)
+        self.auth = BasicAuth(server.security, server.broker.clock)
         self.ssl_context = https_context(server)
         log.info("Schema registry: read %d _schemas record(s): %d subject(s), %d schema(s), next id %d",
                  records, len(state.versions), len(state.schemas), state.max_id + 1)
