@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from tidelog.broker.apis._shared import topic_by_id, topic_id_bytes
 from tidelog.broker.context import CloseConnection, RequestContext
+from tidelog.broker.features import TRANSACTION_VERSION
+from tidelog.coordinator.transaction.metadata import TV_2
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.protocol.produce_codec import PartitionProduceResponse, ProduceResponseData
 from tidelog.protocol.record_batch import (
@@ -53,8 +55,6 @@ ADMIN_CLIENT_ID = "__admin_client"  # Kafka lets only this client id write to in
 ZSTD_MIN_VERSION = 7  # KIP-110
 ABORTABLE_SINCE = 11  # KIP-890 part 1: TRANSACTION_ABORTABLE instead of INVALID_TXN_STATE
 IMPLICIT_ADD_SINCE = 12  # KIP-890 part 2: the partition joins the transaction with its first batch
-TRANSACTION_VERSION = "transaction.version"
-TV_2 = 2
 TOPIC_ID_MIN_VERSION = 13  # KIP-516
 
 
