@@ -129,6 +129,14 @@ def test_errors_are_one_line_with_confluents_code(tidelog_schema_registry: Broke
     assert down.returncode == 1
     [line] = down.stderr.splitlines()
     assert line.startswith(f"tidelog schema list: cannot reach the schema registry at http://127.0.0.1:{port}: "), line
+    # credentials in --url never reach the error line
+    down = tidelog("schema", "list", "--url", f"http://alice:s3cret@127.0.0.1:{port}")
+    [line] = down.stderr.splitlines()
+    assert line.startswith(f"tidelog schema list: cannot reach the schema registry at http://127.0.0.1:{port}: "), line
+    # the credentials may come from the environment instead of the command line (and are checked the same way)
+    bad_user = schema(broker, "list", env={"TIDELOG_SCHEMA_REGISTRY_USER_INFO": "no-colon"})
+    assert bad_user.stderr.splitlines() == [
+        "tidelog schema list: --user / $TIDELOG_SCHEMA_REGISTRY_USER_INFO: expected NAME:PASSWORD"]
 
 
 def test_url_defaults_to_the_configured_registry_port(tidelog_schema_registry: BrokerHandle) -> None:

@@ -20,6 +20,7 @@ from tidelog.config.definitions import ConfigError
 
 DEFAULT_REGISTRY_PORT = 8081  # Confluent's port, the README's suggested schema.registry.port
 URL_ENV = "TIDELOG_SCHEMA_REGISTRY_URL"
+USER_ENV = "TIDELOG_SCHEMA_REGISTRY_USER_INFO"  # NAME:PASSWORD, as Confluent's basic.auth.user.info
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 SCHEMA_TYPES = ("AVRO", "JSON", "PROTOBUF")
 
@@ -32,7 +33,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                                      f"{DEFAULT_REGISTRY_PORT} when schema.registry.port is unset)")
     group.add_argument("--config", metavar="FILE", help="the broker's server.properties, for the default --url")
     group.add_argument("-u", "--user", metavar="NAME:PASSWORD",
-                       help="HTTP Basic credentials (a SASL user of the broker; needed for writes when it has SASL)")
+                       help="HTTP Basic credentials (a SASL user of the broker; needed for writes when it has SASL); "
+                            f"default ${USER_ENV}, which keeps the password out of the process list")
     group.add_argument("--format", choices=("text", "json"), default="text",
                        help="text tables for people (default) or JSON for scripts")
     group.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS",
@@ -103,6 +105,16 @@ def default_url(config_file: str | None) -> str:
     return f"http://{f'[{host}]' if ':' in host else host}:{port if port > 0 else DEFAULT_REGISTRY_PORT}"
 
 
+def _without_credentials(url: str) -> str:
+    """`url` with any user:password@ taken out (an error line must not show a password)."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = (f"[{host}]" if ":" in host else host) + (f":{parts.port}" if parts.port else "")
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+
+
 class Registry:
     """Confluent's REST API at `url`; a registry error raises CommandError with its message and error_code."""
 
@@ -110,10 +122,11 @@ class Registry:
         self.url = (args.url or default_url(args.config)).rstrip("/")
         self.timeout = float(args.timeout)
         self.headers = {"Accept": CONTENT_TYPE}
-        if args.user:
-            if ":" not in args.user:
-                raise CommandError("--user: expected NAME:PASSWORD")
-            self.headers["Authorization"] = "Basic " + base64.b64encode(args.user.encode()).decode()
+        user = args.user or os.environ.get(USER_ENV)
+        if user:
+            if ":" not in user:
+                raise CommandError(f"--user / ${USER_ENV}: expected NAME:PASSWORD")
+            self.headers["Authorization"] = "Basic " + base64.b64encode(user.encode()).decode()
 
     def call(self, method: str, path: str, body: Any = None, **query: Any) -> Any:
         params = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in query.items() if v not in (None, "")}
@@ -128,7 +141,8 @@ class Registry:
             raise CommandError(_error_line(e)) from None
         except (urllib.error.URLError, OSError) as e:
             reason = getattr(e, "reason", e)
-            raise CommandError(f"cannot reach the schema registry at {self.url}: {reason}") from None
+            raise CommandError(f"cannot reach the schema registry at {_without_credentials(self.url)}: {reason}") \
+                from None
         except ValueError as e:
             raise CommandError(f"{url}: the answer is not JSON ({e})") from None
 
