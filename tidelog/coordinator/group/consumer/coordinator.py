@@ -54,6 +54,7 @@ from tidelog.coordinator.group.consumer.group import (
     is_subset,
     reconcile,
 )
+from tidelog.coordinator.group.offset_validation import txn_offset_commit_error
 from tidelog.coordinator.timer import DeadlineTimer
 from tidelog.protocol.errors import ErrorCode
 from tidelog.storage import TopicPartition
@@ -702,15 +703,7 @@ class ConsumerGroupCoordinator:
         ConsumerGroup.validateOffsetCommit): no member fields, or an empty group, need no member; else the member
         must exist (UNKNOWN_MEMBER_ID) at that epoch (ILLEGAL_GENERATION, for either protocol). The offsets are
         staged in the group's offsets holder until the transaction's marker."""
-        group = self.groups[group_id]
-        error = E.NONE
-        anonymous = member_epoch == -1 and not member_id and instance_id is None
-        if not (member_epoch < 0 and group.is_empty()) and not anonymous:
-            member = group.members.get(member_id)
-            if member is None:
-                error = E.UNKNOWN_MEMBER_ID
-            elif member_epoch != member.member_epoch:
-                error = E.ILLEGAL_GENERATION
+        error = txn_offset_commit_error(self.groups[group_id], member_id, instance_id, member_epoch)
         if error != E.NONE:
             return dict.fromkeys(offsets, int(error))
         self._offsets_holder(group_id)

@@ -28,6 +28,7 @@ from typing import Any
 
 from tidelog.clock import Clock
 from tidelog.coordinator.group.classic.group import GroupMetadata, OffsetAndMetadata
+from tidelog.coordinator.group.offset_validation import txn_offset_commit_error
 from tidelog.coordinator.group.streams import topology as tp
 from tidelog.coordinator.group.streams.assignor import AssignmentMember, Tasks, TasksTuple, assign
 from tidelog.coordinator.group.streams.group import (
@@ -618,15 +619,7 @@ class StreamsGroupCoordinator:
         """TxnOffsetCommit (Kafka Streams' exactly-once) to a streams group: StreamsGroup.validateOffsetCommit
         with isTransactional: no member fields, or an empty group, need no member; else the member must exist
         (UNKNOWN_MEMBER_ID) at that epoch (ILLEGAL_GENERATION). Staged in the offsets holder until the marker."""
-        group = self.groups[group_id]
-        error = E.NONE
-        anonymous = member_epoch == -1 and not member_id and instance_id is None
-        if not (member_epoch < 0 and group.is_empty()) and not anonymous:
-            member = group.members.get(member_id)
-            if member is None:
-                error = E.UNKNOWN_MEMBER_ID
-            elif member_epoch != member.member_epoch:
-                error = E.ILLEGAL_GENERATION
+        error = txn_offset_commit_error(self.groups[group_id], member_id, instance_id, member_epoch)
         if error != E.NONE:
             return dict.fromkeys(offsets, int(error))
         self._offsets_holder(group_id)
