@@ -50,7 +50,11 @@ KAFKA_44_CHANGES: Mapping[int, str] = MappingProxyType({
         "validVersions 0-3",
     88: "StreamsGroupHeartbeat v1, KIP-1331: StreamsGroupHeartbeatRequest.json @09ed70433d, validVersions 0-1, "
         "latestVersionUnstable false",
-    89: "StreamsGroupDescribe v1, KIP-1331: StreamsGroupDescribeRequest.json @07a283acad, validVersions 0-1",
+    89: "StreamsGroupDescribe v1, KIP-1331: StreamsGroupDescribeRequest.json @07a283acad, validVersions 0-1; the "
+        "response's v1 fields (TopologyDescription nullable, TopologyDescriptionStatus int8 default 0, both "
+        "untagged at 1+, then AssignorName) from StreamsGroupDescribeResponse.json's diff in apache/kafka PR "
+        "#22920 and Kafka's streams cross-version system test (v0 has no AssignorName); AssignorName's "
+        "nullability was not read",
     93: "StreamsGroupTopologyDescriptionUpdate, new key, KIP-1331: "
         "StreamsGroupTopologyDescriptionUpdateRequest.json @ece569d071, validVersions 0",
     94: "UnregisterController, new key (KAFKA-20395, in 4.4.0-rc4): UnregisterControllerRequest.json @ae0443b5e3, "
