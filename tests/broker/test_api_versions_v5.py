@@ -9,7 +9,11 @@ kafka-python and the Java 3.9.1 client stop at v4), so these requests are built 
 
 from __future__ import annotations
 
+import os
 import struct
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -136,3 +140,75 @@ def test_a_v6_request_gets_the_v0_unsupported_version_answer(tidelog_module_brok
         _, response = wire.receive(API_VERSIONS, 0)
     assert response.error_code == ErrorCode.UNSUPPORTED_VERSION
     assert [(k.api_key, k.min_version, k.max_version) for k in response.api_keys] == [(API_VERSIONS, 0, 5)]
+
+
+LOADING_PROBE = r"""
+import asyncio, socket, struct, sys
+from tidelog.broker.server import Server
+from tidelog.config.broker_config import BrokerConfig
+
+def body(cluster_id, node_id):
+    def s(v):
+        return b"\x00" if v is None else bytes([len(v) + 1]) + v.encode()
+    return s("probe") + s("1.0") + s(cluster_id) + struct.pack(">i", node_id) + b"\x00"
+
+def frame(correlation_id, payload):
+    header = struct.pack(">hhih", 18, 5, correlation_id, 5) + b"probe" + b"\x00"
+    return struct.pack(">i", len(header) + len(payload)) + header + payload
+
+def read(sock):
+    def exact(n):
+        buf = b""
+        while len(buf) < n:
+            chunk = sock.recv(n - len(buf))
+            assert chunk, "closed"
+            buf += chunk
+        return buf
+    data = exact(struct.unpack(">i", exact(4))[0])
+    return struct.unpack_from(">ih", data)  # correlation id, error code
+
+cfg = BrokerConfig.load(None, {}, {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": sys.argv[1], "node.id": "3"})
+
+async def main():
+    first_start = Server(cfg)  # a data dir with its cluster id (meta.properties), as a restarted broker has
+    await first_start.start(warm_up=False)
+    cluster_id = first_start.broker.cluster_id
+    await first_start.stop()
+    server = Server(cfg)
+    await server.start_listening()
+    addr = ("127.0.0.1", server.port)
+    unchecked = socket.create_connection(addr, timeout=60)
+    checked = socket.create_connection(addr, timeout=60)
+    checked.sendall(frame(1, body(cluster_id, 3)))
+    unchecked.sendall(frame(2, body(None, -1)))
+    print("unchecked while loading:", await asyncio.to_thread(read, unchecked))
+    checked.setblocking(False)
+    try:
+        print("checked before ready:", len(checked.recv(1)) > 0)
+    except BlockingIOError:
+        print("checked before ready:", False)
+    checked.setblocking(True)
+    await server.finish_startup(warm_up=False)
+    print("checked once loaded:", await asyncio.to_thread(read, checked))
+    checked.sendall(frame(3, body(cluster_id, 4)))
+    print("another node:", await asyncio.to_thread(read, checked))
+    checked.close(); unchecked.close()
+    await server.stop()
+
+asyncio.run(main())
+"""
+
+
+def test_a_checked_request_waits_for_the_cluster_id_while_the_logs_load(tmp_path: Path) -> None:
+    """ApiVersions is answered while the broker loads its logs (KIP-511, test_server.py), but a v5 request naming a
+    cluster can only be checked against the cluster id the logs hold: it is answered once they are loaded."""
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-c", LOADING_PROBE, str(tmp_path)], capture_output=True, text=True,
+                         timeout=120, env=dict(os.environ, PYTHONPATH=str(root)))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [
+        "unchecked while loading: (2, 0)",
+        "checked before ready: False",
+        "checked once loaded: (1, 0)",
+        f"another node: (3, {REBOOTSTRAP_REQUIRED})",
+    ], out.stderr
