@@ -2,8 +2,9 @@
 are on the start-up path (a client's first two requests), where building kafka-python's schema classes for them
 cost 10-14 ms of a ~110 ms start. Field layout: Kafka's ApiVersionsRequest.json / ApiVersionsResponse.json
 (flexible from v3, KIP-511; the response header stays v0 even then, so a client can read the error of a version
-it does not speak; v5 adds the request's ClusterId and NodeId, KIP-1242, and leaves the response as v4) and MetadataRequest.json / MetadataResponse.json (flexible from v9, KIP-482; topic ids from
-v10, KIP-516). Tagged fields in requests are skipped (none are defined); ApiVersions v3+ responses write their
+it does not speak; v5 adds the request's ClusterId and NodeId, KIP-1242, and leaves the response as v4) and
+MetadataRequest.json / MetadataResponse.json (flexible from v9, KIP-482; topic ids from v10, KIP-516). Tagged
+fields in requests are skipped (none are defined); ApiVersions v3+ responses write their
 tagged fields (supported features, finalized features and their epoch, zk migration readiness) only when they
 differ from their defaults, as kafka-python's encoder does, so both write the same bytes.
 """

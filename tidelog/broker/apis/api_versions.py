@@ -40,8 +40,9 @@ def unsupported_version_response(entry: ApiEntry) -> ApiVersionsResponseData:
 
 def names_a_node(v: int, request: Any) -> bool:
     """Whether this request asks to be checked against the cluster and node it reached (KIP-1242): ApiVersions
-    v5+ with a ClusterId (Kafka's KafkaApis checks only then)."""
-    return v >= API_VERSIONS_CLUSTER_CHECK_MIN_VERSION and request.cluster_id is not None
+    v5+ with a ClusterId and a NodeId (Kafka's KafkaApis checks only with a ClusterId; one without the other is
+    refused before any check)."""
+    return v >= API_VERSIONS_CLUSTER_CHECK_MIN_VERSION and request.cluster_id is not None and request.node_id != -1
 
 
 def _request_error(v: int, request: Any, this_node: tuple[str, int] | None) -> ErrorCode:
