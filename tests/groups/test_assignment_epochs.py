@@ -121,6 +121,31 @@ def test_partitions_pending_revocation_keep_their_epoch(tidelog_module_broker: B
     assert committed(wire, group) == {("pr-kept", 0): 20, ("pr-added", 1): 23}
 
 
+def test_transactional_commits_stay_strict(tidelog_module_broker: BrokerHandle, wire: KafkaWire) -> None:
+    """Kafka 4.3's commitTransactionalOffset checks each partition under the zero topic id, which no member holds:
+    KIP-1251 lets no older epoch through there, and STALE_MEMBER_EPOCH is answered as ILLEGAL_GENERATION."""
+    from tests.transactions.tv2_lib import end_txn_v5, init_v5
+
+    group = "tx-group"
+    a, _ = grow_member(wire, group, "tx-kept", "tx-other", "tx-added")
+    tid = "tx-1251"
+    producer = init_v5(wire, tid)
+    Req = request_class(28)[5]
+    T = Req.TxnOffsetCommitRequestTopic
+
+    def txn_commit(epoch: int) -> int:
+        resp = wire.request(28, 5, Req(
+            transactional_id=tid, group_id=group, producer_id=producer.producer_id,
+            producer_epoch=producer.epoch, generation_id=epoch, member_id=a.member_id, group_instance_id=None,
+            topics=[T(name="tx-kept", partitions=[T.TxnOffsetCommitRequestPartition(
+                partition_index=0, committed_offset=5, committed_leader_epoch=-1, committed_metadata="")])]))
+        return int(resp.topics[0].partitions[0].error_code)
+
+    assert txn_commit(2) == E.ILLEGAL_GENERATION  # held since epoch 1, yet refused in a transaction
+    assert txn_commit(3) == 0
+    assert end_txn_v5(wire, tid, producer, commit=False)[0] == 0
+
+
 def test_classic_member_commits_stay_strict(tidelog_module_broker: BrokerHandle, wire: KafkaWire) -> None:
     """KIP-1251 relaxes only consumer-protocol members: a classic member of a consumer group commits with its
     generation, which must be its member epoch (ILLEGAL_GENERATION otherwise)."""
