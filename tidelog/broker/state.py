@@ -198,7 +198,8 @@ class BrokerState:
         from tidelog.coordinator.transaction import create_transaction_coordinator
 
         # the coordinator persists to __consumer_offsets through the TopicManager
-        groups = create_group_coordinator(self.config, self.clock, self.topics, lambda: self.group_configs)
+        groups = create_group_coordinator(self.config, self.clock, self.topics, lambda: self.group_configs,
+                                          self.fault_hooks)
         if groups.share_groups is not None:
             groups.share_groups.on_available = self._share_records_available
         txn = create_transaction_coordinator(self, lambda: groups)
