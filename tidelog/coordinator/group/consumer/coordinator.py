@@ -713,7 +713,11 @@ class ConsumerGroupCoordinator:
             epoch = None if info is None else member.assignment_epoch(uuid.UUID(bytes=bytes(info.topic_id)),
                                                                        tp.partition)
             if epoch is None or epoch > received:
+                log.debug("member %s: commit at epoch %d refused for %s (assignment epoch %s, member epoch %d)",
+                          member.member_id, received, tp, epoch, member.member_epoch)
                 return E.STALE_MEMBER_EPOCH
+        log.debug("member %s: commit at epoch %d accepted at member epoch %d (KIP-1251 assignment epochs)",
+                  member.member_id, received, member.member_epoch)
         return E.NONE
 
     def txn_commit_offsets(self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
