@@ -14,12 +14,12 @@ Keys are `int16 version` + non-flexible fields; the version names the record typ
 | 16 | ConsumerGroupRegularExpression (g, regex)     | Topics, Version, Timestamp                         |
 
 Values are `int16 version` + a flexible body (compact strings/arrays, uuid, tagged fields). A null value is a
-tombstone.
+tombstone. Key versions 9-15 and 17+ (share and streams groups) are not consumer-group records: skipped.
 
 KIP-1251 (Kafka 4.3): each TopicPartitions of a current member assignment carries the tagged field 0
 AssignmentEpochs (nullable []int32, aligned with Partitions): the member epoch at which each partition was assigned
-to the member. A record written without it (before 4.3, or by a broker that did not write it) reads as every
-partition assigned at max(MemberEpoch, 0), as Kafka's Utils.assignmentFromTopicPartitions does. Key versions 9-15 and 17+ (share and streams groups) are not consumer-group records: skipped.
+to the member. A record written without it (before 4.3) reads as every partition assigned at max(MemberEpoch, 0),
+as Kafka's Utils.assignmentFromTopicPartitions does (a short array leaves the rest at that default too).
 """
 
 from __future__ import annotations
