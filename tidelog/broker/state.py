@@ -265,7 +265,7 @@ def build_broker_state(config: BrokerConfig, clock: Clock | None = None, *,
     clock = clock or Clock()
     metrics = metrics or BrokerMetrics()
     hooks = fault_hooks or NO_FAULTS
-    log_manager = LogManager(list(config.log_dirs), config.default_log_config(), clock,
+    log_manager = LogManager(list(config.log_dirs), config.default_log_config(), clock, cluster_id=config.cluster_id,
                              flush_on_append=config.log_flush_on_append, background_tasks=own_clock,
                              producer_id_expiration_ms=config.producer_id_expiration_ms,
                              producer_id_expiration_check_interval_ms=config.producer_id_expiration_check_interval_ms,
