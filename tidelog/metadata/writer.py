@@ -10,6 +10,8 @@ state as it is then: at most one write runs and one more waits, however many cha
 `durable()` waits, without blocking the loop, until every change noted so far is on disk; `flush()` (broker
 shutdown) writes what is left on the calling thread once the running write is done. Without a running event loop
 (a tool, a test of the store alone) or after `flush()`, `changed()` writes at once on the calling thread.
+`on_written()`, if given, runs on the loop (or the writing thread of `flush()`) after a write of the latest snapshot
+taken succeeded: an owner that reports what is on disk (share-group state summaries) records it then.
 """
 
 from __future__ import annotations
@@ -38,10 +40,11 @@ class CoalescingWriter:
     """One metadata file, written on a thread of its own from snapshots `snapshot()` takes on the loop."""
 
     def __init__(self, file: MetadataFile, directory: str | Path, snapshot: Callable[[], Mapping[str, Any]],
-                 fault_hooks: Any = None) -> None:
+                 fault_hooks: Any = None, on_written: Callable[[], None] | None = None) -> None:
         self.file = file
         self.directory = Path(directory)
         self._snapshot = snapshot
+        self._on_written = on_written
         self._hooks = fault_hooks  # tidelog.storage.fault_hooks.FaultHooks (Any: metadata sits below storage)
         self.writes = 0  # file replacements done: many changes noted close together take far fewer
         self._noted = 0  # changes noted (a sequence number)
@@ -111,6 +114,8 @@ class CoalescingWriter:
             try:
                 data = self.file.encode(self._snapshot())
                 await loop.run_in_executor(self._executor, self._replace, data, target, True)
+                if self._on_written is not None:
+                    self._on_written()
             except OSError as exc:
                 log.error("Cannot write %s: %s", self.file.path(self.directory), exc)
                 self._settle(exc)
@@ -127,6 +132,8 @@ class CoalescingWriter:
             behind = self._on_disk < target
         if behind:
             self._replace(self.file.encode(self._snapshot()), target, False)
+            if self._on_written is not None:
+                self._on_written()
         self._done(target)
 
     def _replace(self, data: bytes, target: int, background: bool) -> None:

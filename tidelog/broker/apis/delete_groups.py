@@ -39,6 +39,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 result.update({n: consumer.delete_group(n) for n in mine})
             if share is not None:  # NON_EMPTY_GROUP while it has members
                 result.update({n: share.delete_group(n) for n in shared})
+                if shared:
+                    await share.durable()
         except KafkaError as e:
             result.update(dict.fromkeys(allowed, e.code))
             if e.message:

@@ -63,7 +63,7 @@ def create_group_coordinator(broker_config: BrokerConfig, clock: Clock, topics: 
                              fault_hooks: FaultHooks | None = None) -> GroupCoordinator:
     """Build the coordinator persisting through `topics` (with its KIP-848 part, `consumer_groups`, which takes
     each group's own session timeout and heartbeat interval from `group_configs()`); call `startup()` once the
-    logs are loaded. `fault_hooks`: the broker's, called at the streams-group file's named write step."""
+    logs are loaded. `fault_hooks`: the broker's, called at the streams-group and share-state files' named write step."""
     config = GroupCoordinatorConfig.from_broker_config(broker_config)
     store = TopicOffsetsStore(topics, config, clock)
     coordinator = GroupCoordinator(clock, config, store)
@@ -94,7 +94,7 @@ def create_group_coordinator(broker_config: BrokerConfig, clock: Clock, topics: 
         return None
 
     coordinator.share_groups = ShareGroupCoordinator(topics, clock, ShareGroupConfig.from_broker_config(broker_config),
-                                                     ShareStateStore(broker_config.log_dirs[0]), group_configs,
+                                                     ShareStateStore(broker_config.log_dirs[0], fault_hooks), group_configs,
                                                      other_group_type)
     coordinator.streams_groups = StreamsGroupCoordinator(
         coordinator, topics, clock, StreamsGroupConfig.from_broker_config(broker_config),
