@@ -6,6 +6,7 @@ the middle of a write leaves the last answered state."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -33,11 +34,17 @@ class WriteGate:
         self.opened = threading.Event()
         self.opened.set()
         self.reached = threading.Event()
+        self.holder: threading.Thread | None = None  # the writer thread that last reached the gate
+        self.failing: Exception | None = None  # the exception the next write raises at the gate
 
     def at(self, point: object, subject: object = None) -> None:
         if point == MetadataFaultPoint.WRITE and subject == STREAMS_GROUPS.name:
+            self.holder = threading.current_thread()
             self.reached.set()
             assert self.opened.wait(WAIT_S), "the gate was never opened"
+            if self.failing is not None:  # the held write fails (once) with it
+                failing, self.failing = self.failing, None
+                raise failing
 
     def close(self) -> None:
         self.reached.clear()
@@ -45,6 +52,27 @@ class WriteGate:
 
     def open(self) -> None:
         self.opened.set()
+
+    def open_when(self, condition: Callable[[], bool]) -> Opener:
+        """A thread opening the gate once `condition()` holds (or after WAIT_S, `met` then False)."""
+        opener = Opener(self, condition)
+        opener.start()
+        return opener
+
+
+class Opener(threading.Thread):
+    def __init__(self, gate: WriteGate, condition: Callable[[], bool]) -> None:
+        super().__init__(name="gate-opener", daemon=True)
+        self.gate, self.condition, self.met = gate, condition, False
+
+    def run(self) -> None:
+        deadline = time.monotonic() + WAIT_S
+        while time.monotonic() < deadline and not self.gate.opened.is_set():
+            if self.condition():
+                self.met = True
+                break
+            time.sleep(0.01)
+        self.gate.open()
 
 
 def saved_groups(log_dir: str | Path) -> dict[str, Any]:
@@ -113,14 +141,20 @@ def test_shutdown_writes_what_a_timer_changed(tmp_path: Path,
     b.call(streams.check_expirations)
     assert gate.reached.wait(WAIT_S)
     assert set(saved_groups(tmp_path)["expire"]["members"]) == {"A", "B"}  # still held
+    # the shutdown writes it while that write is held, then joins the writer thread: the gate opens once the file
+    # shows the fence (only the shutdown can have written it), and the held write then leaves the file alone
+    opener = gate.open_when(lambda: set(saved_groups(tmp_path)["expire"]["members"]) == {"A"})
     try:
-        b.restart()  # the shutdown writes it; the new broker loads it before the gate opens
+        b.restart()
+        assert opener.met, "the shutdown did not write the fence while the timer's write was held"
+        assert gate.holder is not None and not gate.holder.is_alive()  # the old writer thread was joined
         with KafkaWire(b.bootstrap) as w:
             after = describe(w, "expire")
         assert [m.member_id for m in after.members] == ["A"]
         assert after.group_epoch == before["group_epoch"] + 1
     finally:
         gate.open()
+        opener.join(WAIT_S)
     assert set(saved_groups(tmp_path)["expire"]["members"]) == {"A"}  # the held write did not go back in time
 
 
@@ -154,3 +188,75 @@ def test_answered_state_survives_kill_9_and_a_crash_mid_write_leaves_the_last_an
             assert (beat.error_code, beat.member_epoch) == (E.NONE, r.member_epoch)
             assert w.request(42, 2, request_class(42)[2](groups_names=["kill"])).results[0].error_code == \
                 E.NON_EMPTY_GROUP
+
+
+def test_a_failed_write_fails_only_the_changes_it_carried_and_is_retried(tmp_path: Path,
+        tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
+    """The held write fails with a bug's exception (not an OSError): its heartbeat is answered
+    UNKNOWN_SERVER_ERROR naming the exception type; a heartbeat noted after that write began waits for the retry
+    and is answered NONE; the retry writes both (the failed change was kept in memory)."""
+    gate = WriteGate()
+    b = tidelog_broker_factory(log_dir=tmp_path, overrides=NO_DELAY, fault_hooks=gate)
+    writer = b.state.groups.streams_groups.store.writer
+    with KafkaWire(b.bootstrap) as w:
+        create_topic(w, "ss-fail", 1)
+    gate.close()
+    gate.failing = RuntimeError("injected by the test")
+    answers: dict[str, tuple[int, str | None]] = {}
+
+    def join(group: str) -> None:
+        with KafkaWire(b.bootstrap) as w:
+            r = hb(w, group, "m", 0, process=group, topo=topology(group, "ss-fail"))
+            answers[group] = (r.error_code, r.error_message)
+
+    first = threading.Thread(target=join, args=("sf-0",))
+    first.start()
+    assert gate.reached.wait(WAIT_S)
+    second = threading.Thread(target=join, args=("sf-1",))
+    second.start()
+    wait_until(lambda: b.call(lambda: writer.pending) == 2, "the second join waits for the disk")
+    gate.open()
+    for t in (first, second):
+        t.join(WAIT_S)
+    code, message = answers["sf-0"]
+    assert code == E.UNKNOWN_SERVER_ERROR and message is not None and "RuntimeError" in message
+    assert answers["sf-1"] == (E.NONE, None)
+    assert set(saved_groups(tmp_path)) == {"sf-0", "sf-1"}
+    assert b.call(lambda: (writer.pending, writer.failures)) == (0, 0)
+
+
+def test_an_unwritable_file_fails_the_heartbeat_keeps_the_change_and_retries_timer_changes(tmp_path: Path,
+        tidelog_broker_factory: Callable[..., BrokerHandle], caplog: pytest.LogCaptureFixture) -> None:
+    """With the file unwritable (a directory in its place: a real OSError), a join is answered
+    UNKNOWN_SERVER_ERROR but kept in memory (no Kafka-style revert); a session expiry (a timer's change, no request
+    waits for it) is retried on the writer's backoff with no request to drive it, logged once for the whole
+    streak, and lands once the file is writable again."""
+    clock = ManualClock()
+    b = tidelog_broker_factory(log_dir=tmp_path, clock=clock, overrides=NO_DELAY)
+    streams = b.state.groups.streams_groups
+    writer = streams.store.writer
+    with KafkaWire(b.bootstrap) as w:
+        create_topic(w, "ss-disk", 1)
+        a = hb(w, "disk", "A", 0, process="pa", topo=topology("disk", "ss-disk"))
+        assert hb(w, "disk", "B", 0, process="pb", topo=topology("disk", "ss-disk")).error_code == E.NONE
+        clock.advance(30_000)
+        assert hb(w, "disk", "A", a.member_epoch).error_code == E.NONE  # A's session runs 45 s from now
+        path = STREAMS_GROUPS.path(tmp_path)
+        path.unlink()
+        path.mkdir()
+        caplog.set_level(logging.INFO, logger="tidelog.metadata.writer")
+        failed = hb(w, "disk", "C", 0, process="pc", topo=topology("disk", "ss-disk"))
+        assert failed.error_code == E.UNKNOWN_SERVER_ERROR
+        assert failed.error_message.startswith("Cannot write the streams-group state")
+        assert {m.member_id for m in describe(w, "disk").members} == {"A", "B", "C"}  # C kept in memory
+    clock.advance(15_001)  # B's session ends
+    b.call(streams.check_expirations)
+    wait_until(lambda: b.call(lambda: writer.failures) >= 3, "the write was retried three times")
+    cannot = [r for r in caplog.records if r.name == "tidelog.metadata.writer" and "Cannot write" in r.getMessage()]
+    assert len(cannot) == 1  # once per streak, not per attempt
+    path.rmdir()
+    wait_until(lambda: set(saved_groups(tmp_path).get("disk", {}).get("members", {})) == {"A", "C"},
+               "the retry wrote C's join and B's expiry")
+    wait_until(lambda: b.call(lambda: (writer.pending, writer.failures)) == (0, 0), "the loop saw the write")
+    wrote = [r for r in caplog.records if r.name == "tidelog.metadata.writer" and "failed attempt" in r.getMessage()]
+    assert len(wrote) == 1
