@@ -255,3 +255,40 @@ def test_group_and_offset_changes_are_answered_once_on_disk(tmp_path: Path,
         d = w.request(42, 2, request_class(42)[2](groups_names=["shs-admin-g"]))
         assert d.results[0].error_code == E.NONE
         assert "shs-admin-g" not in saved()
+
+
+def test_share_fetch_moves_the_session_epoch_on_before_it_waits_for_the_disk(tmp_path: Path,
+        tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
+    """A second ShareFetch at the epoch of one waiting for its acknowledgement's write is refused
+    INVALID_SHARE_SESSION_EPOCH; the first, its write failing, answers the acknowledgement UNKNOWN_SERVER_ERROR and
+    the session stays moved on (Kafka's newContext). A join whose write fails with a bug's exception is answered
+    UNKNOWN_SERVER_ERROR naming it."""
+    gate = WriteGate()
+    b = tidelog_broker_factory(log_dir=tmp_path, fault_hooks=gate)
+    topic_id = b.create_topic("shs-epoch", 1)
+    earliest(b, "shs-epoch-g")
+    produce(b, "shs-epoch", 2)
+    with KafkaWire(b.bootstrap) as w, KafkaWire(b.bootstrap) as other:
+        gate.failing = RuntimeError("injected by the test")
+        failed = heartbeat(w, "shs-epoch-g", member(), topics=["shs-epoch"])
+        assert failed.error_code == E.UNKNOWN_SERVER_ERROR and "RuntimeError" in failed.error_message
+        m = joined(w, "shs-epoch-g", "shs-epoch")
+        assert acquired(share_fetch(w, "shs-epoch-g", m, 0, {topic_id: [0]})) == {0: [(0, 1, 1)]}
+        gate.close()
+        gate.failing = OSError("injected by the test")
+        answers: list[Any] = []
+        first = threading.Thread(target=lambda: answers.append(share_fetch(
+            w, "shs-epoch-g", m, 1, {topic_id: [0]}, acks={(topic_id, 0): [(0, 1, [ACCEPT])]})))
+        first.start()
+        try:
+            assert gate.reached.wait(WAIT_S)  # the acknowledgement's write is held
+            again = share_fetch(other, "shs-epoch-g", m, 1, {topic_id: [0]})
+            assert again.error_code == E.INVALID_SHARE_SESSION_EPOCH
+        finally:
+            gate.open()
+            first.join(WAIT_S)
+        [answer] = answers
+        assert answer.error_code == E.NONE
+        assert [p.acknowledge_error_code for t in answer.responses for p in t.partitions] == [E.UNKNOWN_SERVER_ERROR]
+        assert share_fetch(w, "shs-epoch-g", m, 1, {topic_id: [0]}).error_code == E.INVALID_SHARE_SESSION_EPOCH
+        assert share_fetch(w, "shs-epoch-g", m, 2, {topic_id: [0]}).error_code == E.NONE

@@ -15,8 +15,13 @@ from typing import Any
 
 import pytest
 
+from tests.groups.test_delete_groups_v3 import commit_offset, delete_groups
+from tests.groups.test_share_groups import heartbeat as share_heartbeat
+from tests.groups.test_share_groups import joined
+from tests.groups.test_share_store import WriteGate as ShareGate
+from tests.groups.test_share_store import saved_epoch, share_describe_epoch
 from tidelog.clock import ManualClock
-from tidelog.metadata.files import STREAMS_GROUPS
+from tidelog.metadata.files import SHARE_STATE, STREAMS_GROUPS
 from tidelog.metadata.writer import MetadataFaultPoint
 from tidelog.protocol.errors import ErrorCode as E
 from tidelog.protocol.messages import request_class
@@ -260,3 +265,75 @@ def test_an_unwritable_file_fails_the_heartbeat_keeps_the_change_and_retries_tim
     wait_until(lambda: b.call(lambda: (writer.pending, writer.failures)) == (0, 0), "the loop saw the write")
     wrote = [r for r in caplog.records if r.name == "tidelog.metadata.writer" and "failed attempt" in r.getMessage()]
     assert len(wrote) == 1
+
+
+def test_delete_groups_answers_a_failed_write_only_for_the_groups_it_carried(tmp_path: Path,
+        tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
+    """One DeleteGroups for a classic, an empty and a busy streams group and an empty share group while the
+    streams file cannot be written: every deletion is made; only the deleted streams group is answered
+    UNKNOWN_SERVER_ERROR (its deletion kept in memory, no Kafka-style revert, and written by the retry once the
+    file can be); the other answers stand."""
+    b = tidelog_broker_factory(log_dir=tmp_path, overrides=NO_DELAY)
+    writer = b.state.groups.streams_groups.store.writer
+    path = STREAMS_GROUPS.path(tmp_path)
+    with KafkaWire(b.bootstrap) as w, KafkaWire(b.bootstrap) as share:
+        create_topic(w, "dg-topic", 1)
+        commit_offset(w, "dg-classic")
+        assert hb(w, "dg-empty", "m", 0, process="pe", topo=topology("dg-empty", "dg-topic")).error_code == E.NONE
+        assert hb(w, "dg-empty", "m", -1).error_code == E.NONE  # left: the group stays, empty
+        assert hb(w, "dg-busy", "m", 0, process="pb", topo=topology("dg-busy", "dg-topic")).error_code == E.NONE
+        m = joined(share, "dg-share", "dg-topic")
+        assert share_heartbeat(share, "dg-share", m, -1).error_code == E.NONE
+        wait_until(lambda: b.call(lambda: writer.pending) == 0, "the streams groups are on disk")
+        path.unlink()
+        path.mkdir()
+        got = delete_groups(w, 3, ["dg-classic", "dg-empty", "dg-busy", "dg-share"])
+        code, message = got.pop("dg-empty")
+        assert code == E.UNKNOWN_SERVER_ERROR and message is not None and message.startswith("Cannot write")
+        assert got == {"dg-classic": (E.NONE, None), "dg-busy": (E.NON_EMPTY_GROUP, None),
+                       "dg-share": (E.NONE, None)}
+        assert "dg-share" not in (SHARE_STATE.read(tmp_path, lambda d: dict(d["groups"])) or {})
+        # the deletion was kept: the group is gone
+        assert delete_groups(w, 3, ["dg-empty"]) == {"dg-empty": (E.GROUP_ID_NOT_FOUND, None)}
+    path.rmdir()
+    wait_until(lambda: "dg-empty" not in saved_groups(tmp_path) and "dg-busy" in saved_groups(tmp_path),
+               "the retry wrote the deletion")
+
+
+def test_a_failed_streams_flush_at_shutdown_does_not_skip_the_share_flush(tmp_path: Path,
+        tidelog_broker_factory: Callable[..., BrokerHandle], caplog: pytest.LogCaptureFixture) -> None:
+    """The streams file cannot be written when the broker shuts down: that step fails (logged), and the share
+    state's flush after it still writes what a timer changed and was held on its writer thread."""
+    clock, gate = ManualClock(), ShareGate()
+    b = tidelog_broker_factory(log_dir=tmp_path, clock=clock, overrides=NO_DELAY, fault_hooks=gate)
+    path = STREAMS_GROUPS.path(tmp_path)
+    with KafkaWire(b.bootstrap) as w:
+        create_topic(w, "sd-topic", 1)
+        assert hb(w, "sd", "A", 0, process="pa", topo=topology("sd", "sd-topic")).error_code == E.NONE
+        joined(w, "sd-share", "sd-topic")
+        epoch = share_describe_epoch(w, "sd-share")
+        wait_until(lambda: b.call(lambda: b.state.groups.share_groups.store.writer.pending) == 0, "the join on disk")
+        path.unlink()
+        path.mkdir()
+        assert hb(w, "sd", "B", 0, process="pb", topo=topology("sd", "sd-topic")).error_code == E.UNKNOWN_SERVER_ERROR
+        gate.close()
+        clock.advance(45_001)  # the share member's session ends: it leaves when the group is next described
+        assert share_describe_epoch(w, "sd-share") == epoch + 1
+    assert gate.reached.wait(WAIT_S)
+
+    def share_flushed() -> bool:
+        if saved_epoch(tmp_path, "sd-share") != epoch + 1:
+            return False
+        path.rmdir()  # lets the next broker start (the streams write was never made)
+        return True
+
+    opener = gate.open_when(share_flushed)
+    try:
+        b.restart()
+    finally:
+        gate.open()
+        opener.join(WAIT_S)
+    assert opener.met, "the share flush did not run"
+    assert any("Shutting down the streams groups failed" in r.getMessage() for r in caplog.records)
+    with KafkaWire(b.bootstrap) as w:
+        assert share_describe_epoch(w, "sd-share") == epoch + 1
