@@ -393,7 +393,7 @@ class ShareGroupCoordinator:
         """The member's share session closed: every record it holds in the group is available again."""
         released = [key for key, sp in self.partitions.get(group_id, {}).items() if sp.release_member(member_id)]
         if released:
-            self._save()  # released in memory at once; a failed write is retried by the next, as Kafka keeps a
+            self._save()  # released in memory at once; a failed write is retried by the writer, as Kafka keeps a
             # timed-out lock's release
         self._available(released)
 

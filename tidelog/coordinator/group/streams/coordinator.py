@@ -136,7 +136,8 @@ class StreamsGroupStore:
             self.writer.changed()
 
     async def durable(self) -> None:
-        """Every change saved so far is on disk (OSError if it could not be written)."""
+        """Every change saved so far is on disk (the exception of the write that was to carry it, if it failed:
+        the writer retries it)."""
         if self.writer is not None:
             await self.writer.durable()
 
@@ -589,7 +590,8 @@ class StreamsGroupCoordinator:
 
     async def durable(self) -> None:
         """Until every change made so far is on disk, awaited before a heartbeat or DeleteGroups answer (KafkaError
-        UNKNOWN_SERVER_ERROR if it cannot be written)."""
+        UNKNOWN_SERVER_ERROR if the write failed: unlike Kafka the change stays in memory, and the writer retries
+        it)."""
         # as Kafka's CoordinatorRuntime: a write answers once committed, a read once the last pending write is
         try:
             await self.store.durable()
