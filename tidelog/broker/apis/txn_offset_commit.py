@@ -29,7 +29,9 @@ from tidelog.security.authorizer import Op
 from tidelog.storage import TopicPartition
 
 API_KEY = 28
-NOTES = """offsets pending until the transaction's marker; v3+ generation/member fencing (KIP-447); WRITE on
+NOTES = """offsets pending until the transaction's marker; v3+ generation/member fencing (KIP-447), a KIP-848
+member's older epoch accepted for partitions it holds since then (KIP-1251, as OffsetCommit; else ILLEGAL_GENERATION
+for the request); WRITE on
 the transactional id and READ on the group (each failing every partition), READ per topic (its partitions
 TOPIC_AUTHORIZATION_FAILED, the others still committed); v5 (KIP-890 part 2) adds the group's offsets partition
 to the transaction itself; v6 (KIP-1319) names topics by id (unknown id: UNKNOWN_TOPIC_ID per partition), an

@@ -703,8 +703,8 @@ class ConsumerGroupCoordinator:
         """KIP-1251 (ConsumerGroup.createAssignmentEpochValidator): a commit at an epoch older than the member's is
         a lagging member's, not a zombie's, when each partition is one the member holds (assigned or pending
         revocation) since that epoch or before. Kafka runs the check per partition inside OffsetMetadataManager
-        .commitOffset, whose exception fails the whole request, so one failing partition refuses them all with
-        STALE_MEMBER_EPOCH. Partitions whose metadata is too large are answered before the check, so skipped."""
+        .commitOffset (and commitTransactionalOffset), whose exception fails the whole request, so one failing
+        partition refuses them all with STALE_MEMBER_EPOCH. Partitions whose metadata is too large are answered before the check, so skipped."""
         limit = self.classic.config.offset_metadata_max_bytes
         for tp, om in offsets.items():
             if len(om.metadata.encode()) > limit:
@@ -725,11 +725,17 @@ class ConsumerGroupCoordinator:
                            offsets: dict[TopicPartition, OffsetAndMetadata]) -> dict[TopicPartition, int]:
         """TxnOffsetCommit to a consumer group (OffsetMetadataManager.validateTransactionalOffsetCommit with
         ConsumerGroup.validateOffsetCommit): no member fields, or an empty group, need no member; else the member
-        must exist (UNKNOWN_MEMBER_ID) at that epoch (ILLEGAL_GENERATION, for either protocol). The offsets are
-        staged in the group's offsets holder until the transaction's marker. KIP-1251 changes nothing here in Kafka
-        4.3: commitTransactionalOffset checks each partition under the zero topic id, which no member holds, so an
-        older epoch still fails (STALE_MEMBER_EPOCH, answered as ILLEGAL_GENERATION)."""
-        error = txn_offset_commit_error(self.groups[group_id], member_id, instance_id, member_epoch)
+        must exist (UNKNOWN_MEMBER_ID) at that epoch (ILLEGAL_GENERATION). A consumer-protocol member's older epoch
+        passes the KIP-1251 check as in OffsetCommit; one refused partition refuses the request (ILLEGAL_GENERATION).
+        The offsets are staged in the group's offsets holder until the transaction's marker."""
+        group = self.groups[group_id]
+        error = txn_offset_commit_error(group, member_id, instance_id, member_epoch)
+        member = group.members.get(member_id)
+        if error == E.ILLEGAL_GENERATION and member is not None and member.classic is None \
+                and member_epoch < member.member_epoch:
+            # Kafka 4.4 checks each partition under its topic id here too (apache/kafka PR #22249, KAFKA-20444 7/N)
+            older = self._older_epoch_commit_error(member, member_epoch, offsets)
+            error = E.ILLEGAL_GENERATION if older != E.NONE else E.NONE
         if error != E.NONE:
             return dict.fromkeys(offsets, int(error))
         self._offsets_holder(group_id)
