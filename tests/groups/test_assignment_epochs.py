@@ -2,7 +2,7 @@
 member epoch at which it was assigned, and OffsetCommit accepts a commit at an older member epoch for partitions
 the member holds since that epoch or before (a member whose epoch moved on while its commit was in flight is not
 fenced); a partition assigned later, or not held, is refused with STALE_MEMBER_EPOCH. Kafka 4.4 applies the same
-check to TxnOffsetCommit, whose refusal is ILLEGAL_GENERATION. The epochs are written
+check to TxnOffsetCommit, whose refusal is ILLEGAL_GENERATION below v6. The epochs are written
 in ConsumerGroupCurrentMemberAssignmentValue's tagged AssignmentEpochs field, survive a restart, and a record
 written without the field loads with every partition at max(MemberEpoch, 0)."""
 
@@ -146,24 +146,25 @@ def test_transactional_commits_at_an_older_epoch(tidelog_module_broker: BrokerHa
                                                  version: int) -> None:
     """Kafka 4.4 checks a transactional commit's partitions under their topic ids (KafkaApis resolves them for
     v0-6, apache/kafka PR #22238; OffsetMetadataManager.commitTransactionalOffset passes them on, PR #22249), so
-    KIP-1251 lets a lagging member's commit through as in OffsetCommit; a refusal is ILLEGAL_GENERATION."""
+    KIP-1251 lets a lagging member's commit through as in OffsetCommit. A refusal is STALE_MEMBER_EPOCH from v6
+    (KIP-1319's TxnOffsetCommitRequest.supportsStaleMemberEpochError), ILLEGAL_GENERATION below."""
     from tests.transactions.tv2_lib import end_txn_v5, init_v5
 
     group, kept, added = f"tx{version}-group", f"tx{version}-kept", f"tx{version}-added"
     a, ids = grow_member(wire, group, kept, f"tx{version}-other", added)
     tid = f"tx-1251-v{version}"
     producer = init_v5(wire, tid)
+    refused = E.STALE_MEMBER_EPOCH if version >= 6 else E.ILLEGAL_GENERATION
 
     def commit_at(epoch: int, offsets: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
         return txn_commit(wire, version, tid, producer, group, a.member_id, epoch, offsets, ids)
 
     assert commit_at(2, {(kept, 0): 5}) == {(kept, 0): 0}  # held since epoch 1: a lagging member, accepted
     assert commit_at(1, {(kept, 1): 6}) == {(kept, 1): 0}
-    assert commit_at(2, {(added, 0): 7}) == {(added, 0): E.ILLEGAL_GENERATION}  # assigned at epoch 3
+    assert commit_at(2, {(added, 0): 7}) == {(added, 0): refused}  # assigned at epoch 3
     # one refused partition refuses the whole request
-    assert commit_at(2, {(kept, 0): 8, (added, 1): 9}) == {(kept, 0): E.ILLEGAL_GENERATION,
-                                                           (added, 1): E.ILLEGAL_GENERATION}
-    assert commit_at(4, {(kept, 0): 10}) == {(kept, 0): E.ILLEGAL_GENERATION}  # newer than the member's epoch
+    assert commit_at(2, {(kept, 0): 8, (added, 1): 9}) == {(kept, 0): refused, (added, 1): refused}
+    assert commit_at(4, {(kept, 0): 10}) == {(kept, 0): refused}  # newer than the member's epoch
     assert commit_at(3, {(added, 0): 11}) == {(added, 0): 0}
     assert end_txn_v5(wire, tid, producer, commit=True)[0] == 0
     assert committed(wire, group) == {(kept, 0): 5, (kept, 1): 6, (added, 0): 11}
