@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests.groups.test_consumer_group_wire import create_topic, heartbeat, join, parts, subscription
+from tests.transactions.tv2_lib import end_txn_v5, init_v5
 from tidelog.coordinator.group.consumer import records as cr
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import request_class
@@ -148,8 +149,6 @@ def test_transactional_commits_at_an_older_epoch(tidelog_module_broker: BrokerHa
     v0-6, apache/kafka PR #22238; OffsetMetadataManager.commitTransactionalOffset passes them on, PR #22249), so
     KIP-1251 lets a lagging member's commit through as in OffsetCommit. A refusal is STALE_MEMBER_EPOCH from v6
     (KIP-1319's TxnOffsetCommitRequest.supportsStaleMemberEpochError), ILLEGAL_GENERATION below."""
-    from tests.transactions.tv2_lib import end_txn_v5, init_v5
-
     group, kept, added = f"tx{version}-group", f"tx{version}-kept", f"tx{version}-added"
     a, ids = grow_member(wire, group, kept, f"tx{version}-other", added)
     tid = f"tx-1251-v{version}"
@@ -200,8 +199,6 @@ def test_classic_member_commits_stay_strict(tidelog_module_broker: BrokerHandle,
     assert classic_commit(joined.generation_id - 1) == E.ILLEGAL_GENERATION
     assert classic_commit(joined.generation_id) == 0
     # and so it is in a transaction, at every version
-    from tests.transactions.tv2_lib import end_txn_v5, init_v5
-
     producer = init_v5(wire, "cl-1251")
 
     def txn(version: int, generation: int) -> dict[tuple[str, int], int]:
