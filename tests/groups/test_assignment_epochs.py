@@ -1,7 +1,8 @@
 """KIP-1251 assignment epochs (Kafka 4.3) over a real socket: each partition a KIP-848 member holds carries the
 member epoch at which it was assigned, and OffsetCommit accepts a commit at an older member epoch for partitions
 the member holds since that epoch or before (a member whose epoch moved on while its commit was in flight is not
-fenced); a partition assigned later, or not held, is refused with STALE_MEMBER_EPOCH. The epochs are written
+fenced); a partition assigned later, or not held, is refused with STALE_MEMBER_EPOCH. Kafka 4.4 applies the same
+check to TxnOffsetCommit, whose refusal is ILLEGAL_GENERATION below v6. The epochs are written
 in ConsumerGroupCurrentMemberAssignmentValue's tagged AssignmentEpochs field, survive a restart, and a record
 written without the field loads with every partition at max(MemberEpoch, 0)."""
 
@@ -16,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests.groups.test_consumer_group_wire import create_topic, heartbeat, join, parts, subscription
+from tests.transactions.tv2_lib import end_txn_v5, init_v5
 from tidelog.coordinator.group.consumer import records as cr
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.messages import request_class
@@ -121,36 +123,57 @@ def test_partitions_pending_revocation_keep_their_epoch(tidelog_module_broker: B
     assert committed(wire, group) == {("pr-kept", 0): 20, ("pr-added", 1): 23}
 
 
-def test_transactional_commits_stay_strict(tidelog_module_broker: BrokerHandle, wire: KafkaWire) -> None:
-    """Kafka 4.3's commitTransactionalOffset checks each partition under the zero topic id, which no member holds:
-    KIP-1251 lets no older epoch through there, and STALE_MEMBER_EPOCH is answered as ILLEGAL_GENERATION."""
-    from tests.transactions.tv2_lib import end_txn_v5, init_v5
-
-    group = "tx-group"
-    a, _ = grow_member(wire, group, "tx-kept", "tx-other", "tx-added")
-    tid = "tx-1251"
-    producer = init_v5(wire, tid)
-    Req = request_class(28)[5]
+def txn_commit(wire: KafkaWire, version: int, tid: str, producer: Any, group: str, member_id: str, epoch: int,
+               offsets: dict[tuple[str, int], int], ids: dict[str, uuid.UUID]) -> dict[tuple[str, int], int]:
+    """TxnOffsetCommit v5 (topics by name) or v6 (by id, KIP-1319) from a TV2 producer: each partition's error."""
+    Req = request_class(28)[version]
     T = Req.TxnOffsetCommitRequestTopic
+    by_topic: dict[str, list[Any]] = {}
+    for (topic, p), offset in offsets.items():
+        by_topic.setdefault(topic, []).append(T.TxnOffsetCommitRequestPartition(
+            partition_index=p, committed_offset=offset, committed_leader_epoch=-1, committed_metadata=""))
+    topics = [T(name=t, partitions=ps) if version < 6 else T(topic_id=ids[t], partitions=ps)
+              for t, ps in by_topic.items()]
+    resp = wire.request(28, version, Req(
+        transactional_id=tid, group_id=group, producer_id=producer.producer_id, producer_epoch=producer.epoch,
+        generation_id=epoch, member_id=member_id, group_instance_id=None, topics=topics))
+    names = {v: k for k, v in ids.items()}
+    return {(t.name if version < 6 else names[t.topic_id], q.partition_index): int(q.error_code)
+            for t in resp.topics for q in t.partitions}
 
-    def txn_commit(epoch: int) -> int:
-        resp = wire.request(28, 5, Req(
-            transactional_id=tid, group_id=group, producer_id=producer.producer_id,
-            producer_epoch=producer.epoch, generation_id=epoch, member_id=a.member_id, group_instance_id=None,
-            topics=[T(name="tx-kept", partitions=[T.TxnOffsetCommitRequestPartition(
-                partition_index=0, committed_offset=5, committed_leader_epoch=-1, committed_metadata="")])]))
-        return int(resp.topics[0].partitions[0].error_code)
 
-    assert txn_commit(2) == E.ILLEGAL_GENERATION  # held since epoch 1, yet refused in a transaction
-    assert txn_commit(3) == 0
-    assert end_txn_v5(wire, tid, producer, commit=False)[0] == 0
+@pytest.mark.parametrize("version", [5, 6])
+def test_transactional_commits_at_an_older_epoch(tidelog_module_broker: BrokerHandle, wire: KafkaWire,
+                                                 version: int) -> None:
+    """Kafka 4.4 checks a transactional commit's partitions under their topic ids (KafkaApis resolves them for
+    v0-6, apache/kafka PR #22238; OffsetMetadataManager.commitTransactionalOffset passes them on, PR #22249), so
+    KIP-1251 lets a lagging member's commit through as in OffsetCommit. A refusal is STALE_MEMBER_EPOCH from v6
+    (KIP-1319's TxnOffsetCommitRequest.supportsStaleMemberEpochError), ILLEGAL_GENERATION below."""
+    group, kept, added = f"tx{version}-group", f"tx{version}-kept", f"tx{version}-added"
+    a, ids = grow_member(wire, group, kept, f"tx{version}-other", added)
+    tid = f"tx-1251-v{version}"
+    producer = init_v5(wire, tid)
+    refused = E.STALE_MEMBER_EPOCH if version >= 6 else E.ILLEGAL_GENERATION
+
+    def commit_at(epoch: int, offsets: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+        return txn_commit(wire, version, tid, producer, group, a.member_id, epoch, offsets, ids)
+
+    assert commit_at(2, {(kept, 0): 5}) == {(kept, 0): 0}  # held since epoch 1: a lagging member, accepted
+    assert commit_at(1, {(kept, 1): 6}) == {(kept, 1): 0}
+    assert commit_at(2, {(added, 0): 7}) == {(added, 0): refused}  # assigned at epoch 3
+    # one refused partition refuses the whole request
+    assert commit_at(2, {(kept, 0): 8, (added, 1): 9}) == {(kept, 0): refused, (added, 1): refused}
+    assert commit_at(4, {(kept, 0): 10}) == {(kept, 0): refused}  # newer than the member's epoch
+    assert commit_at(3, {(added, 0): 11}) == {(added, 0): 0}
+    assert end_txn_v5(wire, tid, producer, commit=True)[0] == 0
+    assert committed(wire, group) == {(kept, 0): 5, (kept, 1): 6, (added, 0): 11}
 
 
 def test_classic_member_commits_stay_strict(tidelog_module_broker: BrokerHandle, wire: KafkaWire) -> None:
     """KIP-1251 relaxes only consumer-protocol members: a classic member of a consumer group commits with its
-    generation, which must be its member epoch (ILLEGAL_GENERATION otherwise)."""
+    generation, which must be its member epoch (ILLEGAL_GENERATION otherwise), in OffsetCommit and TxnOffsetCommit."""
     group = "cl-group"
-    create_topic(wire, "cl-topic", 1)
+    topic_id = create_topic(wire, "cl-topic", 1)
     a = join(wire, group, ["cl-topic"])
     jg = request_class(11)[5]
     proto = [jg.JoinGroupRequestProtocol(name="range", metadata=subscription(["cl-topic"]))]
@@ -175,6 +198,17 @@ def test_classic_member_commits_stay_strict(tidelog_module_broker: BrokerHandle,
 
     assert classic_commit(joined.generation_id - 1) == E.ILLEGAL_GENERATION
     assert classic_commit(joined.generation_id) == 0
+    # and so it is in a transaction, at every version
+    producer = init_v5(wire, "cl-1251")
+
+    def txn(version: int, generation: int) -> dict[tuple[str, int], int]:
+        return txn_commit(wire, version, "cl-1251", producer, group, joined.member_id, generation,
+                          {("cl-topic", 0): 2}, {"cl-topic": topic_id})
+
+    for version in (5, 6):
+        assert txn(version, joined.generation_id - 1) == {("cl-topic", 0): E.ILLEGAL_GENERATION}
+        assert txn(version, joined.generation_id) == {("cl-topic", 0): 0}
+    assert end_txn_v5(wire, "cl-1251", producer, commit=False)[0] == 0
     heartbeat(wire, group, a.member_id, -1)
 
 

@@ -29,7 +29,9 @@ from tidelog.security.authorizer import Op
 from tidelog.storage import TopicPartition
 
 API_KEY = 28
-NOTES = """offsets pending until the transaction's marker; v3+ generation/member fencing (KIP-447); WRITE on
+NOTES = """offsets pending until the transaction's marker; v3+ generation/member fencing (KIP-447), a KIP-848
+member's older epoch accepted for partitions it holds since then (KIP-1251, as OffsetCommit), else the request is
+refused: STALE_MEMBER_EPOCH from v6 (KIP-1319), ILLEGAL_GENERATION below; WRITE on
 the transactional id and READ on the group (each failing every partition), READ per topic (its partitions
 TOPIC_AUTHORIZATION_FAILED, the others still committed); v5 (KIP-890 part 2) adds the group's offsets partition
 to the transaction itself; v6 (KIP-1319) names topics by id (unknown id: UNKNOWN_TOPIC_ID per partition), an
@@ -105,15 +107,17 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         if error == ErrorCode.NONE:
             groups = group_coordinator(ctx)
             consumer, streams = groups.consumer_groups, groups.streams_groups
+            args = (request.group_id, request.producer_id, request.producer_epoch,
+                    request.member_id if version >= 3 else "", request.group_instance_id if version >= 3 else None,
+                    request.generation_id if version >= 3 else -1, offsets)
             # a KIP-848 or streams group validates the member epoch itself (ConsumerGroup / StreamsGroup
             # .validateOffsetCommit)
-            target = consumer if consumer is not None and consumer.is_consumer_group(request.group_id) else \
-                streams if streams is not None and streams.is_streams_group(request.group_id) else groups
-            results = target.txn_commit_offsets(
-                request.group_id, request.producer_id, request.producer_epoch,
-                request.member_id if version >= 3 else "",
-                request.group_instance_id if version >= 3 else None,
-                request.generation_id if version >= 3 else -1, offsets)
+            if consumer is not None and consumer.is_consumer_group(request.group_id):
+                results = consumer.txn_commit_offsets(*args, api_version=version)
+            elif streams is not None and streams.is_streams_group(request.group_id):
+                results = streams.txn_commit_offsets(*args)
+            else:
+                results = groups.txn_commit_offsets(*args)
         else:
             results = dict.fromkeys(offsets, error)
     except KafkaError as e:

@@ -69,6 +69,7 @@ INVALID_REGULAR_EXPRESSION = 128
 Record = tuple[bytes, bytes | None]
 # A fence that could not be written is tried again this much later (the previous rescan's timer floor).
 _FENCE_RETRY_MS = 10
+TXN_STALE_MEMBER_EPOCH_SINCE = 6  # KIP-1319: TxnOffsetCommit answers STALE_MEMBER_EPOCH as such
 
 
 @dataclass(slots=True)
@@ -703,8 +704,8 @@ class ConsumerGroupCoordinator:
         """KIP-1251 (ConsumerGroup.createAssignmentEpochValidator): a commit at an epoch older than the member's is
         a lagging member's, not a zombie's, when each partition is one the member holds (assigned or pending
         revocation) since that epoch or before. Kafka runs the check per partition inside OffsetMetadataManager
-        .commitOffset, whose exception fails the whole request, so one failing partition refuses them all with
-        STALE_MEMBER_EPOCH. Partitions whose metadata is too large are answered before the check, so skipped."""
+        .commitOffset (and commitTransactionalOffset), whose exception fails the whole request, so one failing
+        partition refuses them all with STALE_MEMBER_EPOCH. Partitions whose metadata is too large are answered before the check, so skipped."""
         limit = self.classic.config.offset_metadata_max_bytes
         for tp, om in offsets.items():
             if len(om.metadata.encode()) > limit:
@@ -722,14 +723,24 @@ class ConsumerGroupCoordinator:
 
     def txn_commit_offsets(self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
                            instance_id: str | None, member_epoch: int,
-                           offsets: dict[TopicPartition, OffsetAndMetadata]) -> dict[TopicPartition, int]:
+                           offsets: dict[TopicPartition, OffsetAndMetadata], *, api_version: int) -> dict[
+                               TopicPartition, int]:
         """TxnOffsetCommit to a consumer group (OffsetMetadataManager.validateTransactionalOffsetCommit with
         ConsumerGroup.validateOffsetCommit): no member fields, or an empty group, need no member; else the member
-        must exist (UNKNOWN_MEMBER_ID) at that epoch (ILLEGAL_GENERATION, for either protocol). The offsets are
-        staged in the group's offsets holder until the transaction's marker. KIP-1251 changes nothing here in Kafka
-        4.3: commitTransactionalOffset checks each partition under the zero topic id, which no member holds, so an
-        older epoch still fails (STALE_MEMBER_EPOCH, answered as ILLEGAL_GENERATION)."""
-        error = txn_offset_commit_error(self.groups[group_id], member_id, instance_id, member_epoch)
+        must exist (UNKNOWN_MEMBER_ID) at that epoch (ILLEGAL_GENERATION). A consumer-protocol member's older epoch
+        passes the KIP-1251 check as in OffsetCommit; one refused partition refuses the request. A consumer-protocol
+        member's refusal is STALE_MEMBER_EPOCH from v6 (KIP-1319), ILLEGAL_GENERATION below; a classic member's is
+        ILLEGAL_GENERATION. The offsets are staged in the group's offsets holder until the transaction's marker."""
+        group = self.groups[group_id]
+        error = txn_offset_commit_error(group, member_id, instance_id, member_epoch)
+        member = group.members.get(member_id)
+        if error == E.ILLEGAL_GENERATION and member is not None and member.classic is None:
+            # Kafka 4.4 checks each partition under its topic id here too (apache/kafka PR #22249, KAFKA-20444 7/N)
+            stale = member_epoch > member.member_epoch or \
+                self._older_epoch_commit_error(member, member_epoch, offsets) != E.NONE
+            # TxnOffsetCommitRequest.supportsStaleMemberEpochError: v6+ (apache/kafka PR #22214, KAFKA-20444 2/N)
+            error = E.NONE if not stale else \
+                E.STALE_MEMBER_EPOCH if api_version >= TXN_STALE_MEMBER_EPOCH_SINCE else E.ILLEGAL_GENERATION
         if error != E.NONE:
             return dict.fromkeys(offsets, int(error))
         self._offsets_holder(group_id)
