@@ -145,6 +145,7 @@ def run_serve(args: argparse.Namespace) -> int:
 
     from tidelog.broker.server import Server
     from tidelog.metadata import StateFileError
+    from tidelog.storage.log_manager import InconsistentClusterIdError, LogDirLockedError
 
     async def main() -> None:
         stop = asyncio.Event()
@@ -204,7 +205,9 @@ def run_serve(args: argparse.Namespace) -> int:
         uvloop.run(main())
     except KeyboardInterrupt:
         pass
-    except StateFileError as exc:  # a damaged or too new metadata file (tidelog.metadata.store)
+    except (StateFileError, LogDirLockedError, InconsistentClusterIdError) as exc:
+        # a damaged or too new metadata file (tidelog.metadata.store), a log dir another process holds, or log
+        # dirs of two clusters: one line, as Kafka stops with the exception's message
         print(f"tidelog: {exc}", file=sys.stderr)
         return 1
     except ConfigError as exc:  # found while the listeners are built, e.g. a keystore OpenSSL cannot load

@@ -43,7 +43,7 @@ def test_each_client_first_version_is_answered(tidelog_module_broker: BrokerHand
         response = wire.request(API_VERSIONS, version, api_versions(version, name, software_version))
     assert response.error_code == ErrorCode.NONE
     advertised = ranges(response)
-    assert advertised[API_VERSIONS] == (0, 4)
+    assert advertised[API_VERSIONS] == (0, 5)
     assert advertised[3] == (0, 13)  # Metadata
     assert advertised[60] == (0, 2)  # DescribeCluster
     if version >= 3:  # KIP-584 feature levels: tests/broker/test_features.py
@@ -85,12 +85,12 @@ def test_flexible_response_uses_header_v0(tidelog_module_broker: BrokerHandle) -
 
 def test_too_new_version_gets_v0_error_body_and_connection_stays(tidelog_module_broker: BrokerHandle) -> None:
     with KafkaWire(tidelog_module_broker.bootstrap) as wire:
-        # v5 does not exist: the body layout is unknown, so send something arbitrary after a v2 header.
-        wire.sock.sendall(wire.frame(API_VERSIONS, 5, b"\x0bkafka-java\x063.9.9\x00"))
+        # v6 does not exist: the body layout is unknown, so send something arbitrary after a v2 header.
+        wire.sock.sendall(wire.frame(API_VERSIONS, 6, b"\x0bkafka-java\x063.9.9\x00"))
         correlation_id, response = wire.receive(API_VERSIONS, 0)
         assert correlation_id == wire.correlation_id
         assert response.error_code == ErrorCode.UNSUPPORTED_VERSION
-        assert ranges(response) == {API_VERSIONS: (0, 4)}
+        assert ranges(response) == {API_VERSIONS: (0, 5)}
         # The client retries with the max we reported, on the same connection.
         retry = wire.request(API_VERSIONS, 4, api_versions(4, "apache-kafka-java", "3.9.0"))
         assert retry.error_code == ErrorCode.NONE and len(retry.api_keys) > 3

@@ -18,7 +18,7 @@ from tidelog.testing import BrokerHandle, KafkaWire
 API_VERSIONS = 18
 
 # api key -> why its advertised range is not Kafka 4.4's: 71/72 Kafka advertises only with a telemetry reporter
-# plugin; ApiVersions v5 (KIP-1242) and TxnOffsetCommit v6 (KIP-1319) are not implemented
+# plugin
 KNOWN_DIFFERENCES: dict[int, str] = {int(e.key): e.difference for e in API_TABLE if e.difference}
 
 
@@ -58,18 +58,20 @@ def test_every_served_api_advertises_kafka_44_range_or_a_listed_difference(tidel
             mismatched[key] = (ranges, KAFKA_44.get(key))
     assert not mismatched, f"(tidelog, Kafka 4.4) ranges that differ without a `difference` reason: {mismatched}"
     # the differing ranges themselves, so a reason cannot outlive the range it explains unnoticed
-    assert {key: ours[key] for key in KNOWN_DIFFERENCES} == {18: (0, 4), 28: (0, 5), 71: (0, 0), 72: (0, 0)}
-    assert {key: KAFKA_44.get(key) for key in KNOWN_DIFFERENCES} == {18: (0, 5), 28: (0, 6), 71: None, 72: None}
-    # Kafka 4.4's maxima for every served API but those two
-    assert {key: high for key, (_, high) in ours.items() if key in KAFKA_44 and key not in (18, 28)} == {
-        key: KAFKA_44[key][1] for key in ours if key in KAFKA_44 and key not in (18, 28)}
+    assert {key: ours[key] for key in KNOWN_DIFFERENCES} == {71: (0, 0), 72: (0, 0)}
+    assert {key: KAFKA_44.get(key) for key in KNOWN_DIFFERENCES} == {71: None, 72: None}
+    # Kafka 4.4's range for every served API Kafka advertises, the 4.4 additions included
+    shared = [key for key in ours if key in KAFKA_44]
+    assert {key: ours[key] for key in shared} == {key: KAFKA_44[key] for key in shared}
+    assert {key: ours[key] for key in (18, 28, 42, 88, 89, 93)} == {
+        18: (0, 5), 28: (0, 6), 42: (0, 3), 88: (0, 1), 89: (0, 1), 93: (0, 0)}
 
 
 def test_against_kafka_43_only_the_44_changes_and_the_telemetry_keys_differ(tidelog_module_broker: BrokerHandle) -> None:
     """The 4.3 comparison the project made before 4.4: what moved since is all Kafka 4.4's."""
     ours = advertised(tidelog_module_broker.bootstrap)
     differing = {key for key, ranges in ours.items() if ranges != KAFKA_43.get(key)}
-    assert differing == {42, 71, 72, 88, 89, 93}
+    assert differing == {18, 28, 42, 71, 72, 88, 89, 93}
     assert differing - {71, 72} <= set(KAFKA_44_CHANGES)
 
 

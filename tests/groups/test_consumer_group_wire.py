@@ -302,7 +302,7 @@ def test_records_round_trip() -> None:
     assert cr.decode_key(cr.encode_key(cr.ConsumerGroupKey(cr.GROUP_METADATA, "g"))) == cr.ConsumerGroupKey(3, "g")
     assert cr.decode_key(b"\x00\x01\x00\x01g\x00\x01t\x00\x00\x00\x00") is None  # an offset commit key
     t = uuid.uuid4()
-    v = cr.CurrentAssignmentValue(5, 4, 1, {t: {1, 2}}, {t: {3}})
+    v = cr.CurrentAssignmentValue(5, 4, 1, {t: {1: 5, 2: 3}}, {t: {3: 2}})
     assert cr.decode_current_assignment(cr.encode_current_assignment(v)) == v
     assert cr.encode_epoch(7) == b"\x00\x00\x00\x00\x00\x07\x00"  # version 0, Epoch, no tagged fields
     m = cr.MemberMetadataValue("i", None, "cid", "/h", ["a", "b"], None, 300000, "uniform")

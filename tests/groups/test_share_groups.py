@@ -338,8 +338,11 @@ def test_share_version_0_turns_share_groups_off(tmp_path: Path,
         assert heartbeat(wire, "sh-off-g", member(), topics=["sh-off"]).error_code == 0
 
 
-def test_a_failed_state_write_rolls_the_acknowledgement_back(tmp_path: Path,
+def test_a_failed_state_write_answers_an_error_and_the_next_write_carries_it(tmp_path: Path,
         tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
+    """The acknowledgement is answered UNKNOWN_SERVER_ERROR (Kafka's answer to a persister failure) and kept in
+    memory (no rollback: the state is written off the loop, see ShareGroupCoordinator.acknowledge); the next
+    write, here the shutdown's, puts it on disk."""
     handle = tidelog_broker_factory(tmp_path)
     topic_id = handle.create_topic("sh-write", 1)
     earliest(handle, "sh-write-g")
@@ -353,8 +356,13 @@ def test_a_failed_state_write_rolls_the_acknowledgement_back(tmp_path: Path,
         failed = share_ack(wire, "sh-write-g", m, 1, {(topic_id, 0): [(0, 1, [1])]})
         assert [p.error_code for t in failed.responses for p in t.partitions] == [E.UNKNOWN_SERVER_ERROR]
         state.rmdir()
-        ok = share_ack(wire, "sh-write-g", m, 2, {(topic_id, 0): [(0, 1, [1])]})  # still held: not applied
-        assert [p.error_code for t in ok.responses for p in t.partitions] == [0]
+        # kept in memory: the start offset moved past them, so acknowledging them again does nothing (and writes)
+        again = share_ack(wire, "sh-write-g", m, 2, {(topic_id, 0): [(0, 1, [1])]})
+        assert [p.error_code for t in again.responses for p in t.partitions] == [E.NONE]
+    handle.restart()
+    with KafkaWire(handle.bootstrap) as wire:
+        other = joined(wire, "sh-write-g", "sh-write")
+        assert acquired(share_fetch(wire, "sh-write-g", other, 0, {topic_id: [0]})) == {}  # both done
 
 
 def test_a_partition_in_error_does_not_end_the_long_poll(tidelog_module_broker: BrokerHandle) -> None:

@@ -7,6 +7,7 @@ topology update, Kafka's errors and statuses (v1's MISSING_CLIENT_TAGS), API key
 
 from __future__ import annotations
 
+import struct
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -464,3 +465,28 @@ def test_a_topology_cannot_make_the_broker_create_more_partitions_than_one_creat
     assert hb(wire, "huge1", "m", r.member_epoch, active={}).error_code == 0  # the broker still answers
     assert tidelog_module_broker.state.topics.get("huge1-rep") is None
     assert describe(wire, "huge1").group_state == "NotReady"
+
+
+def test_describe_v1_appends_its_fields_untagged_after_authorized_operations(wire: KafkaWire) -> None:
+    """StreamsGroupDescribeResponse v1's additions, byte by byte at the end of a one-group answer: after
+    AuthorizedOperations come TopologyDescription (a nullable struct: -1 for null), TopologyDescriptionStatus
+    (int8) and AssignorName (compact string), none of them tagged (apache/kafka PR #22920's diff of the JSON:
+    TopologyDescription nullable at 1+, TopologyDescriptionStatus int8 at 1+ with default 0; Kafka's streams
+    cross-version system test: v0 has no AssignorName), then the group's and the response's empty tagged
+    fields. Without a topology description plugin a requested description is NOT_STORED (1)."""
+    create_topic(wire, "layout-in", 1)
+    assert hb(wire, "layout-app", "m1", 0, topo=topology("layout-app", "layout-in"), tags=ZONE).error_code == 0
+    tail = struct.pack(">i", -(2**31)) + b"\xff"  # authorized operations not asked for; no description
+    for group, include, expected in [
+        ("layout-app", True, tail + b"\x01" + b"\x07sticky" + b"\x00\x00"),  # NOT_STORED, the sticky assignor
+        ("layout-app", False, tail + b"\x00" + b"\x07sticky" + b"\x00\x00"),  # NOT_REQUESTED
+        ("no-such-app", True, tail + b"\x00" + b"\x00" + b"\x00\x00"),  # an error: both left at their defaults
+    ]:
+        cls = request_class(DESCRIBE)[1]
+        wire.send(DESCRIBE, 1, cls(group_ids=[group], include_authorized_operations=False,
+                                   include_topology_description=include))
+        frame = wire.read_frame()
+        assert frame.endswith(expected), (group, include, frame[-16:].hex())
+        # v0 ends at AuthorizedOperations
+        wire.send(DESCRIBE, 0, request_class(DESCRIBE)[0](group_ids=[group], include_authorized_operations=False))
+        assert wire.read_frame().endswith(struct.pack(">i", -(2**31)) + b"\x00\x00")

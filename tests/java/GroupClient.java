@@ -6,6 +6,8 @@
 //                                                            commit exactly those, close (LeaveGroup)
 //   member   BOOTSTRAP TOPIC GROUP SECONDS [prop=value ...]  subscribe and consume until SECONDS pass or
 //                                                            "close" arrives on stdin; commitSync per poll
+//                                                            (a CommitFailedException is reported as
+//                                                            {"commit_failed": message} and polling goes on)
 //   groups   BOOTSTRAP GROUP                                 AdminClient list + describe + committed offsets
 //   delete   BOOTSTRAP GROUP                                 AdminClient deleteConsumerGroups
 //
@@ -31,6 +33,7 @@ import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.ConsumerGroupDescription;
 import org.apache.kafka.clients.admin.ConsumerGroupListing;
 import org.apache.kafka.clients.admin.MemberDescription;
+import org.apache.kafka.clients.consumer.CommitFailedException;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -199,8 +202,14 @@ public final class GroupClient {
                 for (ConsumerRecord<String, String> r : recs) {
                     emit(record(r));
                 }
-                consumer.commitSync();
-                emit("{\"commit\":" + recs.count() + "}");
+                try {
+                    consumer.commitSync();
+                    emit("{\"commit\":" + recs.count() + "}");
+                } catch (CommitFailedException e) {
+                    // As applications do: the group moved on (a rebalance fenced this commit); the records
+                    // are read again by whoever owns their partitions now, so carry on polling.
+                    emit("{\"commit_failed\":" + jstr(e.getMessage()) + "}");
+                }
             }
         } catch (WakeupException e) {
             // closing

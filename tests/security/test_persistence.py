@@ -65,7 +65,8 @@ def test_acls_and_scram_users_survive_sigkill(tmp_path: Path) -> None:
             producer.send("other-topic", b"v").get(30)
         producer.close()
         with pytest.raises(KafkaPythonError):
-            KafkaAdminClient(sasl_plain_password="wrong", request_timeout_ms=10_000, **conf)
+            # kafka-python retries a refused login until its bootstrap timeout (30 s by default)
+            KafkaAdminClient(sasl_plain_password="wrong", request_timeout_ms=10_000, bootstrap_timeout_ms=3_000, **conf)
         stored = (tmp_path / "data" / "tidelog-scram-credentials.json").read_text()
         assert "dave-pw" not in stored
     finally:

@@ -21,9 +21,14 @@ ROOT = Path(__file__).resolve().parents[2]
 CONFTEST = '''
 import json, os, threading
 
+import pytest
+
 PORTS = []
 
-def pytest_unconfigure(config):
+# The last sessionfinish: every fixture is torn down, and an xdist worker has not yet told the controller it is
+# done (at pytest_unconfigure the controller may already have exited, or killed a slow worker).
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session):
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
     threads = [t.name for t in threading.enumerate() if t is not threading.main_thread()]
     with open(os.path.join(os.environ["LEFTOVER_DIR"], worker + ".json"), "w") as f:
@@ -162,8 +167,8 @@ def run_suite(tmp_path: Path, *args: str, ini: str = "") -> tuple[subprocess.Com
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
                            "--basetemp", str(tmp_path / "basetemp"), *args], cwd=project, env=env,
                           capture_output=True, text=True, timeout=600)
-    reports = [json.loads(p.read_text()) for p in sorted(leftovers.glob("*.json"))]
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
+    reports = [json.loads(p.read_text()) for p in sorted(leftovers.glob("*.json"))]
     assert not list(temp.iterdir()), "temporary broker directories left behind"
     for report in reports:
         # execnet's I/O thread belongs to xdist; nothing of ours (broker loop, warm-up, executor) may remain

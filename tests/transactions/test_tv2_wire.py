@@ -49,7 +49,7 @@ def test_a_new_data_dir_finalizes_transaction_version_2_and_serves_its_versions(
     supported = {f.name: (f.min_version, f.max_version) for f in resp.supported_features}
     assert finalized["transaction.version"] == (2, 2) and supported["transaction.version"] == (0, 2)
     ranges = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
-    assert ranges[24] == (0, 5) and ranges[26] == (0, 5) and ranges[28] == (0, 5)
+    assert ranges[24] == (0, 5) and ranges[26] == (0, 5) and ranges[28] == (0, 6)
     assert ranges[0][1] >= 12
 
 

@@ -6,6 +6,7 @@ and epoch of the next transaction)."""
 from __future__ import annotations
 
 import time
+import uuid
 from typing import Any, NamedTuple
 
 from tests.broker.broker_testlib import PRODUCE, produce_request
@@ -60,6 +61,22 @@ def txn_offset_commit(wire: KafkaWire, tid: str, p: Producer, group: str, topic:
         member_id="", group_instance_id=None, topics=[T(name=topic, partitions=[T.TxnOffsetCommitRequestPartition(
             partition_index=partition, committed_offset=offset, committed_leader_epoch=-1, committed_metadata="")])]))
     return int(resp.topics[0].partitions[0].error_code)
+
+
+def txn_offset_commit_v6(wire: KafkaWire, tid: str, p: Producer, group: str,
+                         offsets: list[tuple[uuid.UUID, list[tuple[int, int]]]]) -> list[tuple[uuid.UUID, dict[int, int]]]:
+    """TxnOffsetCommit v6 (KIP-1319), each topic by id with its (partition, offset) pairs: per response topic,
+    (the topic id it echoes, partition -> error)."""
+    Req = request_class(TXN_OFFSET_COMMIT)[6]
+    T = Req.TxnOffsetCommitRequestTopic
+    P = T.TxnOffsetCommitRequestPartition
+    resp = wire.request(TXN_OFFSET_COMMIT, 6, Req(
+        transactional_id=tid, group_id=group, producer_id=p.producer_id, producer_epoch=p.epoch, generation_id=-1,
+        member_id="", group_instance_id=None, topics=[
+            T(topic_id=topic_id, partitions=[P(partition_index=i, committed_offset=o, committed_leader_epoch=-1,
+                                               committed_metadata="v6") for i, o in parts])
+            for topic_id, parts in offsets]))
+    return [(t.topic_id, {q.partition_index: q.error_code for q in t.partitions}) for t in resp.topics]
 
 
 def committed_offset(wire: KafkaWire, group: str, topic: str, partition: int) -> tuple[int, int]:

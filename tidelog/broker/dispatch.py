@@ -121,7 +121,7 @@ class Dispatcher:
             raise ProtocolError(f"unknown api key {api_key} (correlation id {header.correlation_id})")
         name = entry.module  # the metrics label and log name
         if api_key == ApiKey.API_VERSIONS:  # answered even while the broker is loading (KIP-511)
-            return self._api_versions(header, frame)
+            return await self._api_versions(header, frame)
         if not self.ready.is_set():
             await self.ready.wait()
         if not entry.min_version <= api_version <= entry.max_version:
@@ -237,15 +237,13 @@ class Dispatcher:
         self.throttle_ms = self.server.broker.quotas.throttle(header.api_key, header.client_id, size, response,
                                                               self._quota_user(), request_nanos, mutation)
 
-    def _api_versions(self, header: RequestHeader, frame: memoryview) -> Answer:
+    async def _api_versions(self, header: RequestHeader, frame: memoryview) -> Answer:
         """ApiVersions needs no broker state (KIP-511: a too-new version gets a v0 UNSUPPORTED_VERSION body
-        listing our own range, never a closed connection). Its throttle time is set before it is encoded when
-        request quotas apply (Kafka's KafkaApis.handleApiVersionsRequest throttles it), except during a SASL
-        exchange (the authenticator's)."""
+        listing our own range, never a closed connection), except a v5 request naming the cluster and node it
+        means (KIP-1242), which waits for the cluster id the logs hold. Its throttle time is set before it is
+        encoded when request quotas apply (Kafka's KafkaApis.handleApiVersionsRequest throttles it), except
+        during a SASL exchange (the authenticator's)."""
         started = time.perf_counter_ns()
-        quotas = self.server.broker.quotas if self.ready.is_set() else None
-        timing = (quotas is not None and quotas.request.quotas_enabled
-                  and (self.session is None or self.session.authenticated))
         entry = self.registry.entries[ApiKey.API_VERSIONS]
         if header.api_version > entry.max_version:
             response = api_versions.unsupported_version_response(entry)
@@ -255,10 +253,19 @@ class Dispatcher:
                 raise ProtocolError(f"unsupported version {header.api_version} of ApiVersions")
             request = decode_request(header, frame, entry.module)
             version = header.api_version
+            this_node = None
+            if api_versions.names_a_node(version, request):
+                if not self.ready.is_set():
+                    await self.ready.wait()
+                    started = time.perf_counter_ns()  # the wait is not this request's loop time
+                this_node = (self.server.broker.cluster_id, self.server.config.node_id)
             response = api_versions.respond(version, request, self.registry.advertised_ranges(),
-                                            self.server.features)
+                                            self.server.features, this_node)
             if version >= 3 and response.error_code == 0:
                 self.client_software = (request.client_software_name, request.client_software_version)
+        quotas = self.server.broker.quotas if self.ready.is_set() else None
+        timing = (quotas is not None and quotas.request.quotas_enabled
+                  and (self.session is None or self.session.authenticated))
         if timing:
             self._throttle(header, len(frame), response, time.perf_counter_ns() - started, None)
         return encode(ApiKey.API_VERSIONS, header.correlation_id, version, response, entry.module)

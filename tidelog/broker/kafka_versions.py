@@ -8,8 +8,8 @@ parity tests compare tidelog's API_TABLE with.
   (4.0.0-SNAPSHOT) and no kafka-clients 4.4.0 jar is reachable. So `KAFKA_44` is Kafka 4.3's answer plus the
   version changes in the message JSON between the tags 4.3.1 and 4.4.0-rc4 (1156b2752a, 2026-10-06), listed in
   `KAFKA_44_CHANGES` with what each rests on. Where the JSON was read (apache/kafka files at the commits named
-  there, which carry these KIPs' changes; their dates could not be checked here), its `validVersions` is quoted;
-  the others come from the 4.3.1...4.4.0-rc4 commit log (KAFKA-20246, KAFKA-20444) as a third party recorded it.
+  there, which carry these KIPs' changes, or a copy named there; their dates could not be checked here), its
+  `validVersions` is quoted; each also appears in the 4.3.1...4.4.0-rc4 commit log as a third party recorded it.
   Replace this table with one read from the 4.4.0 message JSON (or a kafka-python release that records 4.4) when
   either can be had.
 """
@@ -38,15 +38,23 @@ KAFKA_44: Mapping[int, tuple[int, int]] = MappingProxyType({
 
 # Every key whose range moved from Kafka 4.3 to 4.4, and the source of its 4.4 range.
 KAFKA_44_CHANGES: Mapping[int, str] = MappingProxyType({
-    18: "ApiVersions v5, KIP-1242 (ClusterId/NodeId, REBOOTSTRAP_REQUIRED): KAFKA-20246 parts 1-3 in 4.4.0-rc4; "
-        "the 4.4 JSON was not read",
+    18: "ApiVersions v5, KIP-1242 (ClusterId/NodeId, REBOOTSTRAP_REQUIRED): KAFKA-20246 parts 1-3 in 4.4.0-rc4, "
+        "part 3 (apache/kafka PR #22512) marking v5 stable; validVersions 0-5 and the v5 fields in "
+        "krabka-io/krabka-protocol's copy of ApiVersionsRequest.json (02746b4, a third party's edit), matching "
+        "Kafka's ApiVersionsRequestTest (v5 = HIGHEST_SUPPORTED_VERSION) and franz-go PR #1446's 4.4.0-rc1 "
+        "capture; no apache/kafka copy of the 4.4 JSON was read",
     28: "TxnOffsetCommit v6, KIP-1319 (topic IDs): KAFKA-20444 '[12/12] Mark TxnOffsetCommit v6 as stable' "
-        "(b9945c8e84) in 4.4.0-rc4; the 4.4 JSON was not read",
+        "(b9945c8e84, apache/kafka PR #22523) in 4.4.0-rc4; TxnOffsetCommitRequest.json and "
+        "TxnOffsetCommitResponse.json @ dajac/kafka 35bebdfb3c (the KIP-1319 author's branch), validVersions 0-6",
     42: "DeleteGroups v3, KIP-1331 (per-group ErrorMessage): DeleteGroupsResponse.json @3ef07f0e9a, "
         "validVersions 0-3",
     88: "StreamsGroupHeartbeat v1, KIP-1331: StreamsGroupHeartbeatRequest.json @09ed70433d, validVersions 0-1, "
         "latestVersionUnstable false",
-    89: "StreamsGroupDescribe v1, KIP-1331: StreamsGroupDescribeRequest.json @07a283acad, validVersions 0-1",
+    89: "StreamsGroupDescribe v1, KIP-1331: StreamsGroupDescribeRequest.json @07a283acad, validVersions 0-1; the "
+        "response's v1 fields (TopologyDescription nullable, TopologyDescriptionStatus int8 default 0, both "
+        "untagged at 1+, then AssignorName) from StreamsGroupDescribeResponse.json's diff in apache/kafka PR "
+        "#22920 and Kafka's streams cross-version system test (v0 has no AssignorName); AssignorName's "
+        "nullability was not read",
     93: "StreamsGroupTopologyDescriptionUpdate, new key, KIP-1331: "
         "StreamsGroupTopologyDescriptionUpdateRequest.json @ece569d071, validVersions 0",
     94: "UnregisterController, new key (KAFKA-20395, in 4.4.0-rc4): UnregisterControllerRequest.json @ae0443b5e3, "

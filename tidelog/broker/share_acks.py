@@ -1,6 +1,6 @@
 """Acknowledgements of share-group records, as ShareFetch (piggybacked) and ShareAcknowledge carry them
 (Kafka's KafkaApis.handleAcknowledgements / validateAcknowledgementBatches): per partition, validated, applied
-all or none, and persisted before the request is answered."""
+all or none, and on disk before the request is answered (the state is written off the event loop)."""
 
 from __future__ import annotations
 
@@ -51,9 +51,9 @@ def partition_acks(topics: Iterable[Any]) -> dict[PartitionKey, list[Acknowledge
     return out
 
 
-def apply_acknowledgements(ctx: RequestContext, groups: ShareGroupCoordinator, group_id: str, member_id: str,
-                           acks: dict[PartitionKey, list[AcknowledgementBatch]], renew: bool,
-                           answers: dict[PartitionKey, Answer]) -> None:
+async def apply_acknowledgements(ctx: RequestContext, groups: ShareGroupCoordinator, group_id: str,
+                                 member_id: str, acks: dict[PartitionKey, list[AcknowledgementBatch]], renew: bool,
+                                 answers: dict[PartitionKey, Answer]) -> None:
     """Each partition's acknowledgements, their outcome in `answers[key].ack_error`."""
     topics = ctx.broker.topics
     infos = {key: topics.by_id(key[0]) for key in acks}
@@ -74,18 +74,21 @@ def apply_acknowledgements(ctx: RequestContext, groups: ShareGroupCoordinator, g
         else:
             valid[key] = batches
     if valid:
-        for key, (code, message) in groups.acknowledge(group_id, member_id, valid).items():
+        for key, (code, message) in (await groups.acknowledge(group_id, member_id, valid)).items():
             answers[key].ack_error, answers[key].ack_message = code, message
 
 
-def close_session(ctx: RequestContext, groups: ShareGroupCoordinator, session: ShareSession) -> None:
-    """Epoch -1: the session ends and what its member holds is released (SharePartitionManager.releaseSession)."""
+async def close_session(ctx: RequestContext, groups: ShareGroupCoordinator, session: ShareSession) -> None:
+    """Epoch -1: the session ends and what its member holds is released (SharePartitionManager.releaseSession),
+    on disk before the answer (a failed write is retried by the next)."""
     ctx.broker.share_sessions.close(session)
     groups.release_member(session.group_id, session.member_id)
+    await groups.settled()
 
 
 def connection_closed(broker: BrokerState, connection: tuple[str, str, int | None]) -> None:
-    """A closed connection's share sessions end and their members' records are released."""
+    """A closed connection's share sessions end and their members' records are released (written behind: no one
+    waits for an answer)."""
     sessions = broker.share_sessions.connection_closed(connection)
     if not sessions:
         return

@@ -198,7 +198,8 @@ class BrokerState:
         from tidelog.coordinator.transaction import create_transaction_coordinator
 
         # the coordinator persists to __consumer_offsets through the TopicManager
-        groups = create_group_coordinator(self.config, self.clock, self.topics, lambda: self.group_configs)
+        groups = create_group_coordinator(self.config, self.clock, self.topics, lambda: self.group_configs,
+                                          self.fault_hooks)
         if groups.share_groups is not None:
             groups.share_groups.on_available = self._share_records_available
         txn = create_transaction_coordinator(self, lambda: groups)
@@ -264,7 +265,7 @@ def build_broker_state(config: BrokerConfig, clock: Clock | None = None, *,
     clock = clock or Clock()
     metrics = metrics or BrokerMetrics()
     hooks = fault_hooks or NO_FAULTS
-    log_manager = LogManager(list(config.log_dirs), config.default_log_config(), clock,
+    log_manager = LogManager(list(config.log_dirs), config.default_log_config(), clock, cluster_id=config.cluster_id,
                              flush_on_append=config.log_flush_on_append, background_tasks=own_clock,
                              producer_id_expiration_ms=config.producer_id_expiration_ms,
                              producer_id_expiration_check_interval_ms=config.producer_id_expiration_check_interval_ms,

@@ -6,7 +6,8 @@ tidelog keeps each in one small JSON document. Every document is written and rea
 
 * Writing: `<name>.tmp` is written, fsync'd and renamed over the file, then the directory is fsync'd, so a
   crash leaves the old document or the new one, never a mix. The document carries `"version"`, the format
-  version this tidelog writes.
+  version this tidelog writes. A file that request paths change many times a second is written off the event
+  loop through `writer.CoalescingWriter` (its own thread, latest state wins).
 * Versions (the shape of franz-go kfake's persist.go format migration guide): a reader accepts the current
   version and every older one for which `migrations` holds a step (version N -> N+1, applied in turn). A
   file written by a newer tidelog stops start-up with one line, whatever the damage policy: setting it aside
@@ -142,13 +143,20 @@ class MetadataFile:
     def write(self, directory: str | Path, body: Mapping[str, Any]) -> None:
         """Replace the file with `body` at the current format version, atomically and durably (raises
         OSError)."""
-        path = self.path(directory)
+        self.write_encoded(directory, self.encode(body))
+
+    def encode(self, body: Mapping[str, Any]) -> bytes:
+        """The document `write` puts in the file: `body` at the current format version."""
         document = {**body, "version": self.version}
         if self.compact:
             text = json.dumps(document, sort_keys=True, separators=(",", ":"))
         else:
             text = json.dumps(document, sort_keys=True, indent=1)
-        write_durably(path, text.encode("utf-8"), 0o600 if self.private else 0o644)
+        return text.encode("utf-8")
+
+    def write_encoded(self, directory: str | Path, data: bytes) -> None:
+        """Replace the file with `data` from `encode`, atomically and durably (raises OSError)."""
+        write_durably(self.path(directory), data, 0o600 if self.private else 0o644)
 
 
 def write_durably(path: Path, data: bytes, mode: int) -> None:

@@ -36,7 +36,7 @@ _MESSAGES: dict[int, tuple[str, str, str]] = {
     15: ("admin.groups", "DescribeGroupsRequest", "DescribeGroupsResponse"),
     16: ("admin.groups", "ListGroupsRequest", "ListGroupsResponse"),
     17: ("sasl", "SaslHandshakeRequest", "SaslHandshakeResponse"),
-    18: ("metadata.api_versions", "ApiVersionsRequest", "ApiVersionsResponse"),
+    18: ("tidelog.protocol.kafka44", "ApiVersionsRequest", "ApiVersionsResponse"),  # v5: Kafka 4.4
     19: ("admin.topics", "CreateTopicsRequest", "CreateTopicsResponse"),
     20: ("admin.topics", "DeleteTopicsRequest", "DeleteTopicsResponse"),
     21: ("admin.topics", "DeleteRecordsRequest", "DeleteRecordsResponse"),
@@ -45,7 +45,7 @@ _MESSAGES: dict[int, tuple[str, str, str]] = {
     24: ("producer.transaction", "AddPartitionsToTxnRequest", "AddPartitionsToTxnResponse"),
     25: ("producer.transaction", "AddOffsetsToTxnRequest", "AddOffsetsToTxnResponse"),
     26: ("producer.transaction", "EndTxnRequest", "EndTxnResponse"),
-    28: ("producer.transaction", "TxnOffsetCommitRequest", "TxnOffsetCommitResponse"),
+    28: ("tidelog.protocol.kafka44", "TxnOffsetCommitRequest", "TxnOffsetCommitResponse"),  # v6: Kafka 4.4
     29: ("admin.acl", "DescribeAclsRequest", "DescribeAclsResponse"),
     30: ("admin.acl", "CreateAclsRequest", "CreateAclsResponse"),
     31: ("admin.acl", "DeleteAclsRequest", "DeleteAclsResponse"),

@@ -1,9 +1,10 @@
-"""ApiVersions (key 18) v0-4 and Metadata (key 3) v0-13 request decoders and response encoders, by hand: both
+"""ApiVersions (key 18) v0-5 and Metadata (key 3) v0-13 request decoders and response encoders, by hand: both
 are on the start-up path (a client's first two requests), where building kafka-python's schema classes for them
 cost 10-14 ms of a ~110 ms start. Field layout: Kafka's ApiVersionsRequest.json / ApiVersionsResponse.json
 (flexible from v3, KIP-511; the response header stays v0 even then, so a client can read the error of a version
-it does not speak) and MetadataRequest.json / MetadataResponse.json (flexible from v9, KIP-482; topic ids from
-v10, KIP-516). Tagged fields in requests are skipped (none are defined); ApiVersions v3+ responses write their
+it does not speak; v5 adds the request's ClusterId and NodeId, KIP-1242, and leaves the response as v4) and
+MetadataRequest.json / MetadataResponse.json (flexible from v9, KIP-482; topic ids from v10, KIP-516). Tagged
+fields in requests are skipped (none are defined); ApiVersions v3+ responses write their
 tagged fields (supported features, finalized features and their epoch, zk migration readiness) only when they
 differ from their defaults, as kafka-python's encoder does, so both write the same bytes.
 """
@@ -33,7 +34,8 @@ from tidelog.protocol.wire import (
 )
 
 API_VERSIONS_FLEXIBLE_MIN_VERSION = 3
-API_VERSIONS_MAX_VERSION = 4
+API_VERSIONS_MAX_VERSION = 5
+API_VERSIONS_CLUSTER_CHECK_MIN_VERSION = 5  # KIP-1242: the request names the cluster and node it means
 METADATA_FLEXIBLE_MIN_VERSION = 9
 METADATA_TOPIC_ID_MIN_VERSION = 10
 METADATA_MAX_VERSION = 13
@@ -52,13 +54,18 @@ _ZERO_UUID_BYTES = bytes(16)
 # --- ApiVersions ---------------------------------------------------------------------------------------------
 
 class ApiVersionsRequestData:
-    """The fields of an ApiVersions request, named as kafka-python's (None below v3, which has no body)."""
+    """The fields of an ApiVersions request, named as kafka-python's (None below v3, which has no body). From v5
+    (KIP-1242) ClusterId (nullable, default null) and NodeId (int32, default -1): the cluster and node the client
+    means to reach; below v5 they keep those defaults."""
 
-    __slots__ = ("client_software_name", "client_software_version")
+    __slots__ = ("client_software_name", "client_software_version", "cluster_id", "node_id")
 
-    def __init__(self, client_software_name: str | None, client_software_version: str | None) -> None:
+    def __init__(self, client_software_name: str | None, client_software_version: str | None,
+                 cluster_id: str | None = None, node_id: int = -1) -> None:
         self.client_software_name = client_software_name
         self.client_software_version = client_software_version
+        self.cluster_id = cluster_id
+        self.node_id = node_id
 
 
 def decode_api_versions_request(frame: memoryview, pos: int, version: int) -> ApiVersionsRequestData:
@@ -71,8 +78,13 @@ def decode_api_versions_request(frame: memoryview, pos: int, version: int) -> Ap
     software_version, pos = read_string(frame, pos, True)
     if name is None or software_version is None:
         raise WireError("non-nullable field client_software_name/version was serialized as null")
+    cluster_id: str | None = None
+    node_id = -1
+    if version >= API_VERSIONS_CLUSTER_CHECK_MIN_VERSION:
+        cluster_id, pos = read_string(frame, pos, True)
+        node_id, pos = read_int32(frame, pos)
     skip_tagged_fields(frame, pos)
-    return ApiVersionsRequestData(name, software_version)
+    return ApiVersionsRequestData(name, software_version, cluster_id, node_id)
 
 
 class ApiVersion(NamedTuple):

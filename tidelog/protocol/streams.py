@@ -3,7 +3,13 @@ StreamsGroupDescribe (89) at Kafka 4.4's v0-1 (v1: the int64 AcceptableRecoveryL
 and the MISSING_CLIENT_TAGS status; describe's IncludeTopologyDescription, TopologyDescription,
 TopologyDescriptionStatus and AssignorName), and StreamsGroupTopologyDescriptionUpdate (93, KIP-1331). Schemas in
 `tidelog/protocol/schemas/` follow Kafka's message JSON; kafka-python's schema-driven ApiMessage builds the codec
-from them (as `tidelog.protocol.kip848` does)."""
+from them (as `tidelog.protocol.kip848` does).
+
+Describe v1's response fields are untagged and follow AuthorizedOperations: TopologyDescription (nullable struct),
+TopologyDescriptionStatus (int8, default 0), AssignorName, as StreamsGroupDescribeResponse.json's diff in apache/kafka
+PR #22920 shows (KIP-1331's first schema, PR #22397, had them tagged at v0; 4.4 moved them to v1). Not read from a
+primary source: AssignorName's nullability (tidelog: nullable, null when a group failed) and the layout of the
+TopologyDescription struct, which tidelog never fills (no description plugin)."""
 
 from __future__ import annotations
 

@@ -204,17 +204,19 @@ class LogManager:
             if props.get("version", "1") == "0" and "node.id" not in props and "broker.id" in props:
                 props["node.id"] = props["broker.id"]
         changed = False
-        cluster_id = props.get("cluster.id") or self._cluster_id
-        if cluster_id is None:
-            cluster_id = next((m["cluster.id"] for m in self._meta.values() if "cluster.id" in m), None)
-        if cluster_id is None:
-            cluster_id = uuid_to_base64(random_kafka_uuid())
-        if props.get("cluster.id") != cluster_id:
-            if "cluster.id" in props and self._cluster_id is not None:
-                # Kafka's InconsistentClusterIdException: refuse to start on someone else's data.
+        earlier = next(((d, m["cluster.id"]) for d, m in self._meta.items() if "cluster.id" in m), None)
+        existing = props.get("cluster.id")
+        if existing is not None:
+            if earlier is not None and existing != earlier[1]:
+                # Kafka's InconsistentClusterIdException: log dirs of two clusters; refuse to start.
                 raise InconsistentClusterIdError(
-                    f"{path} has cluster.id {props['cluster.id']}, expected {self._cluster_id}"
-                )
+                    f"{path} has cluster.id {existing}, but {earlier[0]} has {earlier[1]}")
+            if self._cluster_id is not None and existing != self._cluster_id:
+                log.warning("%s has cluster.id %s; the cluster.id setting (%s) only names a new log dir",
+                            path, existing, self._cluster_id)
+            cluster_id = existing
+        else:  # a new log dir: the other dirs' id, else the cluster.id setting, else a new one
+            cluster_id = earlier[1] if earlier is not None else self._cluster_id or uuid_to_base64(random_kafka_uuid())
             props["cluster.id"] = cluster_id
             changed = True
         if props.get("node.id") != str(self.node_id):
@@ -236,7 +238,6 @@ class LogManager:
             ordered.update({k: v for k, v in props.items() if k not in ordered})
             write_meta_properties(path, ordered, self.clock.milliseconds())
             props = ordered
-        self._cluster_id = props["cluster.id"]
         self._meta[log_dir] = props
 
     # --- preferred log dirs and interrupted moves (docs/STORAGE.md "Moving a partition between log dirs") --
@@ -548,7 +549,8 @@ class LogManager:
 
     @property
     def cluster_id(self) -> str | None:
-        return self._cluster_id
+        """The log dirs' cluster.id once loaded; before that, the cluster.id setting."""
+        return next((m["cluster.id"] for m in self._meta.values()), self._cluster_id)
 
     # --- cleaner checkpoints (docs/STORAGE.md "Cleaner checkpoint") ---------------------------------------------------------
 

@@ -39,9 +39,7 @@ API_TABLE: tuple[ApiEntry, ...] = (
     ApiEntry(ApiKey.FETCH, "fetch", 4, 18),
     ApiEntry(ApiKey.LIST_OFFSETS, "list_offsets", 1, 11),
     ApiEntry(ApiKey.METADATA, "metadata", 0, 13),
-    ApiEntry(ApiKey.API_VERSIONS, "api_versions", 0, 4,
-             difference="KIP-1242's v5 (ClusterId/NodeId checked against this node, REBOOTSTRAP_REQUIRED on a "
-                        "misrouted connection) is not implemented"),
+    ApiEntry(ApiKey.API_VERSIONS, "api_versions", 0, 5),  # v5: ClusterId/NodeId checked (KIP-1242)
     ApiEntry(ApiKey.CREATE_TOPICS, "create_topics", 2, 7),
     ApiEntry(ApiKey.DELETE_TOPICS, "delete_topics", 1, 6),
     ApiEntry(ApiKey.OFFSET_FOR_LEADER_EPOCH, "offset_for_leader_epoch", 2, 4),
@@ -96,8 +94,8 @@ API_TABLE: tuple[ApiEntry, ...] = (
     ApiEntry(ApiKey.ADD_PARTITIONS_TO_TXN, "add_partitions_to_txn", 0, 5),  # 4-5: KIP-890 batched/verify form
     ApiEntry(ApiKey.ADD_OFFSETS_TO_TXN, "add_offsets_to_txn", 0, 4),
     ApiEntry(ApiKey.END_TXN, "end_txn", 0, 5),  # v5: transactions v2 (KIP-890 part 2)
-    ApiEntry(ApiKey.TXN_OFFSET_COMMIT, "txn_offset_commit", 0, 5,  # v5: implicit offsets-partition add
-             difference="KIP-1319's v6 (topics by ID instead of name) is not implemented"),
+    # v5: implicit offsets-partition add (KIP-890 part 2); v6: topics by id (KIP-1319)
+    ApiEntry(ApiKey.TXN_OFFSET_COMMIT, "txn_offset_commit", 0, 6),
     ApiEntry(ApiKey.DESCRIBE_PRODUCERS, "describe_producers", 0, 0),
     ApiEntry(ApiKey.DESCRIBE_TRANSACTIONS, "describe_transactions", 0, 0),
     ApiEntry(ApiKey.LIST_TRANSACTIONS, "list_transactions", 0, 2),

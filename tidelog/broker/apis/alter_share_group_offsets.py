@@ -79,5 +79,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                                     error_message="The partition does not exist."))
         answered.append(T(topic_name=info.name, topic_id=uuid.UUID(bytes=topic_id), partitions=partitions))
     if offsets:
-        groups.alter_start_offsets(group_id, offsets)  # persisted before the answer, as Kafka's initializeState
+        groups.alter_start_offsets(group_id, offsets)
+        try:
+            await groups.durable()  # on disk before the answer, as Kafka's initializeState
+        except KafkaError as e:
+            return failed(e.code, e.message)
     return cls(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None, responses=refused + answered)

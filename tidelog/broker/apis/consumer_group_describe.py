@@ -75,7 +75,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         members = [cls.DescribedGroup.Member(
             member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id, member_epoch=m.member_epoch,
             client_id=m.client_id, client_host=m.client_host, subscribed_topic_names=list(m.subscribed_topic_names),
-            subscribed_topic_regex=m.subscribed_topic_regex, assignment=_assignment(ctx, cls, m.assigned),
+            subscribed_topic_regex=m.subscribed_topic_regex, assignment=_assignment(ctx, cls, m.assigned_partitions()),
             target_assignment=_assignment(ctx, cls, group.target.get(m.member_id, {})),
             member_type=CLASSIC_MEMBER if m.classic is not None else CONSUMER_MEMBER)  # v1, KIP-1099
             for m in group.members.values()]

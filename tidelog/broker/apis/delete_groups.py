@@ -33,10 +33,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                                                 if n not in mine and n not in shared and n not in streaming]))
             if streams is not None:  # NON_EMPTY_GROUP while it has members; its offsets go with it
                 result.update({n: streams.delete_group(n) for n in streaming})
+                if streaming:
+                    await streams.durable()
             if consumer is not None:
                 result.update({n: consumer.delete_group(n) for n in mine})
             if share is not None:  # NON_EMPTY_GROUP while it has members
                 result.update({n: share.delete_group(n) for n in shared})
+                if shared:
+                    await share.durable()
         except KafkaError as e:
             result.update(dict.fromkeys(allowed, e.code))
             if e.message:

@@ -65,5 +65,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         else:
             deleted.append(T(topic_name=name, topic_id=uuid.UUID(bytes=bytes(info.topic_id)),
                              error_code=ErrorCode.NONE, error_message=None))
+    if deleted:
+        try:
+            await groups.durable()  # on disk before the answer
+        except KafkaError as e:
+            return failed(e.code, e.message)
     return cls(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None,
                responses=refused + errors + deleted)

@@ -18,7 +18,8 @@ API_KEY = 8
 NOTES = """classic groups; simple (generation −1) commits for `assign()` users; v10 names topics by id
 (unknown id: UNKNOWN_TOPIC_ID per partition); KIP-848 groups: member epoch as generation (STALE_MEMBER_EPOCH,
 UNKNOWN_MEMBER_ID; v9+ for consumer-protocol members, classic members of a consumer group: ILLEGAL_GENERATION);
-a share group's id: GROUP_ID_NOT_FOUND"""
+a consumer-protocol member's older epoch is accepted when every partition is one it holds since that epoch or before
+(KIP-1251 assignment epochs), else STALE_MEMBER_EPOCH for the request; a share group's id: GROUP_ID_NOT_FOUND"""
 
 
 def _partition_exists(ctx: RequestContext, tp: TopicPartition) -> bool:

@@ -57,8 +57,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         found.advance()  # the same epoch counter as ShareFetch's
     answers: dict[PartitionKey, Answer] = {}
     renew = v2 and bool(request.is_renew_ack)
-    apply_acknowledgements(ctx, groups, request.group_id, request.member_id, partition_acks(request.topics or []),
+    await apply_acknowledgements(ctx, groups, request.group_id, request.member_id, partition_acks(request.topics or []),
                            renew, answers)
     if epoch == FINAL_EPOCH:
-        close_session(ctx, groups, found)
+        await close_session(ctx, groups, found)
     return respond(ErrorCode.NONE, None, answers, groups.lock_duration_ms(request.group_id))

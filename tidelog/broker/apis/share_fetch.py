@@ -69,10 +69,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             return error(found)
         session = found
     answers: dict[PartitionKey, Answer] = {}
-    apply_acknowledgements(ctx, groups, group_id, member_id, acks, renew, answers)
+    await apply_acknowledgements(ctx, groups, group_id, member_id, acks, renew, answers)
     lock_ms = groups.lock_duration_ms(group_id)
     if epoch == FINAL_EPOCH:
-        close_session(ctx, groups, session)  # fetches nothing
+        await close_session(ctx, groups, session)  # fetches nothing
         return _response(cls, answers, lock_ms, full=True)
     if epoch != INITIAL_EPOCH:
         for key in requested:
@@ -83,8 +83,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             for p in t.partitions or []:
                 session.partitions.pop((topic_id_bytes(t.topic_id), p), None)
         session.advance()
-    if not renew:
+    # the session may have closed while the acknowledgements waited for the disk: then nothing is acquired for it
+    if not renew and sessions.is_current(session):
         await _fetch(ctx, groups, session, request, answers)
+        await groups.settled()  # lock expiry the acquisitions wrote is on disk before the answer, as before
     for key in added:
         answers.setdefault(key, Answer()).included = True
     return _response(cls, answers, lock_ms, full=epoch == INITIAL_EPOCH)

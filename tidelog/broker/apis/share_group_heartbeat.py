@@ -37,6 +37,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 return error(ErrorCode.TOPIC_AUTHORIZATION_FAILED, None)
         result = groups.heartbeat(request.group_id or "", request.member_id or "", request.member_epoch,
                                   request.rack_id, subscribed, ctx.client_id or "", "/" + ctx.client_host)
+        await groups.durable()  # the group and its epoch are on disk before the answer (written off the loop)
     except KafkaError as e:
         return error(e.code, e.message)
     assignment = None

@@ -48,6 +48,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         result = groups.heartbeat(request, ctx.api_version, ctx.client_id or "", "/" + ctx.client_host,
                                   may_create=lambda name: authorize_cluster(ctx, Op.CREATE)
                                   or authorize(ctx, Op.CREATE, TOPIC, name))  # KafkaApis: CREATE before creating
+        await groups.durable()  # the state this answer shows is on disk (written off the loop)
     except HeartbeatError as e:
         return _error(ctx, cls, e.code, e.message)
     except KafkaError as e:

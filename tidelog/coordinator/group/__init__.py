@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from tidelog.clock import Clock
     from tidelog.config.broker_config import BrokerConfig
     from tidelog.coordinator.group.group_config import GroupConfigManager
+    from tidelog.storage.fault_hooks import FaultHooks
 
 __all__ = [
     "GROUP_METADATA_TOPIC_NAME",
@@ -58,10 +59,11 @@ __all__ = [
 
 
 def create_group_coordinator(broker_config: BrokerConfig, clock: Clock, topics: TopicManager,
-                             group_configs: Callable[[], GroupConfigManager] | None = None) -> GroupCoordinator:
+                             group_configs: Callable[[], GroupConfigManager] | None = None,
+                             fault_hooks: FaultHooks | None = None) -> GroupCoordinator:
     """Build the coordinator persisting through `topics` (with its KIP-848 part, `consumer_groups`, which takes
     each group's own session timeout and heartbeat interval from `group_configs()`); call `startup()` once the
-    logs are loaded."""
+    logs are loaded. `fault_hooks`: the broker's, called at the streams-group and share-state files' named write step."""
     config = GroupCoordinatorConfig.from_broker_config(broker_config)
     store = TopicOffsetsStore(topics, config, clock)
     coordinator = GroupCoordinator(clock, config, store)
@@ -92,9 +94,9 @@ def create_group_coordinator(broker_config: BrokerConfig, clock: Clock, topics: 
         return None
 
     coordinator.share_groups = ShareGroupCoordinator(topics, clock, ShareGroupConfig.from_broker_config(broker_config),
-                                                     ShareStateStore(broker_config.log_dirs[0]), group_configs,
+                                                     ShareStateStore(broker_config.log_dirs[0], fault_hooks), group_configs,
                                                      other_group_type)
     coordinator.streams_groups = StreamsGroupCoordinator(
         coordinator, topics, clock, StreamsGroupConfig.from_broker_config(broker_config),
-        StreamsGroupStore(broker_config.log_dirs[0]), group_configs, not_streams_type)
+        StreamsGroupStore(broker_config.log_dirs[0], fault_hooks), group_configs, not_streams_type)
     return coordinator

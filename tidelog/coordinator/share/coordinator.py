@@ -5,7 +5,8 @@
   checked whenever the coordinator is used (an expired member is removed as Kafka's session timer would).
 * Share-partitions: created at the first ShareFetch of a (group, partition), the start offset then chosen by the
   group's share.auto.offset.reset (Kafka resolves it lazily too); `acquire` / `acknowledge` / `release_member`.
-* Persistence: tidelog.coordinator.share.state_store, written before an acknowledgement is answered.
+* Persistence: tidelog.coordinator.share.state_store, written off the event loop (changes close together share one
+  write); a request that changed the state is answered once `durable()` says it is on disk.
 
 Differences from Kafka, all invisible to clients: a subscribed partition is assignable at once (Kafka's group
 coordinator first initializes its share state and assigns it a heartbeat later); members are not persisted (after
@@ -121,20 +122,36 @@ class ShareGroupCoordinator:
             log.info("loaded %d share group(s)", len(self.groups))
 
     def _save(self) -> None:
-        """Write every group's state (KafkaError UNKNOWN_SERVER_ERROR if the file cannot be written). The state
-        of a deleted topic goes with it (Kafka's share coordinator deletes it when the topic goes)."""
+        """The state changed: every group's state is written soon, off the loop, and the start offsets and counts
+        DescribeShareGroupOffsets reports follow once it is on disk. The state of a deleted topic goes with it
+        (Kafka's share coordinator deletes it when the topic goes)."""
         for parts in self.partitions.values():
             for key in [k for k in parts if self.topics.by_id(k[0]) is None]:
                 del parts[key]
+        self.store.save(self._state)
+
+    def _state(self) -> dict[str, tuple[int, list[SharePartition]]]:
+        return {gid: (g.group_epoch, list(self.partitions.get(gid, {}).values())) for gid, g in self.groups.items()}
+
+    async def durable(self) -> None:
+        """Until every change made so far is on disk; KafkaError UNKNOWN_SERVER_ERROR if the write that was to
+        carry it failed (the state stays as changed in memory and the next change or wait writes it again)."""
         try:
-            self.store.save({gid: (g.group_epoch, list(self.partitions.get(gid, {}).values()))
-                             for gid, g in self.groups.items()})
-        except OSError as exc:
-            log.error("Cannot write the share-group state %s: %s", self.store.path, exc)
+            await self.store.durable()
+        except OSError as exc:  # the writer logged it
             raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"Cannot write the share-group state: {exc}") from exc
-        for parts in self.partitions.values():
-            for sp in parts.values():
-                sp.mark_persisted()
+
+    async def settled(self) -> None:
+        """`durable()` for an answer that does not depend on the write (a fetch after lock expiry, a session
+        close): a failure is logged by the writer and the next change writes again."""
+        try:
+            await self.store.durable()
+        except OSError:
+            pass
+
+    def shutdown(self) -> None:
+        """Broker shutdown: what the last changes left unwritten goes to disk now."""
+        self.store.flush()
 
     # --- group configs ----------------------------------------------------------------------------------------
 
@@ -339,44 +356,44 @@ class ShareGroupCoordinator:
             return Acquired(b"", [])
         return Acquired(slice_batches(data, ranges[0].first_offset, ranges[-1].last_offset), ranges)
 
-    def acknowledge(self, group_id: str, member_id: str, acks: dict[tuple[bytes, int], list[AcknowledgementBatch]]
-                    ) -> dict[tuple[bytes, int], tuple[ErrorCode, str | None]]:
-        """A member's acknowledgements, per partition all or none, written once before the caller answers; if the
-        write fails every change is rolled back (Kafka's SharePartition rolls back on a persister error)."""
+    async def acknowledge(self, group_id: str, member_id: str,
+                          acks: dict[tuple[bytes, int], list[AcknowledgementBatch]]
+                          ) -> dict[tuple[bytes, int], tuple[ErrorCode, str | None]]:
+        """A member's acknowledgements, per partition all or none, answered once on disk (Kafka's SharePartition
+        completes an acknowledgement when the share coordinator's write succeeds). A failed write answers the
+        applied partitions UNKNOWN_SERVER_ERROR (Kafka's persister error) but, unlike Kafka, keeps the change in
+        memory for the next write to carry: other requests may have changed the partition while this one waited,
+        and Kafka's guard for an exact rollback (records in transition cannot be acquired) is not kept here."""
         now = self.clock.milliseconds()
         config = self._config(group_id)
         limit = int(config["share.delivery.count.limit"])
         lock_ms = int(config["share.record.lock.duration.ms"])
         results: dict[tuple[bytes, int], tuple[ErrorCode, str | None]] = {}
-        changed: list[tuple[tuple[bytes, int], SharePartition, Any]] = []
+        expired = False
         for key, batches in acks.items():
             sp = self.partitions.get(group_id, {}).get(key)
             if sp is None:
                 results[key] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The share-partition has no state on this broker")
                 continue
-            saved = sp.snapshot()
-            sp.expire_locks(now, limit)
+            expired = sp.expire_locks(now, limit) or expired
             results[key] = sp.acknowledge(member_id, batches, limit, now, lock_ms)
-            changed.append((key, sp, saved))
-        if any(results[key][0] == ErrorCode.NONE for key, _, _ in changed):
+        applied = [key for key, (code, _) in results.items() if code == ErrorCode.NONE]
+        if applied or expired:
+            self._save()
             try:
-                self._save()
+                await self.durable()
             except KafkaError as e:
-                for key, sp, saved in changed:
-                    sp.restore(saved)
-                    if results[key][0] == ErrorCode.NONE:
-                        results[key] = (e.code, e.message)
-        self._available([key for key, _, _ in changed if results[key][0] == ErrorCode.NONE])
+                for key in applied:
+                    results[key] = (e.code, e.message)
+        self._available(applied)
         return results
 
     def release_member(self, group_id: str, member_id: str) -> None:
         """The member's share session closed: every record it holds in the group is available again."""
         released = [key for key, sp in self.partitions.get(group_id, {}).items() if sp.release_member(member_id)]
         if released:
-            try:
-                self._save()
-            except KafkaError:
-                pass  # released in memory (logged); the next write carries it, as Kafka keeps a timed-out lock's
+            self._save()  # released in memory at once; a failed write is retried by the next, as Kafka keeps a
+            # timed-out lock's release
         self._available(released)
 
     def _available(self, keys: list[tuple[bytes, int]]) -> None:

@@ -15,7 +15,7 @@ The clock is the broker's injectable one: lock expiry is evaluated whenever the 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.record_batch import HEADER_SIZE, RecordBatchHeader, read_header
@@ -232,13 +232,6 @@ class SharePartition:
         self.end_offset = max(self.end_offset, log_start_offset)
         self._advance()
         return True
-
-    def snapshot(self) -> tuple[int, int, dict[int, InFlight]]:
-        """What `restore` puts back when the state write after a change fails (Kafka rolls the change back)."""
-        return self.start_offset, self.end_offset, {o: replace(r) for o, r in self.records.items()}
-
-    def restore(self, saved: tuple[int, int, dict[int, InFlight]]) -> None:
-        self.start_offset, self.end_offset, self.records = saved
 
     def reset(self, start_offset: int) -> None:
         """AlterShareGroupOffsets: everything before `start_offset` is done, nothing is in flight."""

@@ -67,6 +67,10 @@ class GroupCoordinator:
         self.timer.stop()
         if self.consumer_groups is not None:
             self.consumer_groups.shutdown()
+        if self.streams_groups is not None:
+            self.streams_groups.shutdown()  # its last changes to disk
+        if self.share_groups is not None:
+            self.share_groups.shutdown()  # likewise
         for group in self.manager.groups.values():
             for m in group.members.values():
                 m.complete_join(JoinResult(E.COORDINATOR_NOT_AVAILABLE, m.member_id))

@@ -172,7 +172,7 @@ class ClassicMembers:
         epochs = group.partition_epochs(exclude=member.member_id)
         target = group.target.get(member.member_id, {})
         return any((t, p) not in epochs for t, ps in target.items() for p in ps
-                   if p not in member.assigned.get(t, set()))
+                   if p not in member.assigned.get(t, {}))
 
     def leave(self, group_id: str, members: list[Any]) -> list[int]:
         """LeaveGroup of classic members (LeaveMember objects): one error per member."""
@@ -238,7 +238,8 @@ def upgrade_records(cg: ConsumerGroupCoordinator, classic: Any) -> list[tuple[An
                             cr.encode_target_member(assigned)))
             currents.append((cr.ConsumerGroupKey(cr.CURRENT_MEMBER_ASSIGNMENT, gid, m.member_id),
                              cr.encode_current_assignment(cr.CurrentAssignmentValue(
-                                 generation, generation, int(MemberState.STABLE), assigned, {}))))
+                                 generation, generation, int(MemberState.STABLE),
+                                 cr.with_epoch(assigned, max(generation, 0)), {}))))
     except (ValueError, UnicodeDecodeError):
         return None  # a malformed embedded protocol: Kafka refuses the upgrade
     records.append((cr.ConsumerGroupKey(cr.GROUP_METADATA, gid), cr.encode_epoch(generation)))

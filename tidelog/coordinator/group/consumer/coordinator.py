@@ -515,9 +515,9 @@ class ConsumerGroupCoordinator:
         self._schedule_member(group_id, final)
         full = epoch == 0 or (request.rebalance_timeout_ms != -1 and request.subscribed_topic_names is not None
                               and owned is not None)
-        send = full or not assignment_equal(current.assigned, final.assigned) or is_new
+        send = full or not assignment_equal(current.assigned_partitions(), final.assigned_partitions()) or is_new
         return HeartbeatResult(member_id, final.member_epoch, self._heartbeat_interval(group_id),
-                               final.assigned if send else None)
+                               final.assigned_partitions() if send else None)
 
     def _resolve_regexes(self, group: ConsumerGroup, members: list[ConsumerGroupMember]
                          ) -> tuple[dict[str, list[str]], list[tuple[cr.ConsumerGroupKey, bytes | None]]]:
@@ -684,17 +684,41 @@ class ConsumerGroupCoordinator:
             if member is None:
                 error = E.UNKNOWN_MEMBER_ID
             elif member.classic is not None:
-                # a classic member commits with its generation, which is its member epoch
+                # a classic member commits with its generation, which is its member epoch (strict, as before 4.3)
                 error = E.ILLEGAL_GENERATION if member_epoch != member.member_epoch else E.NONE
             elif api_version < 9:
                 error = E.UNSUPPORTED_VERSION  # consumer-protocol members must use OffsetCommit v9+
-            elif member_epoch != member.member_epoch:
+            elif member_epoch > member.member_epoch:
                 error = E.STALE_MEMBER_EPOCH
+            elif member_epoch < member.member_epoch:
+                error = self._older_epoch_commit_error(member, member_epoch, offsets)
         if error != E.NONE:
             return dict.fromkeys(offsets, int(error))
         self._offsets_holder(group_id)
         result: dict[TopicPartition, int] = self.classic.commit_offsets(group_id, "", None, -1, offsets)
         return result
+
+    def _older_epoch_commit_error(self, member: ConsumerGroupMember, received: int,
+                                  offsets: dict[TopicPartition, OffsetAndMetadata]) -> ErrorCode:
+        """KIP-1251 (ConsumerGroup.createAssignmentEpochValidator): a commit at an epoch older than the member's is
+        a lagging member's, not a zombie's, when each partition is one the member holds (assigned or pending
+        revocation) since that epoch or before. Kafka runs the check per partition inside OffsetMetadataManager
+        .commitOffset, whose exception fails the whole request, so one failing partition refuses them all with
+        STALE_MEMBER_EPOCH. Partitions whose metadata is too large are answered before the check, so skipped."""
+        limit = self.classic.config.offset_metadata_max_bytes
+        for tp, om in offsets.items():
+            if len(om.metadata.encode()) > limit:
+                continue
+            info = self.topics.get(tp.topic) if self.topics is not None else None
+            epoch = None if info is None else member.assignment_epoch(uuid.UUID(bytes=bytes(info.topic_id)),
+                                                                       tp.partition)
+            if epoch is None or epoch > received:
+                log.debug("member %s: commit at epoch %d refused for %s (assignment epoch %s, member epoch %d)",
+                          member.member_id, received, tp, epoch, member.member_epoch)
+                return E.STALE_MEMBER_EPOCH
+        log.debug("member %s: commit at epoch %d accepted at member epoch %d (KIP-1251 assignment epochs)",
+                  member.member_id, received, member.member_epoch)
+        return E.NONE
 
     def txn_commit_offsets(self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
                            instance_id: str | None, member_epoch: int,
@@ -702,7 +726,9 @@ class ConsumerGroupCoordinator:
         """TxnOffsetCommit to a consumer group (OffsetMetadataManager.validateTransactionalOffsetCommit with
         ConsumerGroup.validateOffsetCommit): no member fields, or an empty group, need no member; else the member
         must exist (UNKNOWN_MEMBER_ID) at that epoch (ILLEGAL_GENERATION, for either protocol). The offsets are
-        staged in the group's offsets holder until the transaction's marker."""
+        staged in the group's offsets holder until the transaction's marker. KIP-1251 changes nothing here in Kafka
+        4.3: commitTransactionalOffset checks each partition under the zero topic id, which no member holds, so an
+        older epoch still fails (STALE_MEMBER_EPOCH, answered as ILLEGAL_GENERATION)."""
         error = txn_offset_commit_error(self.groups[group_id], member_id, instance_id, member_epoch)
         if error != E.NONE:
             return dict.fromkeys(offsets, int(error))

@@ -6,6 +6,11 @@ change; the target assignment is computed for a group epoch (its assignment epoc
 the target at its own pace: it first revokes what it must give up (staying at its epoch), then receives what
 is free and moves to the assignment epoch. A partition is handed to a new owner only once no other member
 holds it, assigned or pending revocation (incremental cooperative rebalancing).
+
+Assignment epochs (KIP-1251): every partition a member holds, assigned or pending revocation, carries the member
+epoch at which it was assigned to the member: a partition it keeps keeps its epoch, one it must revoke keeps it while
+pending, a newly assigned one gets the epoch the member moves to. OffsetCommit accepts a commit at an older member
+epoch for a partition the member holds since that epoch or before.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from dataclasses import dataclass, field
 from enum import Enum, IntEnum
 
 from tidelog.coordinator.group.consumer.assignors import Assignment
-from tidelog.coordinator.group.consumer.records import TopicMetadata
+from tidelog.coordinator.group.consumer.records import AssignmentWithEpochs, TopicMetadata, partitions_of
 
 LEAVE_GROUP_MEMBER_EPOCH = -1
 LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
@@ -62,8 +67,8 @@ class ConsumerGroupMember:
     member_epoch: int = 0
     previous_member_epoch: int = -1
     state: MemberState = MemberState.STABLE
-    assigned: Assignment = field(default_factory=dict)
-    pending_revocation: Assignment = field(default_factory=dict)
+    assigned: AssignmentWithEpochs = field(default_factory=dict)  # topic id -> partition -> assignment epoch
+    pending_revocation: AssignmentWithEpochs = field(default_factory=dict)
     classic: ClassicMemberMetadata | None = None  # set for classic-protocol members
     # runtime only (not in records): deadlines on the coordinator's clock (monotonic ms), -1 = none
     session_deadline_ms: int = -1
@@ -79,22 +84,36 @@ class ConsumerGroupMember:
             other.subscribed_topic_regex, other.rebalance_timeout_ms, other.server_assignor, other.classic)
 
     def same_assignment(self, other: ConsumerGroupMember) -> bool:
-        return (self.member_epoch, self.previous_member_epoch, self.state, _norm(self.assigned),
-                _norm(self.pending_revocation)) == (
-            other.member_epoch, other.previous_member_epoch, other.state, _norm(other.assigned),
-            _norm(other.pending_revocation))
+        return (self.member_epoch, self.previous_member_epoch, self.state, _norm_epochs(self.assigned),
+                _norm_epochs(self.pending_revocation)) == (
+            other.member_epoch, other.previous_member_epoch, other.state, _norm_epochs(other.assigned),
+            _norm_epochs(other.pending_revocation))
+
+    def assigned_partitions(self) -> Assignment:
+        """The assigned partitions without their epochs (what the heartbeat response and describe show)."""
+        return partitions_of(self.assigned)
+
+    def assignment_epoch(self, topic_id: uuid.UUID, partition: int) -> int | None:
+        """ConsumerGroupMember.getAssignmentEpoch, then getPendingRevocationEpoch: the epoch at which the member
+        was assigned the partition it holds, or None when it holds it neither way."""
+        epoch = self.assigned.get(topic_id, {}).get(partition)
+        return self.pending_revocation.get(topic_id, {}).get(partition) if epoch is None else epoch
 
 
 def _norm(a: Assignment) -> dict[uuid.UUID, frozenset[int]]:
     return {t: frozenset(p) for t, p in a.items() if p}
 
 
+def _norm_epochs(a: AssignmentWithEpochs) -> dict[uuid.UUID, dict[int, int]]:
+    return {t: ps for t, ps in a.items() if ps}
+
+
 def assignment_equal(a: Assignment, b: Assignment) -> bool:
     return _norm(a) == _norm(b)
 
 
-def is_subset(owned: Assignment, assigned: Assignment) -> bool:
-    return all(set(ps) <= assigned.get(t, set()) for t, ps in owned.items())
+def is_subset(owned: Assignment, assigned: AssignmentWithEpochs) -> bool:
+    return all(set(ps) <= assigned.get(t, {}).keys() for t, ps in owned.items())
 
 
 @dataclass(slots=True)
@@ -149,11 +168,11 @@ class ConsumerGroup:
         return topics
 
 
-def owns_revoked_partitions(owned: Assignment | None, pending: Assignment) -> bool:
+def owns_revoked_partitions(owned: Assignment | None, pending: AssignmentWithEpochs) -> bool:
     """Whether the member may still hold partitions it must revoke (unknown when it did not say)."""
     if owned is None:
         return True
-    return any(p in pending.get(t, set()) for t, ps in owned.items() for p in ps)
+    return any(p in pending.get(t, {}) for t, ps in owned.items() for p in ps)
 
 
 def reconcile(member: ConsumerGroupMember, target_epoch: int, target: Assignment, owned: Assignment | None,
@@ -172,8 +191,8 @@ def reconcile(member: ConsumerGroupMember, target_epoch: int, target: Assignment
     return _next_assignment(member, target_epoch, target_epoch, target, owned, partition_epoch)
 
 
-def _with(member: ConsumerGroupMember, state: MemberState, epoch: int, assigned: Assignment,
-          pending: Assignment) -> ConsumerGroupMember:
+def _with(member: ConsumerGroupMember, state: MemberState, epoch: int, assigned: AssignmentWithEpochs,
+          pending: AssignmentWithEpochs) -> ConsumerGroupMember:
     updated = member.copy()
     if epoch != member.member_epoch:
         updated.previous_member_epoch = member.member_epoch
@@ -188,20 +207,20 @@ def _next_assignment(member: ConsumerGroupMember, member_epoch: int, target_epoc
                      owned: Assignment | None, partition_epoch: Callable[[uuid.UUID, int], int]
                      ) -> ConsumerGroupMember:
     unreleased = False
-    assigned: Assignment = {}
-    revoke: Assignment = {}
+    assigned: AssignmentWithEpochs = {}
+    revoke: AssignmentWithEpochs = {}
     pending_assignment: Assignment = {}
     for topic_id in set(target) | set(member.assigned):
         wanted = target.get(topic_id, set())
-        current = member.assigned.get(topic_id, set())
-        keep = current & wanted
-        to_revoke = current - keep
-        to_assign = wanted - keep
+        current = member.assigned.get(topic_id, {})  # partition -> assignment epoch
+        keep = {p: e for p, e in current.items() if p in wanted}  # kept and revoked partitions keep their epoch
+        to_revoke = {p: e for p, e in current.items() if p not in keep}
+        to_assign = wanted - keep.keys()
         free = {p for p in to_assign if partition_epoch(topic_id, p) == -1}
         if free != to_assign:
             unreleased = True
         if keep:
-            assigned[topic_id] = set(keep)
+            assigned[topic_id] = keep
         if to_revoke:
             revoke[topic_id] = to_revoke
         if free:
@@ -210,6 +229,7 @@ def _next_assignment(member: ConsumerGroupMember, member_epoch: int, target_epoc
         # revoke first, at the current epoch; nothing new until the member confirms
         return _with(member, MemberState.UNREVOKED_PARTITIONS, member_epoch, assigned, revoke)
     for topic_id, parts in pending_assignment.items():
-        assigned.setdefault(topic_id, set()).update(parts)
+        # newly assigned at the epoch the member moves to (CurrentAssignmentBuilder.computeNextAssignment)
+        assigned.setdefault(topic_id, {}).update(dict.fromkeys(parts, target_epoch))
     state = MemberState.UNRELEASED_PARTITIONS if unreleased else MemberState.STABLE
     return _with(member, state, target_epoch, assigned, {})

@@ -10,11 +10,16 @@ Keys are `int16 version` + non-flexible fields; the version names the record typ
 | 5 | ConsumerGroupMemberMetadata (group, member)    | InstanceId, RackId, ClientId, ClientHost, SubscribedTopicNames, SubscribedTopicRegex, RebalanceTimeoutMs, ServerAssignor (+ tagged ClassicMemberMetadata) |
 | 6 | ConsumerGroupTargetAssignmentMetadata (group)  | AssignmentEpoch                                    |
 | 7 | ConsumerGroupTargetAssignmentMember (g, m)     | TopicPartitions [TopicId, Partitions]              |
-| 8 | ConsumerGroupCurrentMemberAssignment (g, m)    | MemberEpoch, PreviousMemberEpoch, State, AssignedPartitions, PartitionsPendingRevocation |
+| 8 | ConsumerGroupCurrentMemberAssignment (g, m)    | MemberEpoch, PreviousMemberEpoch, State, AssignedPartitions, PartitionsPendingRevocation (each [TopicId, Partitions, tagged 0: AssignmentEpochs]) |
 | 16 | ConsumerGroupRegularExpression (g, regex)     | Topics, Version, Timestamp                         |
 
 Values are `int16 version` + a flexible body (compact strings/arrays, uuid, tagged fields). A null value is a
 tombstone. Key versions 9-15 and 17+ (share and streams groups) are not consumer-group records: skipped.
+
+KIP-1251 (Kafka 4.3): each TopicPartitions of a current member assignment carries the tagged field 0
+AssignmentEpochs (nullable []int32, aligned with Partitions): the member epoch at which each partition was assigned
+to the member. A record written without it (before 4.3) reads as every partition assigned at max(MemberEpoch, 0),
+as Kafka's Utils.assignmentFromTopicPartitions does (a short array leaves the rest at that default too).
 """
 
 from __future__ import annotations
@@ -93,13 +98,26 @@ class RegularExpressionValue:
     timestamp: int
 
 
+AssignmentWithEpochs = dict[uuid.UUID, dict[int, int]]  # topic id -> partition -> assignment epoch (KIP-1251)
+
+
+def with_epoch(assignment: Assignment, epoch: int) -> AssignmentWithEpochs:
+    """Every partition of `assignment` assigned at `epoch`."""
+    return {t: dict.fromkeys(ps, epoch) for t, ps in assignment.items() if ps}
+
+
+def partitions_of(assignment: AssignmentWithEpochs) -> Assignment:
+    """The partitions alone."""
+    return {t: set(ps) for t, ps in assignment.items() if ps}
+
+
 @dataclass(slots=True)
 class CurrentAssignmentValue:
     member_epoch: int
     previous_member_epoch: int
     state: int
-    assigned: Assignment = field(default_factory=dict)
-    pending_revocation: Assignment = field(default_factory=dict)
+    assigned: AssignmentWithEpochs = field(default_factory=dict)
+    pending_revocation: AssignmentWithEpochs = field(default_factory=dict)
 
 
 def _write_partitions(out: SchemaWriter, assignment: Assignment) -> None:
@@ -111,6 +129,41 @@ def _write_partitions(out: SchemaWriter, assignment: Assignment) -> None:
         for p in parts:
             out.i32(p)
         out.no_tags()
+
+
+_ASSIGNMENT_EPOCHS_TAG = 0  # ConsumerGroupCurrentMemberAssignmentValue.TopicPartitions.AssignmentEpochs
+
+
+def _write_partitions_with_epochs(out: SchemaWriter, assignment: AssignmentWithEpochs) -> None:
+    items = sorted(((t, sorted(ps.items())) for t, ps in assignment.items() if ps), key=lambda kv: str(kv[0]))
+    out.array_len(len(items), True)
+    for topic_id, parts in items:
+        out.uuid(topic_id)
+        out.array_len(len(parts), True)
+        for p, _ in parts:
+            out.i32(p)
+        epochs = SchemaWriter()
+        epochs.array_len(len(parts), True)
+        for _, epoch in parts:
+            epochs.i32(epoch)
+        out.tagged_fields([(_ASSIGNMENT_EPOCHS_TAG, epochs.to_bytes())])
+
+
+def _read_partitions_with_epochs(r: SchemaReader, default_epoch: int) -> AssignmentWithEpochs:
+    """Partitions without (or with a short) AssignmentEpochs take `default_epoch`."""
+    result: AssignmentWithEpochs = {}
+    for _ in range(r.array_len(True)):
+        topic_id = r.uuid()
+        parts = [r.i32() for _ in range(r.array_len(True))]
+        epochs: list[int] = []
+        body = r.tagged_fields().get(_ASSIGNMENT_EPOCHS_TAG)
+        if body is not None:
+            t = SchemaReader(body)
+            epochs = [t.i32() for _ in range(max(t.array_len(True), 0))]
+        topic = result.setdefault(topic_id, {})
+        for i, p in enumerate(parts):
+            topic[p] = epochs[i] if i < len(epochs) else default_epoch
+    return result
 
 
 def _read_partitions(r: SchemaReader) -> Assignment:
@@ -246,16 +299,17 @@ def encode_current_assignment(v: CurrentAssignmentValue) -> bytes:
     out.i32(v.member_epoch)
     out.i32(v.previous_member_epoch)
     out.i8(v.state)
-    _write_partitions(out, v.assigned)
-    _write_partitions(out, v.pending_revocation)
+    _write_partitions_with_epochs(out, v.assigned)
+    _write_partitions_with_epochs(out, v.pending_revocation)
     return _value(out)
 
 
 def decode_current_assignment(data: bytes) -> CurrentAssignmentValue:
     r = _open(data)
     epoch, previous, state = r.i32(), r.i32(), r.i8()
-    assigned = _read_partitions(r)
-    pending = _read_partitions(r)
+    default_epoch = max(epoch, 0)  # a static member that left is at -2 (LEAVE_GROUP_STATIC_MEMBER_EPOCH)
+    assigned = _read_partitions_with_epochs(r, default_epoch)
+    pending = _read_partitions_with_epochs(r, default_epoch)
     r.skip_tags()
     return CurrentAssignmentValue(epoch, previous, state, assigned, pending)
 

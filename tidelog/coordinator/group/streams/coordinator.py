@@ -10,8 +10,9 @@ when membership, topology, topic metadata or a member's assignment-relevant meta
 target assignment with the sticky task assignor when the group epoch is ahead of the assignment epoch, and
 reconciles the member towards it (group.py).
 
-The groups live in `tidelog-streams-groups.json` (tidelog/metadata/files.py), written after every change before
-the answer; Kafka keeps the same state as records in `__consumer_offsets`. Committed offsets live where the
+The groups live in `tidelog-streams-groups.json` (tidelog/metadata/files.py), written off the event loop after a
+change (changes close together in one write) and on disk before the answer; Kafka keeps the same state as records
+in `__consumer_offsets`. Committed offsets live where the
 classic coordinator keeps them (an offsets-only group of the same id), so OffsetFetch and retention work
 unchanged. Session and rebalance deadlines are keys on the group coordinator's DeadlineTimer, on the injected
 Clock (Kafka's streamsGroupSessionTimeoutKey / streamsGroupRebalanceTimeoutKey); a restart gives every member a
@@ -43,6 +44,7 @@ from tidelog.coordinator.group.streams.group import (
 )
 from tidelog.coordinator.timer import DeadlineTimer
 from tidelog.metadata.files import STREAMS_GROUPS
+from tidelog.metadata.writer import CoalescingWriter
 from tidelog.protocol.errors import ErrorCode, KafkaError
 from tidelog.storage import TopicPartition
 
@@ -111,10 +113,14 @@ class HeartbeatError(Exception):
 
 
 class StreamsGroupStore:
-    """Every streams group in one metadata document, replaced atomically after each change."""
+    """Every streams group in one metadata document, replaced atomically off the event loop: `save` notes a
+    change, and changes noted close together are written once (latest state wins, metadata.writer)."""
 
-    def __init__(self, log_dir: str | Path | None) -> None:
+    def __init__(self, log_dir: str | Path | None, fault_hooks: Any = None) -> None:
         self.log_dir = None if log_dir is None else Path(log_dir)
+        self._groups: dict[str, StreamsGroup] = {}
+        self.writer = None if self.log_dir is None else \
+            CoalescingWriter(STREAMS_GROUPS, self.log_dir, self._document, fault_hooks)
 
     def load(self) -> dict[str, StreamsGroup]:
         if self.log_dir is None:
@@ -124,8 +130,22 @@ class StreamsGroupStore:
         return doc or {}
 
     def save(self, groups: dict[str, StreamsGroup]) -> None:
-        if self.log_dir is not None:
-            STREAMS_GROUPS.write(self.log_dir, {"groups": {gid: g.to_json() for gid, g in groups.items()}})
+        """`groups` changed: written soon, off the loop (`durable()` waits for it)."""
+        self._groups = groups
+        if self.writer is not None:
+            self.writer.changed()
+
+    async def durable(self) -> None:
+        """Every change saved so far is on disk (OSError if it could not be written)."""
+        if self.writer is not None:
+            await self.writer.durable()
+
+    def flush(self) -> None:
+        if self.writer is not None:
+            self.writer.flush()
+
+    def _document(self) -> dict[str, Any]:
+        return {"groups": {gid: g.to_json() for gid, g in self._groups.items()}}
 
 
 class StreamsGroupCoordinator:
@@ -567,6 +587,15 @@ class StreamsGroupCoordinator:
     def _save(self) -> None:
         self.store.save(self.groups)
 
+    async def durable(self) -> None:
+        """Until every change made so far is on disk, awaited before a heartbeat or DeleteGroups answer (KafkaError
+        UNKNOWN_SERVER_ERROR if it cannot be written)."""
+        # as Kafka's CoordinatorRuntime: a write answers once committed, a read once the last pending write is
+        try:
+            await self.store.durable()
+        except OSError as exc:
+            raise KafkaError(E.UNKNOWN_SERVER_ERROR, f"Cannot write the streams-group state: {exc}") from exc
+
     # ------------------------------------------------------------------------------------------- admin
     def describe(self, group_id: str) -> StreamsGroup | None:
         return self.groups.get(group_id)
@@ -651,7 +680,8 @@ class StreamsGroupCoordinator:
         return E.NONE
 
     def shutdown(self) -> None:
-        pass
+        """Broker shutdown: what the last changes left unwritten goes to disk now."""
+        self.store.flush()
 
 
 def _tasks(task_ids: Any) -> Tasks | None:
