@@ -104,11 +104,13 @@ class CleanerThread(threading.Thread):
         """Run this thread at the broker's niceness plus log.cleaner.thread.nice (tidelog's config; Kafka's cleaner
         threads run at the JVM's priority). The C core cleans with the GIL released, so a pass competes with the
         event loop (and anything else of the broker's session) for a CPU rather than for the GIL; at nice 0 on a
-        busy machine the loop's wake-ups wait behind the cleaner's time slices (bench/cleaner.py, producer in its
-        own process, load 7: produce p99 while cleaning 4.9x and 3.4x idle at nice 0, 1.7x and 1.7x at nice 10;
-        the cleaner is slower only while the CPU is contended). Linux's setpriority on a thread id renices that
-        thread only; raising niceness needs no privilege. The target is computed from the process's niceness, so
-        a replacement thread (started by the dying one, whose niceness it inherits) ends up at the same value."""
+        busy machine the loop's wake-ups wait behind the cleaner's time slices. bench/cleaner.py, 7 cleaning phases
+        each, load 3-8: produce p99 cleaning/idle, median, 1.35x at nice 10 and 1.76x at nice 0 with the producer in
+        its own process (1.72x and 1.89x in the broker's process, where p50 while cleaning stays at idle's at nice
+        10 and doubles at 0); the cleaner is slower only while the CPU is contended. Linux's setpriority on a
+        thread id renices that thread only; raising niceness needs no privilege. The target is computed from the
+        process's niceness, so a replacement thread (started by the dying one, whose niceness it inherits) ends up
+        at the same value."""
         wanted = self.owner.config.thread_nice
         if not sys.platform.startswith("linux"):
             return
