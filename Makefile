@@ -3,6 +3,10 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 PYTEST_ARGS ?=
+# `make test` runs the suite in TEST_WORKERS pytest-xdist processes, a test module per worker at a time (module
+# brokers stay shared): most tests wait on clients and brokers, so two workers take ~12 min on a 2-core machine
+# where one process takes ~24. TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= 2
 ARGS   ?=
 
 .PHONY: install run test lint docs bench java-client check-tools clean pyc
@@ -42,7 +46,7 @@ check-tools:
 	./scripts/check_tools.sh
 
 test: $(VENV)/.installed-test java-client check-tools
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile) $(PYTEST_ARGS)
 
 # ruff everywhere; mypy (strict on protocol/storage/cleaner/coordinator/broker/config, see pyproject.toml); the
 # package layers (import-linter, [tool.importlinter] in pyproject.toml).

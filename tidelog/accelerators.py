@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.machinery
+import json
 import os
 import sys
 from collections.abc import Sequence
@@ -86,8 +87,6 @@ def declared_extensions(setup_py: Path) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    import json
-
     args = list(sys.argv[1:] if argv is None else argv)
     found = status()
     print(json.dumps(found, indent=2))

@@ -51,7 +51,7 @@ def decode(decoder: Any, body: bytes, version: int) -> Any:
 
 
 def test_every_served_version_is_covered() -> None:
-    assert list(API_VERSIONS_VERSIONS) == list(range(0, 5))
+    assert list(API_VERSIONS_VERSIONS) == list(range(0, 6))
     assert list(METADATA_VERSIONS) == list(range(0, 14))
 
 
@@ -59,17 +59,23 @@ def test_every_served_version_is_covered() -> None:
 
 @pytest.mark.parametrize("version", API_VERSIONS_VERSIONS)
 @EXAMPLES
-@given(name=text, software_version=text)
-def test_api_versions_request_decodes_as_kafka_python_encodes_it(version: int, name: str,
-                                                                 software_version: str) -> None:
+@given(name=text, software_version=text, cluster_id=st.none() | text, node_id=st.integers(-(2**31), 2**31 - 1))
+def test_api_versions_request_decodes_as_kafka_python_encodes_it(version: int, name: str, software_version: str,
+                                                                 cluster_id: str | None, node_id: int) -> None:
     cls = request_class(ApiKey.API_VERSIONS)[version]
-    fields = {"client_software_name": name, "client_software_version": software_version} if version >= 3 else {}
+    fields: dict[str, Any] = {}
+    if version >= 3:
+        fields = {"client_software_name": name, "client_software_version": software_version}
+    if version >= 5:  # KIP-1242
+        fields.update(cluster_id=cluster_id, node_id=node_id)
     body = bytes(cls(**fields).encode(version=version))
     request = decode(decode_api_versions_request, body, version)
     if version >= 3:
         assert (request.client_software_name, request.client_software_version) == (name, software_version)
         theirs = cls.decode(body, version=version)
         assert (theirs.client_software_name, theirs.client_software_version) == (name, software_version)
+        expected = (cluster_id, node_id) if version >= 5 else (None, -1)
+        assert (request.cluster_id, request.node_id) == expected
     else:
         assert body == b""
         assert (request.client_software_name, request.client_software_version) == (None, None)

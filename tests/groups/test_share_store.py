@@ -44,11 +44,17 @@ class WriteGate:
         self.opened = threading.Event()
         self.opened.set()
         self.reached = threading.Event()
+        self.holder: threading.Thread | None = None  # the writer thread that last reached the gate
+        self.failing: Exception | None = None  # the exception the next write raises at the gate
 
     def at(self, point: object, subject: object = None) -> None:
         if point == MetadataFaultPoint.WRITE and subject == SHARE_STATE.name:
+            self.holder = threading.current_thread()
             self.reached.set()
             assert self.opened.wait(WAIT_S), "the gate was never opened"
+            if self.failing is not None:  # the held write fails (once) with it
+                failing, self.failing = self.failing, None
+                raise failing
 
     def close(self) -> None:
         self.reached.clear()
@@ -56,6 +62,33 @@ class WriteGate:
 
     def open(self) -> None:
         self.opened.set()
+
+    def open_when(self, condition: Callable[[], bool]) -> Opener:
+        """A thread opening the gate once `condition()` holds (or after WAIT_S, `met` then False)."""
+        opener = Opener(self, condition)
+        opener.start()
+        return opener
+
+
+class Opener(threading.Thread):
+    def __init__(self, gate: WriteGate, condition: Callable[[], bool]) -> None:
+        super().__init__(name="gate-opener", daemon=True)
+        self.gate, self.condition, self.met = gate, condition, False
+
+    def run(self) -> None:
+        deadline = time.monotonic() + WAIT_S
+        while time.monotonic() < deadline and not self.gate.opened.is_set():
+            if self.condition():
+                self.met = True
+                break
+            time.sleep(0.01)
+        self.gate.open()
+
+
+def saved_epoch(log_dir: str | Path, group: str) -> int | None:
+    """The group epoch the file on disk holds now (None: the group is not in the file)."""
+    groups = SHARE_STATE.read(log_dir, lambda d: dict(d["groups"])) or {}
+    return None if group not in groups else int(groups[group]["group_epoch"])
 
 
 def saved_start(log_dir: str | Path, group: str, topic_id: bytes, partition: int) -> int | None:
@@ -155,12 +188,18 @@ def test_shutdown_writes_what_was_written_behind(tmp_path: Path,
     with KafkaWire(b.bootstrap) as w:
         assert share_describe_epoch(w, "shs-expire-g") == epoch + 1  # the member left
     assert gate.reached.wait(WAIT_S)
+    # the shutdown writes it while that write is held, then joins the writer thread: the gate opens once the file
+    # shows the new epoch (only the shutdown can have written it)
+    opener = gate.open_when(lambda: saved_epoch(tmp_path, "shs-expire-g") == epoch + 1)
     try:
-        b.restart()  # the shutdown writes it; the new broker loads it before the gate opens
+        b.restart()
+        assert opener.met, "the shutdown did not write the expiry while its write was held"
+        assert gate.holder is not None and not gate.holder.is_alive()  # the old writer thread was joined
         with KafkaWire(b.bootstrap) as w:
             assert share_describe_epoch(w, "shs-expire-g") == epoch + 1
     finally:
         gate.open()
+        opener.join(WAIT_S)
 
 
 def test_an_answered_acknowledgement_survives_kill_9_and_a_crash_mid_write_is_not_answered(tmp_path: Path) -> None:
@@ -216,3 +255,40 @@ def test_group_and_offset_changes_are_answered_once_on_disk(tmp_path: Path,
         d = w.request(42, 2, request_class(42)[2](groups_names=["shs-admin-g"]))
         assert d.results[0].error_code == E.NONE
         assert "shs-admin-g" not in saved()
+
+
+def test_share_fetch_moves_the_session_epoch_on_before_it_waits_for_the_disk(tmp_path: Path,
+        tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
+    """A second ShareFetch at the epoch of one waiting for its acknowledgement's write is refused
+    INVALID_SHARE_SESSION_EPOCH; the first, its write failing, answers the acknowledgement UNKNOWN_SERVER_ERROR and
+    the session stays moved on (Kafka's newContext). A join whose write fails with a bug's exception is answered
+    UNKNOWN_SERVER_ERROR naming it."""
+    gate = WriteGate()
+    b = tidelog_broker_factory(log_dir=tmp_path, fault_hooks=gate)
+    topic_id = b.create_topic("shs-epoch", 1)
+    earliest(b, "shs-epoch-g")
+    produce(b, "shs-epoch", 2)
+    with KafkaWire(b.bootstrap) as w, KafkaWire(b.bootstrap) as other:
+        gate.failing = RuntimeError("injected by the test")
+        failed = heartbeat(w, "shs-epoch-g", member(), topics=["shs-epoch"])
+        assert failed.error_code == E.UNKNOWN_SERVER_ERROR and "RuntimeError" in failed.error_message
+        m = joined(w, "shs-epoch-g", "shs-epoch")
+        assert acquired(share_fetch(w, "shs-epoch-g", m, 0, {topic_id: [0]})) == {0: [(0, 1, 1)]}
+        gate.close()
+        gate.failing = OSError("injected by the test")
+        answers: list[Any] = []
+        first = threading.Thread(target=lambda: answers.append(share_fetch(
+            w, "shs-epoch-g", m, 1, {topic_id: [0]}, acks={(topic_id, 0): [(0, 1, [ACCEPT])]})))
+        first.start()
+        try:
+            assert gate.reached.wait(WAIT_S)  # the acknowledgement's write is held
+            again = share_fetch(other, "shs-epoch-g", m, 1, {topic_id: [0]})
+            assert again.error_code == E.INVALID_SHARE_SESSION_EPOCH
+        finally:
+            gate.open()
+            first.join(WAIT_S)
+        [answer] = answers
+        assert answer.error_code == E.NONE
+        assert [p.acknowledge_error_code for t in answer.responses for p in t.partitions] == [E.UNKNOWN_SERVER_ERROR]
+        assert share_fetch(w, "shs-epoch-g", m, 1, {topic_id: [0]}).error_code == E.INVALID_SHARE_SESSION_EPOCH
+        assert share_fetch(w, "shs-epoch-g", m, 2, {topic_id: [0]}).error_code == E.NONE

@@ -6,6 +6,7 @@ the middle of a write leaves the last answered state."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -14,8 +15,13 @@ from typing import Any
 
 import pytest
 
+from tests.groups.test_delete_groups_v3 import commit_offset, delete_groups
+from tests.groups.test_share_groups import heartbeat as share_heartbeat
+from tests.groups.test_share_groups import joined
+from tests.groups.test_share_store import WriteGate as ShareGate
+from tests.groups.test_share_store import saved_epoch, share_describe_epoch
 from tidelog.clock import ManualClock
-from tidelog.metadata.files import STREAMS_GROUPS
+from tidelog.metadata.files import SHARE_STATE, STREAMS_GROUPS
 from tidelog.metadata.writer import MetadataFaultPoint
 from tidelog.protocol.errors import ErrorCode as E
 from tidelog.protocol.messages import request_class
@@ -33,11 +39,17 @@ class WriteGate:
         self.opened = threading.Event()
         self.opened.set()
         self.reached = threading.Event()
+        self.holder: threading.Thread | None = None  # the writer thread that last reached the gate
+        self.failing: Exception | None = None  # the exception the next write raises at the gate
 
     def at(self, point: object, subject: object = None) -> None:
         if point == MetadataFaultPoint.WRITE and subject == STREAMS_GROUPS.name:
+            self.holder = threading.current_thread()
             self.reached.set()
             assert self.opened.wait(WAIT_S), "the gate was never opened"
+            if self.failing is not None:  # the held write fails (once) with it
+                failing, self.failing = self.failing, None
+                raise failing
 
     def close(self) -> None:
         self.reached.clear()
@@ -45,6 +57,27 @@ class WriteGate:
 
     def open(self) -> None:
         self.opened.set()
+
+    def open_when(self, condition: Callable[[], bool]) -> Opener:
+        """A thread opening the gate once `condition()` holds (or after WAIT_S, `met` then False)."""
+        opener = Opener(self, condition)
+        opener.start()
+        return opener
+
+
+class Opener(threading.Thread):
+    def __init__(self, gate: WriteGate, condition: Callable[[], bool]) -> None:
+        super().__init__(name="gate-opener", daemon=True)
+        self.gate, self.condition, self.met = gate, condition, False
+
+    def run(self) -> None:
+        deadline = time.monotonic() + WAIT_S
+        while time.monotonic() < deadline and not self.gate.opened.is_set():
+            if self.condition():
+                self.met = True
+                break
+            time.sleep(0.01)
+        self.gate.open()
 
 
 def saved_groups(log_dir: str | Path) -> dict[str, Any]:
@@ -113,14 +146,20 @@ def test_shutdown_writes_what_a_timer_changed(tmp_path: Path,
     b.call(streams.check_expirations)
     assert gate.reached.wait(WAIT_S)
     assert set(saved_groups(tmp_path)["expire"]["members"]) == {"A", "B"}  # still held
+    # the shutdown writes it while that write is held, then joins the writer thread: the gate opens once the file
+    # shows the fence (only the shutdown can have written it), and the held write then leaves the file alone
+    opener = gate.open_when(lambda: set(saved_groups(tmp_path)["expire"]["members"]) == {"A"})
     try:
-        b.restart()  # the shutdown writes it; the new broker loads it before the gate opens
+        b.restart()
+        assert opener.met, "the shutdown did not write the fence while the timer's write was held"
+        assert gate.holder is not None and not gate.holder.is_alive()  # the old writer thread was joined
         with KafkaWire(b.bootstrap) as w:
             after = describe(w, "expire")
         assert [m.member_id for m in after.members] == ["A"]
         assert after.group_epoch == before["group_epoch"] + 1
     finally:
         gate.open()
+        opener.join(WAIT_S)
     assert set(saved_groups(tmp_path)["expire"]["members"]) == {"A"}  # the held write did not go back in time
 
 
@@ -154,3 +193,147 @@ def test_answered_state_survives_kill_9_and_a_crash_mid_write_leaves_the_last_an
             assert (beat.error_code, beat.member_epoch) == (E.NONE, r.member_epoch)
             assert w.request(42, 2, request_class(42)[2](groups_names=["kill"])).results[0].error_code == \
                 E.NON_EMPTY_GROUP
+
+
+def test_a_failed_write_fails_only_the_changes_it_carried_and_is_retried(tmp_path: Path,
+        tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
+    """The held write fails with a bug's exception (not an OSError): its heartbeat is answered
+    UNKNOWN_SERVER_ERROR naming the exception type; a heartbeat noted after that write began waits for the retry
+    and is answered NONE; the retry writes both (the failed change was kept in memory)."""
+    gate = WriteGate()
+    b = tidelog_broker_factory(log_dir=tmp_path, overrides=NO_DELAY, fault_hooks=gate)
+    writer = b.state.groups.streams_groups.store.writer
+    with KafkaWire(b.bootstrap) as w:
+        create_topic(w, "ss-fail", 1)
+    gate.close()
+    gate.failing = RuntimeError("injected by the test")
+    answers: dict[str, tuple[int, str | None]] = {}
+
+    def join(group: str) -> None:
+        with KafkaWire(b.bootstrap) as w:
+            r = hb(w, group, "m", 0, process=group, topo=topology(group, "ss-fail"))
+            answers[group] = (r.error_code, r.error_message)
+
+    first = threading.Thread(target=join, args=("sf-0",))
+    first.start()
+    assert gate.reached.wait(WAIT_S)
+    second = threading.Thread(target=join, args=("sf-1",))
+    second.start()
+    wait_until(lambda: b.call(lambda: writer.pending) == 2, "the second join waits for the disk")
+    gate.open()
+    for t in (first, second):
+        t.join(WAIT_S)
+    code, message = answers["sf-0"]
+    assert code == E.UNKNOWN_SERVER_ERROR and message is not None and "RuntimeError" in message
+    assert answers["sf-1"] == (E.NONE, None)
+    assert set(saved_groups(tmp_path)) == {"sf-0", "sf-1"}
+    assert b.call(lambda: (writer.pending, writer.failures)) == (0, 0)
+
+
+def test_an_unwritable_file_fails_the_heartbeat_keeps_the_change_and_retries_timer_changes(tmp_path: Path,
+        tidelog_broker_factory: Callable[..., BrokerHandle], caplog: pytest.LogCaptureFixture) -> None:
+    """With the file unwritable (a directory in its place: a real OSError), a join is answered
+    UNKNOWN_SERVER_ERROR but kept in memory (no Kafka-style revert); a session expiry (a timer's change, no request
+    waits for it) is retried on the writer's backoff with no request to drive it, logged once for the whole
+    streak, and lands once the file is writable again."""
+    clock = ManualClock()
+    b = tidelog_broker_factory(log_dir=tmp_path, clock=clock, overrides=NO_DELAY)
+    streams = b.state.groups.streams_groups
+    writer = streams.store.writer
+    with KafkaWire(b.bootstrap) as w:
+        create_topic(w, "ss-disk", 1)
+        a = hb(w, "disk", "A", 0, process="pa", topo=topology("disk", "ss-disk"))
+        assert hb(w, "disk", "B", 0, process="pb", topo=topology("disk", "ss-disk")).error_code == E.NONE
+        clock.advance(30_000)
+        assert hb(w, "disk", "A", a.member_epoch).error_code == E.NONE  # A's session runs 45 s from now
+        path = STREAMS_GROUPS.path(tmp_path)
+        path.unlink()
+        path.mkdir()
+        caplog.set_level(logging.INFO, logger="tidelog.metadata.writer")
+        failed = hb(w, "disk", "C", 0, process="pc", topo=topology("disk", "ss-disk"))
+        assert failed.error_code == E.UNKNOWN_SERVER_ERROR
+        assert failed.error_message.startswith("Cannot write the streams-group state")
+        assert {m.member_id for m in describe(w, "disk").members} == {"A", "B", "C"}  # C kept in memory
+    clock.advance(15_001)  # B's session ends
+    b.call(streams.check_expirations)
+    wait_until(lambda: b.call(lambda: writer.failures) >= 3, "the write was retried three times")
+    cannot = [r for r in caplog.records if r.name == "tidelog.metadata.writer" and "Cannot write" in r.getMessage()]
+    assert len(cannot) == 1  # once per streak, not per attempt
+    path.rmdir()
+    wait_until(lambda: set(saved_groups(tmp_path).get("disk", {}).get("members", {})) == {"A", "C"},
+               "the retry wrote C's join and B's expiry")
+    wait_until(lambda: b.call(lambda: (writer.pending, writer.failures)) == (0, 0), "the loop saw the write")
+    wrote = [r for r in caplog.records if r.name == "tidelog.metadata.writer" and "failed attempt" in r.getMessage()]
+    assert len(wrote) == 1
+
+
+def test_delete_groups_answers_a_failed_write_only_for_the_groups_it_carried(tmp_path: Path,
+        tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
+    """One DeleteGroups for a classic, an empty and a busy streams group and an empty share group while the
+    streams file cannot be written: every deletion is made; only the deleted streams group is answered
+    UNKNOWN_SERVER_ERROR (its deletion kept in memory, no Kafka-style revert, and written by the retry once the
+    file can be); the other answers stand."""
+    b = tidelog_broker_factory(log_dir=tmp_path, overrides=NO_DELAY)
+    writer = b.state.groups.streams_groups.store.writer
+    path = STREAMS_GROUPS.path(tmp_path)
+    with KafkaWire(b.bootstrap) as w, KafkaWire(b.bootstrap) as share:
+        create_topic(w, "dg-topic", 1)
+        commit_offset(w, "dg-classic")
+        assert hb(w, "dg-empty", "m", 0, process="pe", topo=topology("dg-empty", "dg-topic")).error_code == E.NONE
+        assert hb(w, "dg-empty", "m", -1).error_code == E.NONE  # left: the group stays, empty
+        assert hb(w, "dg-busy", "m", 0, process="pb", topo=topology("dg-busy", "dg-topic")).error_code == E.NONE
+        m = joined(share, "dg-share", "dg-topic")
+        assert share_heartbeat(share, "dg-share", m, -1).error_code == E.NONE
+        wait_until(lambda: b.call(lambda: writer.pending) == 0, "the streams groups are on disk")
+        path.unlink()
+        path.mkdir()
+        got = delete_groups(w, 3, ["dg-classic", "dg-empty", "dg-busy", "dg-share"])
+        code, message = got.pop("dg-empty")
+        assert code == E.UNKNOWN_SERVER_ERROR and message is not None and message.startswith("Cannot write")
+        assert got == {"dg-classic": (E.NONE, None), "dg-busy": (E.NON_EMPTY_GROUP, None),
+                       "dg-share": (E.NONE, None)}
+        assert "dg-share" not in (SHARE_STATE.read(tmp_path, lambda d: dict(d["groups"])) or {})
+        # the deletion was kept: the group is gone
+        assert delete_groups(w, 3, ["dg-empty"]) == {"dg-empty": (E.GROUP_ID_NOT_FOUND, None)}
+    path.rmdir()
+    wait_until(lambda: "dg-empty" not in saved_groups(tmp_path) and "dg-busy" in saved_groups(tmp_path),
+               "the retry wrote the deletion")
+
+
+def test_a_failed_streams_flush_at_shutdown_does_not_skip_the_share_flush(tmp_path: Path,
+        tidelog_broker_factory: Callable[..., BrokerHandle], caplog: pytest.LogCaptureFixture) -> None:
+    """The streams file cannot be written when the broker shuts down: that step fails (logged), and the share
+    state's flush after it still writes what a timer changed and was held on its writer thread."""
+    clock, gate = ManualClock(), ShareGate()
+    b = tidelog_broker_factory(log_dir=tmp_path, clock=clock, overrides=NO_DELAY, fault_hooks=gate)
+    path = STREAMS_GROUPS.path(tmp_path)
+    with KafkaWire(b.bootstrap) as w:
+        create_topic(w, "sd-topic", 1)
+        assert hb(w, "sd", "A", 0, process="pa", topo=topology("sd", "sd-topic")).error_code == E.NONE
+        joined(w, "sd-share", "sd-topic")
+        epoch = share_describe_epoch(w, "sd-share")
+        wait_until(lambda: b.call(lambda: b.state.groups.share_groups.store.writer.pending) == 0, "the join on disk")
+        path.unlink()
+        path.mkdir()
+        assert hb(w, "sd", "B", 0, process="pb", topo=topology("sd", "sd-topic")).error_code == E.UNKNOWN_SERVER_ERROR
+        gate.close()
+        clock.advance(45_001)  # the share member's session ends: it leaves when the group is next described
+        assert share_describe_epoch(w, "sd-share") == epoch + 1
+    assert gate.reached.wait(WAIT_S)
+
+    def share_flushed() -> bool:
+        if saved_epoch(tmp_path, "sd-share") != epoch + 1:
+            return False
+        path.rmdir()  # lets the next broker start (the streams write was never made)
+        return True
+
+    opener = gate.open_when(share_flushed)
+    try:
+        b.restart()
+    finally:
+        gate.open()
+        opener.join(WAIT_S)
+    assert opener.met, "the share flush did not run"
+    assert any("Shutting down the streams groups failed" in r.getMessage() for r in caplog.records)
+    with KafkaWire(b.bootstrap) as w:
+        assert share_describe_epoch(w, "sd-share") == epoch + 1

@@ -80,7 +80,7 @@ async def apply_acknowledgements(ctx: RequestContext, groups: ShareGroupCoordina
 
 async def close_session(ctx: RequestContext, groups: ShareGroupCoordinator, session: ShareSession) -> None:
     """Epoch -1: the session ends and what its member holds is released (SharePartitionManager.releaseSession),
-    on disk before the answer (a failed write is retried by the next)."""
+    on disk before the answer (a failed write is retried by the writer)."""
     ctx.broker.share_sessions.close(session)
     groups.release_member(session.group_id, session.member_id)
     await groups.settled()

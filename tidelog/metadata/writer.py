@@ -8,10 +8,17 @@ there, so a later change cannot leak into a write under way) and replaces the fi
 state as it is then: at most one write runs and one more waits, however many changes come in meanwhile.
 
 `durable()` waits, without blocking the loop, until every change noted so far is on disk; `flush()` (broker
-shutdown) writes what is left on the calling thread once the running write is done. Without a running event loop
-(a tool, a test of the store alone) or after `flush()`, `changed()` writes at once on the calling thread.
-`on_written()`, if given, runs on the loop (or the writing thread of `flush()`) after a write of the latest snapshot
-taken succeeded: an owner that reports what is on disk (share-group state summaries) records it then.
+shutdown) writes what is left on the calling thread once the running write is done, then joins the thread.
+Without a running event loop (a tool, a test of the store alone) or after `flush()`, `changed()` writes at once on
+the calling thread. `on_written()`, if given, runs on the loop (or the writing thread of `flush()`) after a write
+of the latest snapshot taken succeeded: an owner that reports what is on disk (share-group state summaries)
+records it then.
+
+A failed write fails the waiters whose changes it carried (their handlers answer an error; the change stays in
+memory, no revert) and is tried again on the loop's timer, with a backoff doubling up to a cap, while changes are
+left unwritten, whether or not anyone waits for them (a change a timer made, such as a session expiry, has no
+request to retry it). Waiters for changes noted after the failed snapshot wait for the retry. A streak of
+failures is logged once, and its end once.
 """
 
 from __future__ import annotations
@@ -28,6 +35,10 @@ from typing import Any
 from tidelog.metadata.store import MetadataFile
 
 log = logging.getLogger(__name__)
+
+# The retry backoff of a failed write: the Kafka clients' retry.backoff.ms / retry.backoff.max.ms defaults (KIP-580)
+RETRY_BACKOFF_MS = 100
+RETRY_BACKOFF_MAX_MS = 1_000
 
 
 class MetadataFaultPoint(StrEnum):
@@ -47,12 +58,14 @@ class CoalescingWriter:
         self._on_written = on_written
         self._hooks = fault_hooks  # tidelog.storage.fault_hooks.FaultHooks (Any: metadata sits below storage)
         self.writes = 0  # file replacements done: many changes noted close together take far fewer
+        self.failures = 0  # failed writes in the current streak (0: the last write succeeded)
         self._noted = 0  # changes noted (a sequence number)
         self._written = 0  # the last change known on disk, as the loop sees it
         self._on_disk = 0  # the change the file holds, under `_lock` (the writer thread and flush() both write)
         self._lock = threading.Lock()
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._task: asyncio.Task[None] | None = None
+        self._retry: asyncio.TimerHandle | None = None  # the next attempt after a failed write
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._closed = False
 
@@ -75,8 +88,8 @@ class CoalescingWriter:
             self._start()
 
     async def durable(self) -> None:
-        """Return once every change noted so far is on disk; OSError if the write that was to carry it failed
-        (the next change, or the next call, writes again)."""
+        """Return once every change noted so far is on disk; the write's exception (OSError, or a bug's) if the
+        write that was to carry them failed (it is retried: the state stays as changed)."""
         target = self._noted
         if self._written >= target:
             return
@@ -85,23 +98,34 @@ class CoalescingWriter:
             return
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters.append((target, waiter))
-        self._start()  # after a failed write nothing may be running
+        self._start()
         await waiter
 
     def flush(self) -> None:
         """Broker shutdown: write what is left, once a write under way is done (a write still waiting for the
-        thread then finds the file newer and does nothing). Later changes are written at once."""
+        thread then finds the file newer and does nothing), then join the writer thread. Later changes are
+        written at once. A failed write fails every waiter and raises."""
         self._closed = True
+        if self._retry is not None:
+            self._retry.cancel()
+            self._retry = None
         try:
             self._write_now()
+        except Exception as exc:
+            self._settle(exc, self._noted)
+            raise
         finally:
             if self._executor is not None:
-                self._executor.shutdown(wait=False, cancel_futures=True)
+                # after the write above (under the lock) the thread has at most a write to skip left: join it
+                # (queued writes are cancelled; a fault hook holding the thread holds the shutdown too)
+                self._executor.shutdown(wait=True, cancel_futures=True)
                 self._executor = None
 
     # --- internals ---------------------------------------------------------------------------------------------
 
     def _start(self) -> None:
+        if self._retry is not None:
+            return  # after a failed write, the next attempt waits for its backoff
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._run(), name=f"write {self.file.name}")
 
@@ -116,15 +140,29 @@ class CoalescingWriter:
                 await loop.run_in_executor(self._executor, self._replace, data, target, True)
                 if self._on_written is not None:
                     self._on_written()
-            except OSError as exc:
-                log.error("Cannot write %s: %s", self.file.path(self.directory), exc)
-                self._settle(exc)
-                return
-            except Exception as exc:  # a bug: its waiters must not wait for ever
-                log.exception("Writing %s failed", self.file.path(self.directory))
-                self._settle(exc)
+            except Exception as exc:  # OSError, or a bug: its waiters must not wait for ever
+                self._failed(loop, target, exc)
                 return
             self._done(target)
+
+    def _failed(self, loop: asyncio.AbstractEventLoop, target: int, exc: Exception) -> None:
+        """The write of change `target` failed: its waiters get `exc`, and the write is tried again later."""
+        if self.failures == 0:  # once per streak
+            if isinstance(exc, OSError):
+                log.error("Cannot write %s: %s (retried until it succeeds)", self.file.path(self.directory), exc)
+            else:
+                log.error("Writing %s failed (retried until it succeeds)", self.file.path(self.directory),
+                          exc_info=exc)
+        self.failures += 1
+        self._settle(exc, target)
+        if not self._closed:
+            delay_ms = min(RETRY_BACKOFF_MAX_MS, RETRY_BACKOFF_MS << min(self.failures - 1, 16))
+            self._retry = loop.call_later(delay_ms / 1000, self._retry_now)
+
+    def _retry_now(self) -> None:
+        self._retry = None
+        if not self._closed:
+            self._start()
 
     def _write_now(self) -> None:
         target = self._noted
@@ -149,19 +187,23 @@ class CoalescingWriter:
             self.writes += 1
 
     def _done(self, target: int) -> None:
+        if self.failures:  # a streak of failed writes ends
+            log.warning("Wrote %s after %d failed attempt(s)", self.file.path(self.directory), self.failures)
+            self.failures = 0
         self._written = max(self._written, target)
-        self._settle(None)
+        self._settle(None, target)
 
-    def _settle(self, error: Exception | None) -> None:
-        """Answer the waiters whose change is on disk; on an error, every waiter (none of theirs is)."""
+    def _settle(self, error: Exception | None, target: int) -> None:
+        """Answer the waiters whose change is on disk or, on an error, those whose change the failed write of
+        change `target` carried; the others wait on."""
         keep: list[tuple[int, asyncio.Future[None]]] = []
-        for target, waiter in self._waiters:
+        for wanted, waiter in self._waiters:
             if waiter.done():
                 continue  # its request went away
-            if error is not None:
+            if error is not None and wanted <= target:
                 waiter.set_exception(error)
-            elif target <= self._written:
+            elif error is None and wanted <= self._written:
                 waiter.set_result(None)
             else:
-                keep.append((target, waiter))
+                keep.append((wanted, waiter))
         self._waiters = keep

@@ -6,6 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import kafka.errors as errors
+from kafka.protocol.admin.client_quotas import DescribeClientQuotasRequest
+
+from tidelog.protocol.kip848 import ConsumerGroupDescribeRequest
+from tidelog.protocol.share import ShareGroupDescribeRequest
+
 
 class AdminRequestError(Exception):
     """An error code in an answer (for a group: one other than GROUP_ID_NOT_FOUND)."""
@@ -18,8 +24,6 @@ class AdminRequestError(Exception):
 
 def error_name(code: int) -> str:
     """Kafka's name of an error code ("NONE" for 0), e.g. GROUP_ID_NOT_FOUND."""
-    import kafka.errors as errors
-
     if code == 0:
         return "NONE"
     return str(errors.for_code(code).message or f"UNKNOWN_ERROR_{code}")
@@ -28,8 +32,6 @@ def error_name(code: int) -> str:
 def send(admin: Any, request: Any, node_id: int | None = None) -> Any | None:
     """`request` over the admin client's connection manager to `node_id` (None: the least loaded node); None
     when the broker lacks the API."""
-    import kafka.errors as errors
-
     manager = admin._manager  # noqa: SLF001 - kafka-python's connection manager sends any ApiMessage
     try:
         return manager.run(manager.send, request, node_id)
@@ -47,9 +49,6 @@ def describe_modern_group(admin: Any, group_id: str) -> tuple[str, dict[str, Any
     """(type, info, members) from ConsumerGroupDescribe, else ShareGroupDescribe (the Java admin's
     DescribeConsumerGroupsHandler falls back between DescribeGroups and ConsumerGroupDescribe the same way);
     None if neither knows the group. Raises AdminRequestError on any other group error."""
-    from tidelog.protocol.kip848 import ConsumerGroupDescribeRequest
-    from tidelog.protocol.share import ShareGroupDescribeRequest
-
     for kind, request in (("consumer", ConsumerGroupDescribeRequest), ("share", ShareGroupDescribeRequest)):
         response = send_to_coordinator(admin, group_id,
                                        request(group_ids=[group_id], include_authorized_operations=False))
@@ -73,8 +72,6 @@ def describe_client_quotas(admin: Any) -> list[dict[str, Any]]:
     """Every quota entity and its values: DescribeClientQuotas with no components (match all) and strict=false,
     as `kafka-configs --describe --entity-type users/clients/ips` without names (Kafka's
     ClientQuotaFilter.all()). Entity names None stand for the default entity."""
-    from kafka.protocol.admin.client_quotas import DescribeClientQuotasRequest
-
     response = send(admin, DescribeClientQuotasRequest(components=[], strict=False))
     if response is None:
         raise AdminRequestError("UNSUPPORTED_VERSION", "the broker has no DescribeClientQuotas")

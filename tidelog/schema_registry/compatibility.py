@@ -10,6 +10,15 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .schemas import ParsedSchema
 
+COMPATIBILITY_LEVELS = (
+    "NONE",
+    "BACKWARD",
+    "BACKWARD_TRANSITIVE",
+    "FORWARD",
+    "FORWARD_TRANSITIVE",
+    "FULL",
+    "FULL_TRANSITIVE",
+)
 _MODULES = {"AVRO": "avro", "JSON": "json_schema", "PROTOBUF": "protobuf"}
 DIFFERENT_SCHEMA_TYPE = "Incompatible because of different schema type"
 _MAX_SCHEMA_IN_MESSAGE = 10 * 1024  # SchemaValidatorBuilder.MAX_SCHEMA_SIZE_FOR_LOGGING
@@ -50,8 +59,6 @@ def _check_one(backward: bool, forward: bool, new: ParsedSchema, old: ParsedSche
 def check(
     level: str, new: ParsedSchema, previous: Sequence[ParsedSchema], versions: Sequence[int] | None = None
 ) -> list[str]:
-    from .schemas import COMPATIBILITY_LEVELS
-
     level = level.upper()
     if level not in COMPATIBILITY_LEVELS:
         raise ValueError(f"Unknown compatibility level {level!r}")

@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urljoin
@@ -566,8 +567,6 @@ def _open(view: _View) -> bool:
 
 def _partial(view: _View, name: str) -> _View | None:
     """The schema a partially open content model gives an undeclared property (pattern, additional, unevaluated)."""
-    import re
-
     for pattern, schema in (view.raw.get("patternProperties") or {}).items():
         try:
             if re.search(pattern, name):

@@ -15,17 +15,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from . import compatibility
+from .compatibility import (
+    COMPATIBILITY_LEVELS as COMPATIBILITY_LEVELS,  # defined beside the checks, named here too
+)
+
 SCHEMA_TYPES = ("AVRO", "JSON", "PROTOBUF")
 
-COMPATIBILITY_LEVELS = (
-    "NONE",
-    "BACKWARD",
-    "BACKWARD_TRANSITIVE",
-    "FORWARD",
-    "FORWARD_TRANSITIVE",
-    "FULL",
-    "FULL_TRANSITIVE",
-)
 
 
 class InvalidSchema(ValueError):
@@ -90,6 +86,4 @@ def check_compatibility(
     given) and `{oldSchema: '...'}`; the server appends `{validateFields: 'false', compatibility: 'LEVEL'}`.
     Raises ValueError for an unknown level.
     """
-    from .compatibility import check
-
-    return check(level, new, previous, versions)
+    return compatibility.check(level, new, previous, versions)

@@ -17,7 +17,8 @@ NOTES = """GROUP READ, then TOPIC READ per topic (TOPIC_AUTHORIZATION_FAILED per
 partition UNKNOWN_TOPIC_OR_PARTITION per partition; creates the share group when missing; top-level
 INVALID_GROUP_ID (empty id), GROUP_ID_NOT_FOUND (a classic or consumer group has the id), NON_EMPTY_GROUP (members);
 each valid partition gets fresh state (nothing in flight) at the given offset, not checked against the log, written
-before the answer; -1 leaves the start to `share.auto.offset.reset` at the next fetch. UNSUPPORTED_VERSION while `share.version` is 0"""
+before the answer; -1 leaves the start to `share.auto.offset.reset` at the next fetch. UNSUPPORTED_VERSION while `share.version` is 0;
+a failed state write: UNKNOWN_SERVER_ERROR, the change kept in memory (Kafka reverts it) and retried"""
 
 ZERO_UUID = uuid.UUID(int=0)
 

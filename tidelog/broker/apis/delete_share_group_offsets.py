@@ -17,7 +17,7 @@ NOTES = """GROUP DELETE, then TOPIC READ per topic (TOPIC_AUTHORIZATION_FAILED);
 GROUP_ID_NOT_FOUND (missing, or not a share group), NON_EMPTY_GROUP (members); per topic UNKNOWN_TOPIC_OR_PARTITION
 for an unknown topic or one without state ("There is no offset information to delete."); otherwise the state of
 every partition of the topic is deleted (written before the answer). UNSUPPORTED_VERSION while `share.version`
-is 0"""
+is 0; a failed state write: UNKNOWN_SERVER_ERROR, the change kept in memory (Kafka reverts it) and retried"""
 
 ZERO_UUID = uuid.UUID(int=0)
 

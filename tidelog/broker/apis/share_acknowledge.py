@@ -21,7 +21,8 @@ from tidelog.protocol.errors import ErrorCode, KafkaError
 API_KEY = 79
 NOTES = """v1-2 (v2: renew acknowledgements, KIP-1222): epoch 0 is INVALID_SHARE_SESSION_EPOCH (a session is
 opened by ShareFetch), -1 acknowledges and closes the session (its records are released); each partition's
-acknowledgements all or none, persisted before the answer"""
+acknowledgements all or none, persisted before the answer; a failed state write: UNKNOWN_SERVER_ERROR, the change
+kept"""
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:

@@ -30,7 +30,8 @@ sessions keyed by (group, member), closed by epoch -1 or the connection; piggyba
 `share.record.lock.duration.ms`, `group.share.delivery.count.limit`, `group.share.partition.max.record.locks`,
 `share.isolation.level` (read_committed: up to the LSO, aborted records archived); long poll on appends up to
 MaxWaitMs, woken at once (as Kafka) by records released, acknowledged or whose acquisition lock times out;
-partitions tried in an order rotating with the session epoch"""
+partitions tried in an order rotating with the session epoch; the session epoch advances before the
+acknowledgements are applied (Kafka's newContext). A failed state write: UNKNOWN_SERVER_ERROR, the change kept"""
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -68,21 +69,24 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         if isinstance(found, ErrorCode):
             return error(found)
         session = found
+        if epoch != FINAL_EPOCH:
+            # the session moves on before anything is awaited, so a second request at this epoch is refused even
+            # while this one waits for the disk; it stays moved on if this request fails (Kafka's
+            # SharePartitionManager.newContext updates the session before the acknowledgements are applied)
+            for key in requested:
+                if key not in session.partitions:
+                    session.partitions[key] = None
+                    added.add(key)
+            for t in request.forgotten_topics_data or []:
+                for p in t.partitions or []:
+                    session.partitions.pop((topic_id_bytes(t.topic_id), p), None)
+            session.advance()
     answers: dict[PartitionKey, Answer] = {}
     await apply_acknowledgements(ctx, groups, group_id, member_id, acks, renew, answers)
     lock_ms = groups.lock_duration_ms(group_id)
     if epoch == FINAL_EPOCH:
         await close_session(ctx, groups, session)  # fetches nothing
         return _response(cls, answers, lock_ms, full=True)
-    if epoch != INITIAL_EPOCH:
-        for key in requested:
-            if key not in session.partitions:
-                session.partitions[key] = None
-                added.add(key)
-        for t in request.forgotten_topics_data or []:
-            for p in t.partitions or []:
-                session.partitions.pop((topic_id_bytes(t.topic_id), p), None)
-        session.advance()
     # the session may have closed while the acknowledgements waited for the disk: then nothing is acquired for it
     if not renew and sessions.is_current(session):
         await _fetch(ctx, groups, session, request, answers)

@@ -17,7 +17,8 @@ revocation, Kafka's `simple` assignor (a partition shared by ceil(members/partit
 `share.session.timeout.ms` / `share.heartbeat.interval.ms` (group configs over `group.share.*`),
 `group.share.max.size`; a subscribed partition is assignable at once (Kafka initializes its share state first and
 assigns it a heartbeat later); members are not kept across a restart (they rejoin). UNSUPPORTED_VERSION while
-`share.version` is 0. Own codec from Kafka's JSON schemas (`protocol/share.py`)"""
+`share.version` is 0. Own codec from Kafka's JSON schemas (`protocol/share.py`). A failed state write:
+UNKNOWN_SERVER_ERROR, the change kept in memory (Kafka reverts it) and retried"""
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:

@@ -25,7 +25,8 @@ compacted) with the status codes; Kafka's sticky task assignor (active and stand
 endpoints. v1 (Kafka 4.4): the int64 `AcceptableRecoveryLag`, `TopologyDescriptionRequired` (false: no topology
 description plugin) and `MISSING_CLIENT_TAGS` when `group.streams.rack.aware.assignment.tags` names a tag the
 member does not send. UNSUPPORTED_VERSION while `streams.version` is 0; a group id of another type:
-GROUP_ID_NOT_FOUND"""
+GROUP_ID_NOT_FOUND; answered once the group state is on disk; a failed state write: UNKNOWN_SERVER_ERROR, the change
+kept in memory (Kafka reverts it) and retried"""
 
 
 def _task_ids(cls: Any, tasks: dict[str, set[int]]) -> list[Any]:

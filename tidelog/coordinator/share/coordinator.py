@@ -135,18 +135,19 @@ class ShareGroupCoordinator:
 
     async def durable(self) -> None:
         """Until every change made so far is on disk; KafkaError UNKNOWN_SERVER_ERROR if the write that was to
-        carry it failed (the state stays as changed in memory and the next change or wait writes it again)."""
+        carry it failed (the state stays as changed in memory and the writer retries it)."""
         try:
             await self.store.durable()
-        except OSError as exc:  # the writer logged it
-            raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"Cannot write the share-group state: {exc}") from exc
+        except Exception as exc:  # an OSError, or a bug (a hook, the snapshot, on_written): the writer logged it
+            text = str(exc) if isinstance(exc, OSError) else f"{type(exc).__name__}: {exc}"
+            raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"Cannot write the share-group state: {text}") from exc
 
     async def settled(self) -> None:
         """`durable()` for an answer that does not depend on the write (a fetch after lock expiry, a session
-        close): a failure is logged by the writer and the next change writes again."""
+        close): a failure, logged by the writer, is retried by it."""
         try:
             await self.store.durable()
-        except OSError:
+        except Exception:  # logged once per failure streak by the writer, which retries it
             pass
 
     def shutdown(self) -> None:
@@ -392,7 +393,7 @@ class ShareGroupCoordinator:
         """The member's share session closed: every record it holds in the group is available again."""
         released = [key for key, sp in self.partitions.get(group_id, {}).items() if sp.release_member(member_id)]
         if released:
-            self._save()  # released in memory at once; a failed write is retried by the next, as Kafka keeps a
+            self._save()  # released in memory at once; a failed write is retried by the writer, as Kafka keeps a
             # timed-out lock's release
         self._available(released)
 

@@ -67,7 +67,8 @@ class ShareStateStore:
         self.writer.changed()
 
     async def durable(self) -> None:
-        """Every change saved so far is on disk (OSError if the write that was to carry it failed)."""
+        """Every change saved so far is on disk (the exception of the write that was to carry it, if it failed:
+        the writer retries it)."""
         await self.writer.durable()
 
     def flush(self) -> None:

@@ -65,12 +65,15 @@ class GroupCoordinator:
 
     def shutdown(self) -> None:
         self.timer.stop()
-        if self.consumer_groups is not None:
-            self.consumer_groups.shutdown()
-        if self.streams_groups is not None:
-            self.streams_groups.shutdown()  # its last changes to disk
-        if self.share_groups is not None:
-            self.share_groups.shutdown()  # likewise
+        # each step on its own: one that fails (a state file that cannot be written) must not skip the others
+        for name, owner in (("consumer", self.consumer_groups), ("streams", self.streams_groups),
+                            ("share", self.share_groups)):  # streams and share: their last changes to disk
+            if owner is None:
+                continue
+            try:
+                owner.shutdown()
+            except Exception:
+                log.exception("Shutting down the %s groups failed", name)
         for group in self.manager.groups.values():
             for m in group.members.values():
                 m.complete_join(JoinResult(E.COORDINATOR_NOT_AVAILABLE, m.member_id))

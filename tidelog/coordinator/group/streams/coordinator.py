@@ -136,7 +136,8 @@ class StreamsGroupStore:
             self.writer.changed()
 
     async def durable(self) -> None:
-        """Every change saved so far is on disk (OSError if it could not be written)."""
+        """Every change saved so far is on disk (the exception of the write that was to carry it, if it failed:
+        the writer retries it)."""
         if self.writer is not None:
             await self.writer.durable()
 
@@ -589,12 +590,14 @@ class StreamsGroupCoordinator:
 
     async def durable(self) -> None:
         """Until every change made so far is on disk, awaited before a heartbeat or DeleteGroups answer (KafkaError
-        UNKNOWN_SERVER_ERROR if it cannot be written)."""
+        UNKNOWN_SERVER_ERROR if the write failed: unlike Kafka the change stays in memory, and the writer retries
+        it)."""
         # as Kafka's CoordinatorRuntime: a write answers once committed, a read once the last pending write is
         try:
             await self.store.durable()
-        except OSError as exc:
-            raise KafkaError(E.UNKNOWN_SERVER_ERROR, f"Cannot write the streams-group state: {exc}") from exc
+        except Exception as exc:  # an OSError, or a bug (a hook, the snapshot): the writer logged it
+            raise KafkaError(E.UNKNOWN_SERVER_ERROR,
+                             f"Cannot write the streams-group state: {_describe(exc)}") from exc
 
     # ------------------------------------------------------------------------------------------- admin
     def describe(self, group_id: str) -> StreamsGroup | None:
@@ -682,6 +685,11 @@ class StreamsGroupCoordinator:
     def shutdown(self) -> None:
         """Broker shutdown: what the last changes left unwritten goes to disk now."""
         self.store.flush()
+
+
+def _describe(exc: Exception) -> str:
+    """A failed write as an answer's message: an OSError's text, or a bug's exception type too."""
+    return str(exc) if isinstance(exc, OSError) else f"{type(exc).__name__}: {exc}"
 
 
 def _tasks(task_ids: Any) -> Tasks | None:
