@@ -3,13 +3,16 @@ log.cleaner.* changes (issue 4: config per topic and broker-wide; changes take e
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
 import pytest
-from kafka import KafkaProducer
+from kafka import KafkaAdminClient, KafkaProducer
+from kafka.admin import ConfigResource, ConfigResourceType
 from kafka_helpers import COMPACT_TOPIC_CONFIG, produce_keyed
 
 from tidelog.storage import TopicPartition
@@ -103,3 +106,65 @@ def test_dynamic_cleaner_change_never_waits_on_a_busy_thread_on_the_event_loop(t
         hooks.release.set()
     assert wait_for(lambda: cleaner.config.max_io_bytes_per_second == 123456789
                     and len(cleaner.threads) == 1 and cleaner.threads[0].is_alive())
+
+
+
+def thread_nice(native_id: int | None) -> int:
+    assert native_id is not None
+    return os.getpriority(os.PRIO_PROCESS, native_id)
+
+
+def alter_broker(broker: BrokerHandle, configs: dict[str, str]) -> Any:
+    """AlterConfigs on the broker resource from kafka-python's admin client: the resource's result (a KafkaError
+    class or instance on failure)."""
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=60_000)
+    try:
+        response = admin.alter_configs([ConfigResource(ConfigResourceType.BROKER, str(broker.state.node_id),
+                                                       configs=configs)])
+    finally:
+        admin.close()
+    (results,) = response.values()
+    (result,) = results.values()
+    return result
+
+
+def refused(result: Any) -> bool:
+    """kafka-python gives "OK" for an accepted resource and the error's text for a refused one."""
+    assert isinstance(result, str), result
+    return result != "OK"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread niceness is Linux's")
+def test_cleaner_threads_run_at_log_cleaner_thread_nice(tidelog_module_broker: BrokerHandle) -> None:
+    """log.cleaner.thread.nice (tidelog's config): the cleaner threads run that much nicer than the broker, the
+    event loop keeps the broker's priority, an AlterConfigs from a real client restarts them at a new value (0: the
+    broker's own), a value outside 0-19 is refused, and the threads clean at any value."""
+    broker = tidelog_module_broker
+    cleaner = broker.state.cleaner
+    base = os.getpriority(os.PRIO_PROCESS, os.getpid())
+    loop_thread = broker.call(threading.get_native_id)
+    assert wait_for(lambda: bool(cleaner.threads) and all(t.nice is not None for t in cleaner.threads))
+    assert cleaner.config.thread_nice == 10  # the default
+    assert {thread_nice(t.native_id) for t in cleaner.threads} == {min(19, base + 10)}
+    assert thread_nice(loop_thread) == base
+
+    old = set(cleaner.threads)
+    assert not refused(alter_broker(broker, {"log.cleaner.thread.nice": "3"}))
+    assert wait_for(lambda: cleaner.config.thread_nice == 3 and bool(cleaner.threads) and not old & set(
+        cleaner.threads) and all(t.nice is not None for t in cleaner.threads))
+    assert {thread_nice(t.native_id) for t in cleaner.threads} == {min(19, base + 3)}
+
+    result = alter_broker(broker, {"log.cleaner.thread.nice": "20"})
+    assert refused(result) and "log.cleaner.thread.nice" in result
+    assert not refused(alter_broker(broker, {"log.cleaner.thread.nice": "0"}))
+    assert wait_for(lambda: cleaner.config.thread_nice == 0 and bool(cleaner.threads) and all(
+        t.is_alive() and thread_nice(t.native_id) == base for t in cleaner.threads))
+    assert thread_nice(loop_thread) == base
+
+    for nice in ("19", "0"):  # the threads clean at either end of the range
+        assert not refused(alter_broker(broker, {"log.cleaner.thread.nice": nice}))
+        assert wait_for(lambda n=int(nice): cleaner.config.thread_nice == n)
+        topic = f"nice-{nice}"
+        broker.create_topic(topic, configs=COMPACT_TOPIC_CONFIG)
+        produce_keyed(broker.bootstrap, topic, [(f"k{i % 5}".encode(), b"v" * 200) for i in range(40)])
+        assert wait_for(lambda t=topic: cleaner.history.get(TopicPartition(t, 0)) is not None)

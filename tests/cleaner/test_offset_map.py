@@ -60,3 +60,25 @@ def test_behaves_like_a_dict(ops: list[tuple[bytes, int]]) -> None:
     assert m.size == len(model)
     for key, offset in model.items():
         assert m.get(key) == offset
+
+
+@pytest.mark.parametrize("impl", ["c", "python"])
+def test_clear_zeroes_every_written_slot(impl: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """clear() zeroes the dirty blocks a put wrote, slots straddling two blocks included, on the
+    C core's zero_dirty_blocks and on the Python loop: the map is all zeros again and no mark is left."""
+    from tests.accelerators import require_built
+    from tidelog.cleaner import core
+
+    if impl == "python":
+        monkeypatch.setattr(core, "accelerator", None)
+    else:
+        require_built(core.accelerator is not None, "the C cleaner core")
+    m = SkimpyOffsetMap(24 * 5000)
+    for i in range(3000):
+        m.put(f"key-{i}".encode(), i)
+    assert any(m.dirty) and any(m.buffer[:])
+    m.clear()
+    assert not any(m.dirty)
+    assert m.buffer[:] == bytes(len(m.buffer))
+    m.put(b"again", 1)  # usable afterwards
+    assert (m.get(b"again"), m.get(b"key-1"), m.size) == (1, -1, 1)

@@ -76,6 +76,7 @@ KAFKA_PASSWORDS = {"ssl.keystore.password", "ssl.key.password", "ssl.truststore.
 # clients of 3.9). They are described as tidelog defines them.
 TIDELOG_ONLY = {
     "log.flush.on.append": "tidelog: fsync every append",
+    "log.cleaner.thread.nice": "tidelog: cleaner threads' niceness",
     "metrics.port": "tidelog: Prometheus endpoint", "metrics.host": "tidelog: Prometheus endpoint",
     "console.enable": "tidelog: web console", "console.read.only": "tidelog: web console",
     "schema.registry.port": "tidelog: Schema Registry", "schema.registry.host": "tidelog: Schema Registry",

@@ -26,6 +26,7 @@ _RECONFIGURABLE = {
     "log.cleaner.io.buffer.size": "io_buffer_size",
     "log.cleaner.io.max.bytes.per.second": "max_io_bytes_per_second",
     "log.cleaner.backoff.ms": "backoff_ms",
+    "log.cleaner.thread.nice": "thread_nice",
     "message.max.bytes": "max_message_size",
 }
 

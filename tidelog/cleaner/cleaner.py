@@ -137,6 +137,7 @@ class Cleaner:
         self.throttler = throttler
         self.clock = clock
         self.check_done = check_done
+        self._out_buffer = bytearray()  # the batch filter's output buffer, kept for the thread's life
 
     # --- the pass ---------------------------------------------------------------------------------------
 
@@ -339,11 +340,13 @@ class Cleaner:
                 now,
                 stats,
                 str(log.topic_partition),
+                self._out_buffer,
             )
             for i, segment in enumerate(segments):
                 upper = segments[i + 1].base_offset if i + 1 < len(segments) else segment.read_next_offset()
                 txn_metadata.add_aborted_transactions(log.collect_aborted_transactions(segment.base_offset, upper))
                 self._clean_into(log, segment, cleaned, batch_filter, stats)
+            self._out_buffer = batch_filter.out_buffer
             cleaned.on_became_inactive_segment()
             cleaned.flush()
             # Keep the last source segment's mtime: time retention of compact,delete logs reads it.

@@ -134,20 +134,20 @@ class SkimpyOffsetMap:
     def clear(self) -> None:
         """Zero-fill before each cleaning (Kafka does the same rather than reallocating)."""
         if self._entries or self.latest_offset >= 0:
-            self._zero_dirty_blocks()
-            try:
-                self._bytes.madvise(mmap.MADV_FREE)  # the zeroed pages: reclaimable, or reused as they are
-            except (AttributeError, OSError, ValueError):
-                pass  # no MADV_FREE here: the pages stay, zeroed
+            if core.accelerator is not None:  # zeroes, then MADV_FREE, with the GIL released
+                core.accelerator.zero_dirty_blocks(self._bytes, self._dirty, True)
+            else:
+                self._zero_dirty_blocks()
+                try:
+                    self._bytes.madvise(mmap.MADV_FREE)  # the zeroed pages: reclaimable, or reused as they are
+                except (AttributeError, OSError, ValueError):
+                    pass  # no MADV_FREE here: the pages stay, zeroed
         self._entries = 0
         self.latest_offset = -1
         self.lookups = 0
         self.probes = 0
 
     def _zero_dirty_blocks(self) -> None:
-        if core.accelerator is not None:
-            core.accelerator.zero_dirty_blocks(self._bytes, self._dirty)
-            return
         zeros = bytes(DIRTY_BLOCK)
         end = len(self._bytes)
         for block in [i for i, mark in enumerate(self._dirty) if mark]:

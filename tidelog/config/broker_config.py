@@ -169,6 +169,7 @@ class BrokerConfig:
     log_cleaner_io_buffer_size: int
     log_cleaner_io_max_bytes_per_second: float
     log_cleaner_backoff_ms: int
+    log_cleaner_thread_nice: int
     log_retention_check_interval_ms: int
     log_flush_interval_messages: int
     log_flush_interval_ms: int | None

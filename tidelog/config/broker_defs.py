@@ -361,6 +361,10 @@ _DEFS: list[ConfigDef] = [
               "Largest write buffer the share coordinator keeps for reuse.", at_least(512 * 1024), dynamic=True),
     # --- tidelog extensions ---
     ConfigDef("log.flush.on.append", B, False, "tidelog: fsync every append before acknowledging it."),
+    ConfigDef("log.cleaner.thread.nice", I, 10,
+              "tidelog: niceness the log cleaner threads add to the broker's own (Linux per-thread nice, 0-19; "
+              "0 = the broker's priority): the event loop then preempts a cleaning pass. Not a Kafka config.",
+              between(0, 19), dynamic=True),
     ConfigDef("metrics.port", I, -1, "tidelog: Prometheus metrics HTTP port (-1 = off, 0 = ephemeral).",
               between(-1, 65_535)),
     ConfigDef("metrics.host", S, "127.0.0.1", "tidelog: address the Prometheus metrics HTTP server binds."),

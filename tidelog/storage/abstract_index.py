@@ -63,6 +63,14 @@ class AbstractIndex:
     def _map(self) -> None:
         if self._length > 0:
             self._mmap = mmap.mmap(self._fd, self._length, access=mmap.ACCESS_WRITE)
+            # No read-around on a fault: the first store into a fresh (sparse) index would otherwise make the kernel
+            # fill the device's whole readahead window (read_ahead_kb, 8 MiB here) with zero pages, with the GIL
+            # held, and a trim would drop them again; 12% of a C-core cleaning pass's CPU on 8 MiB segments
+            # (bench/cleaner.py, perf). Lookups are binary searches: readahead never helped them.
+            try:
+                self._mmap.madvise(mmap.MADV_RANDOM)
+            except (AttributeError, OSError, ValueError):
+                pass
         else:
             self._mmap = None
 
