@@ -7,7 +7,6 @@ survives kill -9 while one cut short by a crash at the write step is not answere
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
@@ -25,6 +24,7 @@ from tests.groups.test_share_groups import (
     share_ack,
     share_fetch,
 )
+from tests.groups.write_gate import WAIT_S, WriteGate, wait_until
 from tidelog.clock import ManualClock
 from tidelog.metadata.files import SHARE_STATE
 from tidelog.metadata.writer import MetadataFaultPoint
@@ -32,57 +32,8 @@ from tidelog.protocol.errors import ErrorCode as E
 from tidelog.protocol.messages import request_class
 from tidelog.testing import BrokerHandle, BrokerProcess, KafkaWire
 
-WAIT_S = 60.0
 ACCEPT = 1
 SHARE_DESCRIBE = 77
-
-
-class WriteGate:
-    """Fault hooks holding the share-state file's writer thread at its write step while closed."""
-
-    def __init__(self) -> None:
-        self.opened = threading.Event()
-        self.opened.set()
-        self.reached = threading.Event()
-        self.holder: threading.Thread | None = None  # the writer thread that last reached the gate
-        self.failing: Exception | None = None  # the exception the next write raises at the gate
-
-    def at(self, point: object, subject: object = None) -> None:
-        if point == MetadataFaultPoint.WRITE and subject == SHARE_STATE.name:
-            self.holder = threading.current_thread()
-            self.reached.set()
-            assert self.opened.wait(WAIT_S), "the gate was never opened"
-            if self.failing is not None:  # the held write fails (once) with it
-                failing, self.failing = self.failing, None
-                raise failing
-
-    def close(self) -> None:
-        self.reached.clear()
-        self.opened.clear()
-
-    def open(self) -> None:
-        self.opened.set()
-
-    def open_when(self, condition: Callable[[], bool]) -> Opener:
-        """A thread opening the gate once `condition()` holds (or after WAIT_S, `met` then False)."""
-        opener = Opener(self, condition)
-        opener.start()
-        return opener
-
-
-class Opener(threading.Thread):
-    def __init__(self, gate: WriteGate, condition: Callable[[], bool]) -> None:
-        super().__init__(name="gate-opener", daemon=True)
-        self.gate, self.condition, self.met = gate, condition, False
-
-    def run(self) -> None:
-        deadline = time.monotonic() + WAIT_S
-        while time.monotonic() < deadline and not self.gate.opened.is_set():
-            if self.condition():
-                self.met = True
-                break
-            time.sleep(0.01)
-        self.gate.open()
 
 
 def saved_epoch(log_dir: str | Path, group: str) -> int | None:
@@ -98,13 +49,6 @@ def saved_start(log_dir: str | Path, group: str, topic_id: bytes, partition: int
     return None if state is None else int(state["start_offset"])
 
 
-def wait_until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not condition():
-        assert time.monotonic() < deadline, f"gave up waiting until {what}"
-        time.sleep(0.01)
-
-
 def ack_codes(response: Any) -> list[int]:
     return [p.error_code for t in response.responses for p in t.partitions]
 
@@ -117,7 +61,7 @@ def starts(wire: KafkaWire) -> dict[int, int]:
 
 def test_acknowledgements_share_one_write_and_are_answered_once_on_disk(tmp_path: Path,
         tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
-    gate = WriteGate()
+    gate = WriteGate(SHARE_STATE.name)
     b = tidelog_broker_factory(log_dir=tmp_path, fault_hooks=gate)
     writer = b.state.groups.share_groups.store.writer
     topic_id = b.create_topic("shs-acks", 9)
@@ -175,7 +119,7 @@ def test_shutdown_writes_what_was_written_behind(tmp_path: Path,
                                                  tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
     """A member whose session timed out leaves when the group is next described, a change written behind (no
     request waits for it); a restart while that write is held on the writer thread writes it during shutdown."""
-    clock, gate = ManualClock(), WriteGate()
+    clock, gate = ManualClock(), WriteGate(SHARE_STATE.name)
     b = tidelog_broker_factory(log_dir=tmp_path, clock=clock, fault_hooks=gate)
     b.create_topic("shs-expire", 1)
     with KafkaWire(b.bootstrap) as w:
@@ -263,7 +207,7 @@ def test_share_fetch_moves_the_session_epoch_on_before_it_waits_for_the_disk(tmp
     INVALID_SHARE_SESSION_EPOCH; the first, its write failing, answers the acknowledgement UNKNOWN_SERVER_ERROR and
     the session stays moved on (Kafka's newContext). A join whose write fails with a bug's exception is answered
     UNKNOWN_SERVER_ERROR naming it."""
-    gate = WriteGate()
+    gate = WriteGate(SHARE_STATE.name)
     b = tidelog_broker_factory(log_dir=tmp_path, fault_hooks=gate)
     topic_id = b.create_topic("shs-epoch", 1)
     earliest(b, "shs-epoch-g")

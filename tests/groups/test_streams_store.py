@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,8 +17,8 @@ import pytest
 from tests.groups.test_delete_groups_v3 import commit_offset, delete_groups
 from tests.groups.test_share_groups import heartbeat as share_heartbeat
 from tests.groups.test_share_groups import joined
-from tests.groups.test_share_store import WriteGate as ShareGate
 from tests.groups.test_share_store import saved_epoch, share_describe_epoch
+from tests.groups.write_gate import WAIT_S, WriteGate, wait_until
 from tidelog.clock import ManualClock
 from tidelog.metadata.files import SHARE_STATE, STREAMS_GROUPS
 from tidelog.metadata.writer import MetadataFaultPoint
@@ -29,72 +28,15 @@ from tidelog.testing import BrokerHandle, BrokerProcess, KafkaWire
 
 from .test_streams_groups import NO_DELAY, create_topic, describe, hb, tasks, topology
 
-WAIT_S = 60.0
-
-
-class WriteGate:
-    """Fault hooks holding the streams-group file's writer thread at its write step while closed."""
-
-    def __init__(self) -> None:
-        self.opened = threading.Event()
-        self.opened.set()
-        self.reached = threading.Event()
-        self.holder: threading.Thread | None = None  # the writer thread that last reached the gate
-        self.failing: Exception | None = None  # the exception the next write raises at the gate
-
-    def at(self, point: object, subject: object = None) -> None:
-        if point == MetadataFaultPoint.WRITE and subject == STREAMS_GROUPS.name:
-            self.holder = threading.current_thread()
-            self.reached.set()
-            assert self.opened.wait(WAIT_S), "the gate was never opened"
-            if self.failing is not None:  # the held write fails (once) with it
-                failing, self.failing = self.failing, None
-                raise failing
-
-    def close(self) -> None:
-        self.reached.clear()
-        self.opened.clear()
-
-    def open(self) -> None:
-        self.opened.set()
-
-    def open_when(self, condition: Callable[[], bool]) -> Opener:
-        """A thread opening the gate once `condition()` holds (or after WAIT_S, `met` then False)."""
-        opener = Opener(self, condition)
-        opener.start()
-        return opener
-
-
-class Opener(threading.Thread):
-    def __init__(self, gate: WriteGate, condition: Callable[[], bool]) -> None:
-        super().__init__(name="gate-opener", daemon=True)
-        self.gate, self.condition, self.met = gate, condition, False
-
-    def run(self) -> None:
-        deadline = time.monotonic() + WAIT_S
-        while time.monotonic() < deadline and not self.gate.opened.is_set():
-            if self.condition():
-                self.met = True
-                break
-            time.sleep(0.01)
-        self.gate.open()
-
 
 def saved_groups(log_dir: str | Path) -> dict[str, Any]:
     """The streams groups as the file on disk holds them now."""
     return STREAMS_GROUPS.read(log_dir, lambda d: dict(d["groups"])) or {}
 
 
-def wait_until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not condition():
-        assert time.monotonic() < deadline, f"gave up waiting until {what}"
-        time.sleep(0.01)
-
-
 def test_heartbeats_share_one_write_and_are_answered_once_on_disk(tmp_path: Path,
         tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
-    gate = WriteGate()
+    gate = WriteGate(STREAMS_GROUPS.name)
     b = tidelog_broker_factory(log_dir=tmp_path, overrides=NO_DELAY, fault_hooks=gate)
     writer = b.state.groups.streams_groups.store.writer
     with KafkaWire(b.bootstrap) as w:
@@ -129,7 +71,7 @@ def test_shutdown_writes_what_a_timer_changed(tmp_path: Path,
                                               tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
     """A member fenced by its session timeout is written behind (no request waits for it); a restart while that
     write is still held on the writer thread writes it during the shutdown."""
-    clock, gate = ManualClock(), WriteGate()
+    clock, gate = ManualClock(), WriteGate(STREAMS_GROUPS.name)
     b = tidelog_broker_factory(log_dir=tmp_path, clock=clock, overrides=NO_DELAY, fault_hooks=gate)
     with KafkaWire(b.bootstrap) as w:
         create_topic(w, "ss-expire", 1)
@@ -200,7 +142,7 @@ def test_a_failed_write_fails_only_the_changes_it_carried_and_is_retried(tmp_pat
     """The held write fails with a bug's exception (not an OSError): its heartbeat is answered
     UNKNOWN_SERVER_ERROR naming the exception type; a heartbeat noted after that write began waits for the retry
     and is answered NONE; the retry writes both (the failed change was kept in memory)."""
-    gate = WriteGate()
+    gate = WriteGate(STREAMS_GROUPS.name)
     b = tidelog_broker_factory(log_dir=tmp_path, overrides=NO_DELAY, fault_hooks=gate)
     writer = b.state.groups.streams_groups.store.writer
     with KafkaWire(b.bootstrap) as w:
@@ -304,7 +246,7 @@ def test_a_failed_streams_flush_at_shutdown_does_not_skip_the_share_flush(tmp_pa
         tidelog_broker_factory: Callable[..., BrokerHandle], caplog: pytest.LogCaptureFixture) -> None:
     """The streams file cannot be written when the broker shuts down: that step fails (logged), and the share
     state's flush after it still writes what a timer changed and was held on its writer thread."""
-    clock, gate = ManualClock(), ShareGate()
+    clock, gate = ManualClock(), WriteGate(SHARE_STATE.name)
     b = tidelog_broker_factory(log_dir=tmp_path, clock=clock, overrides=NO_DELAY, fault_hooks=gate)
     path = STREAMS_GROUPS.path(tmp_path)
     with KafkaWire(b.bootstrap) as w:
