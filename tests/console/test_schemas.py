@@ -6,16 +6,15 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegistryClient
 
 from tests.console.conftest import Api, screenshot
-from tidelog.testing import BrokerHandle, run_broker
+from tidelog.testing import BrokerHandle
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.tidelog(overrides={"metrics.port": 0, "schema.registry.port": 0})]
 
 V1 = {"type": "record", "name": "Order", "fields": [{"name": "id", "type": "long"}]}
 V2 = {"type": "record", "name": "Order", "fields": [{"name": "id", "type": "long"},
@@ -23,19 +22,13 @@ V2 = {"type": "record", "name": "Order", "fields": [{"name": "id", "type": "long
 
 
 @pytest.fixture(scope="module")
-def registry_broker() -> Iterator[BrokerHandle]:
-    with run_broker(overrides={"metrics.port": 0, "schema.registry.port": 0}) as broker:
-        yield broker
+def sr_api(tidelog_module_broker: BrokerHandle) -> Api:
+    return Api(tidelog_module_broker)
 
 
 @pytest.fixture(scope="module")
-def sr_api(registry_broker: BrokerHandle) -> Api:
-    return Api(registry_broker)
-
-
-@pytest.fixture(scope="module")
-def client(registry_broker: BrokerHandle) -> SchemaRegistryClient:
-    return SchemaRegistryClient({"url": registry_broker.schema_registry_url})
+def client(tidelog_module_broker: BrokerHandle) -> SchemaRegistryClient:
+    return SchemaRegistryClient({"url": tidelog_module_broker.schema_registry_url})
 
 
 def two_versions(client: SchemaRegistryClient, stem: str) -> tuple[str, int, int]:
