@@ -300,11 +300,10 @@ def handle_plain(broker: BrokerState, version: int, request: Any
                  ) -> tuple[ProduceResponseData, list[tuple[Log, LogAppendInfo, PartitionProduceResponse]]] | None:
     """The plain Produce request in one synchronous pass, without a RequestContext: what `handle` answers for
     v3-12 with acks 1 or -1, no transactional id, and non-transactional batches to existing partitions of
-    non-internal topics whose min.insync.replicas is met and without Schema ID Validation (the connection
-    calls it only with no authorizer, no
-    quota to record and no armed fault). Every partition is checked before any is appended: None means
-    nothing was appended and `handle` answers the request. The appends the flush policy must fsync are
-    returned for `flush_pending`."""
+    non-internal topics whose min.insync.replicas is met and without Schema ID Validation (the connection calls
+    it only with no authorizer, no quota to record and no armed fault). Every partition is checked before any is
+    appended: None means nothing was appended and `handle` answers the request. The appends the flush policy
+    must fsync are returned for `flush_pending`."""
     acks = request.acks
     if (acks != 1 and acks != -1) or request.transactional_id is not None or version >= TOPIC_ID_MIN_VERSION:
         return None
