@@ -20,16 +20,19 @@ COMPACT = LogConfig(cleanup_policy=("compact",), min_cleanable_dirty_ratio=0.01,
 class Env:
     """A LogManager with one log dir and a LogCleaner over it (threads not started: tests call clean_once)."""
 
-    def __init__(self, path: Path, clock: ManualClock, memory: int = 1024 * 1024) -> None:
+    def __init__(self, path: Path, clock: ManualClock, memory: int = 1024 * 1024,
+                 io_buffer_size: int = 524_288) -> None:
         self.path = path
         self.clock = clock
         self.memory = memory
+        self.io_buffer_size = io_buffer_size
         self.open()
 
     def open(self) -> None:
         self.manager = LogManager([str(self.path)], LogConfig(), self.clock)
         self.manager.startup()
-        self.cleaner = LogCleaner(CleanerConfig(dedupe_buffer_size=self.memory, backoff_ms=50),
+        self.cleaner = LogCleaner(CleanerConfig(dedupe_buffer_size=self.memory, backoff_ms=50,
+                                                io_buffer_size=self.io_buffer_size),
                                   [str(self.path)], self.manager.all_logs, self.clock,
                                   checkpoint_store=self.manager)
 

@@ -101,9 +101,9 @@ def snapshot(env: Env) -> list[tuple[str, bytes]]:
     return out
 
 
-def clean_passes(tmp: Path, seed: int, codecs: list[int]) -> list[list[tuple[str, bytes]]]:
+def clean_passes(tmp: Path, seed: int, codecs: list[int], io_buffer_size: int = 524_288) -> list[list[tuple[str, bytes]]]:
     clock = ManualClock()
-    env = Env(tmp, clock)
+    env = Env(tmp, clock, io_buffer_size=io_buffer_size)
     try:
         fill(env, seed, codecs)
         log = env.log(config=SMALL_SEGMENTS)
@@ -154,6 +154,108 @@ def test_c_and_python_cleaners_write_identical_segments(
     first = dict(with_c[0])
     original = sum(len(b) for name, b in first.items() if name.endswith(".log"))
     assert original > 0
+
+
+class StatusSpy:
+    """The C core with the statuses of its file functions recorded (the map's and the filter's)."""
+
+    def __init__(self, accelerator: Any) -> None:
+        self._accelerator = accelerator
+        self.statuses: set[tuple[str, int]] = set()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._accelerator, name)
+
+    def map_file(self, *args: Any) -> Any:
+        result = self._accelerator.map_file(*args)
+        self.statuses.add(("map", result[3]))
+        return result
+
+    def filter_file(self, *args: Any) -> Any:
+        result = self._accelerator.filter_file(*args)
+        self.statuses.add(("filter", result[3]))
+        return result
+
+
+@pytest.mark.parametrize("codec", ["none", "mixed"])
+@pytest.mark.parametrize("call_bytes", [900, 1 << 20])
+def test_c_core_reading_segments_through_a_small_window_writes_what_python_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, c_core: object, codec: str, call_bytes: int
+) -> None:
+    """The C core reads each segment itself through the cleaner's read buffer (map_file/filter_file). With a
+    2,500-byte buffer, batches straddle reads, batches larger than the buffer go to the chunk reader (PARTIAL), and
+    control and transactional batches to Python (NEED_PYTHON); with 900 bytes per call, calls end inside a segment.
+    The segments stay byte-identical to the pure-Python cleaner's, whose index entries depend on the chunks it
+    appends."""
+    from tidelog.cleaner import cleaner as cleaner_module
+
+    spy = StatusSpy(c_core)
+    monkeypatch.setattr(core, "accelerator", spy)
+    monkeypatch.setattr(cleaner_module, "FILE_CALL_BYTES", call_bytes)
+    codecs = list(CODECS.values()) if codec == "mixed" else [CODECS[codec]]
+    seed = 7 + sum(codec.encode())
+    with_c = clean_passes(tmp_path / "c", seed, codecs, io_buffer_size=5000)  # 2,500 bytes per read, one thread
+    monkeypatch.setattr(core, "accelerator", None)
+    with_python = clean_passes(tmp_path / "py", seed, codecs, io_buffer_size=5000)
+    assert with_c == with_python
+    assert {(kind, status) for kind in ("map", "filter") for status in (core.DONE, core.NEED_PYTHON, core.PARTIAL)
+            } <= spy.statuses
+
+
+def _small_batches_passes(tmp: Path) -> list[list[tuple[str, bytes]]]:
+    """64 KiB segments of batches under 1 KiB (some transactional), cleaned twice through a 2,500-byte window."""
+    clock = ManualClock()
+    env = Env(tmp, clock, io_buffer_size=5000)
+    config = LogConfig(cleanup_policy=("compact",), min_cleanable_dirty_ratio=0.01, segment_bytes=64 * 1024)
+    try:
+        log = env.log(config=config)
+        rng = random.Random(5)
+        for i in range(600):
+            recs = [Record(j, clock.milliseconds(), b"k%d" % rng.randrange(400), rng.randbytes(rng.randrange(40)))
+                    for j in range(rng.randrange(1, 12))]
+            if i % 50 == 49:
+                log.append_as_leader(build_batch(recs, 0, producer_id=i, producer_epoch=0, base_sequence=0,
+                                                 is_transactional=True))
+                log.append_control_marker(i, 0, 1, commit=True)
+            else:
+                log.append_as_leader(build_batch(recs, 0))
+            clock.advance(1)
+        log.roll()
+        passes = []
+        for _ in range(2):
+            env.cleaner.clean_once()
+            passes.append(snapshot_of(log))
+            log.append_as_leader(build_batch([Record(0, clock.milliseconds(), b"k1", b"again")], 0))
+            log.roll()
+        return passes
+    finally:
+        env.close()
+
+
+def snapshot_of(log: Any) -> list[tuple[str, bytes]]:
+    return [(path.name, path.read_bytes()) for path in sorted(Path(log.dir).iterdir())
+            if path.suffix in (".log", ".index", ".timeindex", ".txnindex")]
+
+
+def test_c_core_output_buffer_filling_up_keeps_the_python_appends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, c_core: object
+) -> None:
+    """Segments much larger than the window and calls of 1 MiB: a call's output fills the output buffer (OUT_FULL)
+    and the finished chunks are appended before it goes on. Every chunk is still appended on its own, so the
+    sparse index (an entry per append at most) is the pure-Python cleaner's."""
+    from tidelog.cleaner import cleaner as cleaner_module
+
+    spy = StatusSpy(c_core)
+    monkeypatch.setattr(core, "accelerator", spy)
+    monkeypatch.setattr(cleaner_module, "FILE_CALL_BYTES", 1 << 20)
+    with_c = _small_batches_passes(tmp_path / "c")
+    monkeypatch.setattr(core, "accelerator", None)
+    with_python = _small_batches_passes(tmp_path / "py")
+    assert with_c == with_python
+    assert {("filter", core.OUT_FULL), ("filter", core.NEED_PYTHON), ("map", core.NEED_PYTHON)} <= spy.statuses
+    assert ("filter", core.PARTIAL) not in spy.statuses
+    indexes = [b for name, b in with_c[0] if name.endswith(".index")]
+    assert sum(len(b) for b in indexes) >= 8 * 3  # several index entries: the appends matter
 
 
 @pytest.mark.parametrize("codec", [GZIP, SNAPPY, LZ4, ZSTD])

@@ -180,6 +180,38 @@ class BatchFilter:
         return out, size, last_offset, max_ts, offset_of_max_ts
 
     @property
+    def reads_files(self) -> bool:
+        """Whether the C core reads the source segments itself (`filter_file`); else the caller reads chunks."""
+        return self._c_usable and core.accelerator is not None
+
+    def filter_file(
+        self, fd: int, pos: int, end: int, window: bytearray, have: int, skip: int, chunk_rest: int, limit: int,
+        out_pos: int, chunk_out: int, last_offset: int, max_ts: int, offset_of_max_ts: int,
+    ) -> tuple[int, int, int, int, int, list[tuple[int, int, int, int]], int, int, int, int, int]:
+        """The C core cleans the `.log` behind `fd` into `self.out_buffer` (filter_file in _cleaner_core.c): (pos,
+        have, chunk_rest, status, bytes read, finished chunks, out_pos, chunk_out, and the last offset, max timestamp
+        and its offset of the chunk in progress)."""
+        (pos, have, chunk_rest, status, read, chunks, out_pos, chunk_out, last_offset, max_ts, offset_of_max_ts,
+         messages_read, bytes_read, messages_written, bytes_written, invalid, lookups,
+         probes) = core.accelerator.filter_file(
+            self.map.buffer, self.map.slots, self.map.latest_offset, fd, pos, end, window, have, skip, chunk_rest,
+            limit, self._out, out_pos, chunk_out, self._active_packed, self.upper_bound_offset, self.now,
+            self.delete_retention_ms, self.max_message_bytes, last_offset, max_ts, offset_of_max_ts,
+            stream_inflater, compress)
+        self.stats.read_messages(messages_read, bytes_read)
+        self.stats.recopy_messages(messages_written, bytes_written)
+        self.stats.invalid_messages_read += invalid
+        self.map.lookups += lookups
+        self.map.probes += probes
+        return pos, have, chunk_rest, status, read, chunks, out_pos, chunk_out, last_offset, max_ts, offset_of_max_ts
+
+    def ensure_out_capacity(self, size: int) -> bytearray:
+        """The output buffer, grown to at least `size` bytes (its contents kept)."""
+        if len(self._out) < size:
+            self._out += bytes(size - len(self._out))
+        return self._out
+
+    @property
     def out_buffer(self) -> bytearray:
         """The output buffer as grown by this filter, for the next group's filter."""
         return self._out

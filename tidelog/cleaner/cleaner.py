@@ -40,6 +40,10 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 INT32_MAX = 0x7FFFFFFF
+# The C core reads a segment itself for up to this many bytes per call (one GIL release, then the abort check and
+# the throttle): per read of io_buffer_size, the GIL hand-offs of a pread and a core call cost two threads cleaning
+# two logs a fifth of their CPU time (perf, 1 KiB records).
+FILE_CALL_BYTES = 4 * 1024 * 1024
 
 
 class LogCleaningAbortedError(Exception):
@@ -138,6 +142,7 @@ class Cleaner:
         self.clock = clock
         self.check_done = check_done
         self._out_buffer = bytearray()  # the batch filter's output buffer, kept for the thread's life
+        self._window = bytearray(self.io_buffer_size)  # the C core's read buffer (Kafka's read buffer)
 
     # --- the pass ---------------------------------------------------------------------------------------
 
@@ -200,33 +205,94 @@ class Cleaner:
     ) -> bool:
         """True when the map filled up inside this segment."""
         _, position = segment.offset_index.lookup(start_offset)
-        c_core = core.accelerator
-        pace = Pacer().pace
-        for chunk, _chunk_pos, consumed in self._chunks(log, segment, position, stats, for_map=True):
-            if c_core is None:
+        if core.accelerator is not None:
+            if self._map_segment_file(log, segment, position, offset_map, start_offset, txn, stats):
+                return True
+        else:
+            pace = Pacer().pace
+            for chunk, _chunk_pos, consumed in self._chunks(log, segment, position, stats, for_map=True):
                 for rel, header in iter_batches(chunk, 0, consumed):
                     pace()
                     if self._map_batch(chunk, rel, header, offset_map, start_offset, txn, stats):
                         return True
-                continue
-            # The C core maps every data batch of the chunk with the GIL released (a compressed one inflated
-            # as a bounded stream); it stops at a batch that needs the Python code (control, transactional or
-            # malformed) and resumes after it.
-            rel = 0
-            while rel < consumed:
-                rel, status, entries, latest, read, lookups, probes = c_core.map_chunk(
+        offset_map.update_latest_offset(next_segment_start - 1)
+        return False
+
+    def _map_segment_file(
+        self,
+        log: Log,
+        segment: LogSegment,
+        position: int,
+        offset_map: SkimpyOffsetMap,
+        start_offset: int,
+        txn: CleanedTransactionMetadata,
+        stats: CleanerStats,
+    ) -> bool:
+        """The C core reads the segment from `position` in the chunks `_chunks` reads and maps their data batches
+        with the GIL released. It stops at a batch that needs the Python code (control, transactional or
+        malformed), which is then at the window's start, and at a chunk whose first batch the window cannot hold:
+        the chunk reader takes over the rest of the segment (its buffer grows, as Kafka's does, until the segment
+        ends). True when the map filled up."""
+        c_core = core.accelerator
+        window, size = self._window, segment.size
+        pos, have, skip, chunk_rest = position, 0, 0, 0  # window[:have] holds the file from pos (see map_file)
+        fd = segment.dup_fd()
+        try:
+            while pos + skip < size:
+                self.check_done(log.topic_partition)
+                start = pos + skip
+                (pos, have, chunk_rest, status, read_bytes, entries, latest, read, lookups,
+                 probes) = c_core.map_file(
                     offset_map.buffer, offset_map.dirty, offset_map.slots, offset_map.size, offset_map.max_entries,
-                    offset_map.latest_offset, chunk, rel, consumed, start_offset, stream_inflater)
+                    offset_map.latest_offset, fd, pos, size, window, have, skip, chunk_rest, FILE_CALL_BYTES,
+                    start_offset, stream_inflater)
+                skip = 0
                 offset_map.absorb(entries, latest, lookups, probes)
                 stats.index_messages_read(read)
+                stats.index_bytes_read(pos - start)
+                self.throttler.maybe_throttle(read_bytes)
                 if status == core.MAP_FULL:
                     return True
                 if status == core.NEED_PYTHON:
-                    header = read_header(chunk, rel)
-                    if self._map_batch(chunk, rel, header, offset_map, start_offset, txn, stats):
+                    header = read_header(window, 0)
+                    stats.index_bytes_read(header.size)
+                    if self._map_batch(bytes(window[: header.size]), 0, header, offset_map, start_offset, txn, stats):
                         return True
-                    rel += header.size
-        offset_map.update_latest_offset(next_segment_start - 1)
+                    skip = header.size
+                elif status == core.PARTIAL:
+                    for chunk, _, consumed in self._chunks(log, segment, pos, stats, for_map=True):
+                        if self._map_chunk(chunk, consumed, offset_map, start_offset, txn, stats):
+                            return True
+                    return False
+        finally:
+            os.close(fd)
+        return False
+
+    def _map_chunk(
+        self,
+        chunk: bytes,
+        consumed: int,
+        offset_map: SkimpyOffsetMap,
+        start_offset: int,
+        txn: CleanedTransactionMetadata,
+        stats: CleanerStats,
+    ) -> bool:
+        """The C core maps the data batches of chunk[:consumed]; the others go through `_map_batch`."""
+        c_core = core.accelerator
+        rel = 0
+        while rel < consumed:
+            rel, status, entries, latest, read, lookups, probes = c_core.map_chunk(
+                offset_map.buffer, offset_map.dirty, offset_map.slots, offset_map.size, offset_map.max_entries,
+                offset_map.latest_offset, chunk, rel, consumed, start_offset, stream_inflater)
+            offset_map.absorb(entries, latest, lookups, probes)
+            stats.index_messages_read(read)
+            if status == core.MAP_FULL:
+                return True
+            if status == core.NEED_PYTHON:
+                header = read_header(chunk, rel)
+                if self._map_batch(chunk, rel, header, offset_map, start_offset, txn, stats):
+                    return True
+                rel += header.size
         return False
 
     def _map_batch(
@@ -368,8 +434,68 @@ class Cleaner:
     def _clean_into(
         self, log: Log, source: LogSegment, dest: LogSegment, batch_filter: BatchFilter, stats: CleanerStats
     ) -> None:
+        if batch_filter.reads_files:
+            self._clean_file_into(log, source, dest, batch_filter, stats)
+            return
         for chunk, _chunk_pos, consumed in self._chunks(log, source, 0, stats, for_map=False):
-            out, size, last_offset, max_ts, offset_of_max_ts = batch_filter.filter_chunk(chunk, consumed)
-            if size:
-                dest.append(last_offset, max_ts, offset_of_max_ts, memoryview(out)[:size])
-                self.throttler.maybe_throttle(size)
+            self._clean_chunk_into(chunk, consumed, dest, batch_filter)
+
+    def _clean_chunk_into(self, chunk: bytes, consumed: int, dest: LogSegment, batch_filter: BatchFilter) -> None:
+        out, size, last_offset, max_ts, offset_of_max_ts = batch_filter.filter_chunk(chunk, consumed)
+        if size:
+            dest.append(last_offset, max_ts, offset_of_max_ts, memoryview(out)[:size])
+            self.throttler.maybe_throttle(size)
+
+    def _clean_file_into(
+        self, log: Log, source: LogSegment, dest: LogSegment, batch_filter: BatchFilter, stats: CleanerStats
+    ) -> None:
+        """The C core reads `source` in the chunks `_chunks` reads and writes what it keeps of each into the filter's
+        output buffer, which goes to `dest` a chunk per `append` (as `_clean_chunk_into` appends, and Kafka's
+        cleanInto) after every call. The batches it leaves to Python are filtered by `filter` in their place; a
+        chunk whose first batch the window cannot hold hands the rest of the segment to the chunk reader (as in
+        `_map_segment_file`)."""
+        window, size = self._window, source.size
+        out = batch_filter.ensure_out_capacity(len(window) + 64)  # the core needs room for a batch + 64 bytes
+        pos, have, skip, chunk_rest = 0, 0, 0, 0  # window[:have] holds the file from pos (see filter_file)
+        written = chunk_out = 0  # out[:chunk_out]: finished chunks (appended after each call); then the chunk in progress
+        last_offset = max_ts = offset_of_max_ts = -1  # of the chunk in progress
+        fd = source.dup_fd()
+        try:
+            while pos + skip < size:
+                self.check_done(log.topic_partition)
+                (pos, have, chunk_rest, status, read, chunks, written, chunk_out, last_offset, max_ts,
+                 offset_of_max_ts) = batch_filter.filter_file(
+                    fd, pos, size, window, have, skip, chunk_rest, FILE_CALL_BYTES, written, chunk_out, last_offset,
+                    max_ts, offset_of_max_ts)
+                skip = 0
+                self.throttler.maybe_throttle(read)
+                if chunks:
+                    dest.append_chunks(out, chunks)
+                    self.throttler.maybe_throttle(chunks[-1][0])
+                freed = chunk_out
+                if freed:  # keep only the chunk in progress
+                    out[: written - freed] = out[freed:written]
+                    written, chunk_out = written - freed, 0
+                if status == core.OUT_FULL and not freed:  # the chunk in progress alone fills the buffer
+                    out = batch_filter.ensure_out_capacity(2 * len(out))
+                elif status == core.NEED_PYTHON:
+                    header = read_header(window, 0)
+                    result = batch_filter.filter(bytes(window[: header.size]), 0, header)
+                    skip = header.size
+                    if result is not None and len(result.data):
+                        out = batch_filter.ensure_out_capacity(written + len(result.data))
+                        out[written : written + len(result.data)] = result.data
+                        written += len(result.data)
+                        last_offset = result.last_offset
+                        if result.max_timestamp > max_ts:
+                            max_ts, offset_of_max_ts = result.max_timestamp, result.last_offset
+                elif status == core.PARTIAL:  # at a chunk's start: nothing is in progress
+                    for chunk, _, consumed in self._chunks(log, source, pos, stats, for_map=False):
+                        self._clean_chunk_into(chunk, consumed, dest, batch_filter)
+                    return
+            if written:  # the segment ended with a batch Python filtered: that ends its chunk too
+                dest.append(last_offset, max_ts, offset_of_max_ts, memoryview(out)[:written])
+                self.throttler.maybe_throttle(written)
+        finally:
+            os.close(fd)
+

@@ -8,7 +8,7 @@ from typing import Any
 
 from tidelog.accelerators import load
 
-# Statuses of map_chunk/filter_chunk (see _cleaner_core.c).
-DONE, MAP_FULL, NEED_PYTHON, OUT_FULL = 0, 1, 2, 3
+# Statuses of the chunk and file functions (see _cleaner_core.c).
+DONE, MAP_FULL, NEED_PYTHON, OUT_FULL, PARTIAL = 0, 1, 2, 3, 4
 
 accelerator: Any = load("tidelog.protocol._cleaner_core")

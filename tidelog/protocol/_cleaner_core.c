@@ -17,6 +17,23 @@
  *                max_message_bytes, max_ts, offset_of_max_ts[, inflater, deflate])
  *     -> (pos, status, out_pos, last_offset, max_ts, offset_of_max_ts, messages_read, bytes_read,
  *         messages_written, bytes_written, invalid, lookups, probes)
+ *   map_file(map, dirty, slots, entries, max_entries, latest, fd, pos, end, window, have, skip, chunk_rest, limit,
+ *            start_offset[, inflater])
+ *     -> (pos, have, chunk_rest, status, read, entries, latest, records_read, lookups, probes)
+ *   filter_file(map, slots, latest, fd, pos, end, window, have, skip, chunk_rest, limit, out, out_pos, chunk_out,
+ *               active, upper_bound, now, retention_ms, max_message_bytes, last_offset, max_ts, offset_of_max_ts
+ *               [, inflater, deflate])
+ *     -> (pos, have, chunk_rest, status, read, chunks, out_pos, chunk_out, last_offset, max_ts, offset_of_max_ts,
+ *         messages_read, bytes_read, messages_written, bytes_written, invalid, lookups, probes)
+ *     The file variants read a segment themselves (pread of a dup'ed fd) into `window`, in the chunks the Python
+ *     reader reads, and go on from chunk to chunk up to `end` or `limit` bytes: a pass takes the GIL once per
+ *     `limit` bytes instead of twice per chunk. window[:have] holds the file from pos, the chunk in progress ends
+ *     at window[chunk_rest], and its first `skip` bytes are a batch Python handled. `read` counts the bytes read
+ *     per chunk as Kafka's throttle does; `chunks` lists (out end, last offset, max timestamp, its offset) for
+ *     each chunk finished with output, which the caller appends to the cleaned segment one chunk at a time as
+ *     Kafka's cleanInto does (chunk_out: where the chunk in progress starts in out). Statuses beyond the chunk
+ *     functions': PARTIAL (the batch at the start of a chunk is not whole in the window: Python's reader grows
+ *     its buffer or fails) and IO_ERROR (raised as OSError).
  *   filter_payload(map, slots, latest, records, base_offset, count, base_ts, max_ts, attributes, now, horizon_if_new,
  *                  marker_for_empty_txn[, inflater])
  *     -> None (Python must decide) or (kept, all_kept, need_horizon, invalid, lookups, probes, records, base_ts,
@@ -34,18 +51,20 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <errno.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #define HEADER_SIZE 61
 #define LOG_OVERHEAD 12
 #define SLOT_SIZE 24
 #define HASH_SIZE 16
 
-enum { DONE = 0, MAP_FULL = 1, NEED_PYTHON = 2, OUT_FULL = 3 };
+enum { DONE = 0, MAP_FULL = 1, NEED_PYTHON = 2, OUT_FULL = 3, PARTIAL = 4, IO_ERROR = 5 };
 
 /* ------------------------------------------------------------------------------------------------ MD5 (RFC 1321) */
 
@@ -844,6 +863,40 @@ static inline int batch_at(const uint8_t *d, Header *h, size_t *size) {
     return h->attributes & ATTR_CODEC;
 }
 
+/* Map the whole batches of d[*pp, stop): DONE at stop, else MAP_FULL or NEED_PYTHON with *pp at that batch. */
+static int map_range(Map *m, MapRun *run, const uint8_t *d, size_t *pp, size_t stop, int64_t start_offset,
+                     const Codecs *cx) {
+    size_t p = *pp;
+    int status = DONE;
+    while (p < stop) {
+        Header h;
+        size_t size;
+        int codec = batch_at(d + p, &h, &size);
+        if (!chunk_batch_ok(&h, cx->inflater != Py_None)) {
+            status = NEED_PYTHON;
+            break;
+        }
+        int64_t last_offset = h.base_offset + h.last_offset_delta;
+        if (last_offset >= start_offset) {
+            MapRun saved = *run;
+            status = map_batch(m, run, codec, d + p + HEADER_SIZE, size - HEADER_SIZE, h.base_offset, h.count,
+                               start_offset, cx);
+            if (status == NEED_PYTHON) {
+                *run = saved;
+                break;
+            }
+            if (status == MAP_FULL)
+                break;
+            run->latest = last_offset;
+        } else {
+            run->records_read += h.count;
+        }
+        p += size;
+    }
+    *pp = p;
+    return status;
+}
+
 static PyObject *py_map_chunk(PyObject *self, PyObject *args) {
     PyObject *map_obj, *dirty_obj, *inflate = Py_None;
     Py_buffer chunk;
@@ -864,36 +917,12 @@ static PyObject *py_map_chunk(PyObject *self, PyObject *args) {
         return NULL;
     }
     MapRun run = {0, latest, max_entries};
-    int status = DONE;
     const uint8_t *d = chunk.buf;
     size_t p = (size_t)pos, stop = whole_end(d, (size_t)pos, (size_t)end);
+    int status;
     RELEASE_GIL
     Codecs cx = {&_save, &cpu0_, inflate, Py_None};
-    while (p < stop) {
-        Header h;
-        size_t size;
-        int codec = batch_at(d + p, &h, &size);
-        if (!chunk_batch_ok(&h, inflate != Py_None)) {
-            status = NEED_PYTHON;
-            break;
-        }
-        int64_t last_offset = h.base_offset + h.last_offset_delta;
-        if (last_offset >= start_offset) {
-            MapRun saved = run;
-            status = map_batch(&m, &run, codec, d + p + HEADER_SIZE, size - HEADER_SIZE, h.base_offset, h.count,
-                               start_offset, &cx);
-            if (status == NEED_PYTHON) {
-                run = saved;
-                break;
-            }
-            if (status == MAP_FULL)
-                break;
-            run.latest = last_offset;
-        } else {
-            run.records_read += h.count;
-        }
-        p += size;
-    }
+    status = map_range(&m, &run, d, &p, stop, start_offset, &cx);
     ACQUIRE_GIL
     PyBuffer_Release(&dirtyview);
     PyBuffer_Release(&mapview);
@@ -1347,6 +1376,106 @@ static void note_batch(FilterTotals *t, const Header *h, size_t size, const Deci
     }
 }
 
+/* The state of a filter loop: the map, the output buffer, the totals, and the pass's constants. */
+typedef struct {
+    Map *m;
+    const Codecs *cx;
+    FilterTotals *t;
+    uint8_t *out;
+    size_t cap, o;
+    uint8_t *keep; /* per-record keep flags, one per byte of the longest batch (a batch holds no more records) */
+    const int64_t *act;
+    size_t nact;
+    int64_t latest, upper_bound, now, retention, max_message_bytes;
+} FilterRun;
+
+/* Clean the whole batches of d[*pp, stop) into f->out: DONE at stop, else OUT_FULL or NEED_PYTHON with *pp at that
+ * batch. */
+static int filter_range(FilterRun *f, const uint8_t *d, size_t *pp, size_t stop) {
+    Map *m = f->m;
+    const Codecs *cx = f->cx;
+    FilterTotals *t = f->t;
+    uint8_t *out = f->out;
+    size_t cap = f->cap, o = f->o, p = *pp;
+    int status = DONE;
+    while (p < stop) {
+        Header h;
+        size_t size;
+        int codec = batch_at(d + p, &h, &size);
+        if (!chunk_batch_ok(&h, cx->inflater != Py_None && cx->deflate != Py_None) ||
+            (!codec && (size_t)h.count > size)) {
+            status = NEED_PYTHON;
+            break;
+        }
+        if (o + size + 64 > cap) {
+            status = OUT_FULL;
+            break;
+        }
+        int64_t last_offset = h.base_offset + h.last_offset_delta;
+        int retain_empty = (h.producer_id >= 0 && last_batch_of_active(f->act, f->nact, h.producer_id, last_offset)) ||
+                           last_offset + 1 == f->upper_bound;
+        int has_horizon = (h.attributes & ATTR_HORIZON) != 0;
+        FilterArgs a = {h.base_offset, h.base_ts, h.max_ts, 0, (h.attributes & ATTR_LOG_APPEND) != 0,
+                        has_horizon && f->now >= h.base_ts, has_horizon, h.base_ts, f->now + f->retention, 0,
+                        f->latest};
+        Decision dec;
+        int rebuild;
+        int64_t new_base_ts = -1, horizon = -1, lookups = m->lookups, probes = m->probes;
+        /* a compressed batch: inflated as a bounded stream, its records decided here, a rebuilt records section
+         * deflated again with the batch's codec (MemoryRecords.filterTo keeps the codec) */
+        uint8_t *rebuilt = NULL, *deflated = NULL;
+        uint8_t *target = codec ? NULL : out + o + HEADER_SIZE;
+        int rc = filter_batch(m, &a, codec, h.count, d + p + HEADER_SIZE, size - HEADER_SIZE, cx, f->keep, &dec,
+                              &rebuild, &new_base_ts, &horizon, target, codec ? 0 : cap - o - HEADER_SIZE, &rebuilt);
+        const uint8_t *body = target;
+        size_t body_len = rc == 0 && rebuild ? dec.out_size : 0;
+        if (rc == 0 && rebuild && codec && deflate_records(cx, codec, rebuilt, dec.out_size, &deflated, &body_len) < 0)
+            rc = -1;
+        if (deflated != NULL)
+            body = deflated;
+        size_t bsize = HEADER_SIZE + body_len;
+        if (rc == 0 && rebuild && bsize > (size_t)f->max_message_bytes)
+            rc = -1; /* Python rebuilds it and logs the warning */
+        if (rc == 0 && rebuild && o + bsize > cap)
+            rc = -2;
+        if (rc < 0) {
+            m->lookups = lookups; /* Python (or the next call) looks this batch's keys up again */
+            m->probes = probes;
+            status = rc == -2 ? OUT_FULL : NEED_PYTHON;
+        } else if (rebuild) {
+            if (codec)
+                memcpy(out + o + HEADER_SIZE, body, body_len);
+            int64_t bmax = h.attributes & ATTR_LOG_APPEND ? h.max_ts : dec.max_ts_kept;
+            int16_t attrs = (int16_t)(h.attributes & (ATTR_CODEC | ATTR_LOG_APPEND | ATTR_TXN | ATTR_CONTROL));
+            if (horizon >= 0)
+                attrs |= ATTR_HORIZON;
+            write_batch_header(out + o, &h, (int32_t)(bsize - LOG_OVERHEAD), attrs, new_base_ts, bmax,
+                               (int32_t)dec.kept);
+            o += bsize;
+            note_batch(t, &h, size, &dec, bsize, last_offset, bmax);
+        } else if (dec.kept > 0) {
+            memcpy(out + o, d + p, size);
+            o += size;
+            note_batch(t, &h, size, &dec, size, last_offset, h.max_ts);
+        } else if (retain_empty) {
+            int16_t attrs = (int16_t)(h.attributes & (ATTR_LOG_APPEND | ATTR_TXN | ATTR_CONTROL));
+            write_batch_header(out + o, &h, HEADER_SIZE - LOG_OVERHEAD, attrs, -1, h.max_ts, 0);
+            o += HEADER_SIZE;
+            note_batch(t, &h, size, &dec, HEADER_SIZE, last_offset, h.max_ts);
+        } else {
+            note_batch(t, &h, size, &dec, 0, last_offset, h.max_ts);
+        }
+        PyMem_RawFree(rebuilt);
+        PyMem_RawFree(deflated);
+        if (rc < 0)
+            break;
+        p += size;
+    }
+    f->o = o;
+    *pp = p;
+    return status;
+}
+
 static PyObject *py_filter_chunk(PyObject *self, PyObject *args) {
     PyObject *map_obj, *out_obj, *inflate = Py_None, *deflate = Py_None;
     Py_buffer chunk, active;
@@ -1376,105 +1505,307 @@ static PyObject *py_filter_chunk(PyObject *self, PyObject *args) {
         return NULL;
     }
     /* per-record keep flags: a batch cannot hold more records than bytes */
-    uint8_t *keep = PyMem_RawMalloc((size_t)chunk.len + 1);
+    uint8_t *keep = out_pos >= 0 && out_pos <= outview.len ? PyMem_RawMalloc((size_t)chunk.len + 1) : NULL;
     if (keep == NULL) {
+        int bad = out_pos < 0 || out_pos > outview.len;
         PyBuffer_Release(&outview);
         PyBuffer_Release(&mapview);
         PyBuffer_Release(&chunk);
         PyBuffer_Release(&active);
-        return PyErr_NoMemory();
+        return bad ? PyErr_Format(PyExc_ValueError, "bad out_pos") : PyErr_NoMemory();
     }
     FilterTotals t = {0, 0, 0, 0, 0, -1, max_ts, offset_of_max_ts};
-    int status = DONE;
+    FilterRun f = {&m, NULL, &t, outview.buf, (size_t)outview.len, (size_t)out_pos, keep, active.buf,
+                   (size_t)active.len / 16, latest, upper_bound, now, retention, max_message_bytes};
     const uint8_t *d = chunk.buf;
-    uint8_t *out = outview.buf;
-    size_t cap = (size_t)outview.len, o = (size_t)out_pos;
     size_t p = (size_t)pos, stop = whole_end(d, (size_t)pos, (size_t)end);
-    const int64_t *act = active.buf;
-    size_t nact = (size_t)active.len / 16;
+    int status;
     RELEASE_GIL
     Codecs cx = {&_save, &cpu0_, inflate, deflate};
-    while (p < stop) {
-        Header h;
-        size_t size;
-        int codec = batch_at(d + p, &h, &size);
-        if (!chunk_batch_ok(&h, inflate != Py_None && deflate != Py_None) || (!codec && (size_t)h.count > size)) {
-            status = NEED_PYTHON;
-            break;
-        }
-        if (o + size + 64 > cap) {
-            status = OUT_FULL;
-            break;
-        }
-        int64_t last_offset = h.base_offset + h.last_offset_delta;
-        int retain_empty = (h.producer_id >= 0 && last_batch_of_active(act, nact, h.producer_id, last_offset)) ||
-                           last_offset + 1 == upper_bound;
-        int has_horizon = (h.attributes & ATTR_HORIZON) != 0;
-        FilterArgs a = {h.base_offset, h.base_ts, h.max_ts, 0, (h.attributes & ATTR_LOG_APPEND) != 0,
-                        has_horizon && now >= h.base_ts, has_horizon, h.base_ts, now + retention, 0, latest};
-        Decision dec;
-        int rebuild;
-        int64_t new_base_ts = -1, horizon = -1, lookups = m.lookups, probes = m.probes;
-        /* a compressed batch: inflated as a bounded stream, its records decided here, a rebuilt records section
-         * deflated again with the batch's codec (MemoryRecords.filterTo keeps the codec) */
-        uint8_t *rebuilt = NULL, *deflated = NULL;
-        uint8_t *target = codec ? NULL : out + o + HEADER_SIZE;
-        int rc = filter_batch(&m, &a, codec, h.count, d + p + HEADER_SIZE, size - HEADER_SIZE, &cx, keep, &dec,
-                              &rebuild, &new_base_ts, &horizon, target, codec ? 0 : cap - o - HEADER_SIZE, &rebuilt);
-        const uint8_t *body = target;
-        size_t body_len = rc == 0 && rebuild ? dec.out_size : 0;
-        if (rc == 0 && rebuild && codec && deflate_records(&cx, codec, rebuilt, dec.out_size, &deflated, &body_len) < 0)
-            rc = -1;
-        if (deflated != NULL)
-            body = deflated;
-        size_t bsize = HEADER_SIZE + body_len;
-        if (rc == 0 && rebuild && bsize > (size_t)max_message_bytes)
-            rc = -1; /* Python rebuilds it and logs the warning */
-        if (rc == 0 && rebuild && o + bsize > cap)
-            rc = -2;
-        if (rc < 0) {
-            m.lookups = lookups; /* Python (or the next call) looks this batch's keys up again */
-            m.probes = probes;
-            status = rc == -2 ? OUT_FULL : NEED_PYTHON;
-        } else if (rebuild) {
-            if (codec)
-                memcpy(out + o + HEADER_SIZE, body, body_len);
-            int64_t bmax = h.attributes & ATTR_LOG_APPEND ? h.max_ts : dec.max_ts_kept;
-            int16_t attrs = (int16_t)(h.attributes & (ATTR_CODEC | ATTR_LOG_APPEND | ATTR_TXN | ATTR_CONTROL));
-            if (horizon >= 0)
-                attrs |= ATTR_HORIZON;
-            write_batch_header(out + o, &h, (int32_t)(bsize - LOG_OVERHEAD), attrs, new_base_ts, bmax,
-                               (int32_t)dec.kept);
-            o += bsize;
-            note_batch(&t, &h, size, &dec, bsize, last_offset, bmax);
-        } else if (dec.kept > 0) {
-            memcpy(out + o, d + p, size);
-            o += size;
-            note_batch(&t, &h, size, &dec, size, last_offset, h.max_ts);
-        } else if (retain_empty) {
-            int16_t attrs = (int16_t)(h.attributes & (ATTR_LOG_APPEND | ATTR_TXN | ATTR_CONTROL));
-            write_batch_header(out + o, &h, HEADER_SIZE - LOG_OVERHEAD, attrs, -1, h.max_ts, 0);
-            o += HEADER_SIZE;
-            note_batch(&t, &h, size, &dec, HEADER_SIZE, last_offset, h.max_ts);
-        } else {
-            note_batch(&t, &h, size, &dec, 0, last_offset, h.max_ts);
-        }
-        PyMem_RawFree(rebuilt);
-        PyMem_RawFree(deflated);
-        if (rc < 0)
-            break;
-        p += size;
-    }
+    f.cx = &cx;
+    status = filter_range(&f, d, &p, stop);
     ACQUIRE_GIL
     PyMem_RawFree(keep);
     PyBuffer_Release(&outview);
     PyBuffer_Release(&mapview);
     PyBuffer_Release(&chunk);
     PyBuffer_Release(&active);
-    return Py_BuildValue("ninLLLLLLLLLL", (Py_ssize_t)p, status, (Py_ssize_t)o, (long long)t.last_offset,
+    return Py_BuildValue("ninLLLLLLLLLL", (Py_ssize_t)p, status, (Py_ssize_t)f.o, (long long)t.last_offset,
                          (long long)t.max_ts, (long long)t.offset_of_max_ts, (long long)t.messages_read,
                          (long long)t.bytes_read, (long long)t.messages_written, (long long)t.bytes_written,
                          (long long)t.invalid, (long long)m.lookups, (long long)m.probes);
+}
+
+/* ------------------------------------------------------------------------------------------------ file passes */
+
+/* A segment read straight from its file, in the chunks the Python reader (Cleaner._chunks) and Kafka's Cleaner
+ * read: the window is filled to its size from the end of the previous chunk, and the chunk is its whole batches.
+ * window[0, have) holds the file from pos; the chunk in progress (in_chunk) ends at window[chunk_rest]. */
+typedef struct {
+    int fd;
+    uint8_t *window;
+    size_t cap, have, chunk_rest;
+    int in_chunk;
+    int64_t pos, end, limit;
+    int64_t read; /* bytes in the window at each chunk's start (what Kafka's throttle counts) */
+    int err;
+} FileRun;
+
+typedef struct {
+    int (*range)(void *ctx, const uint8_t *d, size_t *pp, size_t stop); /* a chunk's batches (from *pp) */
+    int (*chunk_start)(void *ctx);                                        /* -1: out of memory */
+    int (*chunk_end)(void *ctx);
+    void *ctx;
+} FileSteps;
+
+/* Run the steps over [pos, end) with the GIL released: DONE at end or at a chunk end once `limit` bytes are done;
+ * a range's other status (pos at that batch, which is at the window's start); PARTIAL when the batch at the start
+ * of a chunk is not whole in the window (Python's reader grows its buffer or fails); IO_ERROR (err). */
+static int file_loop(FileRun *f, const FileSteps *s) {
+    int64_t done = 0;
+    for (;;) {
+        if (!f->in_chunk) {
+            if (f->pos >= f->end || done >= f->limit)
+                return DONE;
+            int64_t left = f->end - f->pos - (int64_t)f->have;
+            size_t want = f->cap - f->have;
+            if (left < (int64_t)want)
+                want = left > 0 ? (size_t)left : 0;
+            while (want > 0) {
+                ssize_t r = pread(f->fd, f->window + f->have, want, (off_t)(f->pos + (int64_t)f->have));
+                if (r < 0 && errno == EINTR)
+                    continue;
+                if (r < 0) {
+                    f->err = errno;
+                    return IO_ERROR;
+                }
+                if (r == 0)
+                    break; /* shorter than its valid size: the Python reader decides what that means */
+                f->have += (size_t)r;
+                want -= (size_t)r;
+            }
+            f->chunk_rest = whole_end(f->window, 0, f->have);
+            if (f->chunk_rest == 0)
+                return PARTIAL;
+            f->read += (int64_t)f->have;
+            f->in_chunk = 1;
+            if (s->chunk_start != NULL && s->chunk_start(s->ctx) < 0) {
+                f->err = ENOMEM;
+                return IO_ERROR;
+            }
+        }
+        size_t p = 0;
+        int status = s->range(s->ctx, f->window, &p, f->chunk_rest);
+        memmove(f->window, f->window + p, f->have - p);
+        f->have -= p;
+        f->chunk_rest -= p;
+        f->pos += (int64_t)p;
+        done += (int64_t)p;
+        if (status != DONE)
+            return status;
+        f->in_chunk = 0;
+        if (s->chunk_end != NULL && s->chunk_end(s->ctx) < 0) {
+            f->err = ENOMEM;
+            return IO_ERROR;
+        }
+    }
+}
+
+/* The window arguments: a writable buffer with `have` valid bytes, the chunk in progress (if any) ending at
+ * chunk_rest, and the first `skip` bytes (a batch Python handled, inside that chunk) to drop. -1 with an
+ * exception. */
+static int file_window(PyObject *obj, Py_buffer *view, FileRun *f, Py_ssize_t have, Py_ssize_t skip,
+                       Py_ssize_t chunk_rest) {
+    if (PyObject_GetBuffer(obj, view, PyBUF_WRITABLE) < 0)
+        return -1;
+    if (have < 0 || skip < 0 || chunk_rest < skip || chunk_rest > have || have > view->len ||
+        view->len < HEADER_SIZE || f->pos < 0 || f->limit <= 0) {
+        PyBuffer_Release(view);
+        PyErr_SetString(PyExc_ValueError, "bad window, position or limit");
+        return -1;
+    }
+    f->window = view->buf;
+    f->cap = (size_t)view->len;
+    memmove(f->window, f->window + skip, (size_t)(have - skip));
+    f->have = (size_t)(have - skip);
+    f->chunk_rest = (size_t)(chunk_rest - skip);
+    f->in_chunk = chunk_rest > 0; /* Python's batch was inside the chunk, which may end with it */
+    return 0;
+}
+
+static PyObject *file_error(const FileRun *f) {
+    errno = f->err;
+    return f->err == ENOMEM ? PyErr_NoMemory() : PyErr_SetFromErrno(PyExc_OSError);
+}
+
+typedef struct {
+    Map *m;
+    MapRun *run;
+    int64_t start_offset;
+    const Codecs *cx;
+} MapFile;
+
+static int map_file_range(void *ctx, const uint8_t *d, size_t *pp, size_t stop) {
+    MapFile *c = ctx;
+    return map_range(c->m, c->run, d, pp, stop, c->start_offset, c->cx);
+}
+
+static PyObject *py_map_file(PyObject *self, PyObject *args) {
+    PyObject *map_obj, *dirty_obj, *window_obj, *inflate = Py_None;
+    long long slots, entries, max_entries, latest, pos, end, limit, start_offset;
+    Py_ssize_t have, skip, chunk_rest;
+    int fd;
+    if (!PyArg_ParseTuple(args, "OOLLLLiLLOnnnLL|O", &map_obj, &dirty_obj, &slots, &entries, &max_entries, &latest,
+                          &fd, &pos, &end, &window_obj, &have, &skip, &chunk_rest, &limit, &start_offset, &inflate))
+        return NULL;
+    FileRun f = {fd, NULL, 0, 0, 0, 0, pos + skip, end, limit, 0, 0};
+    Py_buffer windowview, mapview, dirtyview;
+    if (file_window(window_obj, &windowview, &f, have, skip, chunk_rest) < 0)
+        return NULL;
+    Map m;
+    if (get_map_and_dirty(map_obj, dirty_obj, &mapview, &dirtyview, &m, slots, entries) < 0) {
+        PyBuffer_Release(&windowview);
+        return NULL;
+    }
+    MapRun run = {0, latest, max_entries};
+    int status;
+    RELEASE_GIL
+    Codecs cx = {&_save, &cpu0_, inflate, Py_None};
+    MapFile c = {&m, &run, start_offset, &cx};
+    FileSteps steps = {map_file_range, NULL, NULL, &c};
+    status = file_loop(&f, &steps);
+    ACQUIRE_GIL
+    PyBuffer_Release(&dirtyview);
+    PyBuffer_Release(&mapview);
+    PyBuffer_Release(&windowview);
+    if (status == IO_ERROR)
+        return file_error(&f);
+    return Py_BuildValue("LnniLLLLLL", (long long)f.pos, (Py_ssize_t)f.have, (Py_ssize_t)f.chunk_rest, status,
+                         (long long)f.read, (long long)m.entries, (long long)run.latest, (long long)run.records_read,
+                         (long long)m.lookups, (long long)m.probes);
+}
+
+/* The filter's output per chunk, as Kafka's cleanInto appends it to the cleaned segment: the end of the chunk's
+ * bytes in the output buffer, its last offset, max timestamp and the offset of that timestamp. */
+typedef struct {
+    int64_t out_end, last_offset, max_ts, offset_of_max_ts;
+} ChunkMark;
+
+typedef struct {
+    FilterRun *f;
+    size_t chunk_out; /* where the chunk in progress starts in the output */
+    ChunkMark *marks;
+    size_t n, cap;
+} FilterFile;
+
+static int filter_file_range(void *ctx, const uint8_t *d, size_t *pp, size_t stop) {
+    return filter_range(((FilterFile *)ctx)->f, d, pp, stop);
+}
+
+static int filter_chunk_start(void *ctx) {
+    FilterFile *c = ctx;
+    c->chunk_out = c->f->o;
+    c->f->t->last_offset = c->f->t->max_ts = c->f->t->offset_of_max_ts = -1;
+    return 0;
+}
+
+static int filter_chunk_end(void *ctx) {
+    FilterFile *c = ctx;
+    if (c->f->o == c->chunk_out)
+        return 0;
+    if (c->n == c->cap) {
+        size_t cap = c->cap ? 2 * c->cap : 16;
+        ChunkMark *grown = PyMem_RawRealloc(c->marks, cap * sizeof(ChunkMark));
+        if (grown == NULL)
+            return -1;
+        c->marks = grown;
+        c->cap = cap;
+    }
+    const FilterTotals *t = c->f->t;
+    c->marks[c->n++] = (ChunkMark){(int64_t)c->f->o, t->last_offset, t->max_ts, t->offset_of_max_ts};
+    c->chunk_out = c->f->o;
+    return 0;
+}
+
+static PyObject *py_filter_file(PyObject *self, PyObject *args) {
+    PyObject *map_obj, *window_obj, *out_obj, *inflate = Py_None, *deflate = Py_None;
+    Py_buffer active;
+    long long slots, latest, pos, end, limit, upper_bound, now, retention, max_message_bytes, last_offset, max_ts,
+        offset_of_max_ts;
+    Py_ssize_t have, skip, chunk_rest, out_pos, chunk_out;
+    int fd;
+    if (!PyArg_ParseTuple(args, "OLLiLLOnnnLOnny*LLLLLLL|OO", &map_obj, &slots, &latest, &fd, &pos, &end,
+                          &window_obj, &have, &skip, &chunk_rest, &limit, &out_obj, &out_pos, &chunk_out, &active,
+                          &upper_bound, &now, &retention, &max_message_bytes, &last_offset, &max_ts,
+                          &offset_of_max_ts, &inflate, &deflate))
+        return NULL;
+    FileRun fr = {fd, NULL, 0, 0, 0, 0, pos + skip, end, limit, 0, 0};
+    Py_buffer windowview, mapview, outview;
+    if (active.len % 16) {
+        PyBuffer_Release(&active);
+        PyErr_SetString(PyExc_ValueError, "bad active producers");
+        return NULL;
+    }
+    if (file_window(window_obj, &windowview, &fr, have, skip, chunk_rest) < 0) {
+        PyBuffer_Release(&active);
+        return NULL;
+    }
+    Map m;
+    if (get_map(map_obj, &mapview, &m, slots, 0) < 0) {
+        PyBuffer_Release(&windowview);
+        PyBuffer_Release(&active);
+        return NULL;
+    }
+    if (PyObject_GetBuffer(out_obj, &outview, PyBUF_WRITABLE) < 0) {
+        PyBuffer_Release(&mapview);
+        PyBuffer_Release(&windowview);
+        PyBuffer_Release(&active);
+        return NULL;
+    }
+    int bad = out_pos < 0 || out_pos > outview.len || chunk_out < 0 || chunk_out > out_pos;
+    uint8_t *keep = bad ? NULL : PyMem_RawMalloc(fr.cap + 1); /* a batch holds no more records than bytes */
+    if (keep == NULL) {
+        PyBuffer_Release(&outview);
+        PyBuffer_Release(&mapview);
+        PyBuffer_Release(&windowview);
+        PyBuffer_Release(&active);
+        return bad ? PyErr_Format(PyExc_ValueError, "bad out_pos or chunk_out") : PyErr_NoMemory();
+    }
+    FilterTotals t = {0, 0, 0, 0, 0, last_offset, max_ts, offset_of_max_ts};
+    FilterRun f = {&m, NULL, &t, outview.buf, (size_t)outview.len, (size_t)out_pos, keep, active.buf,
+                   (size_t)active.len / 16, latest, upper_bound, now, retention, max_message_bytes};
+    FilterFile c = {&f, (size_t)chunk_out, NULL, 0, 0};
+    int status;
+    RELEASE_GIL
+    Codecs cx = {&_save, &cpu0_, inflate, deflate};
+    f.cx = &cx;
+    FileSteps steps = {filter_file_range, filter_chunk_start, filter_chunk_end, &c};
+    status = file_loop(&fr, &steps);
+    ACQUIRE_GIL
+    PyMem_RawFree(keep);
+    PyBuffer_Release(&outview);
+    PyBuffer_Release(&mapview);
+    PyBuffer_Release(&windowview);
+    PyBuffer_Release(&active);
+    PyObject *marks = status == IO_ERROR ? NULL : PyList_New((Py_ssize_t)c.n);
+    for (size_t i = 0; marks != NULL && i < c.n; i++) {
+        PyObject *mark = Py_BuildValue("LLLL", (long long)c.marks[i].out_end, (long long)c.marks[i].last_offset,
+                                       (long long)c.marks[i].max_ts, (long long)c.marks[i].offset_of_max_ts);
+        if (mark == NULL)
+            Py_CLEAR(marks);
+        else
+            PyList_SET_ITEM(marks, (Py_ssize_t)i, mark);
+    }
+    PyMem_RawFree(c.marks);
+    if (status == IO_ERROR)
+        return file_error(&fr);
+    if (marks == NULL)
+        return NULL;
+    return Py_BuildValue("LnniLNnnLLLLLLLLLL", (long long)fr.pos, (Py_ssize_t)fr.have, (Py_ssize_t)fr.chunk_rest,
+                         status, (long long)fr.read, marks, (Py_ssize_t)f.o, (Py_ssize_t)c.chunk_out,
+                         (long long)t.last_offset, (long long)t.max_ts, (long long)t.offset_of_max_ts,
+                         (long long)t.messages_read, (long long)t.bytes_read, (long long)t.messages_written,
+                         (long long)t.bytes_written, (long long)t.invalid, (long long)m.lookups, (long long)m.probes);
 }
 
 /* BatchFilter's record loop for one records section (a compressed one read as a bounded stream); the caller did the
@@ -1654,6 +1985,8 @@ static PyMethodDef methods[] = {
     {"map_chunk", py_map_chunk, METH_VARARGS, "Offset-map build over the plain batches of a chunk."},
     {"map_payload", py_map_payload, METH_VARARGS, "Offset-map build over one records section."},
     {"filter_chunk", py_filter_chunk, METH_VARARGS, "Clean the plain batches of a chunk into out."},
+    {"map_file", py_map_file, METH_VARARGS, "map_chunk over a segment file read into a window."},
+    {"filter_file", py_filter_file, METH_VARARGS, "filter_chunk over a segment file read into a window."},
     {"filter_payload", py_filter_payload, METH_VARARGS, "The record decisions of one records section."},
     {"set_window", py_set_window, METH_VARARGS, "Set the bounded stream's window (bytes); returns the old one."},
     {"zero_dirty_blocks", py_zero_dirty_blocks, METH_VARARGS, "Zero and unmark the map's dirty blocks."},

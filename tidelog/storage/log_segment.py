@@ -345,57 +345,101 @@ class LogSegment:
         size = len(records)
         if size == 0:
             return
+        self._check_offset(largest_offset)
+        physical_position = self._size
+        saved = self._index_state()
+        try:
+            self._write(records, physical_position, size)
+            if sync:
+                os.fdatasync(self._fd)
+            self._index_append(largest_offset, largest_timestamp, shallow_offset_of_max_timestamp, physical_position,
+                               size)
+        except Exception:  # OSError above all; anything else is rolled back just the same
+            self._roll_back(saved, physical_position)
+            raise
+        self._size = physical_position + size
+
+    def append_chunks(self, records: bytearray, chunks: list[tuple[int, int, int, int]]) -> None:
+        """Append records[:end of the last chunk] with one write, indexed as one `append` per chunk: each chunk is
+        (end in records, largest offset, largest timestamp, shallow offset of that timestamp). The cleaner appends
+        what it kept of each chunk it read, as Kafka's cleanInto does (where the sparse index gets its entries
+        depends on those appends)."""
+        if not chunks:
+            return
+        size = chunks[-1][0]
+        for _, largest_offset, _, _ in chunks:
+            self._check_offset(largest_offset)
+        physical_position = self._size
+        saved = self._index_state()
+        try:
+            self._write(memoryview(records)[:size], physical_position, size)
+            start = 0
+            for end, largest_offset, largest_timestamp, shallow_offset in chunks:
+                self._index_append(largest_offset, largest_timestamp, shallow_offset, physical_position + start,
+                                   end - start)
+                start = end
+        except Exception:
+            self._roll_back(saved, physical_position)
+            raise
+        self._size = physical_position + size
+
+    def _check_offset(self, largest_offset: int) -> None:
         if not 0 <= largest_offset - self.base_offset <= INT32_MAX:
             raise ValueError(f"offset {largest_offset} cannot be stored in segment {self.base_offset}")
-        physical_position = self._size
-        offset_index, time_index = self.offset_index, self.time_index
-        saved = (
+
+    def _write(self, records: bytes | bytearray | memoryview, physical_position: int, size: int) -> None:
+        end = physical_position + size
+        if end > self._reserved_end and physical_position >= RESERVE_AFTER_BYTES:
+            self._reserve_ahead(physical_position, end)
+        written = os.pwrite(self._fd, records, physical_position)  # all of it, but for a short write:
+        if written < size:
+            view = memoryview(records).cast("B")
+            while written < size:
+                written += os.pwrite(self._fd, view[written:], physical_position + written)
+
+    def _index_append(
+        self, largest_offset: int, largest_timestamp: int, shallow_offset_of_max_timestamp: int,
+        physical_position: int, size: int,
+    ) -> None:
+        """Kafka's LogSegment.append after the write: at most one index entry per append."""
+        if physical_position == 0:
+            self._rolling_based_timestamp = largest_timestamp
+        if largest_timestamp > self.max_timestamp_so_far:
+            self.max_timestamp_so_far = largest_timestamp
+            self.offset_of_max_timestamp_so_far = shallow_offset_of_max_timestamp
+        if self.bytes_since_last_index_entry > self.index_interval_bytes:
+            self.offset_index.append(largest_offset, physical_position)
+            self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far)
+            self.bytes_since_last_index_entry = 0
+        self.bytes_since_last_index_entry += size
+
+    def _index_state(self) -> tuple[int, int, int, int | None, int, int]:
+        return (
             self.bytes_since_last_index_entry,
             self.max_timestamp_so_far,
             self.offset_of_max_timestamp_so_far,
             self._rolling_based_timestamp,
-            offset_index.entries,
-            time_index.entries,
+            self.offset_index.entries,
+            self.time_index.entries,
         )
+
+    def _roll_back(self, saved: tuple[int, int, int, int | None, int, int], physical_position: int) -> None:
+        """Put the segment back as it was before a failed append: no partial batch stays."""
+        (
+            self.bytes_since_last_index_entry,
+            self.max_timestamp_so_far,
+            self.offset_of_max_timestamp_so_far,
+            self._rolling_based_timestamp,
+            off_entries,
+            time_entries,
+        ) = saved
+        self.offset_index.truncate_to_entries(off_entries)
+        self.time_index.truncate_to_entries(time_entries)
         try:
-            end = physical_position + size
-            if end > self._reserved_end and physical_position >= RESERVE_AFTER_BYTES:
-                self._reserve_ahead(physical_position, end)
-            written = os.pwrite(self._fd, records, physical_position)  # all of it, but for a short write:
-            if written < size:
-                view = memoryview(records).cast("B")
-                while written < size:
-                    written += os.pwrite(self._fd, view[written:], physical_position + written)
-            if sync:
-                os.fdatasync(self._fd)
-            if physical_position == 0:
-                self._rolling_based_timestamp = largest_timestamp
-            if largest_timestamp > self.max_timestamp_so_far:
-                self.max_timestamp_so_far = largest_timestamp
-                self.offset_of_max_timestamp_so_far = shallow_offset_of_max_timestamp
-            if self.bytes_since_last_index_entry > self.index_interval_bytes:
-                offset_index.append(largest_offset, physical_position)
-                time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far)
-                self.bytes_since_last_index_entry = 0
-            self.bytes_since_last_index_entry += size
-        except Exception:  # OSError above all; anything else is rolled back just the same
-            (
-                self.bytes_since_last_index_entry,
-                self.max_timestamp_so_far,
-                self.offset_of_max_timestamp_so_far,
-                self._rolling_based_timestamp,
-                off_entries,
-                time_entries,
-            ) = saved
-            self.offset_index.truncate_to_entries(off_entries)
-            self.time_index.truncate_to_entries(time_entries)
-            try:
-                os.ftruncate(self._fd, physical_position)  # frees any reservation too: ask again next time
-                self._reserved_end = 0
-            except OSError:
-                pass  # the bytes beyond _size are invisible; the next append overwrites them
-            raise
-        self._size = physical_position + size
+            os.ftruncate(self._fd, physical_position)  # frees any reservation too: ask again next time
+            self._reserved_end = 0
+        except OSError:
+            pass  # the bytes beyond _size are invisible; the next append overwrites them
 
     def _reserve_ahead(self, position: int, end: int) -> None:
         """Reserve the disk blocks of this append and of up to RESERVE_STEP_BYTES after it (never more than the
