@@ -545,7 +545,7 @@ static int stream_end(Stream *s) {
 
 /* ------------------------------------------------------------------------------------------------ offset map */
 
-#define DIRTY_BLOCK 4096 /* offset_map.DIRTY_BLOCK: the map marks the 4 KiB blocks it wrote, clear() zeroes those */
+#define DIRTY_BLOCK 256 /* offset_map.DIRTY_BLOCK: the map marks the blocks it wrote, clear() zeroes those */
 
 typedef struct {
     uint8_t *buf;
@@ -1881,7 +1881,7 @@ static PyObject *py_set_window(PyObject *self, PyObject *args) {
 
 /* ------------------------------------------------------------------------------------------------ small entries */
 
-/* SkimpyOffsetMap.clear: zero the map's dirty 4 KiB blocks and unmark them, then (`free_pages`) hand the map's pages
+/* SkimpyOffsetMap.clear: zero the map's dirty blocks and unmark them, then (`free_pages`) hand the map's pages
  * to the kernel as free-when-needed (MADV_FREE; errors ignored: the pages then just stay), all with the GIL released:
  * mmap.madvise holds it while the kernel walks the touched pages (5-8% of the GIL-held time of a pass, py-spy). */
 static PyObject *py_zero_dirty_blocks(PyObject *self, PyObject *args) {
