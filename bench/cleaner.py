@@ -115,6 +115,7 @@ def timed_clean(template: Path, partitions: int, threads: int) -> tuple[float, f
     work = Path(tempfile.mkdtemp(prefix="tidelog-bench-cleaner-run-"))
     try:
         shutil.copytree(template, work, dirs_exist_ok=True)
+        os.sync()  # the copy's writeback must not land in the timed cleaning (it would compete with the fsyncs)
         manager = LogManager([str(work)], LogConfig(), Clock())
         manager.startup()
         for log in manager.all_logs().values():

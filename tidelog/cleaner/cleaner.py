@@ -444,6 +444,7 @@ class Cleaner:
         out, size, last_offset, max_ts, offset_of_max_ts = batch_filter.filter_chunk(chunk, consumed)
         if size:
             dest.append(last_offset, max_ts, offset_of_max_ts, memoryview(out)[:size])
+            dest.start_writeback()
             self.throttler.maybe_throttle(size)
 
     def _clean_file_into(
@@ -471,6 +472,7 @@ class Cleaner:
                 self.throttler.maybe_throttle(read)
                 if chunks:
                     dest.append_chunks(out, chunks)
+                    dest.start_writeback()  # the disk works while the pass goes on; the fsync waits for less
                     self.throttler.maybe_throttle(chunks[-1][0])
                 freed = chunk_out
                 if freed:  # keep only the chunk in progress

@@ -24,7 +24,7 @@ from tidelog.protocol.record_batch import (
     compute_crc,
     read_header,
 )
-from tidelog.storage import file_space
+from tidelog.storage import file_space, writeback
 from tidelog.storage.log_file_utils import (
     DELETED_FILE_SUFFIX,
     log_file,
@@ -118,6 +118,7 @@ class LogSegment:
         self.created = clock.milliseconds()
         self.bytes_since_last_index_entry = 0
         self._rolling_based_timestamp: int | None = None
+        self._writeback_from = 0  # start_writeback: where the bytes not yet queued for writeback begin
         # Where the disk blocks reserved past the end stop (file_space.reserve): 0 none, _NEVER not on this file.
         self._reserved_end = 0
         # (largest timestamp, last offset of the batch holding it); starts from the time index's last entry.
@@ -383,6 +384,15 @@ class LogSegment:
             raise
         self._size = physical_position + size
 
+    def start_writeback(self, min_bytes: int = 1 << 20) -> None:
+        """Queue what was appended since the last call for writeback once it is `min_bytes` or more, without
+        waiting (storage/writeback.py): the cleaner's `.cleaned` segments, whose fsync then waits only for the
+        tail."""
+        start = self._writeback_from
+        if self._size - start >= min_bytes:
+            writeback.start(self._fd, start, self._size - start)
+            self._writeback_from = self._size
+
     def _check_offset(self, largest_offset: int) -> None:
         if not 0 <= largest_offset - self.base_offset <= INT32_MAX:
             raise ValueError(f"offset {largest_offset} cannot be stored in segment {self.base_offset}")
@@ -526,6 +536,7 @@ class LogSegment:
         self.txn_index.reset()
         file_size = os.fstat(self._fd).st_size
         self._size = file_size
+        self._writeback_from = min(self._writeback_from, self._size)
         valid_bytes = 0
         last_index_entry = 0
         self.max_timestamp_so_far = NO_TIMESTAMP
@@ -556,6 +567,7 @@ class LogSegment:
             os.ftruncate(self._fd, valid_bytes)
         self._reserved_end = 0
         self._size = valid_bytes
+        self._writeback_from = min(self._writeback_from, self._size)
         self.bytes_since_last_index_entry = valid_bytes - last_index_entry if valid_bytes else 0
         self.offset_index.trim_to_valid_size()
         self.time_index.maybe_append(
@@ -603,6 +615,7 @@ class LogSegment:
         removed = self._size - mapping.position
         os.ftruncate(self._fd, mapping.position)  # also frees blocks reserved past the end
         self._size = mapping.position
+        self._writeback_from = min(self._writeback_from, self._size)
         self._reserved_end = 0
         if self._size == 0:
             self.created = self._clock.milliseconds()
@@ -619,6 +632,7 @@ class LogSegment:
         self.txn_index.reset()
         os.ftruncate(self._fd, 0)
         self._size = 0
+        self._writeback_from = min(self._writeback_from, self._size)
         self._reserved_end = 0
         self.created = self._clock.milliseconds()
         self._rolling_based_timestamp = None
