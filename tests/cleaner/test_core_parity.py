@@ -101,9 +101,12 @@ def snapshot(env: Env) -> list[tuple[str, bytes]]:
     return out
 
 
-def clean_passes(tmp: Path, seed: int, codecs: list[int], io_buffer_size: int = 524_288) -> list[list[tuple[str, bytes]]]:
+def clean_passes(tmp: Path, seed: int, codecs: list[int], io_buffer_size: int = 524_288,
+                 throttler: Throttler | None = None, memory: int = 1024 * 1024) -> list[list[tuple[str, bytes]]]:
     clock = ManualClock()
-    env = Env(tmp, clock, io_buffer_size=io_buffer_size)
+    env = Env(tmp, clock, memory=memory, io_buffer_size=io_buffer_size)
+    if throttler is not None:
+        env.cleaner.throttler = throttler
     try:
         fill(env, seed, codecs)
         log = env.log(config=SMALL_SEGMENTS)
@@ -156,6 +159,27 @@ def test_c_and_python_cleaners_write_identical_segments(
     assert original > 0
 
 
+STAT_FIELDS = ("bytes_read", "bytes_written", "map_bytes_read", "map_messages_read", "messages_read",
+               "invalid_messages_read", "messages_written")
+
+
+@pytest.fixture
+def pass_counters(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, ...]]:
+    """The CleanerStats counters of every pass, in the order the passes ran (the summary line and history show them)."""
+    from tidelog.cleaner import cleaner as cleaner_module
+
+    recorded: list[tuple[int, ...]] = []
+    real = cleaner_module.Cleaner.do_clean
+
+    def recording(self: Any, cleanable: Any, now: int) -> Any:
+        end, stats = real(self, cleanable, now)
+        recorded.append(tuple(getattr(stats, name) for name in STAT_FIELDS))
+        return end, stats
+
+    monkeypatch.setattr(cleaner_module.Cleaner, "do_clean", recording)
+    return recorded
+
+
 class StatusSpy:
     """The C core with the statuses of its file functions recorded (the map's and the filter's)."""
 
@@ -177,16 +201,21 @@ class StatusSpy:
         return result
 
 
-@pytest.mark.parametrize("codec", ["none", "mixed"])
-@pytest.mark.parametrize("call_bytes", [900, 1 << 20])
+@pytest.mark.parametrize(("codec", "call_bytes", "window", "memory"), [
+    ("none", 900, 2500, 1 << 20), ("none", 1 << 20, 2500, 1 << 20), ("mixed", 900, 2500, 1 << 20),
+    ("mixed", 1 << 20, 2500, 1 << 20),
+    # a map of 27 entries for 42 keys: passes stop where it fills (MAP_FULL), in a window holding whole segments
+    ("mixed", 900, 8000, 24 * 30),
+])
 def test_c_core_reading_segments_through_a_small_window_writes_what_python_writes(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, c_core: object, codec: str, call_bytes: int
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, c_core: object, codec: str, call_bytes: int, window: int,
+    memory: int, pass_counters: list[tuple[int, ...]],
 ) -> None:
     """The C core reads each segment itself through the cleaner's read buffer (map_file/filter_file). With a
     2,500-byte buffer, batches straddle reads, batches larger than the buffer go to the chunk reader (PARTIAL), and
     control and transactional batches to Python (NEED_PYTHON); with 900 bytes per call, calls end inside a segment.
     The segments stay byte-identical to the pure-Python cleaner's, whose index entries depend on the chunks it
-    appends."""
+    appends, and so do every pass's statistics and the bytes reported to the throttle."""
     from tidelog.cleaner import cleaner as cleaner_module
 
     spy = StatusSpy(c_core)
@@ -194,18 +223,25 @@ def test_c_core_reading_segments_through_a_small_window_writes_what_python_write
     monkeypatch.setattr(cleaner_module, "FILE_CALL_BYTES", call_bytes)
     codecs = list(CODECS.values()) if codec == "mixed" else [CODECS[codec]]
     seed = 7 + sum(codec.encode())
-    with_c = clean_passes(tmp_path / "c", seed, codecs, io_buffer_size=5000)  # 2,500 bytes per read, one thread
+    c_throttle, py_throttle = CountingThrottler(), CountingThrottler()
+    with_c = clean_passes(tmp_path / "c", seed, codecs, 2 * window, c_throttle, memory)  # one thread: window bytes
+    c_counters = list(pass_counters)
+    pass_counters.clear()
     monkeypatch.setattr(core, "accelerator", None)
-    with_python = clean_passes(tmp_path / "py", seed, codecs, io_buffer_size=5000)
+    with_python = clean_passes(tmp_path / "py", seed, codecs, 2 * window, py_throttle, memory)
     assert with_c == with_python
-    assert {(kind, status) for kind in ("map", "filter") for status in (core.DONE, core.NEED_PYTHON, core.PARTIAL)
-            } <= spy.statuses
+    assert c_counters == pass_counters and len(pass_counters) >= 4
+    assert c_throttle.observed == py_throttle.observed > 0
+    expected = (core.DONE, core.NEED_PYTHON) + ((core.PARTIAL,) if window < 6 * 1024 else ())
+    assert {(kind, status) for kind in ("map", "filter") for status in expected} <= spy.statuses
+    assert (("map", core.MAP_FULL) in spy.statuses) == (memory < 1 << 20)
 
 
-def _small_batches_passes(tmp: Path) -> list[list[tuple[str, bytes]]]:
+def _small_batches_passes(tmp: Path, throttler: Throttler) -> list[list[tuple[str, bytes]]]:
     """64 KiB segments of batches under 1 KiB (some transactional), cleaned twice through a 2,500-byte window."""
     clock = ManualClock()
     env = Env(tmp, clock, io_buffer_size=5000)
+    env.cleaner.throttler = throttler
     config = LogConfig(cleanup_policy=("compact",), min_cleanable_dirty_ratio=0.01, segment_bytes=64 * 1024)
     try:
         log = env.log(config=config)
@@ -238,7 +274,7 @@ def snapshot_of(log: Any) -> list[tuple[str, bytes]]:
 
 
 def test_c_core_output_buffer_filling_up_keeps_the_python_appends(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, c_core: object
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, c_core: object, pass_counters: list[tuple[int, ...]]
 ) -> None:
     """Segments much larger than the window and calls of 1 MiB: a call's output fills the output buffer (OUT_FULL)
     and the finished chunks are appended before it goes on. Every chunk is still appended on its own, so the
@@ -248,10 +284,15 @@ def test_c_core_output_buffer_filling_up_keeps_the_python_appends(
     spy = StatusSpy(c_core)
     monkeypatch.setattr(core, "accelerator", spy)
     monkeypatch.setattr(cleaner_module, "FILE_CALL_BYTES", 1 << 20)
-    with_c = _small_batches_passes(tmp_path / "c")
+    c_throttle, py_throttle = CountingThrottler(), CountingThrottler()
+    with_c = _small_batches_passes(tmp_path / "c", c_throttle)
+    c_counters = list(pass_counters)
+    pass_counters.clear()
     monkeypatch.setattr(core, "accelerator", None)
-    with_python = _small_batches_passes(tmp_path / "py")
+    with_python = _small_batches_passes(tmp_path / "py", py_throttle)
     assert with_c == with_python
+    assert c_counters == pass_counters and pass_counters
+    assert c_throttle.observed == py_throttle.observed > 0
     assert {("filter", core.OUT_FULL), ("filter", core.NEED_PYTHON), ("map", core.NEED_PYTHON)} <= spy.statuses
     assert ("filter", core.PARTIAL) not in spy.statuses
     indexes = [b for name, b in with_c[0] if name.endswith(".index")]
@@ -416,3 +457,27 @@ def test_c_core_hands_batches_whose_offsets_overflow_to_python(c_core: object) -
     assert status == NEED_PYTHON
     assert accel.filter_payload(offset_map.buffer, offset_map.slots, -1, b"\0" * 10, 0, 0x7FFFFFFF,
                                 0, 0, 0, 0, 0, False) is None
+
+
+def test_a_read_error_in_the_core_raises_and_its_slots_are_cleared(c_core: Any, tmp_path: Path) -> None:
+    """map_file raises OSError for a read error (here EISDIR) instead of answering; slots a failed call wrote
+    without reporting its counters (the map still says 0 entries) are zeroed by the next clear(), so the thread's
+    map cannot carry another log's keys into its next pass."""
+    import os
+
+    m = SkimpyOffsetMap(24 * 1000)
+    window = bytearray(4096)
+    fd = os.open(tmp_path, os.O_RDONLY)
+    try:
+        with pytest.raises(OSError):
+            c_core.map_file(m.buffer, m.dirty, m.slots, 0, m.max_entries, -1, fd, 0, 1 << 20, window, 0, 0, 0,
+                            1 << 20, 0, stream_inflater)
+    finally:
+        os.close(fd)
+    chunk = bytes(build_batch([Record(i, 1000, b"k%d" % i, b"v") for i in range(10)], 0))
+    c_core.map_chunk(m.buffer, m.dirty, m.slots, 0, m.max_entries, -1, chunk, 0, len(chunk), 0, stream_inflater)
+    assert len(m) == 0 and m.latest_offset == -1  # the counters were never absorbed
+    assert m.buffer[:] != bytes(len(m.buffer))
+    m.clear()
+    assert m.buffer[:] == bytes(len(m.buffer))
+    assert m.get(b"k3") == -1

@@ -252,12 +252,15 @@ class Cleaner:
                 stats.index_bytes_read(pos - start)
                 self.throttler.maybe_throttle(read_bytes)
                 if status == core.MAP_FULL:
+                    stats.index_bytes_read(chunk_rest)  # the chunk reader counts a chunk whole, where it stops too
                     return True
                 if status == core.NEED_PYTHON:
                     header = read_header(window, 0)
-                    stats.index_bytes_read(header.size)
-                    if self._map_batch(bytes(window[: header.size]), 0, header, offset_map, start_offset, txn, stats):
+                    batch = bytes(memoryview(window)[: header.size])
+                    if self._map_batch(batch, 0, header, offset_map, start_offset, txn, stats):
+                        stats.index_bytes_read(chunk_rest)
                         return True
+                    stats.index_bytes_read(header.size)
                     skip = header.size
                 elif status == core.PARTIAL:
                     for chunk, _, consumed in self._chunks(log, segment, pos, stats, for_map=True):
@@ -457,6 +460,7 @@ class Cleaner:
         `_map_segment_file`)."""
         window, size = self._window, source.size
         out = batch_filter.ensure_out_capacity(len(window) + 64)  # the core needs room for a batch + 64 bytes
+        call_output = FILE_CALL_BYTES + 2 * len(window) + 64  # what one call can write (a rebuilt batch may grow)
         pos, have, skip, chunk_rest = 0, 0, 0, 0  # window[:have] holds the file from pos (see filter_file)
         written = chunk_out = 0  # out[:chunk_out]: finished chunks (appended after each call); then the chunk in progress
         last_offset = max_ts = offset_of_max_ts = -1  # of the chunk in progress
@@ -478,11 +482,16 @@ class Cleaner:
                 if freed:  # keep only the chunk in progress
                     out[: written - freed] = out[freed:written]
                     written, chunk_out = written - freed, 0
-                if status == core.OUT_FULL and not freed:  # the chunk in progress alone fills the buffer
-                    out = batch_filter.ensure_out_capacity(2 * len(out))
+                if status == core.OUT_FULL:
+                    # Grown towards a whole call's output, so later calls go the whole way; beyond it only when the
+                    # chunk in progress alone fills the buffer.
+                    if not freed:
+                        out = batch_filter.ensure_out_capacity(2 * len(out))
+                    elif len(out) < call_output:
+                        out = batch_filter.ensure_out_capacity(min(2 * len(out), call_output))
                 elif status == core.NEED_PYTHON:
                     header = read_header(window, 0)
-                    result = batch_filter.filter(bytes(window[: header.size]), 0, header)
+                    result = batch_filter.filter(bytes(memoryview(window)[: header.size]), 0, header)
                     skip = header.size
                     if result is not None and len(result.data):
                         out = batch_filter.ensure_out_capacity(written + len(result.data))

@@ -136,7 +136,8 @@ class SkimpyOffsetMap:
 
     def clear(self) -> None:
         """Zero-fill before each cleaning (Kafka does the same rather than reallocating)."""
-        if self._entries or self.latest_offset >= 0:
+        # the dirty marks too: a core call that failed (a read error) wrote slots but never reported its counters
+        if self._entries or self.latest_offset >= 0 or self._dirty.find(1) >= 0:
             if core.accelerator is not None:  # zeroes, then MADV_FREE, with the GIL released
                 core.accelerator.zero_dirty_blocks(self._bytes, self._dirty, True)
             else:

@@ -1544,7 +1544,7 @@ static PyObject *py_filter_chunk(PyObject *self, PyObject *args) {
 typedef struct {
     int fd;
     uint8_t *window;
-    size_t cap, have, chunk_rest;
+    size_t cap, have, chunk_rest, skip; /* skip: bytes at the window's start to drop first (file_window) */
     int in_chunk;
     int64_t pos, end, limit;
     int64_t read; /* bytes in the window at each chunk's start (what Kafka's throttle counts) */
@@ -1563,6 +1563,8 @@ typedef struct {
  * of a chunk is not whole in the window (Python's reader grows its buffer or fails); IO_ERROR (err). */
 static int file_loop(FileRun *f, const FileSteps *s) {
     int64_t done = 0;
+    memmove(f->window, f->window + f->skip, f->have);
+    f->skip = 0;
     for (;;) {
         if (!f->in_chunk) {
             if (f->pos >= f->end || done >= f->limit)
@@ -1618,15 +1620,17 @@ static int file_window(PyObject *obj, Py_buffer *view, FileRun *f, Py_ssize_t ha
                        Py_ssize_t chunk_rest) {
     if (PyObject_GetBuffer(obj, view, PyBUF_WRITABLE) < 0)
         return -1;
+    /* the rest of the chunk in progress must still be whole batches: the loops trust that boundary */
     if (have < 0 || skip < 0 || chunk_rest < skip || chunk_rest > have || have > view->len ||
-        view->len < HEADER_SIZE || f->pos < 0 || f->limit <= 0) {
+        view->len < HEADER_SIZE || f->pos < 0 || f->limit <= 0 ||
+        whole_end((const uint8_t *)view->buf + skip, 0, (size_t)(chunk_rest - skip)) != (size_t)(chunk_rest - skip)) {
         PyBuffer_Release(view);
         PyErr_SetString(PyExc_ValueError, "bad window, position or limit");
         return -1;
     }
     f->window = view->buf;
     f->cap = (size_t)view->len;
-    memmove(f->window, f->window + skip, (size_t)(have - skip));
+    f->skip = (size_t)skip; /* dropped by file_loop, once every argument is checked */
     f->have = (size_t)(have - skip);
     f->chunk_rest = (size_t)(chunk_rest - skip);
     f->in_chunk = chunk_rest > 0; /* Python's batch was inside the chunk, which may end with it */
@@ -1658,7 +1662,7 @@ static PyObject *py_map_file(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "OOLLLLiLLOnnnLL|O", &map_obj, &dirty_obj, &slots, &entries, &max_entries, &latest,
                           &fd, &pos, &end, &window_obj, &have, &skip, &chunk_rest, &limit, &start_offset, &inflate))
         return NULL;
-    FileRun f = {fd, NULL, 0, 0, 0, 0, pos + skip, end, limit, 0, 0};
+    FileRun f = {fd, NULL, 0, 0, 0, 0, 0, pos + skip, end, limit, 0, 0};
     Py_buffer windowview, mapview, dirtyview;
     if (file_window(window_obj, &windowview, &f, have, skip, chunk_rest) < 0)
         return NULL;
@@ -1739,7 +1743,7 @@ static PyObject *py_filter_file(PyObject *self, PyObject *args) {
                           &upper_bound, &now, &retention, &max_message_bytes, &last_offset, &max_ts,
                           &offset_of_max_ts, &inflate, &deflate))
         return NULL;
-    FileRun fr = {fd, NULL, 0, 0, 0, 0, pos + skip, end, limit, 0, 0};
+    FileRun fr = {fd, NULL, 0, 0, 0, 0, 0, pos + skip, end, limit, 0, 0};
     Py_buffer windowview, mapview, outview;
     if (active.len % 16) {
         PyBuffer_Release(&active);

@@ -118,7 +118,7 @@ class LogSegment:
         self.created = clock.milliseconds()
         self.bytes_since_last_index_entry = 0
         self._rolling_based_timestamp: int | None = None
-        self._writeback_from = 0  # start_writeback: where the bytes not yet queued for writeback begin
+        self._writeback_from = self._size  # start_writeback: where the bytes not yet queued for writeback begin
         # Where the disk blocks reserved past the end stop (file_space.reserve): 0 none, _NEVER not on this file.
         self._reserved_end = 0
         # (largest timestamp, last offset of the batch holding it); starts from the time index's last entry.
