@@ -12,19 +12,22 @@ from __future__ import annotations
 
 import errno
 from collections.abc import Callable
+from types import ModuleType
 
 SYNC_FILE_RANGE_WRITE = 2  # linux/fs.h
 
 _sync_file_range: Callable[[int, int, int, int], int] | None = None
-_available = True
+_ctypes: ModuleType | None = None  # imported at first use, off the start-up path (as storage/file_space.py)
+_available = True  # False once this platform has no such call (ctypes, libc or the kernel: ENOSYS)
 
 
 def _load() -> Callable[[int, int, int, int], int] | None:
-    global _sync_file_range, _available
+    global _sync_file_range, _available, _ctypes
     if _sync_file_range is None and _available:
         try:
-            import ctypes  # lazy: only cleaner threads need it
+            import ctypes  # lazy for start-up time: only cleaner threads call this
 
+            _ctypes = ctypes
             fn = ctypes.CDLL(None, use_errno=True).sync_file_range
         except (ImportError, OSError, AttributeError):
             _available = False
@@ -32,7 +35,7 @@ def _load() -> Callable[[int, int, int, int], int] | None:
         fn.argtypes = (ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint)
         fn.restype = ctypes.c_int
         _sync_file_range = fn
-    return _sync_file_range
+    return _sync_file_range if _available else None
 
 
 def start(fd: int, offset: int, length: int) -> None:
@@ -42,8 +45,6 @@ def start(fd: int, offset: int, length: int) -> None:
     fn = _load()
     if fn is None or length <= 0:
         return
-    if fn(fd, offset, length, SYNC_FILE_RANGE_WRITE) != 0:
-        import ctypes
-
-        if ctypes.get_errno() == errno.ENOSYS:
+    if fn(fd, offset, length, SYNC_FILE_RANGE_WRITE) != 0 and _ctypes is not None:
+        if _ctypes.get_errno() == errno.ENOSYS:
             _available = False
