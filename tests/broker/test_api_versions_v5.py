@@ -143,29 +143,19 @@ def test_a_v6_request_gets_the_v0_unsupported_version_answer(tidelog_module_brok
 
 
 LOADING_PROBE = r"""
-import asyncio, socket, struct, sys
+import asyncio, struct, sys
 from tidelog.broker.server import Server
 from tidelog.config.broker_config import BrokerConfig
+from tidelog.protocol.messages import request_class
+from tidelog.testing import KafkaWire
 
-def body(cluster_id, node_id):
-    def s(v):
-        return b"\x00" if v is None else bytes([len(v) + 1]) + v.encode()
-    return s("probe") + s("1.0") + s(cluster_id) + struct.pack(">i", node_id) + b"\x00"
+def frame(wire, correlation_id, cluster_id, node_id):  # the v5 request the codec test pins to Kafka's layout
+    request = request_class(18)[5](client_software_name="probe", client_software_version="1.0",
+                                   cluster_id=cluster_id, node_id=node_id)
+    return wire.frame(18, 5, request, correlation_id=correlation_id)
 
-def frame(correlation_id, payload):
-    header = struct.pack(">hhih", 18, 5, correlation_id, 5) + b"probe" + b"\x00"
-    return struct.pack(">i", len(header) + len(payload)) + header + payload
-
-def read(sock):
-    def exact(n):
-        buf = b""
-        while len(buf) < n:
-            chunk = sock.recv(n - len(buf))
-            assert chunk, "closed"
-            buf += chunk
-        return buf
-    data = exact(struct.unpack(">i", exact(4))[0])
-    return struct.unpack_from(">ih", data)  # correlation id, error code
+def read(wire):
+    return struct.unpack_from(">ih", wire.read_frame())  # correlation id, error code
 
 cfg = BrokerConfig.load(None, {}, {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": sys.argv[1], "node.id": "3"})
 
@@ -176,21 +166,19 @@ async def main():
     await first_start.stop()
     server = Server(cfg)
     await server.start_listening()
-    addr = ("127.0.0.1", server.port)
-    unchecked = socket.create_connection(addr, timeout=60)
-    checked = socket.create_connection(addr, timeout=60)
-    checked.sendall(frame(1, body(cluster_id, 3)))
-    unchecked.sendall(frame(2, body(None, -1)))
+    unchecked, checked = (KafkaWire(f"127.0.0.1:{server.port}") for _ in range(2))
+    checked.sock.sendall(frame(checked, 1, cluster_id, 3))
+    unchecked.sock.sendall(frame(unchecked, 2, None, -1))
     print("unchecked while loading:", await asyncio.to_thread(read, unchecked))
-    checked.setblocking(False)
+    checked.sock.setblocking(False)
     try:
-        print("checked before ready:", len(checked.recv(1)) > 0)
+        print("checked before ready:", len(checked.sock.recv(1)) > 0)
     except BlockingIOError:
         print("checked before ready:", False)
-    checked.setblocking(True)
+    checked.sock.setblocking(True)
     await server.finish_startup(warm_up=False)
     print("checked once loaded:", await asyncio.to_thread(read, checked))
-    checked.sendall(frame(3, body(cluster_id, 4)))
+    checked.sock.sendall(frame(checked, 3, cluster_id, 4))
     print("another node:", await asyncio.to_thread(read, checked))
     checked.close(); unchecked.close()
     await server.stop()

@@ -34,14 +34,20 @@ def saved_groups(log_dir: str | Path) -> dict[str, Any]:
     return STREAMS_GROUPS.read(log_dir, lambda d: dict(d["groups"])) or {}
 
 
+def held_broker(tmp_path: Path, factory: Callable[..., BrokerHandle], topic: str) -> tuple[BrokerHandle, WriteGate, Any]:
+    """A broker on `tmp_path` with `topic` created and the streams-group writer's next write held at the gate:
+    (broker, gate, writer)."""
+    gate = WriteGate(STREAMS_GROUPS.name)
+    b = factory(log_dir=tmp_path, overrides=NO_DELAY, fault_hooks=gate)
+    with KafkaWire(b.bootstrap) as w:
+        create_topic(w, topic, 1)
+    gate.close()
+    return b, gate, b.state.groups.streams_groups.store.writer
+
+
 def test_heartbeats_share_one_write_and_are_answered_once_on_disk(tmp_path: Path,
         tidelog_broker_factory: Callable[..., BrokerHandle]) -> None:
-    gate = WriteGate(STREAMS_GROUPS.name)
-    b = tidelog_broker_factory(log_dir=tmp_path, overrides=NO_DELAY, fault_hooks=gate)
-    writer = b.state.groups.streams_groups.store.writer
-    with KafkaWire(b.bootstrap) as w:
-        create_topic(w, "ss-src", 1)
-    gate.close()
+    b, gate, writer = held_broker(tmp_path, tidelog_broker_factory, "ss-src")
     answers: dict[str, tuple[int, bool]] = {}  # group -> (error, was it in the file when the answer came)
 
     def join(group: str) -> None:
@@ -142,12 +148,7 @@ def test_a_failed_write_fails_only_the_changes_it_carried_and_is_retried(tmp_pat
     """The held write fails with a bug's exception (not an OSError): its heartbeat is answered
     UNKNOWN_SERVER_ERROR naming the exception type; a heartbeat noted after that write began waits for the retry
     and is answered NONE; the retry writes both (the failed change was kept in memory)."""
-    gate = WriteGate(STREAMS_GROUPS.name)
-    b = tidelog_broker_factory(log_dir=tmp_path, overrides=NO_DELAY, fault_hooks=gate)
-    writer = b.state.groups.streams_groups.store.writer
-    with KafkaWire(b.bootstrap) as w:
-        create_topic(w, "ss-fail", 1)
-    gate.close()
+    b, gate, writer = held_broker(tmp_path, tidelog_broker_factory, "ss-fail")
     gate.failing = RuntimeError("injected by the test")
     answers: dict[str, tuple[int, str | None]] = {}
 
